@@ -1,0 +1,920 @@
+/* conn.c - one connection: read, parse, hand off, write, keep alive.
+ *
+ * A connection is a small state machine driven by conn_process(), the one
+ * place that moves it from state to state, so pipelined requests, inline
+ * requests and completions from the executor all take the same path:
+ *
+ *   READING  --head parsed-->  SERVING  --executor END-->  WRITING
+ *      ^                                                      |
+ *      +------------------ keep-alive ------------------------+
+ *                                                             v
+ *                                       CLOSING (lingering) -> FREE
+ *
+ * The parser is paused after every message, so bytes of a pipelined request
+ * wait in the read buffer until the response before them is written; that is
+ * what keeps responses in order. Request heads are parsed as offsets into the
+ * read buffer and copied once into the request's own buffer when complete,
+ * which frees the read buffer to move while the body streams.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/conn.h"
+#include "worker/http.h"
+#include "worker/pump.h"
+
+#define READ_CHUNK    16384
+#define BODY_WINDOW   (256 * 1024) /* request body buffered per request */
+#define OUT_CREDIT    (256 * 1024) /* response bytes queued per request */
+#define LINGER_SECS   2.0
+#define BUF_KEEP      (64 * 1024) /* buffers above this are freed when idle */
+#define MAX_HEAD_HARD (4 * 1024 * 1024)
+
+static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void conn_process(sl_conn_t *c);
+static int conn_parse(sl_conn_t *c);
+static void conn_close(sl_conn_t *c);
+
+/* ------------------------------------------------------------------ */
+/* llhttp callbacks: they record offsets and flags, never act.        */
+
+static int fail(sl_conn_t *c, int status)
+{
+    if (c->http_error == 0)
+        c->http_error = status;
+    return HPE_USER;
+}
+
+static int on_message_begin(llhttp_t *h)
+{
+    sl_conn_t *c = h->data;
+    sl_req_t *r = &c->req;
+
+    r->url_len = 0;
+    r->nhdrs = 0;
+    c->in_value = false;
+    c->head_done = false;
+    c->msg_done = false;
+    c->in_msg = true;
+    c->req_start = c->rbuf.off;
+    c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
+    return 0;
+}
+
+static int on_url(llhttp_t *h, const char *at, size_t len)
+{
+    sl_conn_t *c = h->data;
+    sl_req_t *r = &c->req;
+    int limit = c->pump->opt->limit_request_line;
+
+    if (r->url_len == 0)
+        r->url_off = (uint32_t)(at - c->rbuf.data);
+    r->url_len += (uint32_t)len;
+    /* method, two spaces and "HTTP/1.1" make up the rest of the line */
+    if (limit > 0 && r->url_len + 18 > (uint32_t)limit)
+        return fail(c, 414);
+    return 0;
+}
+
+static bool field_too_big(sl_conn_t *c, const sl_hdr_t *hd)
+{
+    int limit = c->pump->opt->limit_request_field_size;
+
+    return limit > 0 && hd->name_len + hd->val_len + 2 > (uint32_t)limit;
+}
+
+static int on_header_field(llhttp_t *h, const char *at, size_t len)
+{
+    sl_conn_t *c = h->data;
+    sl_req_t *r = &c->req;
+    sl_hdr_t *hd;
+
+    if (r->nhdrs == 0 || c->in_value) {
+        if (r->nhdrs >= c->pump->opt->limit_request_fields)
+            return fail(c, 431);
+        hd = &r->hdrs[r->nhdrs++];
+        hd->name_off = (uint32_t)(at - c->rbuf.data);
+        hd->name_len = 0;
+        hd->val_off = 0;
+        hd->val_len = 0;
+        c->in_value = false;
+    }
+    hd = &r->hdrs[r->nhdrs - 1];
+    hd->name_len += (uint32_t)len;
+    return field_too_big(c, hd) ? fail(c, 431) : 0;
+}
+
+static int on_header_value(llhttp_t *h, const char *at, size_t len)
+{
+    sl_conn_t *c = h->data;
+    sl_hdr_t *hd = &c->req.hdrs[c->req.nhdrs - 1];
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)at[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            return fail(c, 400);
+    }
+    if (!c->in_value) {
+        hd->val_off = (uint32_t)(at - c->rbuf.data);
+        hd->val_len = 0;
+        c->in_value = true;
+    }
+    hd->val_len += (uint32_t)len;
+    return field_too_big(c, hd) ? fail(c, 431) : 0;
+}
+
+static int on_headers_complete(llhttp_t *h)
+{
+    sl_conn_t *c = h->data;
+    int status = sl_http_head_complete(c);
+
+    if (status != 0)
+        return fail(c, status);
+    c->head_done = true;
+    c->deadline = 0;
+    /* With a body, stop here so the request is handed over before its body
+     * is parsed; without one, message_complete follows at once. */
+    return c->req.has_body ? HPE_PAUSED : 0;
+}
+
+static int on_body(llhttp_t *h, const char *at, size_t len)
+{
+    sl_conn_t *c = h->data;
+    long long limit = c->pump->opt->limit_request_body;
+    int rc = 0;
+
+    pthread_mutex_lock(&c->mu);
+    if (limit > 0 && c->body.len + len > (unsigned long long)limit &&
+        c->req.chunked) {
+        /* a chunked body only shows its size as it arrives */
+        c->aborted = true;
+        rc = -1;
+    } else if (sl_buf_append(&c->body, at, len) < 0) {
+        c->aborted = true;
+        rc = -1;
+    }
+    if (c->waiting)
+        pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return rc < 0 ? fail(c, 413) : 0;
+}
+
+static int on_message_complete(llhttp_t *h)
+{
+    sl_conn_t *c = h->data;
+
+    c->msg_done = true;
+    pthread_mutex_lock(&c->mu);
+    c->body_done = true;
+    if (c->waiting)
+        pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return HPE_PAUSED;
+}
+
+static llhttp_settings_t settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* ------------------------------------------------------------------ */
+/* watcher and buffers                                                */
+
+static void conn_watch(sl_conn_t *c, int events)
+{
+    if (c->io.events == events && ev_is_active(&c->io))
+        return;
+    ev_io_stop(c->pump->loop, &c->io);
+    if (events == 0)
+        return;
+    ev_io_set(&c->io, c->fd, events);
+    ev_io_start(c->pump->loop, &c->io);
+}
+
+int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx)
+{
+    memset(c, 0, sizeof(*c));
+    c->pump = p;
+    c->idx = idx;
+    c->fd = -1;
+    c->file_fd = -1;
+    c->wfile_fd = -1;
+    ev_io_init(&c->io, conn_io_cb, -1, 0);
+    c->req.hdrs =
+        calloc((size_t)p->opt->limit_request_fields + 1, sizeof(sl_hdr_t));
+    if (c->req.hdrs == NULL)
+        return -1;
+    if (pthread_mutex_init(&c->mu, NULL) != 0)
+        return -1;
+    if (pthread_cond_init(&c->cv, NULL) != 0)
+        return -1;
+    return 0;
+}
+
+static void conn_reset_request(sl_conn_t *c)
+{
+    c->head_done = false;
+    c->msg_done = false;
+    c->in_msg = false;
+    c->http_error = 0;
+    c->req.nhdrs = 0;
+    c->req.url_len = 0;
+    c->req.has_body = false;
+    sl_buf_reset(&c->req.hbuf, BUF_KEEP);
+    pthread_mutex_lock(&c->mu);
+    sl_buf_reset(&c->body, BUF_KEEP);
+    sl_buf_reset(&c->out, BUF_KEEP);
+    c->body_done = false;
+    c->resp_done = false;
+    c->close_after = false;
+    c->inflight = 0;
+    pthread_mutex_unlock(&c->mu);
+    sl_buf_compact(&c->rbuf);
+}
+
+void sl_conn_start(sl_conn_t *c, int fd, int listener,
+                   const struct sockaddr *sa, socklen_t salen)
+{
+    c->fd = fd;
+    c->listener = listener;
+    memcpy(&c->peer, sa, salen);
+    c->peerlen = salen;
+    c->state = SL_CONN_READING;
+    c->peer_eof = false;
+    c->aborted = false;
+    c->notified = false;
+    c->waiting = false;
+    c->rbuf.len = c->rbuf.off = 0;
+    llhttp_init(&c->parser, HTTP_REQUEST, &settings);
+    c->parser.data = c;
+    conn_reset_request(c);
+    c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
+    conn_watch(c, EV_READ);
+}
+
+static size_t max_head(const sl_options_t *o)
+{
+    size_t n = (size_t)o->limit_request_line + 2 +
+               (size_t)o->limit_request_fields *
+                   ((size_t)o->limit_request_field_size + 2) +
+               2;
+
+    if (o->limit_request_line == 0 || o->limit_request_field_size == 0 ||
+        n > MAX_HEAD_HARD)
+        n = MAX_HEAD_HARD;
+    return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* output                                                             */
+
+static void fd_close(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* Write what the loop holds for C. 1 when all is written, 0 when the socket
+ * is full, -1 when the client is gone. */
+static int conn_flush(sl_conn_t *c)
+{
+    sl_buf_t *w = &c->wbuf;
+    ssize_t n;
+    size_t written = 0;
+    int rc = 1;
+
+    while (sl_buf_pending(w) > 0) {
+        n = send(c->fd, w->data + w->off, sl_buf_pending(w), MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+            break;
+        }
+        sl_buf_consume(w, (size_t)n);
+        written += (size_t)n;
+    }
+    while (rc == 1 && c->wfile_fd >= 0 && c->wfile_len > 0) {
+        n = sendfile(c->fd, c->wfile_fd, &c->wfile_off, c->wfile_len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+            break;
+        }
+        if (n == 0) { /* the file shrank: the promised length is a lie */
+            rc = -1;
+            break;
+        }
+        c->wfile_len -= (size_t)n;
+        written += (size_t)n;
+    }
+    if (rc == 1)
+        fd_close(&c->wfile_fd);
+    if (written > 0 && c->state == SL_CONN_SERVING && !c->pump->inline_mode) {
+        pthread_mutex_lock(&c->mu);
+        c->inflight -= written < c->inflight ? written : c->inflight;
+        if (c->waiting && c->inflight + c->out.len <= OUT_CREDIT / 2)
+            pthread_cond_signal(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+    }
+    return rc;
+}
+
+/* Queue a response the loop makes itself (errors), closing after it. */
+static void conn_error_response(sl_conn_t *c, int status)
+{
+    sl_http_error_head(&c->wbuf, status);
+    c->close_after = true;
+    c->resp_done = true;
+    c->state = SL_CONN_WRITING;
+}
+
+/* ------------------------------------------------------------------ */
+/* executor side                                                      */
+
+static void wait_cv(sl_conn_t *c)
+{
+    c->waiting = true;
+    pthread_cond_wait(&c->cv, &c->mu);
+    c->waiting = false;
+}
+
+static void notify_locked(sl_conn_t *c)
+{
+    if (!c->notified && !c->pump->inline_mode) {
+        c->notified = true;
+        sl_pump_notify(c->pump, c);
+    }
+}
+
+/* Inline mode: write out what the app queued, waiting on the socket. */
+static int inline_drain_out(sl_conn_t *c)
+{
+    struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
+    int rc, ms = (int)(c->pump->opt->timeout * 1000);
+
+    if (sl_buf_append(&c->wbuf, c->out.data + c->out.off,
+                      sl_buf_pending(&c->out)) < 0)
+        return -1;
+    sl_buf_reset(&c->out, BUF_KEEP);
+    while ((rc = conn_flush(c)) == 0) {
+        if (poll(&pfd, 1, ms > 0 ? ms : -1) <= 0)
+            return -1;
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
+                 int iovcnt, int flags)
+{
+    int i, rc = 0;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->gen != gen || c->resp_done) {
+        rc = -1;
+        goto out_unlock;
+    }
+    if (c->aborted) {
+        /* nothing more goes out, but END still frees the request */
+        if (flags & SL_SEND_END) {
+            c->resp_done = true;
+            notify_locked(c);
+        }
+        rc = -1;
+        goto out_unlock;
+    }
+    for (i = 0; i < iovcnt; i++) {
+        if (sl_buf_append(&c->out, iov[i].iov_base, iov[i].iov_len) < 0) {
+            c->aborted = true;
+            rc = -1;
+            goto out_unlock;
+        }
+    }
+    if (flags & SL_SEND_CLOSE)
+        c->close_after = true;
+    if (flags & SL_SEND_END)
+        c->resp_done = true;
+    notify_locked(c);
+    if (!(flags & SL_SEND_END) && c->out.len + c->inflight > OUT_CREDIT)
+        rc = 1;
+out_unlock:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int sl_conn_wait_credit(sl_conn_t *c, uint32_t gen)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->pump->inline_mode) {
+        if (c->gen == gen && !c->aborted)
+            rc = inline_drain_out(c);
+    } else {
+        while (c->gen == gen && !c->aborted &&
+               c->out.len + c->inflight > OUT_CREDIT / 2)
+            wait_cv(c);
+    }
+    if (c->gen != gen || c->aborted)
+        rc = -1;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port)
+{
+    const struct sockaddr_in *in = (const struct sockaddr_in *)&c->peer;
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&c->peer;
+
+    *port = 0;
+    buf[0] = '\0';
+    if (c->peer.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)n);
+        *port = ntohs(in->sin_port);
+    } else if (c->peer.ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &in6->sin6_addr, buf, (socklen_t)n);
+        *port = ntohs(in6->sin6_port);
+    }
+    return buf;
+}
+
+int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,
+                     int flags)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->gen != gen || c->aborted || c->resp_done || c->file_fd >= 0) {
+        close(fd);
+        rc = -1;
+        goto out_unlock;
+    }
+    c->file_fd = fd;
+    c->file_off = off;
+    c->file_len = len;
+    c->resp_done = true;
+    if (flags & SL_SEND_CLOSE)
+        c->close_after = true;
+    notify_locked(c);
+out_unlock:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* Inline mode: read and parse until the body has bytes or ends. */
+static int inline_pull_body(sl_conn_t *c)
+{
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    int ms = (int)(c->pump->opt->timeout * 1000);
+    ssize_t n;
+
+    while (sl_buf_pending(&c->body) == 0 && !c->body_done && !c->aborted) {
+        if (sl_buf_pending(&c->rbuf) > 0) {
+            pthread_mutex_unlock(&c->mu);
+            n = conn_parse(c);
+            pthread_mutex_lock(&c->mu);
+            if (n < 0)
+                return -1;
+            continue;
+        }
+        sl_buf_compact(&c->rbuf);
+        if (sl_buf_reserve(&c->rbuf, READ_CHUNK) < 0)
+            return -1;
+        n = recv(c->fd, c->rbuf.data + c->rbuf.len, READ_CHUNK, 0);
+        if (n > 0) {
+            c->rbuf.len += (size_t)n;
+        } else if (n == 0) {
+            c->peer_eof = true;
+            c->aborted = true;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (poll(&pfd, 1, ms > 0 ? ms : -1) <= 0)
+                c->aborted = true;
+        } else if (errno != EINTR) {
+            c->aborted = true;
+        }
+    }
+    return c->aborted && sl_buf_pending(&c->body) == 0 ? -1 : 0;
+}
+
+long sl_conn_read_body(sl_conn_t *c, uint32_t gen, char *dst, size_t n,
+                       bool stop_at_lf, bool wait)
+{
+    sl_buf_t *b = &c->body;
+    long rc;
+    size_t avail;
+    char *nl;
+
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        if (c->gen != gen) {
+            rc = -1;
+            goto out_unlock;
+        }
+        if (sl_buf_pending(b) > 0 || n == 0)
+            break;
+        if (c->body_done) {
+            rc = 0;
+            goto out_unlock;
+        }
+        if (c->aborted) {
+            rc = -1;
+            goto out_unlock;
+        }
+        if (!wait) {
+            rc = -2;
+            goto out_unlock;
+        }
+        if (c->pump->inline_mode) {
+            if (inline_pull_body(c) < 0) {
+                rc = -1;
+                goto out_unlock;
+            }
+        } else {
+            wait_cv(c);
+        }
+    }
+    avail = sl_buf_pending(b);
+    if (n > avail)
+        n = avail;
+    if (stop_at_lf && (nl = memchr(b->data + b->off, '\n', n)) != NULL)
+        n = (size_t)(nl - (b->data + b->off)) + 1;
+    memcpy(dst, b->data + b->off, n);
+    sl_buf_consume(b, n);
+    rc = (long)n;
+    /* the loop stopped reading when the window filled: let it go on */
+    if (sl_buf_pending(b) < BODY_WINDOW / 2 && !c->body_done)
+        notify_locked(c);
+out_unlock:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* loop side                                                          */
+
+/* Run llhttp over the unparsed bytes until it needs more, a message or a
+ * head completes, or it fails. 0, or -1 when an error response is due. */
+static int conn_parse(sl_conn_t *c)
+{
+    sl_buf_t *b = &c->rbuf;
+    llhttp_errno_t err;
+    const char *start, *pos;
+
+    while (sl_buf_pending(b) > 0 && !c->msg_done) {
+        start = b->data + b->off;
+        err = llhttp_execute(&c->parser, start, sl_buf_pending(b));
+        if (err == HPE_OK) {
+            b->off = b->len;
+            break;
+        }
+        if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
+            pos = llhttp_get_error_pos(&c->parser);
+            b->off = (size_t)(pos - b->data);
+            if (err == HPE_PAUSED)
+                llhttp_resume(&c->parser);
+            else
+                c->req.keep_alive = false; /* no upgrades: answer, close */
+            if (c->head_done && c->state == SL_CONN_READING)
+                return 0; /* a head to dispatch */
+            continue;
+        }
+        if (c->http_error == 0)
+            c->http_error = 400;
+        sl_debug("bad request from fd %d: %s", c->fd,
+                 llhttp_get_error_reason(&c->parser));
+        return -1;
+    }
+    return 0;
+}
+
+static void conn_close(sl_conn_t *c)
+{
+    conn_watch(c, 0);
+    fd_close(&c->wfile_fd);
+    pthread_mutex_lock(&c->mu);
+    fd_close(&c->file_fd);
+    pthread_mutex_unlock(&c->mu);
+    sl_buf_reset(&c->wbuf, BUF_KEEP);
+    sl_buf_reset(&c->rbuf, BUF_KEEP);
+    sl_pump_release(c->pump, c);
+}
+
+/* Close after a response: shut our side, then read until the client closes
+ * too, so unread input cannot turn our close into a reset that destroys the
+ * response on its way. */
+static void conn_linger(sl_conn_t *c)
+{
+    if (c->peer_eof || shutdown(c->fd, SHUT_WR) < 0) {
+        conn_close(c);
+        return;
+    }
+    c->state = SL_CONN_CLOSING;
+    c->deadline = ev_now(c->pump->loop) + LINGER_SECS;
+    conn_watch(c, EV_READ);
+}
+
+/* The response is written: next request, or close. */
+static void conn_finish_request(sl_conn_t *c)
+{
+    bool keep = c->req.keep_alive && !c->close_after && !c->pump->draining &&
+                c->msg_done && !c->peer_eof;
+
+    sl_pump_request_done(c->pump, c);
+    conn_reset_request(c);
+    if (!keep) {
+        conn_linger(c);
+        return;
+    }
+    c->state = SL_CONN_READING;
+    c->deadline = ev_now(c->pump->loop) + c->pump->opt->keep_alive;
+}
+
+/* Hand a complete head to the executor, or run it inline. */
+static void conn_dispatch(sl_conn_t *c)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+    c->gen++;
+    c->state = SL_CONN_SERVING;
+    c->req.start = ev_now(c->pump->loop);
+    pthread_mutex_lock(&c->mu);
+    c->body_done = !c->req.has_body || c->msg_done;
+    pthread_mutex_unlock(&c->mu);
+    if (c->req.expect_continue && c->req.has_body)
+        sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1);
+    if (c->pump->inline_mode) {
+        if (sl_buf_pending(&c->wbuf) > 0 && conn_flush(c) < 0)
+            c->aborted = true;
+        c->pump->inflight++;
+        c->pump->run_inline(c);
+        sl_conn_complete(c);
+        return;
+    }
+    sl_pump_submit(c->pump, c);
+}
+
+/* Read once. 1 if bytes came, 0 if none yet, -1 on EOF or error. */
+static int conn_read(sl_conn_t *c, size_t limit)
+{
+    sl_buf_t *b = &c->rbuf;
+    size_t room;
+    ssize_t n;
+
+    if (b->off == b->len && c->state != SL_CONN_READING)
+        b->off = b->len = 0;
+    if (c->state == SL_CONN_READING && b->off == b->len && !c->in_msg)
+        sl_buf_compact(b);
+    room = READ_CHUNK;
+    if (b->len + room > limit)
+        room = limit > b->len ? limit - b->len : 0;
+    if (room == 0)
+        return 0;
+    if (sl_buf_reserve(b, room) < 0)
+        return -1;
+    n = recv(c->fd, b->data + b->len, room, 0);
+    if (n > 0) {
+        b->len += (size_t)n;
+        return 1;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    c->peer_eof = (n == 0);
+    return -1;
+}
+
+static void on_readable(sl_conn_t *c)
+{
+    size_t limit;
+    int rc;
+
+    switch (c->state) {
+    case SL_CONN_CLOSING: {
+        char sink[4096];
+        ssize_t n = recv(c->fd, sink, sizeof(sink), 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            conn_close(c);
+        return;
+    }
+    case SL_CONN_READING:
+        limit = c->rbuf.off + max_head(c->pump->opt);
+        rc = conn_read(c, limit);
+        if (rc == 0 && c->rbuf.len >= limit) {
+            c->http_error = c->req.nhdrs > 0 ? 431 : 414;
+            conn_error_response(c, c->http_error);
+            break;
+        }
+        if (rc < 0 && !c->peer_eof) {
+            conn_close(c);
+            return;
+        }
+        break;
+    default: /* SERVING or WRITING: body bytes, pipelined requests, EOF */
+        rc = conn_read(c, c->rbuf.off + BODY_WINDOW);
+        if (rc < 0 && !c->peer_eof) {
+            pthread_mutex_lock(&c->mu);
+            c->aborted = true;
+            if (c->waiting)
+                pthread_cond_signal(&c->cv);
+            pthread_mutex_unlock(&c->mu);
+        } else if (rc < 0 && !c->msg_done) {
+            /* the client hung up half way through its body */
+            pthread_mutex_lock(&c->mu);
+            c->aborted = true;
+            if (c->waiting)
+                pthread_cond_signal(&c->cv);
+            pthread_mutex_unlock(&c->mu);
+        }
+        break;
+    }
+    conn_process(c);
+}
+
+static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    sl_conn_t *c = (sl_conn_t *)w;
+
+    (void)loop;
+    if (revents & EV_READ) {
+        on_readable(c);
+        return;
+    }
+    conn_process(c);
+}
+
+/* Take what the executor queued: output, END, and its close request. */
+void sl_conn_complete(sl_conn_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->notified = false;
+    if (sl_buf_pending(&c->out) > 0) {
+        if (sl_buf_pending(&c->wbuf) == 0) {
+            sl_buf_t t = c->wbuf;
+            c->wbuf = c->out;
+            c->out = t;
+            sl_buf_reset(&c->out, BUF_KEEP);
+        } else {
+            sl_buf_append(&c->wbuf, c->out.data + c->out.off,
+                          sl_buf_pending(&c->out));
+            sl_buf_reset(&c->out, BUF_KEEP);
+        }
+        c->inflight = sl_buf_pending(&c->wbuf);
+    }
+    if (c->resp_done && c->file_fd >= 0) {
+        c->wfile_fd = c->file_fd;
+        c->wfile_off = c->file_off;
+        c->wfile_len = c->file_len;
+        c->file_fd = -1;
+    }
+    if (c->resp_done && c->state == SL_CONN_SERVING) {
+        c->state = SL_CONN_WRITING;
+        c->pump->inflight--;
+        if (c->aborted || !c->msg_done)
+            c->close_after = true; /* unread body, or the client left */
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (c->aborted && c->state == SL_CONN_WRITING) {
+        sl_pump_request_done(c->pump, c);
+        conn_close(c);
+        return;
+    }
+    if (!c->pump->inline_mode)
+        conn_process(c);
+}
+
+/* The one driver: advance C as far as it can go without waiting. */
+static void conn_process(sl_conn_t *c)
+{
+    int rc;
+    int events;
+
+    for (;;) {
+        switch (c->state) {
+        case SL_CONN_READING:
+            if (conn_parse(c) < 0) {
+                conn_error_response(c, c->http_error);
+                continue;
+            }
+            if (c->head_done) {
+                conn_dispatch(c);
+                if (c->state == SL_CONN_FREE)
+                    return;
+                continue;
+            }
+            if (c->peer_eof) {
+                conn_close(c);
+                return;
+            }
+            conn_watch(c, EV_READ);
+            return;
+
+        case SL_CONN_SERVING:
+            /* pump mode: stream the body in, the response out */
+            if (!c->msg_done && conn_parse(c) < 0) {
+                pthread_mutex_lock(&c->mu);
+                c->aborted = true;
+                if (c->waiting)
+                    pthread_cond_signal(&c->cv);
+                pthread_mutex_unlock(&c->mu);
+            }
+            rc = conn_flush(c);
+            if (rc < 0) {
+                pthread_mutex_lock(&c->mu);
+                c->aborted = true;
+                if (c->waiting)
+                    pthread_cond_signal(&c->cv);
+                pthread_mutex_unlock(&c->mu);
+                conn_watch(c, 0);
+                return;
+            }
+            events = rc == 0 ? EV_WRITE : 0;
+            pthread_mutex_lock(&c->mu);
+            if (sl_buf_pending(&c->body) < BODY_WINDOW && !c->peer_eof &&
+                !c->aborted && sl_buf_pending(&c->rbuf) < BODY_WINDOW)
+                events |= EV_READ;
+            pthread_mutex_unlock(&c->mu);
+            conn_watch(c, events);
+            return;
+
+        case SL_CONN_WRITING:
+            rc = conn_flush(c);
+            if (rc < 0) {
+                sl_pump_request_done(c->pump, c);
+                conn_close(c);
+                return;
+            }
+            if (rc == 0) {
+                conn_watch(c, EV_WRITE);
+                return;
+            }
+            conn_finish_request(c);
+            if (c->state != SL_CONN_READING)
+                return;
+            continue;
+
+        default:
+            return;
+        }
+    }
+}
+
+void sl_conn_sweep(sl_conn_t *c, ev_tstamp now)
+{
+    if (c->deadline == 0 || now < c->deadline)
+        return;
+    switch (c->state) {
+    case SL_CONN_READING:
+        c->deadline = 0;
+        if (c->in_msg || c->rbuf.len > c->rbuf.off) {
+            conn_error_response(c, 408);
+            conn_process(c);
+        } else {
+            conn_close(c);
+        }
+        break;
+    case SL_CONN_CLOSING:
+        conn_close(c);
+        break;
+    default:
+        break;
+    }
+}
+
+void sl_conn_drain(sl_conn_t *c)
+{
+    if (c->state == SL_CONN_READING && c->rbuf.off == c->rbuf.len && !c->in_msg)
+        conn_close(c);
+    /* otherwise conn_finish_request() sees pump->draining and closes */
+}
+
+void sl_conn_abort(sl_conn_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->aborted = true;
+    if (c->waiting)
+        pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (c->state == SL_CONN_SERVING) {
+        conn_watch(c, 0);
+        return; /* released when the executor ends */
+    }
+    conn_close(c);
+}

@@ -1,0 +1,165 @@
+/* conn.h - one client connection and the request it is serving.
+ *
+ * The loop thread owns every connection: it reads, parses, writes and closes.
+ * The executor sees a connection only between a submit and the END of its
+ * response, and only through the calls below, which take the connection's
+ * mutex and check the request generation, so an executor that holds on to a
+ * stale request (an app keeping wsgi.input around) can never touch the next
+ * one. In inline mode the executor *is* the loop thread and the same calls
+ * run without the handoff.
+ */
+#ifndef SL_CONN_H
+#define SL_CONN_H
+
+#include <ev.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "llhttp.h"
+#include "worker/buf.h"
+
+typedef struct sl_pump sl_pump_t;
+typedef struct sl_conn sl_conn_t;
+
+typedef struct {
+    uint32_t name_off, name_len; /* into sl_req_t.hbuf */
+    uint32_t val_off, val_len;
+} sl_hdr_t;
+
+/* The request a connection is serving. Written by the loop thread while it
+ * parses; read-only to the executor from submit until END. */
+typedef struct {
+    sl_buf_t hbuf;    /* owned: URL and header bytes, stable while served */
+    uint32_t url_off; /* into hbuf */
+    uint32_t url_len;
+    sl_hdr_t *hdrs; /* owned, capacity limit_request_fields */
+    int nhdrs;
+    int method; /* llhttp_method_t */
+    uint8_t major, minor;
+    bool keep_alive; /* as the client asked */
+    bool has_body;
+    bool expect_continue;
+    bool head;               /* HEAD: no response body */
+    uint64_t content_length; /* valid when has_body and !chunked */
+    bool chunked;
+    ev_tstamp start; /* when the headers were complete */
+} sl_req_t;
+
+enum {
+    SL_CONN_FREE = 0,
+    SL_CONN_READING, /* idle keep-alive or reading a request head */
+    SL_CONN_SERVING, /* a request is with the executor */
+    SL_CONN_WRITING, /* the executor is done, output still queued */
+    SL_CONN_CLOSING, /* lingering close: write side shut, draining input */
+};
+
+/* Flags for sl_conn_send(). */
+enum {
+    SL_SEND_END = 1,   /* this is the last part of the response */
+    SL_SEND_CLOSE = 2, /* close the connection after the response */
+};
+
+struct sl_conn {
+    ev_io io; /* read/write readiness, embedded */
+    int fd;
+    uint32_t idx; /* index in the pump's pool */
+    uint32_t gen; /* request generation, bumped per request */
+    int state;
+    sl_pump_t *pump; /* borrowed */
+    sl_conn_t *next; /* free list, or the active list */
+    sl_conn_t *prev;
+    ev_tstamp deadline; /* header, keep-alive or linger deadline, 0 = none */
+    int listener;       /* index of the listener it came from */
+    struct sockaddr_storage peer;
+    socklen_t peerlen;
+
+    llhttp_t parser;
+    sl_buf_t rbuf;    /* owned: bytes read, rbuf.off = parsed up to */
+    size_t req_start; /* offset in rbuf where the current head began */
+    bool in_value;    /* llhttp: last header callback was a value */
+    bool head_done;   /* headers complete for the current request */
+    bool msg_done;    /* message complete for the current request */
+    bool peer_eof;    /* the client shut its write side */
+    int http_error;   /* status to answer instead of serving, 0 = none */
+    bool in_msg;      /* a message has begun and is not yet served */
+    sl_req_t req;
+
+    /* Shared with the executor: everything below is under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* the executor waits here for body or credit */
+    sl_buf_t body;     /* request body received, not yet read by the app */
+    sl_buf_t out;      /* response bytes from the executor, not yet taken */
+    int file_fd;       /* sendfile after out, -1 = none; owned */
+    off_t file_off;
+    size_t file_len;
+    bool body_done;   /* the whole body is in (or there is none) */
+    bool resp_done;   /* the executor sent END */
+    bool close_after; /* the executor asked to close after the response */
+    bool aborted;     /* the client is gone: stop producing */
+    bool notified;    /* already in the pump's completion inbox */
+    bool waiting;     /* the executor waits on cv */
+    size_t inflight;  /* bytes handed to the loop, not yet written */
+
+    /* Loop-thread side of the output */
+    sl_buf_t wbuf; /* bytes being written */
+    int wfile_fd;  /* owned; -1 = none */
+    off_t wfile_off;
+    size_t wfile_len;
+};
+
+/* ---- executor side (any thread; in pump mode without the GIL held) ---- */
+
+/* Queue response bytes for request GEN. Never blocks. Returns 0, 1 when
+ * more than the credit is now queued (call sl_conn_wait_credit() before
+ * producing more), or -1 when the request is stale or the client is gone:
+ * stop producing. */
+int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
+                 int iovcnt, int flags);
+
+/* Wait until the queued output has drained below half the credit. Blocks:
+ * call it without the GIL. 0, or -1 as above. */
+int sl_conn_wait_credit(sl_conn_t *c, uint32_t gen);
+
+/* Send LEN bytes of FD from OFF after what is queued, as the last part of
+ * the response; the connection takes ownership of FD. 0 or -1 as above
+ * (FD is closed on failure too). */
+int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,
+                     int flags);
+
+/* Copy up to N body bytes into DST. Returns the count, 0 at the end of the
+ * body, -1 when the request is stale or the client is gone, and -2 when
+ * bytes must be waited for and WAIT is false (then call again with WAIT
+ * true, without the GIL). STOP_AT_LF stops after the first '\n'. */
+long sl_conn_read_body(sl_conn_t *c, uint32_t gen, char *dst, size_t n,
+                       bool stop_at_lf, bool wait);
+
+/* The peer's address as text and its port (0 for unix sockets). */
+const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port);
+
+/* ---- loop thread ---- */
+
+/* One-time init of a pool slot. 0 or -1. */
+int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx);
+
+/* Start serving an accepted socket. */
+void sl_conn_start(sl_conn_t *c, int fd, int listener,
+                   const struct sockaddr *sa, socklen_t salen);
+
+/* Apply what the executor queued for C (a completion). */
+void sl_conn_complete(sl_conn_t *c);
+
+/* Housekeeping: act on an expired deadline at NOW. */
+void sl_conn_sweep(sl_conn_t *c, ev_tstamp now);
+
+/* Drain: close C now if it is idle; otherwise make its current response the
+ * last one on it. */
+void sl_conn_drain(sl_conn_t *c);
+
+/* Close at once (fast stop). */
+void sl_conn_abort(sl_conn_t *c);
+
+#endif

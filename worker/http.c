@@ -1,0 +1,195 @@
+/* http.c - request head validation and the responses the loop writes.
+ *
+ * llhttp in strict mode rejects most malformed input by itself (bad tokens,
+ * obs-fold, Content-Length together with Transfer-Encoding, bad chunk sizes);
+ * what it leaves to us is what needs the whole head: Host on HTTP/1.1, the
+ * body limit, Expect, and the HTTP version.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "worker/http.h"
+#include "worker/pump.h"
+
+bool sl_http_name_is(const char *p, size_t n, const char *name)
+{
+    size_t i;
+
+    if (strlen(name) != n)
+        return false;
+    for (i = 0; i < n; i++) {
+        char ch = p[i];
+        if (ch >= 'A' && ch <= 'Z')
+            ch = (char)(ch + 32);
+        if (ch != name[i])
+            return false;
+    }
+    return true;
+}
+
+static void trim_value(const char *base, sl_hdr_t *hd)
+{
+    while (hd->val_len > 0 && (base[hd->val_off + hd->val_len - 1] == ' ' ||
+                               base[hd->val_off + hd->val_len - 1] == '\t'))
+        hd->val_len--;
+}
+
+/* Copy the URL and headers out of the read buffer, rebasing the offsets. */
+static int copy_head(sl_conn_t *c)
+{
+    sl_req_t *r = &c->req;
+    uint32_t lo = r->url_off, hi = r->url_off + r->url_len;
+    int i;
+
+    for (i = 0; i < r->nhdrs; i++) {
+        sl_hdr_t *hd = &r->hdrs[i];
+        if (hd->val_len == 0)
+            hd->val_off = hd->name_off + hd->name_len;
+        if (hd->val_off + hd->val_len > hi)
+            hi = hd->val_off + hd->val_len;
+        if (hd->name_off < lo)
+            lo = hd->name_off;
+    }
+    sl_buf_reset(&r->hbuf, 64 * 1024);
+    if (sl_buf_append(&r->hbuf, c->rbuf.data + lo, hi - lo) < 0)
+        return -1;
+    r->url_off -= lo;
+    for (i = 0; i < r->nhdrs; i++) {
+        r->hdrs[i].name_off -= lo;
+        r->hdrs[i].val_off -= lo;
+    }
+    return 0;
+}
+
+int sl_http_head_complete(sl_conn_t *c)
+{
+    llhttp_t *h = &c->parser;
+    sl_req_t *r = &c->req;
+    const char *base = c->rbuf.data;
+    long long limit = c->pump->opt->limit_request_body;
+    bool host = false;
+    int i;
+
+    r->method = llhttp_get_method(h);
+    r->major = llhttp_get_http_major(h);
+    r->minor = llhttp_get_http_minor(h);
+    r->keep_alive = llhttp_should_keep_alive(h);
+    r->chunked = (h->flags & F_CHUNKED) != 0;
+    r->content_length = (h->flags & F_CONTENT_LENGTH) ? h->content_length : 0;
+    r->has_body = r->chunked || r->content_length > 0;
+    r->head = r->method == HTTP_HEAD;
+    r->expect_continue = false;
+    if (r->major != 1)
+        return 505;
+    if (r->url_len == 0)
+        return 400;
+    for (i = 0; i < r->nhdrs; i++) {
+        sl_hdr_t *hd = &r->hdrs[i];
+        const char *name = base + hd->name_off;
+        trim_value(base, hd);
+        if (sl_http_name_is(name, hd->name_len, "host")) {
+            if (host)
+                return 400; /* two Hosts: which one did the proxy check? */
+            host = true;
+        } else if (sl_http_name_is(name, hd->name_len, "expect")) {
+            if (!sl_http_name_is(base + hd->val_off, hd->val_len,
+                                 "100-continue"))
+                return 417;
+            r->expect_continue = r->minor >= 1;
+        }
+    }
+    if (r->minor >= 1 && !host)
+        return 400;
+    if (limit > 0 && !r->chunked && r->content_length > (uint64_t)limit)
+        return 413;
+    if (copy_head(c) < 0)
+        return 500;
+    return 0;
+}
+
+const char *sl_http_reason(int status)
+{
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 101:
+        return "Switching Protocols";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 206:
+        return "Partial Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 303:
+        return "See Other";
+    case 304:
+        return "Not Modified";
+    case 307:
+        return "Temporary Redirect";
+    case 308:
+        return "Permanent Redirect";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Content Too Large";
+    case 414:
+        return "URI Too Long";
+    case 417:
+        return "Expectation Failed";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Unknown";
+    }
+}
+
+void sl_http_error_head(sl_buf_t *b, int status)
+{
+    char head[512];
+    const char *reason = sl_http_reason(status);
+    int n;
+
+    n = snprintf(head, sizeof(head),
+                 "HTTP/1.1 %d %s\r\n"
+                 "Server: sluice\r\n"
+                 "%s"
+                 "Content-Type: text/plain; charset=utf-8\r\n"
+                 "Content-Length: %zu\r\n"
+                 "Connection: close\r\n"
+                 "\r\n"
+                 "%s\n",
+                 status, reason, sl_pump_date(), strlen(reason) + 1, reason);
+    if (n > 0 && (size_t)n < sizeof(head))
+        sl_buf_append(b, head, (size_t)n);
+}

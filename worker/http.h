@@ -1,0 +1,24 @@
+/* http.h - HTTP/1.1 facts the loop and the executor share: validating a
+ * parsed request head, reason phrases, and heads the loop writes itself. */
+#ifndef SL_HTTP_H
+#define SL_HTTP_H
+
+#include "worker/buf.h"
+#include "worker/conn.h"
+
+/* Finish the head of C's request once llhttp has parsed it: derive method,
+ * version, keep-alive and body framing, enforce Host and the body limit, and
+ * copy the head into the request's own buffer. Returns 0, or the HTTP status
+ * to answer with instead of serving. Loop thread. */
+int sl_http_head_complete(sl_conn_t *c);
+
+/* The reason phrase for STATUS ("Unknown" when we have none). */
+const char *sl_http_reason(int status);
+
+/* Append a complete error response for STATUS with Connection: close. */
+void sl_http_error_head(sl_buf_t *b, int status);
+
+/* Case-insensitive compare of a header name slice with NAME (lower case). */
+bool sl_http_name_is(const char *p, size_t n, const char *name);
+
+#endif

@@ -1,0 +1,448 @@
+/* pump.c - the loop thread: listeners, the pool, passes, housekeeping.
+ *
+ * Each libev pass reads and parses whatever is ready; heads that complete
+ * during the pass are collected in `pending` and pushed to the executor in
+ * one batch from the ev_prepare watcher, just before the loop would block.
+ * Completions come back through `done` and one ev_async; the async callback
+ * applies them all. One batch each way per pass is the whole point: at high
+ * concurrency a wake-up is shared by many requests.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/drain.h"
+#include "worker/pump.h"
+
+#define ACCEPT_BATCH 64
+
+/* ------------------------------------------------------------------ */
+/* the cached Date header: two buffers, readers take the current one  */
+
+static char date_lines[2][48];
+static atomic_int date_cur;
+
+static void date_update(void)
+{
+    int next = 1 - atomic_load(&date_cur);
+    time_t now = time(NULL);
+    struct tm tm;
+
+    gmtime_r(&now, &tm);
+    strftime(date_lines[next], sizeof(date_lines[next]),
+             "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    atomic_store(&date_cur, next);
+}
+
+const char *sl_pump_date(void)
+{
+    return date_lines[atomic_load(&date_cur)];
+}
+
+/* ------------------------------------------------------------------ */
+/* queues                                                             */
+
+int sl_queue_init(sl_queue_t *q, uint32_t cap)
+{
+    memset(q, 0, sizeof(*q));
+    q->items = calloc(cap, sizeof(*q->items));
+    if (q->items == NULL)
+        return -1;
+    q->cap = cap;
+    if (pthread_mutex_init(&q->mu, NULL) != 0 ||
+        pthread_cond_init(&q->cv, NULL) != 0)
+        return -1;
+    return 0;
+}
+
+void sl_queue_destroy(sl_queue_t *q)
+{
+    free(q->items);
+    q->items = NULL;
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+}
+
+int sl_queue_push(sl_queue_t *q, const sl_ticket_t *t, uint32_t n)
+{
+    uint32_t i, wake;
+
+    pthread_mutex_lock(&q->mu);
+    if (q->count + n > q->cap) {
+        pthread_mutex_unlock(&q->mu);
+        return -1;
+    }
+    for (i = 0; i < n; i++)
+        q->items[(q->head + q->count + i) % q->cap] = t[i];
+    q->count += n;
+    wake = (uint32_t)q->idle < n ? (uint32_t)q->idle : n;
+    for (i = 0; i < wake; i++)
+        pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+
+static bool pop_locked(sl_queue_t *q, sl_ticket_t *t)
+{
+    if (q->count == 0)
+        return false;
+    *t = q->items[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->count--;
+    return true;
+}
+
+bool sl_queue_pop_wait(sl_queue_t *q, sl_ticket_t *t)
+{
+    bool ok;
+
+    pthread_mutex_lock(&q->mu);
+    while (q->count == 0 && !q->closed) {
+        q->idle++;
+        pthread_cond_wait(&q->cv, &q->mu);
+        q->idle--;
+    }
+    ok = pop_locked(q, t);
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+bool sl_queue_try_pop(sl_queue_t *q, sl_ticket_t *t)
+{
+    bool ok;
+
+    pthread_mutex_lock(&q->mu);
+    ok = pop_locked(q, t);
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+uint32_t sl_queue_pop_all(sl_queue_t *q, sl_ticket_t *out, uint32_t n)
+{
+    uint32_t i = 0;
+
+    pthread_mutex_lock(&q->mu);
+    while (i < n && pop_locked(q, &out[i]))
+        i++;
+    pthread_mutex_unlock(&q->mu);
+    return i;
+}
+
+void sl_queue_close(sl_queue_t *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->closed = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* listeners and the pool                                             */
+
+static void listeners_start(sl_pump_t *p, bool on)
+{
+    int i;
+
+    if (p->accepting == on)
+        return;
+    p->accepting = on;
+    for (i = 0; i < p->nlisteners; i++) {
+        if (p->listeners[i].fd < 0)
+            continue;
+        if (on)
+            ev_io_start(p->loop, &p->listeners[i].io);
+        else
+            ev_io_stop(p->loop, &p->listeners[i].io);
+    }
+}
+
+void sl_pump_stop_listening(sl_pump_t *p)
+{
+    int i;
+
+    listeners_start(p, false);
+    for (i = 0; i < p->nlisteners; i++) {
+        if (p->listeners[i].fd >= 0) {
+            close(p->listeners[i].fd);
+            p->listeners[i].fd = -1;
+        }
+    }
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    sl_listener_t *l = (sl_listener_t *)w;
+    sl_pump_t *p = ev_userdata(loop);
+    struct sockaddr_storage ss;
+    socklen_t len;
+    sl_conn_t *c;
+    int i, fd, one = 1;
+
+    (void)revents;
+    for (i = 0; i < ACCEPT_BATCH && p->free_list != NULL; i++) {
+        len = sizeof(ss);
+        fd = accept4(l->fd, (struct sockaddr *)&ss, &len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+                errno == ECONNABORTED)
+                return;
+            sl_log_errno(SL_LOG_ERROR, "accept4() failed on fd %d", l->fd);
+            return;
+        }
+        if (!l->unix_sock)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        c = p->free_list;
+        p->free_list = c->next;
+        c->next = p->active.next;
+        c->prev = &p->active;
+        p->active.next->prev = c;
+        p->active.next = c;
+        p->nactive++;
+        sl_conn_start(c, fd, (int)(l - p->listeners), (struct sockaddr *)&ss,
+                      len);
+        if (c->state != SL_CONN_FREE)
+            ev_feed_fd_event(loop, fd, EV_READ);
+    }
+    if (p->free_list == NULL)
+        listeners_start(p, false);
+}
+
+void sl_pump_release(sl_pump_t *p, sl_conn_t *c)
+{
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    c->state = SL_CONN_FREE;
+    c->deadline = 0;
+    c->prev->next = c->next;
+    c->next->prev = c->prev;
+    c->next = p->free_list;
+    c->prev = NULL;
+    p->free_list = c;
+    p->nactive--;
+    if (!p->draining && !p->accepting)
+        listeners_start(p, true);
+    if (p->draining)
+        sl_drain_step(p);
+}
+
+static void listener_describe(sl_listener_t *l)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+
+    strcpy(l->server_name, "localhost");
+    strcpy(l->server_port, "80");
+    if (getsockname(l->fd, (struct sockaddr *)&ss, &len) < 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &in->sin_addr, l->server_name,
+                  sizeof(l->server_name));
+        snprintf(l->server_port, sizeof(l->server_port), "%u",
+                 ntohs(in->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &in6->sin6_addr, l->server_name,
+                  sizeof(l->server_name));
+        snprintf(l->server_port, sizeof(l->server_port), "%u",
+                 ntohs(in6->sin6_port));
+    } else {
+        l->unix_sock = true;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* passes                                                             */
+
+void sl_pump_submit(sl_pump_t *p, sl_conn_t *c)
+{
+    p->pending[p->npending].idx = c->idx;
+    p->pending[p->npending].gen = c->gen;
+    p->npending++;
+    p->inflight++;
+}
+
+static void flush_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+    sl_pump_t *p = ev_userdata(loop);
+
+    (void)w;
+    (void)revents;
+    if (p->npending == 0)
+        return;
+    if (sl_queue_push(&p->work, p->pending, p->npending) < 0)
+        sl_error("executor queue overflow: %u submits", p->npending);
+    p->npending = 0;
+}
+
+void sl_pump_notify(sl_pump_t *p, sl_conn_t *c)
+{
+    sl_ticket_t t = {.idx = c->idx, .gen = c->gen};
+
+    sl_queue_push(&p->done, &t, 1);
+    ev_async_send(p->loop, &p->wake);
+}
+
+static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+    sl_pump_t *p = ev_userdata(loop);
+    sl_ticket_t batch[256];
+    uint32_t i, n;
+
+    (void)w;
+    (void)revents;
+    while ((n = sl_queue_pop_all(&p->done, batch, 256)) > 0) {
+        for (i = 0; i < n; i++) {
+            sl_conn_t *c = &p->conns[batch[i].idx];
+            if (c->state != SL_CONN_FREE)
+                sl_conn_complete(c);
+        }
+    }
+}
+
+void sl_pump_request_done(sl_pump_t *p, sl_conn_t *c)
+{
+    (void)c;
+    p->served++;
+}
+
+static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    sl_pump_t *p = ev_userdata(loop);
+    ev_tstamp now = ev_now(loop);
+    sl_conn_t *c, *next;
+
+    (void)w;
+    (void)revents;
+    date_update();
+    for (c = p->active.next; c != &p->active; c = next) {
+        next = c->next;
+        sl_conn_sweep(c, now);
+    }
+    if (p->draining)
+        sl_drain_step(p);
+}
+
+static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    sl_pump_t *p = ev_userdata(loop);
+
+    (void)revents;
+    if (w->signum == SIGTERM)
+        sl_drain_prepare(p);
+    else
+        sl_drain_fast(p);
+}
+
+/* ------------------------------------------------------------------ */
+
+int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds)
+{
+    uint32_t i;
+    int k;
+
+    memset(p, 0, sizeof(*p));
+    p->opt = o;
+    p->inline_mode = o->inline_mode;
+    p->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
+    if (p->loop == NULL) {
+        sl_error("ev_loop_new() failed");
+        return -1;
+    }
+    ev_set_userdata(p->loop, p);
+    date_update();
+
+    p->nconns = (uint32_t)o->worker_connections;
+    p->conns = calloc(p->nconns, sizeof(sl_conn_t));
+    p->pending = calloc(p->nconns, sizeof(sl_ticket_t));
+    if (p->conns == NULL || p->pending == NULL) {
+        sl_error("out of memory for %u connections", p->nconns);
+        return -1;
+    }
+    p->active.next = p->active.prev = &p->active;
+    for (i = p->nconns; i-- > 0;) {
+        if (sl_conn_init(&p->conns[i], p, i) < 0) {
+            sl_error("out of memory for connection %u", i);
+            return -1;
+        }
+        p->conns[i].next = p->free_list;
+        p->free_list = &p->conns[i];
+    }
+    if (sl_queue_init(&p->work, p->nconns) < 0 ||
+        sl_queue_init(&p->done, p->nconns * 4) < 0) {
+        sl_error("out of memory for the executor queues");
+        return -1;
+    }
+
+    for (k = 0; k < nfds && k < SL_MAX_LISTENERS; k++) {
+        sl_listener_t *l = &p->listeners[k];
+        l->fd = fds[k];
+        listener_describe(l);
+        ev_io_init(&l->io, accept_cb, l->fd, EV_READ);
+    }
+    p->nlisteners = k;
+
+    ev_async_init(&p->wake, wake_cb);
+    ev_async_start(p->loop, &p->wake);
+    ev_prepare_init(&p->flush, flush_cb);
+    ev_prepare_start(p->loop, &p->flush);
+    ev_timer_init(&p->tick, tick_cb, 1.0, 1.0);
+    ev_timer_start(p->loop, &p->tick);
+    ev_signal_init(&p->sigterm, signal_cb, SIGTERM);
+    ev_signal_init(&p->sigint, signal_cb, SIGINT);
+    ev_signal_init(&p->sigquit, signal_cb, SIGQUIT);
+    ev_signal_start(p->loop, &p->sigterm);
+    ev_signal_start(p->loop, &p->sigint);
+    ev_signal_start(p->loop, &p->sigquit);
+    ev_unref(p->loop); /* signal watchers do not keep the loop alive */
+    ev_unref(p->loop);
+    ev_unref(p->loop);
+    return 0;
+}
+
+int sl_pump_run(sl_pump_t *p)
+{
+    listeners_start(p, true);
+    ev_run(p->loop, 0);
+    return p->exit_status;
+}
+
+void sl_pump_destroy(sl_pump_t *p)
+{
+    uint32_t i;
+
+    if (p->conns != NULL) {
+        for (i = 0; i < p->nconns; i++) {
+            sl_conn_t *c = &p->conns[i];
+            if (c->fd >= 0)
+                close(c->fd);
+            sl_buf_free(&c->rbuf);
+            sl_buf_free(&c->wbuf);
+            sl_buf_free(&c->body);
+            sl_buf_free(&c->out);
+            sl_buf_free(&c->req.hbuf);
+            free(c->req.hdrs);
+        }
+    }
+    free(p->conns);
+    free(p->pending);
+    sl_queue_destroy(&p->work);
+    sl_queue_destroy(&p->done);
+    if (p->loop != NULL)
+        ev_loop_destroy(p->loop);
+}

@@ -1,0 +1,121 @@
+/* pump.h - the loop thread of a worker.
+ *
+ * One libev loop owns the listeners, the connection pool, the 1 Hz
+ * housekeeping (cached Date header, timeouts) and the two queues that join it
+ * to the executor: submits go out once per loop pass, completions come back
+ * through one ev_async, which coalesces wake-ups.
+ */
+#ifndef SL_PUMP_H
+#define SL_PUMP_H
+
+#include <ev.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/options.h"
+#include "worker/conn.h"
+
+#define SL_MAX_LISTENERS 16
+
+typedef struct {
+    ev_io io; /* embedded */
+    int fd;
+    char server_name[64]; /* SERVER_NAME when no Host header */
+    char server_port[8];
+    bool unix_sock;
+} sl_listener_t;
+
+typedef struct {
+    uint32_t idx, gen;
+} sl_ticket_t;
+
+/* A queue of tickets under its own mutex. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sl_ticket_t *items; /* owned ring */
+    uint32_t cap, head, count;
+    int idle; /* consumers waiting on cv */
+    bool closed;
+} sl_queue_t;
+
+struct sl_pump {
+    struct ev_loop *loop;    /* owned */
+    const sl_options_t *opt; /* borrowed */
+    sl_listener_t listeners[SL_MAX_LISTENERS];
+    int nlisteners;
+    bool accepting;
+
+    sl_conn_t *conns; /* owned pool */
+    uint32_t nconns;
+    sl_conn_t *free_list;
+    sl_conn_t active; /* sentinel of the active list */
+    uint32_t nactive;
+
+    bool inline_mode;
+    sl_queue_t work;      /* pump -> lanes (pump mode) */
+    sl_ticket_t *pending; /* this pass's submits, flushed in prepare */
+    uint32_t npending;
+    sl_queue_t done;                    /* lanes -> pump */
+    ev_async wake;                      /* embedded: completions arrived */
+    ev_prepare flush;                   /* embedded: end of pass */
+    ev_timer tick;                      /* embedded: 1 Hz housekeeping */
+    ev_signal sigterm, sigint, sigquit; /* embedded */
+
+    uint64_t served;   /* requests completed */
+    uint32_t inflight; /* requests with the executor */
+    bool draining;
+    bool stopping;
+    int exit_status;
+    ev_tstamp drain_deadline;
+    ev_tstamp drain_started;
+    ev_timer drain_timer; /* embedded: the drain's step cadence */
+
+    /* inline mode: called on the loop thread to run one request */
+    void (*run_inline)(sl_conn_t *c);
+};
+
+/* Set up the loop, pool and listeners. 0, or -1 after logging. */
+int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds);
+
+/* Run until drained; returns the worker's exit status. */
+int sl_pump_run(sl_pump_t *p);
+
+/* Free what init allocated. */
+void sl_pump_destroy(sl_pump_t *p);
+
+/* Hand C's request to the executor (queued until the end of the pass). */
+void sl_pump_submit(sl_pump_t *p, sl_conn_t *c);
+
+/* Executor side: C has something for the loop. Thread-safe. */
+void sl_pump_notify(sl_pump_t *p, sl_conn_t *c);
+
+/* Loop side: C is done with its request (served count, drain step). */
+void sl_pump_request_done(sl_pump_t *p, sl_conn_t *c);
+
+/* Stop accepting and close this worker's listeners (drain). */
+void sl_pump_stop_listening(sl_pump_t *p);
+
+/* Loop side: return C to the pool. */
+void sl_pump_release(sl_pump_t *p, sl_conn_t *c);
+
+/* The cached "Date: ...\r\n" header line (37 bytes incl. CRLF). */
+const char *sl_pump_date(void);
+
+/* Queue primitives. */
+int sl_queue_init(sl_queue_t *q, uint32_t cap);
+void sl_queue_destroy(sl_queue_t *q);
+/* Push N tickets; wakes up to N waiting consumers. 0, or -1 when full. */
+int sl_queue_push(sl_queue_t *q, const sl_ticket_t *t, uint32_t n);
+/* Pop one, waiting while empty; false when closed. Caller must not hold the
+ * GIL. */
+bool sl_queue_pop_wait(sl_queue_t *q, sl_ticket_t *t);
+/* Pop one without waiting; false when empty. */
+bool sl_queue_try_pop(sl_queue_t *q, sl_ticket_t *t);
+/* Pop up to N without waiting; returns the count. */
+uint32_t sl_queue_pop_all(sl_queue_t *q, sl_ticket_t *out, uint32_t n);
+/* Wake every waiter and make pop_wait return false. */
+void sl_queue_close(sl_queue_t *q);
+
+#endif

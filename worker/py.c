@@ -1,0 +1,192 @@
+/* py.c - interpreter start-up, app import, GIL helpers.
+ *
+ * The worker configures CPython with PyConfig rather than environment
+ * tricks: a --venv becomes the interpreter's executable (so getpath finds
+ * pyvenv.cfg and site adds the venv's site-packages exactly as the venv's own
+ * python would), --pythonpath and --chdir go in front of sys.path like
+ * gunicorn's, and Python's signal handlers stay out: the loop thread owns
+ * the signals.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/py.h"
+
+static int prepend_path(PyConfig *cfg, const char *dir)
+{
+    wchar_t *w = Py_DecodeLocale(dir, NULL);
+    PyStatus st;
+
+    if (w == NULL)
+        return -1;
+    st = PyWideStringList_Insert(&cfg->module_search_paths, 0, w);
+    PyMem_RawFree(w);
+    return PyStatus_Exception(st) ? -1 : 0;
+}
+
+static int add_sys_path(const char *dir)
+{
+    PyObject *path = PySys_GetObject("path"); /* borrowed */
+    PyObject *s;
+    int rc;
+
+    if (path == NULL)
+        return -1;
+    s = PyUnicode_DecodeFSDefault(dir);
+    if (s == NULL)
+        return -1;
+    rc = PyList_Insert(path, 0, s);
+    Py_DECREF(s);
+    return rc;
+}
+
+int sl_py_init(const sl_options_t *o)
+{
+    PyConfig cfg;
+    PyStatus st;
+    char exe[4096], cwd[4096];
+    int i;
+
+    (void)prepend_path;
+    PyConfig_InitPythonConfig(&cfg);
+    cfg.install_signal_handlers = 0;
+    cfg.parse_argv = 0;
+    cfg.buffered_stdio = 0;
+    if (o->venv != NULL) {
+        snprintf(exe, sizeof(exe), "%s/bin/python3", o->venv);
+        if (access(exe, X_OK) != 0) {
+            sl_error("--venv %s: no bin/python3 in it", o->venv);
+            PyConfig_Clear(&cfg);
+            return -1;
+        }
+        st = PyConfig_SetBytesString(&cfg, &cfg.program_name, exe);
+        if (PyStatus_Exception(st))
+            goto out_fail;
+    }
+    st = Py_InitializeFromConfig(&cfg);
+    if (PyStatus_Exception(st))
+        goto out_fail;
+    PyConfig_Clear(&cfg);
+
+    /* sys.path: the working directory first (like `python -m`), then each
+     * --pythonpath in order, in front of everything else */
+    if (getcwd(cwd, sizeof(cwd)) == NULL || add_sys_path(cwd) < 0)
+        goto out_pyerr;
+    for (i = o->npythonpath - 1; i >= 0; i--)
+        if (add_sys_path(o->pythonpath[i]) < 0)
+            goto out_pyerr;
+    return 0;
+
+out_fail:
+    sl_error("cannot start Python: %s", st.err_msg ? st.err_msg : "?");
+    PyConfig_Clear(&cfg);
+    return -1;
+out_pyerr:
+    sl_py_log_exception("cannot set up sys.path");
+    return -1;
+}
+
+/* "ExcType: message" for the current exception, as a new C string. */
+static void exc_summary(char *out, size_t n)
+{
+    PyObject *type, *value, *tb, *s = NULL;
+    const char *name = "?", *msg = "";
+
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (type != NULL)
+        name = ((PyTypeObject *)type)->tp_name;
+    if (value != NULL && (s = PyObject_Str(value)) != NULL)
+        msg = PyUnicode_AsUTF8(s);
+    if (msg == NULL)
+        msg = "";
+    snprintf(out, n, "%s%s%s", name, *msg ? ": " : "", msg);
+    Py_XDECREF(s);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    PyErr_Clear();
+}
+
+PyObject *sl_py_load_app(const sl_options_t *o)
+{
+    char modname[512], err[1024];
+    const char *colon = strchr(o->app, ':');
+    const char *attr = colon ? colon + 1 : "application";
+    PyObject *mod, *app = NULL, *obj;
+    char path[512], *dot, *save = NULL;
+
+    snprintf(modname, sizeof(modname), "%.*s",
+             colon ? (int)(colon - o->app) : (int)strlen(o->app), o->app);
+    mod = PyImport_ImportModule(modname);
+    if (mod == NULL) {
+        exc_summary(err, sizeof(err));
+        sl_error("cannot import module '%s': %s", modname, err);
+        return NULL;
+    }
+    /* the callable may be a dotted path inside the module */
+    snprintf(path, sizeof(path), "%s", attr);
+    obj = mod;
+    Py_INCREF(obj);
+    for (dot = strtok_r(path, ".", &save); dot != NULL;
+         dot = strtok_r(NULL, ".", &save)) {
+        PyObject *next = PyObject_GetAttrString(obj, dot);
+        Py_DECREF(obj);
+        if (next == NULL) {
+            PyErr_Clear();
+            sl_error("module '%s' has no attribute '%s'", modname, attr);
+            goto out;
+        }
+        obj = next;
+    }
+    if (!PyCallable_Check(obj)) {
+        sl_error("'%s:%s' is not callable", modname, attr);
+        Py_DECREF(obj);
+        goto out;
+    }
+    app = obj;
+out:
+    Py_DECREF(mod);
+    return app;
+}
+
+void sl_py_log_exception(const char *what, ...)
+{
+    char line[1024];
+    va_list ap;
+
+    va_start(ap, what);
+    vsnprintf(line, sizeof(line), what, ap);
+    va_end(ap);
+    sl_error("%s", line);
+    /* the traceback goes through sys.stderr, which is the error log */
+    PyErr_PrintEx(0);
+}
+
+static PyThreadState *poll_tstate;
+
+static void release_gil(struct ev_loop *loop)
+{
+    (void)loop;
+    poll_tstate = PyEval_SaveThread();
+}
+
+static void acquire_gil(struct ev_loop *loop)
+{
+    (void)loop;
+    PyEval_RestoreThread(poll_tstate);
+}
+
+void sl_py_release_gil_in_poll(struct ev_loop *loop)
+{
+    ev_set_loop_release_cb(loop, release_gil, acquire_gil);
+}
+
+void sl_py_finalize(void)
+{
+    Py_FinalizeEx();
+}

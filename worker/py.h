@@ -1,0 +1,30 @@
+/* py.h - the embedded interpreter: start-up, the app, the GIL. */
+#ifndef SL_PY_H
+#define SL_PY_H
+
+#include <Python.h>
+#include <ev.h>
+
+#include "common/options.h"
+
+/* Start CPython for O (venv, --pythonpath, --chdir) without Python's own
+ * signal handlers. 0, or -1 after one clear log line. */
+int sl_py_init(const sl_options_t *o);
+
+/* Import O->app ("module:callable", "module" meaning module:application).
+ * Returns a new reference, or NULL after one clear error line naming the
+ * module and the Python error. GIL held. */
+PyObject *sl_py_load_app(const sl_options_t *o);
+
+/* Log the current Python exception with its traceback, prefixed by a line
+ * saying what failed, and clear it. GIL held. */
+void sl_py_log_exception(const char *what, ...)
+    __attribute__((format(printf, 1, 2)));
+
+/* Inline mode: let libev drop the GIL around its blocking poll. */
+void sl_py_release_gil_in_poll(struct ev_loop *loop);
+
+/* Stop the interpreter (GIL held by this thread). */
+void sl_py_finalize(void);
+
+#endif

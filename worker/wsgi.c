@@ -1,0 +1,1125 @@
+/* wsgi.c - PEP 3333 on top of a connection.
+ *
+ * Everything constant about an environ is built once: the keys are interned
+ * from a table, the wsgi.* entries live in a prototype dict that each request
+ * copies, and the common header names map to ready-made HTTP_* keys. Per
+ * request what remains is the dict copy, a handful of small strings, and the
+ * call. The response head is formatted into a lane-owned buffer and queued
+ * together with the first body chunk, so a hello-world response leaves in
+ * one write; a list result of known length gets a Content-Length instead of
+ * chunked framing.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/http.h"
+#include "worker/py.h"
+#include "worker/wsgi.h"
+#include "worker/wsgi_input.h"
+
+#define MAX_IOV 64
+
+struct sl_wsgi_lane {
+    sl_buf_t head;        /* owned: the response head being built */
+    PyObject *start_resp; /* owned: this lane's start_response */
+    PyObject *write;      /* owned: this lane's write() */
+    sl_conn_t *c;         /* borrowed: the request being served */
+    uint32_t gen;
+    PyObject *status;  /* owned, set by start_response */
+    PyObject *headers; /* owned, set by start_response */
+    int code;
+    bool sent;  /* the head is queued */
+    bool gone;  /* nothing more can be sent */
+    bool ended; /* END was queued: the loop may move on */
+    bool chunked;
+    bool close;
+    bool no_body; /* HEAD, 1xx, 204, 304 */
+    bool app_cl;  /* the app gave Content-Length */
+    uint64_t cl;
+    uint64_t body_sent;
+};
+
+typedef struct {
+    PyObject_HEAD sl_wsgi_lane_t
+        *lane; /* borrowed: lanes outlive their callables */
+} lane_fn_t;
+
+typedef struct {
+    PyObject_HEAD PyObject *filelike; /* owned */
+    Py_ssize_t blksize;
+} file_wrapper_t;
+
+static PyObject *app;   /* owned */
+static sl_pump_t *pump; /* borrowed */
+static PyObject *proto; /* owned: the prototype environ */
+static PyObject *errors_obj;
+static PyObject *method_names[64];
+static PyObject *listener_name[SL_MAX_LISTENERS];
+static PyObject *listener_port[SL_MAX_LISTENERS];
+
+/* Interned keys, built once from this table. */
+enum {
+    K_REQUEST_METHOD,
+    K_SCRIPT_NAME,
+    K_PATH_INFO,
+    K_QUERY_STRING,
+    K_CONTENT_TYPE,
+    K_CONTENT_LENGTH,
+    K_SERVER_NAME,
+    K_SERVER_PORT,
+    K_SERVER_PROTOCOL,
+    K_REMOTE_ADDR,
+    K_REMOTE_PORT,
+    K_RAW_URI,
+    K_WSGI_INPUT,
+    K_HTTP_1_0,
+    K_HTTP_1_1,
+    K_EMPTY,
+    K_CLOSE,
+    K_COUNT
+};
+static const char *const key_names[K_COUNT] = {
+    "REQUEST_METHOD",  "SCRIPT_NAME",    "PATH_INFO",   "QUERY_STRING",
+    "CONTENT_TYPE",    "CONTENT_LENGTH", "SERVER_NAME", "SERVER_PORT",
+    "SERVER_PROTOCOL", "REMOTE_ADDR",    "REMOTE_PORT", "RAW_URI",
+    "wsgi.input",      "HTTP/1.0",       "HTTP/1.1",    "",
+    "close",
+};
+static PyObject *keys[K_COUNT];
+
+/* Common request headers and their environ keys. */
+static struct {
+    const char *name; /* lower case */
+    const char *key;
+    PyObject *obj;
+} common_hdrs[] = {
+    {"host", "HTTP_HOST", NULL},
+    {"user-agent", "HTTP_USER_AGENT", NULL},
+    {"accept", "HTTP_ACCEPT", NULL},
+    {"accept-encoding", "HTTP_ACCEPT_ENCODING", NULL},
+    {"accept-language", "HTTP_ACCEPT_LANGUAGE", NULL},
+    {"connection", "HTTP_CONNECTION", NULL},
+    {"cookie", "HTTP_COOKIE", NULL},
+    {"content-type", "CONTENT_TYPE", NULL},
+    {"content-length", "CONTENT_LENGTH", NULL},
+    {"referer", "HTTP_REFERER", NULL},
+    {"cache-control", "HTTP_CACHE_CONTROL", NULL},
+    {"authorization", "HTTP_AUTHORIZATION", NULL},
+    {"origin", "HTTP_ORIGIN", NULL},
+    {"x-forwarded-for", "HTTP_X_FORWARDED_FOR", NULL},
+    {"x-forwarded-proto", "HTTP_X_FORWARDED_PROTO", NULL},
+    {"x-request-id", "HTTP_X_REQUEST_ID", NULL},
+    {"if-none-match", "HTTP_IF_NONE_MATCH", NULL},
+    {"if-modified-since", "HTTP_IF_MODIFIED_SINCE", NULL},
+    {"upgrade-insecure-requests", "HTTP_UPGRADE_INSECURE_REQUESTS", NULL},
+};
+#define NCOMMON (sizeof(common_hdrs) / sizeof(common_hdrs[0]))
+
+/* ------------------------------------------------------------------ */
+/* wsgi.errors                                                        */
+
+static PyObject *errors_write(PyObject *self, PyObject *arg)
+{
+    Py_ssize_t n;
+    const char *s;
+
+    (void)self;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "write() argument must be str, not %s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    s = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (s == NULL)
+        return NULL;
+    while (n > 0) {
+        ssize_t w = write(sl_log_fd(), s, (size_t)n);
+        if (w <= 0)
+            break;
+        s += w;
+        n -= w;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *errors_writelines(PyObject *self, PyObject *seq)
+{
+    PyObject *it = PyObject_GetIter(seq), *item, *r;
+
+    if (it == NULL)
+        return NULL;
+    while ((item = PyIter_Next(it)) != NULL) {
+        r = errors_write(self, item);
+        Py_DECREF(item);
+        if (r == NULL) {
+            Py_DECREF(it);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *errors_flush(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef errors_methods[] = {
+    {"write", errors_write, METH_O, "write(str)"},
+    {"writelines", errors_writelines, METH_O, "writelines(seq)"},
+    {"flush", errors_flush, METH_NOARGS, "flush()"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject errors_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.Errors",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "wsgi.errors: the error log",
+    .tp_methods = errors_methods,
+};
+
+/* ------------------------------------------------------------------ */
+/* wsgi.file_wrapper                                                  */
+
+static PyObject *fw_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"filelike", "blksize", NULL};
+    PyObject *filelike;
+    Py_ssize_t blksize = 8192;
+    file_wrapper_t *fw;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|n", kwlist, &filelike,
+                                     &blksize))
+        return NULL;
+    fw = (file_wrapper_t *)type->tp_alloc(type, 0);
+    if (fw == NULL)
+        return NULL;
+    Py_INCREF(filelike);
+    fw->filelike = filelike;
+    fw->blksize = blksize > 0 ? blksize : 8192;
+    return (PyObject *)fw;
+}
+
+static void fw_dealloc(file_wrapper_t *fw)
+{
+    Py_XDECREF(fw->filelike);
+    Py_TYPE(fw)->tp_free((PyObject *)fw);
+}
+
+static PyObject *fw_iternext(file_wrapper_t *fw)
+{
+    PyObject *data =
+        PyObject_CallMethod(fw->filelike, "read", "n", fw->blksize);
+
+    if (data != NULL && PyBytes_Check(data) && PyBytes_GET_SIZE(data) == 0) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    return data;
+}
+
+static PyObject *fw_close(file_wrapper_t *fw, PyObject *unused)
+{
+    (void)unused;
+    if (PyObject_HasAttrString(fw->filelike, "close"))
+        return PyObject_CallMethod(fw->filelike, "close", NULL);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef fw_methods[] = {
+    {"close", (PyCFunction)fw_close, METH_NOARGS, "close the file"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject fw_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.FileWrapper",
+    .tp_basicsize = sizeof(file_wrapper_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "wsgi.file_wrapper: sent with sendfile(2) when it can be",
+    .tp_new = fw_new,
+    .tp_dealloc = (destructor)fw_dealloc,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)fw_iternext,
+    .tp_methods = fw_methods,
+};
+
+/* ------------------------------------------------------------------ */
+/* the response head                                                  */
+
+/* Latin-1 bytes of a str without copying; NULL with an exception. */
+static const char *latin1(PyObject *s, Py_ssize_t *n, const char *what)
+{
+    if (!PyUnicode_Check(s)) {
+        PyErr_Format(PyExc_TypeError, "%s must be str, not %s", what,
+                     Py_TYPE(s)->tp_name);
+        return NULL;
+    }
+    if (PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND) {
+        PyErr_Format(PyExc_ValueError, "%s is not latin-1: %R", what, s);
+        return NULL;
+    }
+    *n = PyUnicode_GET_LENGTH(s);
+    return (const char *)PyUnicode_1BYTE_DATA(s);
+}
+
+static bool has_ctl(const char *p, Py_ssize_t n)
+{
+    Py_ssize_t i;
+
+    for (i = 0; i < n; i++)
+        if (p[i] == '\r' || p[i] == '\n' || p[i] == '\0')
+            return true;
+    return false;
+}
+
+static int parse_u64(const char *p, Py_ssize_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    Py_ssize_t i;
+
+    if (n == 0 || n > 19)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+#define APPEND_LIT(b, s) sl_buf_append((b), (s), sizeof(s) - 1)
+
+/* Format the head into l->head. KNOWN is the body length when the server
+ * knows it (a list result), or -1. 0, or -1 with a Python exception. */
+static int head_build(sl_wsgi_lane_t *l, long long known)
+{
+    sl_conn_t *c = l->c;
+    sl_buf_t *b = &l->head;
+    Py_ssize_t i, n, sn, nn, vn;
+    const char *s, *name, *val;
+    bool has_server = false, has_date = false, keep;
+    char line[64];
+    int len;
+
+    b->len = b->off = 0;
+    s = latin1(l->status, &sn, "status");
+    if (s == NULL)
+        return -1;
+    if (sn < 4 || s[3] != ' ' || s[0] < '1' || s[0] > '5' || s[1] < '0' ||
+        s[1] > '9' || s[2] < '0' || s[2] > '9' || has_ctl(s, sn)) {
+        PyErr_Format(PyExc_ValueError, "bad status %R: want '200 OK'",
+                     l->status);
+        return -1;
+    }
+    l->code = (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0');
+    l->no_body =
+        c->req.head || l->code < 200 || l->code == 204 || l->code == 304;
+    l->app_cl = false;
+    l->close = false;
+    l->chunked = false;
+    APPEND_LIT(b, "HTTP/1.1 ");
+    sl_buf_append(b, s, (size_t)sn);
+    APPEND_LIT(b, "\r\n");
+
+    n = PyList_GET_SIZE(l->headers);
+    for (i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(l->headers, i);
+        name = latin1(PyTuple_GET_ITEM(t, 0), &nn, "header name");
+        if (name == NULL)
+            return -1;
+        val = latin1(PyTuple_GET_ITEM(t, 1), &vn, "header value");
+        if (val == NULL)
+            return -1;
+        if (nn == 0 || has_ctl(name, nn) || memchr(name, ':', (size_t)nn) ||
+            has_ctl(val, vn)) {
+            PyErr_Format(PyExc_ValueError, "bad header %R", t);
+            return -1;
+        }
+        if (sl_http_name_is(name, (size_t)nn, "content-length")) {
+            if (parse_u64(val, vn, &l->cl) < 0) {
+                PyErr_Format(PyExc_ValueError, "bad Content-Length %R", t);
+                return -1;
+            }
+            l->app_cl = true;
+        } else if (sl_http_name_is(name, (size_t)nn, "connection")) {
+            if (vn == 5 && sl_http_name_is(val, 5, "close"))
+                l->close = true;
+            continue; /* hop-by-hop: ours to send */
+        } else if (sl_http_name_is(name, (size_t)nn, "transfer-encoding")) {
+            continue; /* ours too: we frame the body */
+        } else if (sl_http_name_is(name, (size_t)nn, "server")) {
+            has_server = true;
+        } else if (sl_http_name_is(name, (size_t)nn, "date")) {
+            has_date = true;
+        }
+        sl_buf_append(b, name, (size_t)nn);
+        APPEND_LIT(b, ": ");
+        sl_buf_append(b, val, (size_t)vn);
+        APPEND_LIT(b, "\r\n");
+    }
+    if (!has_server)
+        APPEND_LIT(b, "Server: sluice\r\n");
+    if (!has_date)
+        sl_buf_append(b, sl_pump_date(), strlen(sl_pump_date()));
+
+    if (!l->app_cl && known >= 0 && l->code >= 200 && l->code != 204 &&
+        l->code != 304) {
+        len = snprintf(line, sizeof(line), "Content-Length: %lld\r\n", known);
+        sl_buf_append(b, line, (size_t)len);
+        l->app_cl = true;
+        l->cl = (uint64_t)known;
+    } else if (!l->app_cl && !l->no_body) {
+        if (c->req.minor >= 1) {
+            l->chunked = true;
+            APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
+        } else {
+            l->close = true; /* HTTP/1.0: the close ends the body */
+        }
+    }
+    keep = c->req.keep_alive && !l->close &&
+           !__atomic_load_n(&pump->draining, __ATOMIC_RELAXED);
+    if (!keep) {
+        l->close = true;
+        APPEND_LIT(b, "Connection: close\r\n");
+    } else if (c->req.minor == 0) {
+        APPEND_LIT(b, "Connection: keep-alive\r\n");
+    }
+    return APPEND_LIT(b, "\r\n");
+}
+
+/* Queue DATA (and the head first if it is not out yet); END finishes the
+ * response. 0, or -1 when the client is gone (no exception set). */
+static int emit(sl_wsgi_lane_t *l, const char *data, size_t len, bool end)
+{
+    struct iovec iov[4];
+    char size_line[24];
+    int n = 0, flags = 0, rc;
+    static const char crlf_end[] = "\r\n0\r\n\r\n";
+
+    if (l->gone)
+        return -1;
+    if (!l->sent) {
+        iov[n].iov_base = l->head.data;
+        iov[n++].iov_len = l->head.len;
+        l->sent = true;
+    }
+    if (l->no_body)
+        len = 0;
+    if (l->app_cl && l->body_sent + len > l->cl)
+        len = (size_t)(l->cl - l->body_sent); /* never more than promised */
+    if (len > 0) {
+        if (l->chunked) {
+            iov[n].iov_base = size_line;
+            iov[n++].iov_len =
+                (size_t)snprintf(size_line, sizeof(size_line), "%zx\r\n", len);
+        }
+        iov[n].iov_base = (void *)data;
+        iov[n++].iov_len = len;
+        l->body_sent += len;
+    }
+    if (l->chunked && len > 0) {
+        iov[n].iov_base = (void *)crlf_end;
+        iov[n++].iov_len = end ? sizeof(crlf_end) - 1 : 2;
+    } else if (l->chunked && end) {
+        iov[n].iov_base = (void *)(crlf_end + 2);
+        iov[n++].iov_len = sizeof(crlf_end) - 3;
+    }
+    if (end) {
+        flags |= SL_SEND_END;
+        /* a body shorter than its Content-Length: only a close ends it */
+        if (l->close || (l->app_cl && !l->no_body && l->body_sent < l->cl))
+            flags |= SL_SEND_CLOSE;
+    }
+    rc = sl_conn_send(l->c, l->gen, iov, n, flags);
+    if (rc == 1) {
+        Py_BEGIN_ALLOW_THREADS rc = sl_conn_wait_credit(l->c, l->gen);
+        Py_END_ALLOW_THREADS
+    }
+    if (end && rc >= 0)
+        l->ended = true;
+    if (rc < 0 || end) {
+        l->gone = true;
+        return rc < 0 ? -1 : 0;
+    }
+    return 0;
+}
+
+/* End the response whatever state it is in: a 500 when nothing was sent,
+ * a close when a broken response is under way. */
+static void finish_error(sl_wsgi_lane_t *l)
+{
+    struct iovec iov;
+
+    if (l->ended)
+        return;
+    if (!l->sent && !l->gone) {
+        l->head.len = l->head.off = 0;
+        sl_http_error_head(&l->head, 500);
+        iov.iov_base = l->head.data;
+        iov.iov_len = l->head.len;
+        sl_conn_send(l->c, l->gen, &iov, 1, SL_SEND_END | SL_SEND_CLOSE);
+    } else {
+        sl_conn_send(l->c, l->gen, NULL, 0, SL_SEND_END | SL_SEND_CLOSE);
+    }
+    l->gone = true;
+    l->ended = true;
+}
+
+/* ------------------------------------------------------------------ */
+/* start_response and write                                           */
+
+static PyObject *start_response_call(lane_fn_t *self, PyObject *args,
+                                     PyObject *kw)
+{
+    static char *kwlist[] = {"status", "headers", "exc_info", NULL};
+    sl_wsgi_lane_t *l = self->lane;
+    PyObject *status, *headers, *exc_info = Py_None;
+    Py_ssize_t i, n;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:start_response", kwlist,
+                                     &status, &headers, &exc_info))
+        return NULL;
+    if (exc_info != Py_None) {
+        if (l->sent) {
+            /* too late to change the head: re-raise the app's error */
+            PyObject *t, *v, *tb;
+            if (!PyTuple_Check(exc_info) || PyTuple_GET_SIZE(exc_info) != 3) {
+                PyErr_SetString(PyExc_TypeError, "exc_info must be a 3-tuple");
+                return NULL;
+            }
+            t = PyTuple_GET_ITEM(exc_info, 0);
+            v = PyTuple_GET_ITEM(exc_info, 1);
+            tb = PyTuple_GET_ITEM(exc_info, 2);
+            Py_INCREF(t);
+            Py_INCREF(v);
+            Py_INCREF(tb);
+            PyErr_Restore(t, v, tb == Py_None ? NULL : tb);
+            return NULL;
+        }
+    } else if (l->status != NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "start_response() called a second time without "
+                        "exc_info");
+        return NULL;
+    }
+    if (!PyUnicode_Check(status)) {
+        PyErr_Format(PyExc_TypeError, "status must be str, not %s",
+                     Py_TYPE(status)->tp_name);
+        return NULL;
+    }
+    if (!PyList_Check(headers)) {
+        PyErr_Format(PyExc_TypeError, "headers must be a list, not %s",
+                     Py_TYPE(headers)->tp_name);
+        return NULL;
+    }
+    n = PyList_GET_SIZE(headers);
+    for (i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(headers, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2 ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(t, 0)) ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(t, 1))) {
+            PyErr_Format(PyExc_TypeError,
+                         "headers must be (str, str) tuples, got %R", t);
+            return NULL;
+        }
+    }
+    Py_INCREF(status);
+    Py_XSETREF(l->status, status);
+    Py_INCREF(headers);
+    Py_XSETREF(l->headers, headers);
+    Py_INCREF(l->write);
+    return l->write;
+}
+
+static PyObject *write_call(lane_fn_t *self, PyObject *args, PyObject *kw)
+{
+    sl_wsgi_lane_t *l = self->lane;
+    PyObject *data;
+
+    if (kw != NULL || !PyArg_ParseTuple(args, "O:write", &data))
+        return NULL;
+    if (!PyBytes_Check(data)) {
+        PyErr_Format(PyExc_TypeError, "write() argument must be bytes, not %s",
+                     Py_TYPE(data)->tp_name);
+        return NULL;
+    }
+    if (l->status == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "write() before start_response()");
+        return NULL;
+    }
+    if (!l->sent && head_build(l, -1) < 0)
+        return NULL;
+    if (emit(l, PyBytes_AS_STRING(data), (size_t)PyBytes_GET_SIZE(data),
+             false) < 0) {
+        PyErr_SetString(PyExc_OSError, "client disconnected");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyTypeObject start_response_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.StartResponse",
+    .tp_basicsize = sizeof(lane_fn_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_call = (ternaryfunc)start_response_call,
+};
+
+static PyTypeObject write_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.Write",
+    .tp_basicsize = sizeof(lane_fn_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_call = (ternaryfunc)write_call,
+};
+
+/* ------------------------------------------------------------------ */
+/* environ                                                            */
+
+static int set_str(PyObject *env, PyObject *key, const char *s, Py_ssize_t n)
+{
+    PyObject *v = PyUnicode_DecodeLatin1(s, n, NULL);
+    int rc;
+
+    if (v == NULL)
+        return -1;
+    rc = PyDict_SetItem(env, key, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* PATH_INFO: the path percent-decoded, as latin-1. */
+static int set_path(PyObject *env, const char *p, size_t n)
+{
+    char stackbuf[1024] = {0}, *buf = stackbuf; /* zeroed: only on %-paths */
+    size_t i, o = 0;
+    int hi, lo, rc;
+
+    if (memchr(p, '%', n) == NULL)
+        return set_str(env, keys[K_PATH_INFO], p, (Py_ssize_t)n);
+    if (n > sizeof(stackbuf) && (buf = malloc(n)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        if (p[i] == '%' && i + 2 < n && (hi = hexval(p[i + 1])) >= 0 &&
+            (lo = hexval(p[i + 2])) >= 0) {
+            buf[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            buf[o++] = p[i];
+        }
+    }
+    rc = set_str(env, keys[K_PATH_INFO], buf, (Py_ssize_t)o);
+    if (buf != stackbuf)
+        free(buf);
+    return rc;
+}
+
+/* The environ key for a header name; new reference, NULL with an
+ * exception, or Py_None (new ref) when the header is to be dropped. */
+static PyObject *header_key(const char *name, size_t n)
+{
+    char stackbuf[256], *key = stackbuf;
+    size_t i;
+    PyObject *k;
+
+    for (i = 0; i < NCOMMON; i++) {
+        if (sl_http_name_is(name, n, common_hdrs[i].name)) {
+            Py_INCREF(common_hdrs[i].obj);
+            return common_hdrs[i].obj;
+        }
+    }
+    if (memchr(name, '_', n) != NULL)
+        Py_RETURN_NONE; /* would alias the dashed name in environ */
+    if (n + 5 > sizeof(stackbuf) && (key = malloc(n + 5)) == NULL)
+        return PyErr_NoMemory();
+    memcpy(key, "HTTP_", 5);
+    for (i = 0; i < n; i++) {
+        char ch = name[i];
+        if (ch >= 'a' && ch <= 'z')
+            ch = (char)(ch - 32);
+        else if (ch == '-')
+            ch = '_';
+        key[5 + i] = ch;
+    }
+    k = PyUnicode_DecodeLatin1(key, (Py_ssize_t)(n + 5), NULL);
+    if (key != stackbuf)
+        free(key);
+    return k;
+}
+
+static int set_headers(PyObject *env, const sl_req_t *r)
+{
+    const char *hb = r->hbuf.data;
+    int i, rc;
+
+    for (i = 0; i < r->nhdrs; i++) {
+        const sl_hdr_t *hd = &r->hdrs[i];
+        PyObject *key, *val, *old, *joined;
+
+        key = header_key(hb + hd->name_off, hd->name_len);
+        if (key == NULL)
+            return -1;
+        if (key == Py_None) {
+            Py_DECREF(key);
+            continue;
+        }
+        val = PyUnicode_DecodeLatin1(hb + hd->val_off, hd->val_len, NULL);
+        if (val == NULL) {
+            Py_DECREF(key);
+            return -1;
+        }
+        old = PyDict_GetItemWithError(env, key); /* borrowed */
+        if (old != NULL) {
+            joined = PyUnicode_FromFormat("%U,%U", old, val);
+            Py_DECREF(val);
+            val = joined;
+        }
+        rc = val == NULL ? -1 : PyDict_SetItem(env, key, val);
+        Py_DECREF(key);
+        Py_XDECREF(val);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
+{
+    const sl_req_t *r = &c->req;
+    const char *url = r->hbuf.data + r->url_off, *q, *end;
+    size_t n = r->url_len;
+    PyObject *env, *input, *v;
+    char addr[64];
+    int port, li = c->listener;
+
+    env = PyDict_Copy(proto);
+    if (env == NULL)
+        return NULL;
+    if (PyDict_SetItem(env, keys[K_REQUEST_METHOD],
+                       method_names[r->method & 63]) < 0 ||
+        PyDict_SetItem(env, keys[K_SERVER_PROTOCOL],
+                       keys[r->minor ? K_HTTP_1_1 : K_HTTP_1_0]) < 0 ||
+        PyDict_SetItem(env, keys[K_SERVER_NAME], listener_name[li]) < 0 ||
+        PyDict_SetItem(env, keys[K_SERVER_PORT], listener_port[li]) < 0 ||
+        set_str(env, keys[K_RAW_URI], url, (Py_ssize_t)n) < 0)
+        goto out_fail;
+
+    /* absolute-form (a proxy's request): keep only path and query */
+    if (n > 0 && url[0] != '/' && (q = memchr(url, ':', n)) != NULL &&
+        (size_t)(q - url) + 3 <= n && q[1] == '/' && q[2] == '/') {
+        const char *p = q + 3;
+        const char *slash = memchr(p, '/', n - (size_t)(p - url));
+        end = url + n;
+        url = slash ? slash : end;
+        n = (size_t)(end - url);
+    }
+    end = memchr(url, '#', n);
+    if (end != NULL)
+        n = (size_t)(end - url);
+    q = memchr(url, '?', n);
+    if (set_path(env, url, q ? (size_t)(q - url) : n) < 0)
+        goto out_fail;
+    if (q != NULL) {
+        if (set_str(env, keys[K_QUERY_STRING], q + 1,
+                    (Py_ssize_t)(n - (size_t)(q - url) - 1)) < 0)
+            goto out_fail;
+    } else if (PyDict_SetItem(env, keys[K_QUERY_STRING], keys[K_EMPTY]) < 0) {
+        goto out_fail;
+    }
+
+    if (c->peer.ss_family != AF_UNIX) {
+        sl_conn_peer(c, addr, sizeof(addr), &port);
+        v = PyUnicode_FromString(addr);
+        if (v == NULL || PyDict_SetItem(env, keys[K_REMOTE_ADDR], v) < 0) {
+            Py_XDECREF(v);
+            goto out_fail;
+        }
+        Py_DECREF(v);
+        v = PyUnicode_FromFormat("%d", port);
+        if (v == NULL || PyDict_SetItem(env, keys[K_REMOTE_PORT], v) < 0) {
+            Py_XDECREF(v);
+            goto out_fail;
+        }
+        Py_DECREF(v);
+    }
+    if (set_headers(env, r) < 0)
+        goto out_fail;
+
+    input = sl_wsgi_input_new(c, gen);
+    if (input == NULL || PyDict_SetItem(env, keys[K_WSGI_INPUT], input) < 0) {
+        Py_XDECREF(input);
+        goto out_fail;
+    }
+    Py_DECREF(input);
+    return env;
+
+out_fail:
+    Py_DECREF(env);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* the result                                                         */
+
+/* A list or tuple of bytes: one queue operation, exact length. 0 or -1
+ * (exception set when the app is at fault). */
+static int send_sequence(sl_wsgi_lane_t *l, PyObject *seq)
+{
+    Py_ssize_t i, n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    long long total = 0;
+
+    for (i = 0; i < n; i++) {
+        if (!PyBytes_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError,
+                         "the app's result must hold bytes, not %s",
+                         Py_TYPE(items[i])->tp_name);
+            return -1;
+        }
+        total += PyBytes_GET_SIZE(items[i]);
+    }
+    if (l->status == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the app returned without calling start_response()");
+        return -1;
+    }
+    if (!l->sent && head_build(l, total) < 0)
+        return -1;
+    if (n == 1) { /* the common case: head and body in one write */
+        emit(l, PyBytes_AS_STRING(items[0]), (size_t)PyBytes_GET_SIZE(items[0]),
+             true);
+        return 0;
+    }
+    for (i = 0; i < n; i++) {
+        if (PyBytes_GET_SIZE(items[i]) == 0)
+            continue;
+        if (emit(l, PyBytes_AS_STRING(items[i]),
+                 (size_t)PyBytes_GET_SIZE(items[i]), false) < 0)
+            return 0;
+    }
+    emit(l, NULL, 0, true);
+    return 0;
+}
+
+/* A file wrapper over a regular file: head, then sendfile(2). 1 when sent,
+ * 0 when the file is not fit (iterate instead), -1 on error. */
+static int send_file(sl_wsgi_lane_t *l, file_wrapper_t *fw)
+{
+    PyObject *r;
+    struct stat st;
+    off_t off;
+    uint64_t len;
+    int fd, dup_fd;
+
+    r = PyObject_CallMethod(fw->filelike, "fileno", NULL);
+    if (r == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    fd = (int)PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        PyErr_Clear();
+        return 0;
+    }
+    /* respect what the app already read or seeked past */
+    r = PyObject_CallMethod(fw->filelike, "tell", NULL);
+    if (r == NULL) {
+        PyErr_Clear();
+        off = lseek(fd, 0, SEEK_CUR);
+    } else {
+        off = (off_t)PyLong_AsLongLong(r);
+        Py_DECREF(r);
+    }
+    if (off < 0)
+        off = 0;
+    len = st.st_size > off ? (uint64_t)(st.st_size - off) : 0;
+    if (l->status == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the app returned without calling start_response()");
+        return -1;
+    }
+    if (!l->sent) {
+        if (head_build(l, (long long)len) < 0)
+            return -1;
+    }
+    if (l->app_cl && l->cl < len)
+        len = l->cl;
+    if (l->no_body || len == 0) {
+        emit(l, NULL, 0, true);
+        return 1;
+    }
+    if (emit(l, NULL, 0, false) < 0)
+        return 1;
+    dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dup_fd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    l->body_sent += len;
+    if (sl_conn_sendfile(l->c, l->gen, dup_fd, off, (size_t)len,
+                         (l->close || l->body_sent < l->cl) ? SL_SEND_CLOSE
+                                                            : 0) == 0)
+        l->ended = true;
+    l->gone = true;
+    return 1;
+}
+
+/* Any other iterable: send as it comes; the head goes with the first
+ * non-empty chunk. 0, or -1 with an exception. */
+static int send_iter(sl_wsgi_lane_t *l, PyObject *result)
+{
+    PyObject *it = PyObject_GetIter(result), *chunk;
+
+    if (it == NULL)
+        return -1;
+    while ((chunk = PyIter_Next(it)) != NULL) {
+        if (!PyBytes_Check(chunk)) {
+            PyErr_Format(PyExc_TypeError, "the app yielded %s, not bytes",
+                         Py_TYPE(chunk)->tp_name);
+            Py_DECREF(chunk);
+            Py_DECREF(it);
+            return -1;
+        }
+        if (PyBytes_GET_SIZE(chunk) > 0) {
+            if (l->status == NULL) {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "body before start_response()");
+                Py_DECREF(chunk);
+                Py_DECREF(it);
+                return -1;
+            }
+            if (!l->sent && head_build(l, -1) < 0) {
+                Py_DECREF(chunk);
+                Py_DECREF(it);
+                return -1;
+            }
+            if (emit(l, PyBytes_AS_STRING(chunk),
+                     (size_t)PyBytes_GET_SIZE(chunk), false) < 0) {
+                Py_DECREF(chunk);
+                break; /* the client left: stop, close() still runs */
+            }
+        }
+        Py_DECREF(chunk);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return -1;
+    if (l->gone)
+        return 0;
+    if (l->status == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the app returned without calling start_response()");
+        return -1;
+    }
+    if (!l->sent && head_build(l, 0) < 0)
+        return -1;
+    emit(l, NULL, 0, true);
+    return 0;
+}
+
+static void call_close(sl_wsgi_lane_t *l, PyObject *result)
+{
+    PyObject *close, *r;
+
+    if (PyList_CheckExact(result) || PyTuple_CheckExact(result))
+        return;
+    close = PyObject_GetAttr(result, keys[K_CLOSE]);
+    if (close == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    r = PyObject_CallNoArgs(close);
+    Py_DECREF(close);
+    if (r == NULL)
+        sl_py_log_exception("error closing the result of %s %.*s",
+                            llhttp_method_name(l->c->req.method),
+                            (int)l->c->req.url_len,
+                            l->c->req.hbuf.data + l->c->req.url_off);
+    Py_XDECREF(r);
+}
+
+static void log_app_error(sl_wsgi_lane_t *l)
+{
+    sl_py_log_exception(
+        "error handling %s %.*s", llhttp_method_name(l->c->req.method),
+        (int)l->c->req.url_len, l->c->req.hbuf.data + l->c->req.url_off);
+}
+
+void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen)
+{
+    PyObject *env, *result, *args[2];
+    int rc;
+
+    l->c = c;
+    l->gen = gen;
+    l->sent = l->gone = l->ended = false;
+    l->body_sent = 0;
+    l->cl = 0;
+    l->app_cl = false;
+
+    env = build_environ(c, gen);
+    if (env == NULL) {
+        log_app_error(l);
+        finish_error(l);
+        return;
+    }
+    args[0] = env;
+    args[1] = l->start_resp;
+    result = PyObject_Vectorcall(app, args, 2, NULL);
+    if (result == NULL) {
+        log_app_error(l);
+        finish_error(l);
+        goto out;
+    }
+    rc = 0;
+    if (PyList_CheckExact(result) || PyTuple_CheckExact(result))
+        rc = send_sequence(l, result);
+    else if (Py_TYPE(result) == &fw_type)
+        rc = send_file(l, (file_wrapper_t *)result);
+    if (rc == 0 && !l->gone)
+        rc = send_iter(l, result);
+    if (rc < 0) {
+        log_app_error(l);
+        finish_error(l);
+    }
+    call_close(l, result);
+    Py_DECREF(result);
+out:
+    /* a client that left mid-response still needs its request ended */
+    finish_error(l);
+    Py_CLEAR(l->status);
+    Py_CLEAR(l->headers);
+    Py_DECREF(env);
+}
+
+/* ------------------------------------------------------------------ */
+/* set-up                                                             */
+
+sl_wsgi_lane_t *sl_wsgi_lane_new(void)
+{
+    sl_wsgi_lane_t *l = calloc(1, sizeof(*l));
+    lane_fn_t *sr, *wr;
+
+    if (l == NULL)
+        return NULL;
+    sr = PyObject_New(lane_fn_t, &start_response_type);
+    wr = PyObject_New(lane_fn_t, &write_type);
+    if (sr == NULL || wr == NULL) {
+        Py_XDECREF(sr);
+        Py_XDECREF(wr);
+        free(l);
+        return NULL;
+    }
+    sr->lane = l;
+    wr->lane = l;
+    l->start_resp = (PyObject *)sr;
+    l->write = (PyObject *)wr;
+    return l;
+}
+
+void sl_wsgi_lane_free(sl_wsgi_lane_t *l)
+{
+    if (l == NULL)
+        return;
+    Py_XDECREF(l->start_resp);
+    Py_XDECREF(l->write);
+    sl_buf_free(&l->head);
+    free(l);
+}
+
+static int proto_set(const char *key, PyObject *v)
+{
+    int rc;
+
+    if (v == NULL)
+        return -1;
+    rc = PyDict_SetItemString(proto, key, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+int sl_wsgi_init(PyObject *the_app, sl_pump_t *p)
+{
+    size_t i;
+    int k;
+
+    app = the_app;
+    Py_INCREF(app);
+    pump = p;
+    if (PyType_Ready(&errors_type) < 0 || PyType_Ready(&fw_type) < 0 ||
+        PyType_Ready(&start_response_type) < 0 ||
+        PyType_Ready(&write_type) < 0 || sl_wsgi_input_init() < 0)
+        goto out_fail;
+    for (i = 0; i < K_COUNT; i++)
+        if ((keys[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
+            goto out_fail;
+    for (i = 0; i < NCOMMON; i++) {
+        common_hdrs[i].obj = PyUnicode_InternFromString(common_hdrs[i].key);
+        if (common_hdrs[i].obj == NULL)
+            goto out_fail;
+    }
+    for (i = 0; i < 64; i++)
+        method_names[i] = PyUnicode_InternFromString("UNKNOWN");
+#define XX(num, name, string)                                                  \
+    method_names[num] = PyUnicode_InternFromString(#string);
+    HTTP_METHOD_MAP(XX)
+#undef XX
+    for (i = 0; i < 64; i++)
+        if (method_names[i] == NULL)
+            goto out_fail;
+    for (k = 0; k < p->nlisteners; k++) {
+        listener_name[k] = PyUnicode_FromString(p->listeners[k].server_name);
+        listener_port[k] = PyUnicode_FromString(p->listeners[k].server_port);
+        if (listener_name[k] == NULL || listener_port[k] == NULL)
+            goto out_fail;
+    }
+    errors_obj = PyObject_New(PyObject, &errors_type);
+    proto = PyDict_New();
+    if (errors_obj == NULL || proto == NULL)
+        goto out_fail;
+    Py_INCREF(errors_obj);
+    if (proto_set("wsgi.version", Py_BuildValue("(ii)", 1, 0)) < 0 ||
+        proto_set("wsgi.url_scheme", PyUnicode_FromString("http")) < 0 ||
+        proto_set("wsgi.errors", errors_obj) < 0 ||
+        proto_set("wsgi.multithread", PyBool_FromLong(p->opt->threads > 1)) <
+            0 ||
+        proto_set("wsgi.multiprocess", PyBool_FromLong(p->opt->workers > 1)) <
+            0 ||
+        proto_set("wsgi.run_once", PyBool_FromLong(0)) < 0 ||
+        proto_set("wsgi.input_terminated", PyBool_FromLong(1)) < 0 ||
+        proto_set("SCRIPT_NAME", PyUnicode_FromString("")) < 0)
+        goto out_fail;
+    Py_INCREF(&fw_type);
+    if (proto_set("wsgi.file_wrapper", (PyObject *)&fw_type) < 0)
+        goto out_fail;
+    return 0;
+
+out_fail:
+    sl_py_log_exception("cannot set up WSGI");
+    return -1;
+}
