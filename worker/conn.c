@@ -110,6 +110,8 @@ static int on_header_field(llhttp_t *h, const char *at, size_t len)
         c->in_value = false;
     }
     hd = &r->hdrs[r->nhdrs - 1];
+    if (at != c->rbuf.data + hd->name_off + hd->name_len)
+        return fail(c, 400);
     hd->name_len += (uint32_t)len;
     return field_too_big(c, hd) ? fail(c, 431) : 0;
 }
@@ -129,6 +131,8 @@ static int on_header_value(llhttp_t *h, const char *at, size_t len)
         hd->val_off = (uint32_t)(at - c->rbuf.data);
         hd->val_len = 0;
         c->in_value = true;
+    } else if (at != c->rbuf.data + hd->val_off + hd->val_len) {
+        return fail(c, 400); /* a piece after a gap: obs-fold */
     }
     hd->val_len += (uint32_t)len;
     return field_too_big(c, hd) ? fail(c, 431) : 0;
@@ -256,6 +260,7 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
     memcpy(&c->peer, sa, salen);
     c->peerlen = salen;
     c->state = SL_CONN_READING;
+    c->wrote_any = false;
     c->peer_eof = false;
     c->aborted = false;
     c->notified = false;
@@ -311,6 +316,12 @@ static int conn_flush(sl_conn_t *c)
         }
         sl_buf_consume(w, (size_t)n);
         written += (size_t)n;
+        if ((size_t)n > c->interim) {
+            c->wrote_any = true;
+            c->interim = 0;
+        } else {
+            c->interim -= (size_t)n;
+        }
     }
     while (rc == 1 && c->wfile_fd >= 0 && c->wfile_len > 0) {
         n = sendfile(c->fd, c->wfile_fd, &c->wfile_off, c->wfile_len);
@@ -635,8 +646,9 @@ static void conn_linger(sl_conn_t *c)
 /* The response is written: next request, or close. */
 static void conn_finish_request(sl_conn_t *c)
 {
+    /* after the client's EOF, requests it pipelined before it still count */
     bool keep = c->req.keep_alive && !c->close_after && !c->pump->draining &&
-                c->msg_done && !c->peer_eof;
+                c->msg_done && (!c->peer_eof || sl_buf_pending(&c->rbuf) > 0);
 
     sl_pump_request_done(c->pump, c);
     conn_reset_request(c);
@@ -655,12 +667,15 @@ static void conn_dispatch(sl_conn_t *c)
 
     c->gen++;
     c->state = SL_CONN_SERVING;
+    c->wrote_any = false;
     c->req.start = ev_now(c->pump->loop);
     pthread_mutex_lock(&c->mu);
     c->body_done = !c->req.has_body || c->msg_done;
     pthread_mutex_unlock(&c->mu);
-    if (c->req.expect_continue && c->req.has_body)
+    if (c->req.expect_continue && c->req.has_body) {
         sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1);
+        c->interim = sizeof(cont) - 1; /* not part of the response */
+    }
     if (c->pump->inline_mode) {
         if (sl_buf_pending(&c->wbuf) > 0 && conn_flush(c) < 0)
             c->aborted = true;
@@ -791,6 +806,13 @@ void sl_conn_complete(sl_conn_t *c)
             c->close_after = true; /* unread body, or the client left */
     }
     pthread_mutex_unlock(&c->mu);
+    if (c->state == SL_CONN_WRITING && c->http_error && !c->wrote_any) {
+        /* the body was bad and the app's answer never left: say so */
+        sl_buf_reset(&c->wbuf, BUF_KEEP);
+        fd_close(&c->wfile_fd);
+        conn_error_response(c, c->http_error);
+        c->aborted = false;
+    }
     if (c->aborted && c->state == SL_CONN_WRITING) {
         sl_pump_request_done(c->pump, c);
         conn_close(c);
@@ -810,6 +832,12 @@ static void conn_process(sl_conn_t *c)
         switch (c->state) {
         case SL_CONN_READING:
             if (conn_parse(c) < 0) {
+                conn_error_response(c, c->http_error);
+                continue;
+            }
+            /* a body already here is checked before the app sees it, so
+             * a bad chunk in the first packet never reaches the app */
+            if (c->head_done && c->req.has_body && conn_parse(c) < 0) {
                 conn_error_response(c, c->http_error);
                 continue;
             }

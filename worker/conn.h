@@ -84,6 +84,8 @@ struct sl_conn {
     bool head_done;   /* headers complete for the current request */
     bool msg_done;    /* message complete for the current request */
     bool peer_eof;    /* the client shut its write side */
+    bool wrote_any;   /* bytes of the current response went out */
+    size_t interim;   /* bytes of a 100 Continue at the head of wbuf */
     int http_error;   /* status to answer instead of serving, 0 = none */
     bool in_msg;      /* a message has begun and is not yet served */
     sl_req_t req;
