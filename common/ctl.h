@@ -1,0 +1,42 @@
+/* ctl.h - the control channel between the supervisor and one worker.
+ *
+ * One socketpair(AF_UNIX, SOCK_SEQPACKET) per worker: message boundaries
+ * are kept, a message is one fixed-layout struct, and EOF on either end
+ * means the other process is gone. Only the worker writes; the supervisor
+ * talks back with signals (TERM drain, INT/QUIT fast stop, USR1 reopen
+ * logs, ABRT dump tracebacks and die). Both ends are the same binary, so
+ * the layout needs no versioning.
+ */
+#ifndef SL_CTL_H
+#define SL_CTL_H
+
+#include <stdint.h>
+
+enum {
+    SL_CTL_READY = 1,     /* the app is loaded (and ASGI startup done) */
+    SL_CTL_HEARTBEAT = 2, /* once a second from the loop thread */
+    SL_CTL_RETIRE = 3,    /* max-requests reached: replace me, then TERM */
+    SL_CTL_DRAINING = 4,  /* the worker began to drain (TERM or EOF) */
+};
+
+typedef struct {
+    uint32_t type;       /* SL_CTL_* */
+    uint32_t pid;
+    uint64_t served;     /* requests completed since the worker started */
+    uint32_t active;     /* requests with the executor now */
+    uint32_t conns;      /* open connections */
+    uint32_t lanes;      /* executor lanes */
+    uint32_t busy_lanes; /* lanes inside a request now */
+    double oldest;       /* age in seconds of the oldest request in flight */
+} sl_ctl_msg_t;
+
+/* Send one message on FD (a SOCK_SEQPACKET end); never blocks, drops the
+ * message when the socket is full. 0, or -1 with errno set (EPIPE when the
+ * supervisor is gone). */
+int sl_ctl_send(int fd, const sl_ctl_msg_t *m);
+
+/* Receive one message: 1 when read, 0 on EOF, -1 on error (EAGAIN when
+ * none is waiting). */
+int sl_ctl_recv(int fd, sl_ctl_msg_t *m);
+
+#endif
