@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include "common/ctl.h"
 #include "common/log.h"
 #include "common/options.h"
 #include "worker/drain.h"
@@ -53,6 +54,7 @@ void sl_drain_prepare(sl_pump_t *p)
     sl_info("draining: %u connections open, %u requests in flight", p->nactive,
             p->inflight);
     sl_pump_stop_listening(p);
+    sl_pump_ctl(p, SL_CTL_DRAINING);
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
         sl_conn_drain(c);

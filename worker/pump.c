@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/ctl.h"
 #include "common/log.h"
 #include "worker/drain.h"
 #include "worker/pump.h"
@@ -319,6 +320,57 @@ void sl_pump_request_done(sl_pump_t *p, sl_conn_t *c)
 {
     (void)c;
     p->served++;
+    if (p->retire_at > 0 && p->served >= p->retire_at && !p->retired) {
+        p->retired = true;
+        sl_info("max requests (%llu) reached: asking to be replaced",
+                (unsigned long long)p->retire_at);
+        sl_pump_ctl(p, SL_CTL_RETIRE);
+    }
+}
+
+void sl_pump_ctl(sl_pump_t *p, uint32_t type)
+{
+    sl_ctl_msg_t m = {.type = type, .pid = (uint32_t)getpid()};
+    ev_tstamp now = ev_now(p->loop);
+    sl_conn_t *c;
+
+    if (p->ctl_fd < 0)
+        return;
+    m.served = p->served;
+    m.active = p->inflight;
+    m.conns = p->nactive;
+    m.lanes = (uint32_t)p->lanes;
+    m.busy_lanes = p->inflight < m.lanes ? p->inflight : m.lanes;
+    for (c = p->active.next; c != &p->active; c = c->next)
+        if (c->state == SL_CONN_SERVING && now - c->req.start > m.oldest)
+            m.oldest = now - c->req.start;
+    if (sl_ctl_send(p->ctl_fd, &m) < 0 && errno != EAGAIN)
+        sl_log_errno(SL_LOG_DEBUG, "send() on the control channel failed");
+}
+
+static void ctl_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    sl_pump_t *p = ev_userdata(loop);
+    sl_ctl_msg_t m;
+    int rc;
+
+    (void)revents;
+    rc = sl_ctl_recv(p->ctl_fd, &m);
+    if (rc == 1 || (rc < 0 && errno == EAGAIN))
+        return;
+    /* EOF or error: the supervisor is gone; never stay as an orphan */
+    ev_io_stop(loop, w);
+    sl_warn("supervisor gone: draining");
+    sl_drain_prepare(p);
+}
+
+void sl_pump_set_ctl(sl_pump_t *p, int fd)
+{
+    p->ctl_fd = fd;
+    if (fd < 0)
+        return;
+    ev_io_init(&p->ctl_io, ctl_cb, fd, EV_READ);
+    ev_io_start(p->loop, &p->ctl_io);
 }
 
 static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -334,8 +386,20 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
         next = c->next;
         sl_conn_sweep(c, now);
     }
+    if (!p->draining)
+        sl_pump_ctl(p, SL_CTL_HEARTBEAT);
     if (p->draining)
         sl_drain_step(p);
+}
+
+/* USR1: logrotate moved the file; Python writes to fd 2, so point it at
+ * the new file too. */
+static void reopen_logs(void)
+{
+    if (sl_log_reopen() < 0)
+        sl_log_errno(SL_LOG_ERROR, "reopening the error log failed");
+    else if (sl_log_fd() != STDERR_FILENO)
+        dup2(sl_log_fd(), STDERR_FILENO);
 }
 
 static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
@@ -345,6 +409,8 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     (void)revents;
     if (w->signum == SIGTERM)
         sl_drain_prepare(p);
+    else if (w->signum == SIGUSR1)
+        reopen_logs();
     else
         sl_drain_fast(p);
 }
@@ -409,9 +475,17 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds)
     ev_signal_start(p->loop, &p->sigterm);
     ev_signal_start(p->loop, &p->sigint);
     ev_signal_start(p->loop, &p->sigquit);
-    ev_unref(p->loop); /* signal watchers do not keep the loop alive */
-    ev_unref(p->loop);
-    ev_unref(p->loop);
+    ev_signal_init(&p->sigusr1, signal_cb, SIGUSR1);
+    ev_signal_start(p->loop, &p->sigusr1);
+    p->ctl_fd = -1;
+    p->lanes = o->threads;
+    if (o->max_requests > 0) {
+        srand((unsigned)getpid());
+        p->retire_at = (uint64_t)o->max_requests +
+                       (o->max_requests_jitter > 0
+                            ? (uint64_t)(rand() % (o->max_requests_jitter + 1))
+                            : 0);
+    }
     return 0;
 }
 

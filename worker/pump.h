@@ -57,11 +57,16 @@ struct sl_pump {
     sl_queue_t work;      /* pump -> lanes (pump mode) */
     sl_ticket_t *pending; /* this pass's submits, flushed in prepare */
     uint32_t npending;
-    sl_queue_t done;                    /* lanes -> pump */
-    ev_async wake;                      /* embedded: completions arrived */
-    ev_prepare flush;                   /* embedded: end of pass */
-    ev_timer tick;                      /* embedded: 1 Hz housekeeping */
-    ev_signal sigterm, sigint, sigquit; /* embedded */
+    sl_queue_t done;  /* lanes -> pump */
+    ev_async wake;    /* embedded: completions arrived */
+    ev_prepare flush; /* embedded: end of pass */
+    ev_timer tick;    /* embedded: 1 Hz housekeeping */
+    ev_signal sigterm, sigint, sigquit, sigusr1; /* embedded */
+    int ctl_fd;         /* control channel, -1 = none; owned */
+    ev_io ctl_io;       /* embedded: EOF = supervisor gone */
+    uint64_t retire_at; /* served count that asks for RETIRE */
+    bool retired;
+    int lanes; /* executor lanes (1 inline) */
 
     uint64_t served;   /* requests completed */
     uint32_t inflight; /* requests with the executor */
@@ -78,6 +83,12 @@ struct sl_pump {
 
 /* Set up the loop, pool and listeners. 0, or -1 after logging. */
 int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds);
+
+/* Attach the control channel FD (from the supervisor; -1 for none). */
+void sl_pump_set_ctl(sl_pump_t *p, int fd);
+
+/* Send a control message of TYPE with the current counters. */
+void sl_pump_ctl(sl_pump_t *p, uint32_t type);
 
 /* Run until drained; returns the worker's exit status. */
 int sl_pump_run(sl_pump_t *p);

@@ -72,6 +72,13 @@ int sl_py_init(const sl_options_t *o)
         goto out_fail;
     PyConfig_Clear(&cfg);
 
+    /* tracebacks of every thread on a fatal signal, and on the SIGABRT the
+     * supervisor sends a worker that stopped answering */
+    if (PyRun_SimpleString(
+            "import faulthandler, sys\n"
+            "faulthandler.enable(sys.stderr, all_threads=True)\n") < 0)
+        sl_warn("faulthandler could not be enabled");
+
     /* sys.path: the working directory first (like `python -m`), then each
      * --pythonpath in order, in front of everything else */
     if (getcwd(cwd, sizeof(cwd)) == NULL || add_sys_path(cwd) < 0)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/ctl.h"
 #include "common/log.h"
 #include "worker/lane.h"
 #include "worker/pump.h"
@@ -43,7 +44,6 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     PyObject *app;
     int status, stuck = 0;
 
-    (void)ctl_fd;
     reset_signals();
     if (sl_log_fd() != STDERR_FILENO)
         dup2(sl_log_fd(), STDERR_FILENO); /* Python's tracebacks: the log */
@@ -74,6 +74,8 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
             return SL_EXIT_FAIL;
         ts = PyEval_SaveThread();
     }
+    sl_pump_set_ctl(&pump, ctl_fd);
+    sl_pump_ctl(&pump, SL_CTL_READY);
     sl_info("worker %d serving %s (%s mode, %d lane%s)", worker_id, o->app,
             pump.inline_mode ? "inline" : "pump", o->threads,
             o->threads == 1 ? "" : "s");
