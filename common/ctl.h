@@ -20,7 +20,7 @@ enum {
 };
 
 typedef struct {
-    uint32_t type;       /* SL_CTL_* */
+    uint32_t type; /* SL_CTL_* */
     uint32_t pid;
     uint64_t served;     /* requests completed since the worker started */
     uint32_t active;     /* requests with the executor now */
