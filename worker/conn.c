@@ -841,6 +841,12 @@ static void conn_process(sl_conn_t *c)
                 conn_error_response(c, c->http_error);
                 continue;
             }
+            if (c->head_done && sl_http_is_health(c)) {
+                sl_http_health_head(&c->wbuf, c);
+                c->resp_done = true;
+                c->state = SL_CONN_WRITING;
+                continue;
+            }
             if (c->head_done) {
                 conn_dispatch(c);
                 if (c->state == SL_CONN_FREE)

@@ -42,12 +42,36 @@ static void drain_finish(sl_pump_t *p, bool forced)
     ev_break(p->loop, EVBREAK_ALL);
 }
 
+static void delay_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)w;
+    (void)revents;
+    sl_drain_prepare(ev_userdata(loop));
+}
+
+void sl_drain_begin(sl_pump_t *p)
+{
+    if (p->terminating)
+        return;
+    p->terminating = true;
+    if (p->opt->shutdown_delay <= 0) {
+        sl_drain_prepare(p);
+        return;
+    }
+    sl_info("TERM: serving %.1fs more before draining (--shutdown-delay)",
+            p->opt->shutdown_delay);
+    ev_timer_init(&p->delay_timer, delay_cb, p->opt->shutdown_delay, 0);
+    ev_timer_start(p->loop, &p->delay_timer);
+}
+
 void sl_drain_prepare(sl_pump_t *p)
 {
     sl_conn_t *c, *next;
 
     if (p->draining)
         return;
+    ev_timer_stop(p->loop, &p->delay_timer);
+    p->terminating = true;
     p->draining = true;
     p->drain_started = ev_now(p->loop);
     p->drain_deadline = p->drain_started + p->opt->graceful_timeout;

@@ -6,7 +6,11 @@
 
 #include "worker/pump.h"
 
-/* SIGTERM: stop accepting, close idle connections, start the cadence. */
+/* SIGTERM: fail the health check at once, keep serving for
+ * --shutdown-delay, then prepare. */
+void sl_drain_begin(sl_pump_t *p);
+
+/* Stop accepting, close idle connections, start the cadence. */
 void sl_drain_prepare(sl_pump_t *p);
 
 /* Done when nothing is active or the graceful timeout has passed; called by

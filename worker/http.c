@@ -193,3 +193,43 @@ void sl_http_error_head(sl_buf_t *b, int status)
     if (n > 0 && (size_t)n < sizeof(head))
         sl_buf_append(b, head, (size_t)n);
 }
+
+bool sl_http_is_health(const sl_conn_t *c)
+{
+    const char *path = c->pump->opt->health_path;
+    const sl_req_t *r = &c->req;
+    size_t n;
+
+    if (path == NULL || r->has_body ||
+        (r->method != HTTP_GET && r->method != HTTP_HEAD))
+        return false;
+    n = strlen(path);
+    return r->url_len == n && memcmp(r->hbuf.data + r->url_off, path, n) == 0;
+}
+
+void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
+{
+    char head[256];
+    bool ok = !c->pump->terminating;
+    const char *body = ok ? "OK\n" : "draining\n";
+    int n;
+
+    n = snprintf(head, sizeof(head),
+                 "HTTP/1.1 %s\r\n"
+                 "Server: sluice\r\n"
+                 "%s"
+                 "Content-Type: text/plain\r\n"
+                 "Cache-Control: no-store\r\n"
+                 "Content-Length: %zu\r\n"
+                 "%s"
+                 "\r\n"
+                 "%s",
+                 ok ? "200 OK" : "503 Service Unavailable", sl_pump_date(),
+                 strlen(body),
+                 !c->req.keep_alive  ? "Connection: close\r\n"
+                 : c->req.minor == 0 ? "Connection: keep-alive\r\n"
+                                     : "",
+                 c->req.head ? "" : body);
+    if (n > 0 && (size_t)n < sizeof(head))
+        sl_buf_append(b, head, (size_t)n);
+}

@@ -21,4 +21,10 @@ void sl_http_error_head(sl_buf_t *b, int status);
 /* Case-insensitive compare of a header name slice with NAME (lower case). */
 bool sl_http_name_is(const char *p, size_t n, const char *name);
 
+/* Is C's request for --health-path (GET or HEAD, no body)? */
+bool sl_http_is_health(const sl_conn_t *c);
+
+/* Append the health answer: 200 while serving, 503 once TERM arrived. */
+void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c);
+
 #endif

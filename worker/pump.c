@@ -408,7 +408,7 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 
     (void)revents;
     if (w->signum == SIGTERM)
-        sl_drain_prepare(p);
+        sl_drain_begin(p);
     else if (w->signum == SIGUSR1)
         reopen_logs();
     else

@@ -70,7 +70,9 @@ struct sl_pump {
 
     uint64_t served;   /* requests completed */
     uint32_t inflight; /* requests with the executor */
+    bool terminating;  /* TERM arrived: health answers 503 */
     bool draining;
+    ev_timer delay_timer; /* embedded: --shutdown-delay */
     bool stopping;
     int exit_status;
     ev_tstamp drain_deadline;
