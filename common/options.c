@@ -1,0 +1,538 @@
+/* options.c - parses the command line into sl_options_t.
+ *
+ * One table drives everything: getopt_long's option list, the value check
+ * and the --help text come from the same rows, so an option cannot be added
+ * to one and forgotten in another. Each row names the field it fills and the
+ * range it accepts; a bad value is reported once, argparse-style
+ * ("sluice: error: argument -w/--workers: ..."), and parsing stops.
+ *
+ * Strings are borrowed from argv, with one exception: --pythonpath accepts a
+ * comma-separated list, and its pieces are copied (and kept for the life of
+ * the process) because argv must stay intact for the workers' exec.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/options.h"
+
+#define MAX_WORKERS       1024
+#define MAX_THREADS       1024
+#define MAX_SECONDS       (365.0 * 24 * 3600)
+#define MAX_FIELD_SIZE    (1024 * 1024)
+#define MAX_CONNECTIONS   (1024 * 1024)
+#define MAX_BACKLOG       65535
+#define MAX_REQUEST_LINE  8190
+#define MAX_HEADER_FIELDS 32768
+#define HELP_INDENT       32 /* column where --help's descriptions start */
+
+typedef enum {
+    OPT_INT,     /* int field, [min, max] */
+    OPT_LLONG,   /* long long field, [min, max] */
+    OPT_SECONDS, /* double field, [min, max], decimals accepted */
+    OPT_OCTAL,   /* int field, octal, [min, max] */
+    OPT_STRING,  /* const char * field */
+    OPT_SPECIAL, /* handled in apply_special() */
+    OPT_FLAG,    /* no argument: --help, --version */
+} opt_kind_t;
+
+typedef struct {
+    const char *name; /* long name, without "--" */
+    int short_name;   /* 0 when none */
+    opt_kind_t kind;  /* how the argument is read */
+    size_t offset;    /* of the field in sl_options_t */
+    double min, max;  /* accepted range for numbers */
+    const char *metavar;
+    const char *help; /* for --help; the default in brackets */
+} opt_def_t;
+
+#define FIELD(f) offsetof(sl_options_t, f)
+#define NOFIELD  0
+
+/* The long option's index in this table is getopt's return value + 256. */
+static const opt_def_t opt_defs[] = {
+    {"bind", 'b', OPT_SPECIAL, NOFIELD, 0, 0, "ADDR",
+     "listen on ADDR: HOST:PORT, [IPV6]:PORT, unix:PATH or fd://N;"
+     " repeatable [127.0.0.1:8000]"},
+    {"workers", 'w', OPT_INT, FIELD(workers), 1, MAX_WORKERS, "N",
+     "worker processes [1]"},
+    {"threads", 0, OPT_INT, FIELD(threads), 1, MAX_THREADS, "N",
+     "WSGI threads (lanes) per worker [1]"},
+    {"worker-connections", 0, OPT_INT, FIELD(worker_connections), 1,
+     MAX_CONNECTIONS, "N", "open connections per worker, at most [1000]"},
+    {"chdir", 0, OPT_STRING, FIELD(chdir), 0, 0, "DIR",
+     "change to DIR in each worker before loading the app"},
+    {"pythonpath", 0, OPT_SPECIAL, NOFIELD, 0, 0, "DIRS",
+     "prepend DIRS (comma-separated) to sys.path; repeatable"},
+    {"venv", 0, OPT_STRING, FIELD(venv), 0, 0, "DIR",
+     "use the virtual environment in DIR"},
+    {"interface", 0, OPT_SPECIAL, NOFIELD, 0, 0, "IFACE",
+     "asgi, wsgi or auto (decided from the app) [auto]"},
+    {"log-level", 0, OPT_SPECIAL, NOFIELD, 0, 0, "LEVEL",
+     "debug, info, warning, error or critical [info]"},
+    {"error-logfile", 0, OPT_SPECIAL, NOFIELD, 0, 0, "FILE",
+     "write the error log to FILE, '-' for stderr [-]"},
+    {"log-file", 0, OPT_SPECIAL, NOFIELD, 0, 0, "FILE",
+     "same as --error-logfile"},
+    {"limit-request-line", 0, OPT_INT, FIELD(limit_request_line), 0,
+     MAX_REQUEST_LINE, "N", "longest request line, 0 = 8190 [4094]"},
+    {"limit-request-fields", 0, OPT_INT, FIELD(limit_request_fields), 0,
+     MAX_HEADER_FIELDS, "N", "most header fields, 0 = 32768 [100]"},
+    {"limit-request-field-size", 0, OPT_INT, FIELD(limit_request_field_size), 0,
+     MAX_FIELD_SIZE, "N", "longest header field, 0 = no own limit [8190]"},
+    {"limit-request-body", 0, OPT_LLONG, FIELD(limit_request_body), 0, 9.2e18,
+     "BYTES", "largest request body, 0 = unlimited [0]"},
+    {"header-timeout", 0, OPT_SECONDS, FIELD(header_timeout), 0, MAX_SECONDS,
+     "SECS", "time allowed to send a request head [30]"},
+    {"keep-alive", 0, OPT_SECONDS, FIELD(keep_alive), 0, MAX_SECONDS, "SECS",
+     "idle keep-alive connection timeout [5]"},
+    {"timeout", 't', OPT_SECONDS, FIELD(timeout), 0, MAX_SECONDS, "SECS",
+     "silent worker is killed and replaced after SECS [30]"},
+    {"graceful-timeout", 0, OPT_SECONDS, FIELD(graceful_timeout), 0,
+     MAX_SECONDS, "SECS", "time a stopping worker may drain [30]"},
+    {"boot-timeout", 0, OPT_SECONDS, FIELD(boot_timeout), 0, MAX_SECONDS,
+     "SECS", "time a new worker has to become ready [30]"},
+    {"shutdown-delay", 0, OPT_SECONDS, FIELD(shutdown_delay), 0, MAX_SECONDS,
+     "SECS", "keep accepting this long after SIGTERM [0]"},
+    {"max-requests", 0, OPT_INT, FIELD(max_requests), 0, 2147483647.0, "N",
+     "replace a worker after N requests, 0 = never [0]"},
+    {"max-requests-jitter", 0, OPT_INT, FIELD(max_requests_jitter), 0,
+     2147483647.0, "N", "add up to N at random to --max-requests [0]"},
+    {"reload-surge", 0, OPT_INT, FIELD(reload_surge), 1, MAX_WORKERS, "N",
+     "workers replaced at once on reload [1]"},
+    {"health-path", 0, OPT_STRING, FIELD(health_path), 0, 0, "PATH",
+     "answer GET PATH with 200 without calling the app [none]"},
+    {"pid", 'p', OPT_STRING, FIELD(pidfile), 0, 0, "FILE",
+     "write the supervisor's pid to FILE [none]"},
+    {"backlog", 0, OPT_INT, FIELD(backlog), 1, MAX_BACKLOG, "N",
+     "listen(2) backlog [2048]"},
+    {"umask", 'm', OPT_OCTAL, FIELD(umask), 0, 0777, "MODE",
+     "umask (octal) for unix: sockets [unchanged]"},
+    {"name", 'n', OPT_STRING, FIELD(proc_name), 0, 0, "NAME",
+     "process name shown in logs and ps [sluice]"},
+    {"version", 'v', OPT_FLAG, NOFIELD, 0, 0, NULL,
+     "print the version and exit"},
+    {"help", 'h', OPT_FLAG, NOFIELD, 0, 0, NULL, "print this help and exit"},
+};
+
+#define NOPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+
+static void set_defaults(sl_options_t *o);
+static const opt_def_t *find_def(int c);
+static void describe(const opt_def_t *d, char *buf, size_t size);
+static int apply(sl_options_t *o, const opt_def_t *d, const char *arg);
+static int apply_number(sl_options_t *o, const opt_def_t *d, const char *arg);
+static bool parse_number(opt_kind_t kind, const char *arg, double *v);
+static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg);
+static int add_pythonpath(sl_options_t *o, const char *arg);
+static int check_app(const char *app);
+static void print_wrapped(const char *text);
+static void print_help(void);
+
+int sl_options_parse(sl_options_t *o, int argc, char **argv)
+{
+    struct option longopts[NOPTS + 1];
+    char shortopts[2 * NOPTS + 2];
+    size_t ns = 0;
+
+    set_defaults(o);
+
+    shortopts[ns++] = ':'; /* report a missing argument as ':' */
+    for (size_t i = 0; i < NOPTS; i++) {
+        const opt_def_t *d = &opt_defs[i];
+        bool has_arg = d->kind != OPT_FLAG;
+        longopts[i] = (struct option){d->name, has_arg, NULL, (int)i + 256};
+        if (d->short_name) {
+            shortopts[ns++] = (char)d->short_name;
+            if (has_arg) {
+                shortopts[ns++] = ':';
+            }
+        }
+    }
+    shortopts[ns] = '\0';
+    longopts[NOPTS] = (struct option){NULL, 0, NULL, 0};
+
+    optind = 0; /* glibc: start afresh, even if called before */
+    opterr = 0;
+    for (;;) {
+        int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+        if (c == -1) {
+            break;
+        }
+        if (c == '?') {
+            if (optopt != 0 && optopt < 256) {
+                sl_log_usage("unrecognized option '-%c'", optopt);
+            } else {
+                sl_log_usage("unrecognized option '%s'", argv[optind - 1]);
+            }
+            return -1;
+        }
+        if (c == ':') {
+            char what[64];
+            describe(find_def(optopt), what, sizeof(what));
+            sl_log_usage("argument %s: expected one argument", what);
+            return -1;
+        }
+        const opt_def_t *d = find_def(c);
+        if (d == NULL) {
+            sl_log_usage("unrecognized option '%s'", argv[optind - 1]);
+            return -1;
+        }
+        if (d->kind == OPT_FLAG) {
+            if (d->short_name == 'h') {
+                print_help();
+            } else {
+                printf("sluice %s\n", PACKAGE_VERSION);
+            }
+            fflush(stdout);
+            return 1;
+        }
+        if (apply(o, d, optarg) == -1) {
+            return -1;
+        }
+    }
+
+    if (optind >= argc) {
+        sl_log_usage("missing the application, MODULE:CALLABLE"
+                     " (see sluice --help)");
+        return -1;
+    }
+    if (optind + 1 < argc) {
+        sl_log_usage("unexpected argument '%s': only one MODULE:CALLABLE"
+                     " is served",
+                     argv[optind + 1]);
+        return -1;
+    }
+    if (check_app(argv[optind]) == -1) {
+        return -1;
+    }
+    o->app = argv[optind];
+
+    if (o->nbinds == 0) {
+        o->binds[o->nbinds++] = "127.0.0.1:8000";
+    }
+
+    const char *inl = getenv("SLUICE_INLINE");
+    o->inline_mode = inl != NULL && strcmp(inl, "1") == 0;
+    if (o->inline_mode && o->threads > 1) {
+        sl_log_usage("argument --threads: %d threads, but inline mode runs"
+                     " one lane (SLUICE_INLINE=1)",
+                     o->threads);
+        return -1;
+    }
+    return 0;
+}
+
+static void set_defaults(sl_options_t *o)
+{
+    *o = (sl_options_t){
+        .app = NULL,
+        .interface = SL_IFACE_AUTO,
+        .backlog = 2048,
+        .umask = -1,
+        .workers = 1,
+        .threads = 1,
+        .worker_connections = 1000,
+        .limit_request_line = 4094,
+        .limit_request_fields = 100,
+        .limit_request_field_size = 8190,
+        .limit_request_body = 0,
+        .header_timeout = 30,
+        .keep_alive = 5,
+        .timeout = 30,
+        .graceful_timeout = 30,
+        .boot_timeout = 30,
+        .shutdown_delay = 0,
+        .max_requests = 0,
+        .max_requests_jitter = 0,
+        .reload_surge = 1,
+        .error_logfile = NULL, /* stderr */
+        .log_level = SL_LOG_INFO,
+    };
+}
+
+static const opt_def_t *find_def(int c)
+{
+    if (c >= 256 && c < 256 + (int)NOPTS) {
+        return &opt_defs[c - 256];
+    }
+    for (size_t i = 0; i < NOPTS; i++) {
+        if (c != 0 && opt_defs[i].short_name == c) {
+            return &opt_defs[i];
+        }
+    }
+    return NULL;
+}
+
+/* "-w/--workers" or "--threads", as argparse names an argument. */
+static void describe(const opt_def_t *d, char *buf, size_t size)
+{
+    if (d == NULL) {
+        snprintf(buf, size, "(unknown)");
+    } else if (d->short_name) {
+        snprintf(buf, size, "-%c/--%s", d->short_name, d->name);
+    } else {
+        snprintf(buf, size, "--%s", d->name);
+    }
+}
+
+static int apply(sl_options_t *o, const opt_def_t *d, const char *arg)
+{
+    char what[64];
+
+    switch (d->kind) {
+    case OPT_STRING:
+        if (arg[0] == '\0') {
+            describe(d, what, sizeof(what));
+            sl_log_usage("argument %s: must not be empty", what);
+            return -1;
+        }
+        *(const char **)((char *)o + d->offset) = arg;
+        return 0;
+    case OPT_SPECIAL:
+        return apply_special(o, d, arg);
+    default:
+        return apply_number(o, d, arg);
+    }
+}
+
+static int apply_number(sl_options_t *o, const opt_def_t *d, const char *arg)
+{
+    char what[64];
+    double v;
+    void *field = (char *)o + d->offset;
+
+    describe(d, what, sizeof(what));
+    if (!parse_number(d->kind, arg, &v)) {
+        sl_log_usage("argument %s: invalid %s: '%s'", what,
+                     d->kind == OPT_SECONDS ? "number of seconds"
+                     : d->kind == OPT_OCTAL ? "octal mode"
+                                            : "integer",
+                     arg);
+        return -1;
+    }
+    if (v < d->min || v > d->max) {
+        if (d->kind == OPT_OCTAL) {
+            sl_log_usage("argument %s: '%s' is out of range 0..0777", what,
+                         arg);
+        } else {
+            sl_log_usage("argument %s: '%s' is out of range %.15g..%.15g", what,
+                         arg, d->min, d->max);
+        }
+        return -1;
+    }
+
+    switch (d->kind) {
+    case OPT_SECONDS:
+        *(double *)field = v;
+        break;
+    case OPT_LLONG:
+        *(long long *)field = strtoll(arg, NULL, 10);
+        break;
+    default:
+        *(int *)field = (int)v;
+        break;
+    }
+    return 0;
+}
+
+/* The whole of ARG as a number of KIND. strto* would skip leading blanks and
+ * take '+' or "0x"; a value here is plain digits, with an optional '-' (so
+ * that "-1" is reported as out of range rather than as gibberish), one '.'
+ * for seconds (strtod stops at a second one) and Python's "0o" prefix for
+ * octal. Too large to represent counts as infinite, hence out of range. */
+static bool parse_number(opt_kind_t kind, const char *arg, double *v)
+{
+    const char *p = arg;
+    char *end;
+
+    if (kind == OPT_OCTAL) {
+        if (p[0] == '0' && (p[1] == 'o' || p[1] == 'O')) {
+            p += 2;
+        }
+        if (*p == '\0' || strspn(p, "01234567") != strlen(p)) {
+            return false;
+        }
+        errno = 0;
+        *v = (double)strtoll(p, &end, 8);
+        return errno == 0;
+    }
+
+    const char *digits = p[0] == '-' ? p + 1 : p;
+    bool decimal = kind == OPT_SECONDS;
+    size_t n = strspn(digits, decimal ? "0123456789." : "0123456789");
+    if (n == 0 || digits[n] != '\0') {
+        return false;
+    }
+    errno = 0;
+    *v = decimal ? strtod(p, &end) : (double)strtoll(p, &end, 10);
+    if (errno == ERANGE) {
+        *v = p[0] == '-' ? -INFINITY : INFINITY;
+    }
+    return *end == '\0';
+}
+
+static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
+{
+    if (strcmp(d->name, "bind") == 0) {
+        if (arg[0] == '\0') {
+            sl_log_usage("argument -b/--bind: must not be empty");
+            return -1;
+        }
+        if (o->nbinds == SL_MAX_BINDS) {
+            sl_log_usage("argument -b/--bind: at most %d addresses",
+                         SL_MAX_BINDS);
+            return -1;
+        }
+        o->binds[o->nbinds++] = arg;
+        return 0;
+    }
+    if (strcmp(d->name, "pythonpath") == 0) {
+        return add_pythonpath(o, arg);
+    }
+    if (strcmp(d->name, "interface") == 0) {
+        if (strcmp(arg, "auto") == 0) {
+            o->interface = SL_IFACE_AUTO;
+        } else if (strcmp(arg, "wsgi") == 0) {
+            o->interface = SL_IFACE_WSGI;
+        } else if (strcmp(arg, "asgi") == 0) {
+            o->interface = SL_IFACE_ASGI;
+        } else {
+            sl_log_usage("argument --interface: invalid choice: '%s'"
+                         " (choose from asgi, wsgi, auto)",
+                         arg);
+            return -1;
+        }
+        return 0;
+    }
+    if (strcmp(d->name, "log-level") == 0) {
+        int level = sl_log_level_parse(arg);
+        if (level == -1) {
+            sl_log_usage("argument --log-level: invalid choice: '%s' (choose"
+                         " from debug, info, warning, error, critical)",
+                         arg);
+            return -1;
+        }
+        o->log_level = level;
+        return 0;
+    }
+    /* --error-logfile, --log-file */
+    if (arg[0] == '\0') {
+        sl_log_usage("argument --%s: must not be empty", d->name);
+        return -1;
+    }
+    o->error_logfile = strcmp(arg, "-") == 0 ? NULL : arg;
+    return 0;
+}
+
+/* "a,b" adds a and b; empty pieces ("a,,b", a trailing comma) are skipped,
+ * as gunicorn does. */
+static int add_pythonpath(sl_options_t *o, const char *arg)
+{
+    const char *p = arg;
+
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        if (n > 0) {
+            if (o->npythonpath == SL_MAX_PYTHONPATHS) {
+                sl_log_usage("argument --pythonpath: at most %d directories",
+                             SL_MAX_PYTHONPATHS);
+                return -1;
+            }
+            char *dir = strndup(p, n);
+            if (dir == NULL) {
+                sl_log_usage("argument --pythonpath: out of memory");
+                return -1;
+            }
+            o->pythonpath[o->npythonpath++] = dir;
+        }
+        p += n;
+        if (*p == ',') {
+            p++;
+        }
+    }
+    return 0;
+}
+
+static int check_app(const char *app)
+{
+    const char *colon = strchr(app, ':');
+
+    if (colon == NULL) {
+        sl_log_usage("application '%s' must be MODULE:CALLABLE", app);
+        return -1;
+    }
+    if (colon == app) {
+        sl_log_usage("application '%s' has no module before ':'", app);
+        return -1;
+    }
+    if (colon[1] == '\0') {
+        sl_log_usage("application '%s' has no callable after ':'", app);
+        return -1;
+    }
+    return 0;
+}
+
+/* TEXT from column HELP_INDENT, wrapped at 79 columns. */
+static void print_wrapped(const char *text)
+{
+    int col = HELP_INDENT;
+    const char *p = text;
+
+    while (*p != '\0') {
+        int n = (int)strcspn(p, " ");
+        if (col > HELP_INDENT && col + 1 + n > 79) {
+            printf("\n%*s", HELP_INDENT, "");
+            col = HELP_INDENT;
+        } else if (col > HELP_INDENT) {
+            putchar(' ');
+            col++;
+        }
+        printf("%.*s", n, p);
+        col += n;
+        p += n;
+        p += strspn(p, " ");
+    }
+    putchar('\n');
+}
+
+static void print_help(void)
+{
+    printf("usage: sluice [OPTIONS] MODULE:CALLABLE\n"
+           "\n"
+           "Serve the WSGI or ASGI application CALLABLE from Python module"
+           " MODULE\nover HTTP/1.1. Defaults are in brackets.\n"
+           "\n"
+           "options:\n");
+    for (size_t i = 0; i < NOPTS; i++) {
+        const opt_def_t *d = &opt_defs[i];
+        char flag[64];
+        if (d->short_name) {
+            snprintf(flag, sizeof(flag), "-%c, --%s%s%s", d->short_name,
+                     d->name, d->metavar ? " " : "",
+                     d->metavar ? d->metavar : "");
+        } else {
+            snprintf(flag, sizeof(flag), "    --%s%s%s", d->name,
+                     d->metavar ? " " : "", d->metavar ? d->metavar : "");
+        }
+        if (strlen(flag) <= HELP_INDENT - 4) {
+            printf("  %-*s  ", HELP_INDENT - 4, flag);
+        } else {
+            printf("  %s\n%*s", flag, HELP_INDENT, "");
+        }
+        print_wrapped(d->help);
+    }
+    printf("\n"
+           "environment:\n"
+           "  SLUICE_INLINE=1               run the Python side on the loop"
+           " thread\n"
+           "                                (one lane, so --threads 1)\n");
+}

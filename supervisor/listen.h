@@ -1,0 +1,53 @@
+/* listen.h - the listening sockets, bound once by the supervisor.
+ *
+ * Workers never bind: they inherit these descriptors across exec and all
+ * accept from the same sockets, which is what lets a worker be replaced
+ * without resetting a connection waiting in the backlog.
+ */
+#ifndef SL_LISTEN_H
+#define SL_LISTEN_H
+
+#include <stdbool.h>
+#include <sys/un.h>
+
+#include "common/options.h"
+
+#define SL_MAX_LISTENERS 64 /* --bind is capped lower; systemd may pass more   \
+                             */
+
+typedef enum {
+    SL_ADDR_TCP,  /* host:port, [v6]:port, host (port 8000) */
+    SL_ADDR_UNIX, /* unix:PATH */
+    SL_ADDR_FD,   /* fd://N, an already bound socket */
+} sl_addr_kind_t;
+
+typedef struct {
+    sl_addr_kind_t kind;
+    char host[256]; /* TCP: name or literal, no brackets; "" = any */
+    int port;       /* TCP */
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* UNIX */
+    int fd;                                                 /* FD */
+} sl_addr_t;
+
+typedef struct {
+    int fd;         /* owned; non-blocking, close-on-exec */
+    bool unlink;    /* a unix socket file we created: remove it at exit */
+    char name[160]; /* "http://127.0.0.1:8000", "unix:/run/x.sock" */
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* if unlink */
+} sl_listener_t;
+
+/* Parse one --bind value into *a. On a malformed value prints one
+ * "sluice: error: ..." line and returns -1. */
+int sl_listen_parse(const char *spec, sl_addr_t *a);
+
+/* Fill ls[] with the sockets to serve: the ones systemd passed (LISTEN_FDS,
+ * in which case --bind is ignored) or one per --bind. Returns how many, or
+ * -1 after one "sluice: error: ..." line (the caller exits 2); nothing is
+ * left open on failure. */
+int sl_listen_open(const sl_options_t *o, sl_listener_t *ls, int max);
+
+/* Close every listener; remove the unix socket files we created when
+ * REMOVE_FILES (a final stop, not a re-exec). */
+void sl_listen_close(sl_listener_t *ls, int n, bool remove_files);
+
+#endif

@@ -1,0 +1,482 @@
+/* test_options.c - check suite for common/options.c.
+ *
+ * Every test parses a real argv and, for a bad one, reads back what went to
+ * stderr: a usage error must be exactly one "sluice: error: ..." line that
+ * names the offending argument. Tests run forked (check's default), so
+ * setenv() and getopt's globals do not leak between them.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/options.h"
+
+#define MAX_ARGS 64
+
+static char out_text[16384]; /* what the last parse wrote to stdout */
+static char err_text[4096];  /* ... and to stderr */
+static char *last_argv[MAX_ARGS + 2];
+
+/* Read back everything written to the temporary file FILE, then close it. */
+static void slurp(FILE *file, char *buf, size_t size)
+{
+    size_t n;
+
+    rewind(file);
+    n = fread(buf, 1, size - 1, file);
+    buf[n] = '\0';
+    fclose(file);
+}
+
+/* Parse "sluice" followed by the NULL-terminated arguments; stdout and
+ * stderr are captured into out_text and err_text. */
+static int parse(sl_options_t *o, ...)
+{
+    va_list ap;
+    int argc = 0;
+    FILE *out = tmpfile(), *err = tmpfile();
+    int saved_out = dup(STDOUT_FILENO), saved_err = dup(STDERR_FILENO);
+
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(err);
+    last_argv[argc++] = "sluice";
+    va_start(ap, o);
+    for (char *a; (a = va_arg(ap, char *)) != NULL;) {
+        ck_assert_int_lt(argc, MAX_ARGS);
+        last_argv[argc++] = a;
+    }
+    va_end(ap);
+    last_argv[argc] = NULL;
+
+    fflush(stdout);
+    dup2(fileno(out), STDOUT_FILENO);
+    dup2(fileno(err), STDERR_FILENO);
+    int rc = sl_options_parse(o, argc, last_argv);
+    fflush(stdout);
+    dup2(saved_out, STDOUT_FILENO);
+    dup2(saved_err, STDERR_FILENO);
+    close(saved_out);
+    close(saved_err);
+    slurp(out, out_text, sizeof(out_text));
+    slurp(err, err_text, sizeof(err_text));
+    return rc;
+}
+
+/* The parse failed with one usage line on stderr containing WHAT. */
+static void assert_usage_error(int rc, const char *what)
+{
+    ck_assert_int_eq(rc, -1);
+    ck_assert_msg(strncmp(err_text, "sluice: error: ", 15) == 0,
+                  "no 'sluice: error:' prefix in '%s'", err_text);
+    ck_assert_msg(strchr(err_text, '\n') == err_text + strlen(err_text) - 1,
+                  "not exactly one line: '%s'", err_text);
+    ck_assert_msg(strstr(err_text, what) != NULL, "'%s' not in '%s'", what,
+                  err_text);
+}
+
+START_TEST(test_defaults)
+{
+    sl_options_t o;
+
+    unsetenv("SLUICE_INLINE");
+    ck_assert_int_eq(parse(&o, "hello:app", NULL), 0);
+    ck_assert_str_eq(err_text, "");
+    ck_assert_str_eq(o.app, "hello:app");
+    ck_assert_int_eq(o.nbinds, 1);
+    ck_assert_str_eq(o.binds[0], "127.0.0.1:8000");
+    ck_assert_int_eq(o.workers, 1);
+    ck_assert_int_eq(o.threads, 1);
+    ck_assert_int_eq(o.worker_connections, 1000);
+    ck_assert_int_eq(o.interface, SL_IFACE_AUTO);
+    ck_assert_int_eq(o.log_level, SL_LOG_INFO);
+    ck_assert_ptr_null(o.error_logfile);
+    ck_assert_int_eq(o.limit_request_line, 4094);
+    ck_assert_int_eq(o.limit_request_fields, 100);
+    ck_assert_int_eq(o.limit_request_field_size, 8190);
+    ck_assert(o.limit_request_body == 0);
+    ck_assert_double_eq(o.header_timeout, 30);
+    ck_assert_double_eq(o.keep_alive, 5);
+    ck_assert_double_eq(o.timeout, 30);
+    ck_assert_double_eq(o.graceful_timeout, 30);
+    ck_assert_double_eq(o.boot_timeout, 30);
+    ck_assert_double_eq(o.shutdown_delay, 0);
+    ck_assert_int_eq(o.max_requests, 0);
+    ck_assert_int_eq(o.max_requests_jitter, 0);
+    ck_assert_int_eq(o.reload_surge, 1);
+    ck_assert_int_eq(o.backlog, 2048);
+    ck_assert_int_eq(o.umask, -1);
+    ck_assert_int_eq(o.npythonpath, 0);
+    ck_assert_ptr_null(o.chdir);
+    ck_assert_ptr_null(o.venv);
+    ck_assert_ptr_null(o.health_path);
+    ck_assert_ptr_null(o.pidfile);
+    ck_assert_ptr_null(o.proc_name);
+    ck_assert(!o.inline_mode);
+}
+END_TEST
+
+START_TEST(test_every_option)
+{
+    sl_options_t o;
+
+    ck_assert_int_eq(
+        parse(&o, "-w", "3", "--threads", "4", "--worker-connections=50",
+              "--chdir", "/srv", "--venv", "/venv", "--interface", "asgi",
+              "--log-level", "DEBUG", "--error-logfile", "/var/log/x",
+              "--limit-request-line", "8190", "--limit-request-fields", "32768",
+              "--limit-request-field-size", "0", "--limit-request-body",
+              "10000000000", "--header-timeout", "2.5", "--keep-alive", ".5",
+              "--timeout", "0", "--graceful-timeout", "12", "--boot-timeout",
+              "60", "--shutdown-delay", "1.25", "--max-requests", "1000",
+              "--max-requests-jitter", "50", "--reload-surge", "2",
+              "--health-path", "/healthz", "--pid", "/run/s.pid", "--backlog",
+              "16", "--umask", "0o027", "--name", "shop", "mod.sub:make_app()",
+              NULL),
+        0);
+    ck_assert_str_eq(err_text, "");
+    ck_assert_int_eq(o.workers, 3);
+    ck_assert_int_eq(o.threads, 4);
+    ck_assert_int_eq(o.worker_connections, 50);
+    ck_assert_str_eq(o.chdir, "/srv");
+    ck_assert_str_eq(o.venv, "/venv");
+    ck_assert_int_eq(o.interface, SL_IFACE_ASGI);
+    ck_assert_int_eq(o.log_level, SL_LOG_DEBUG);
+    ck_assert_str_eq(o.error_logfile, "/var/log/x");
+    ck_assert_int_eq(o.limit_request_line, 8190);
+    ck_assert_int_eq(o.limit_request_fields, 32768);
+    ck_assert_int_eq(o.limit_request_field_size, 0);
+    ck_assert(o.limit_request_body == 10000000000LL);
+    ck_assert_double_eq(o.header_timeout, 2.5);
+    ck_assert_double_eq(o.keep_alive, 0.5);
+    ck_assert_double_eq(o.timeout, 0);
+    ck_assert_double_eq(o.graceful_timeout, 12);
+    ck_assert_double_eq(o.boot_timeout, 60);
+    ck_assert_double_eq(o.shutdown_delay, 1.25);
+    ck_assert_int_eq(o.max_requests, 1000);
+    ck_assert_int_eq(o.max_requests_jitter, 50);
+    ck_assert_int_eq(o.reload_surge, 2);
+    ck_assert_str_eq(o.health_path, "/healthz");
+    ck_assert_str_eq(o.pidfile, "/run/s.pid");
+    ck_assert_int_eq(o.backlog, 16);
+    ck_assert_int_eq(o.umask, 027);
+    ck_assert_str_eq(o.proc_name, "shop");
+    ck_assert_str_eq(o.app, "mod.sub:make_app()");
+}
+END_TEST
+
+START_TEST(test_short_options_and_order)
+{
+    sl_options_t o;
+
+    /* Options may follow the application, as with gunicorn. */
+    ck_assert_int_eq(parse(&o, "m:a", "-w", "2", "-t", "7", "-p", "/p", "-n",
+                           "n", "-m", "022", NULL),
+                     0);
+    ck_assert_int_eq(o.workers, 2);
+    ck_assert_double_eq(o.timeout, 7);
+    ck_assert_str_eq(o.pidfile, "/p");
+    ck_assert_str_eq(o.proc_name, "n");
+    ck_assert_int_eq(o.umask, 022);
+    ck_assert_str_eq(o.app, "m:a");
+}
+END_TEST
+
+START_TEST(test_parse_twice)
+{
+    sl_options_t o;
+
+    ck_assert_int_eq(parse(&o, "-w", "2", "a:b", NULL), 0);
+    ck_assert_int_eq(parse(&o, "--workers", "5", "c:d", NULL), 0);
+    ck_assert_int_eq(o.workers, 5);
+    ck_assert_str_eq(o.app, "c:d");
+}
+END_TEST
+
+START_TEST(test_binds)
+{
+    sl_options_t o;
+
+    ck_assert_int_eq(parse(&o, "-b", "0.0.0.0:80", "--bind", "[::1]:8080",
+                           "--bind=unix:/run/s.sock", "-b", "fd://3", "m:a",
+                           NULL),
+                     0);
+    ck_assert_int_eq(o.nbinds, 4);
+    ck_assert_str_eq(o.binds[0], "0.0.0.0:80");
+    ck_assert_str_eq(o.binds[1], "[::1]:8080");
+    ck_assert_str_eq(o.binds[2], "unix:/run/s.sock");
+    ck_assert_str_eq(o.binds[3], "fd://3");
+}
+END_TEST
+
+START_TEST(test_too_many_binds)
+{
+    sl_options_t o;
+    char *args[2 * SL_MAX_BINDS + 4];
+    int n = 0;
+
+    args[n++] = "sluice";
+    for (int i = 0; i <= SL_MAX_BINDS; i++) {
+        args[n++] = "-b";
+        args[n++] = "127.0.0.1:0";
+    }
+    args[n++] = "m:a";
+    args[n] = NULL;
+    FILE *err = tmpfile();
+    int saved = dup(STDERR_FILENO);
+    dup2(fileno(err), STDERR_FILENO);
+    int rc = sl_options_parse(&o, n, args);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    slurp(err, err_text, sizeof(err_text));
+    assert_usage_error(rc, "at most 16");
+}
+END_TEST
+
+START_TEST(test_pythonpath)
+{
+    sl_options_t o;
+
+    ck_assert_int_eq(parse(&o, "--pythonpath", "/a,/b", "--pythonpath", ",/c,,",
+                           "m:a", NULL),
+                     0);
+    ck_assert_int_eq(o.npythonpath, 3);
+    ck_assert_str_eq(o.pythonpath[0], "/a");
+    ck_assert_str_eq(o.pythonpath[1], "/b");
+    ck_assert_str_eq(o.pythonpath[2], "/c");
+    /* argv itself is left whole for the workers' exec */
+    ck_assert_str_eq(last_argv[2], "/a,/b");
+}
+END_TEST
+
+START_TEST(test_interface_and_levels)
+{
+    sl_options_t o;
+    static const char *levels[] = {"debug", "info", "warning", "error",
+                                   "critical"};
+
+    ck_assert_int_eq(parse(&o, "--interface", "wsgi", "m:a", NULL), 0);
+    ck_assert_int_eq(o.interface, SL_IFACE_WSGI);
+    ck_assert_int_eq(parse(&o, "--interface", "auto", "m:a", NULL), 0);
+    ck_assert_int_eq(o.interface, SL_IFACE_AUTO);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(parse(&o, "--log-level", levels[i], "m:a", NULL), 0);
+        ck_assert_int_eq(o.log_level, SL_LOG_DEBUG + i);
+    }
+    ck_assert_int_eq(parse(&o, "--error-logfile", "-", "m:a", NULL), 0);
+    ck_assert_ptr_null(o.error_logfile);
+    ck_assert_int_eq(parse(&o, "--log-file", "x.log", "m:a", NULL), 0);
+    ck_assert_str_eq(o.error_logfile, "x.log");
+
+    assert_usage_error(parse(&o, "--interface", "cgi", "m:a", NULL),
+                       "--interface: invalid choice: 'cgi'");
+    assert_usage_error(parse(&o, "--log-level", "loud", "m:a", NULL),
+                       "--log-level: invalid choice: 'loud'");
+}
+END_TEST
+
+/* Values no option may take, each with the words the error must say. */
+static const struct {
+    const char *opt, *value, *expect;
+} bad_values[] = {
+    {"--workers", "abc", "-w/--workers: invalid integer: 'abc'"},
+    {"--workers", "", "-w/--workers: invalid integer: ''"},
+    {"--workers", "0", "-w/--workers: '0' is out of range 1..1024"},
+    {"--workers", "-1", "-w/--workers: '-1' is out of range"},
+    {"--workers", "1.5", "invalid integer: '1.5'"},
+    {"--workers", " 2", "invalid integer: ' 2'"},
+    {"--workers", "+2", "invalid integer: '+2'"},
+    {"--workers", "0x10", "invalid integer: '0x10'"},
+    {"--workers", "99999999999999999999", "out of range"},
+    {"--threads", "0", "--threads: '0' is out of range"},
+    {"--worker-connections", "0", "out of range"},
+    {"--limit-request-line", "8191", "'8191' is out of range 0..8190"},
+    {"--limit-request-line", "-1", "out of range"},
+    {"--limit-request-fields", "32769", "out of range 0..32768"},
+    {"--limit-request-field-size", "-5", "out of range"},
+    {"--limit-request-body", "-1", "out of range"},
+    {"--limit-request-body", "1k", "invalid integer: '1k'"},
+    {"--timeout", "-1", "-t/--timeout: '-1' is out of range"},
+    {"--timeout", "soon", "invalid number of seconds: 'soon'"},
+    {"--timeout", "1.2.3", "invalid number of seconds"},
+    {"--timeout", "inf", "invalid number of seconds"},
+    {"--timeout", "nan", "invalid number of seconds"},
+    {"--timeout", "1e3", "invalid number of seconds"},
+    {"--keep-alive", ".", "invalid number of seconds"},
+    {"--graceful-timeout", "-0.5", "out of range"},
+    {"--header-timeout", "x", "--header-timeout: invalid"},
+    {"--boot-timeout", "", "invalid number of seconds"},
+    {"--shutdown-delay", "-3", "out of range"},
+    {"--max-requests", "-1", "out of range"},
+    {"--max-requests-jitter", "many", "invalid integer"},
+    {"--reload-surge", "0", "out of range"},
+    {"--backlog", "0", "--backlog: '0' is out of range"},
+    {"--backlog", "70000", "out of range"},
+    {"--umask", "8", "-m/--umask: invalid octal mode: '8'"},
+    {"--umask", "01000", "out of range 0..0777"},
+    {"--umask", "-1", "invalid octal mode"},
+    {"--umask", "0o", "invalid octal mode"},
+    {"--chdir", "", "--chdir: must not be empty"},
+    {"--bind", "", "-b/--bind: must not be empty"},
+    {"--error-logfile", "", "must not be empty"},
+};
+
+START_TEST(test_bad_value)
+{
+    sl_options_t o;
+    const char *opt = bad_values[_i].opt;
+    const char *value = bad_values[_i].value;
+
+    assert_usage_error(parse(&o, opt, value, "m:a", NULL),
+                       bad_values[_i].expect);
+}
+END_TEST
+
+START_TEST(test_command_line_errors)
+{
+    sl_options_t o;
+
+    assert_usage_error(parse(&o, NULL), "missing the application");
+    assert_usage_error(parse(&o, "-w", "2", NULL), "missing the application");
+    assert_usage_error(parse(&o, "a:b", "c:d", NULL),
+                       "unexpected argument 'c:d'");
+    assert_usage_error(parse(&o, "hello", NULL), "'hello' must be");
+    assert_usage_error(parse(&o, ":app", NULL), "no module before ':'");
+    assert_usage_error(parse(&o, "hello:", NULL), "no callable after ':'");
+    assert_usage_error(parse(&o, "--nope", "m:a", NULL),
+                       "unrecognized option '--nope'");
+    assert_usage_error(parse(&o, "-x", "m:a", NULL),
+                       "unrecognized option '-x'");
+    assert_usage_error(parse(&o, "m:a", "-w", NULL),
+                       "-w/--workers: expected one argument");
+    assert_usage_error(parse(&o, "m:a", "--timeout", NULL),
+                       "-t/--timeout: expected one argument");
+    assert_usage_error(parse(&o, "--help=yes", "m:a", NULL),
+                       "unrecognized option '--help=yes'");
+}
+END_TEST
+
+START_TEST(test_inline_mode)
+{
+    sl_options_t o;
+
+    setenv("SLUICE_INLINE", "1", 1);
+    ck_assert_int_eq(parse(&o, "m:a", NULL), 0);
+    ck_assert(o.inline_mode);
+    assert_usage_error(parse(&o, "--threads", "2", "m:a", NULL),
+                       "inline mode runs one lane");
+    setenv("SLUICE_INLINE", "0", 1);
+    ck_assert_int_eq(parse(&o, "--threads", "2", "m:a", NULL), 0);
+    ck_assert(!o.inline_mode);
+}
+END_TEST
+
+START_TEST(test_version)
+{
+    sl_options_t o;
+    char expect[64];
+
+    snprintf(expect, sizeof(expect), "sluice %s\n", PACKAGE_VERSION);
+    ck_assert_int_eq(parse(&o, "--version", NULL), 1);
+    ck_assert_str_eq(out_text, expect);
+    ck_assert_int_eq(parse(&o, "-v", NULL), 1);
+    ck_assert_str_eq(out_text, expect);
+    ck_assert_str_eq(err_text, "");
+}
+END_TEST
+
+START_TEST(test_help)
+{
+    static const char *names[] = {
+        "--bind",
+        "--workers",
+        "--threads",
+        "--worker-connections",
+        "--chdir",
+        "--pythonpath",
+        "--venv",
+        "--interface",
+        "--log-level",
+        "--error-logfile",
+        "--limit-request-line",
+        "--limit-request-fields",
+        "--limit-request-field-size",
+        "--limit-request-body",
+        "--header-timeout",
+        "--keep-alive",
+        "--timeout",
+        "--graceful-timeout",
+        "--boot-timeout",
+        "--shutdown-delay",
+        "--max-requests",
+        "--max-requests-jitter",
+        "--reload-surge",
+        "--health-path",
+        "--pid",
+        "--backlog",
+        "--umask",
+        "--name",
+        "--version",
+        "--help",
+        "[127.0.0.1:8000]",
+        "[4094]",
+        "[8190]",
+        "[2048]",
+        "SLUICE_INLINE",
+    };
+    sl_options_t o;
+
+    ck_assert_int_eq(parse(&o, "-h", NULL), 1);
+    ck_assert(
+        strncmp(out_text, "usage: sluice [OPTIONS] MODULE:CALLABLE", 39) == 0);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        ck_assert_msg(strstr(out_text, names[i]) != NULL,
+                      "%s missing from --help", names[i]);
+    }
+    /* 80 columns, like everything else */
+    for (const char *line = out_text; *line != '\0';) {
+        size_t len = strcspn(line, "\n");
+        ck_assert_msg(len < 80, "--help line too long: %.*s", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
+    ck_assert_int_eq(parse(&o, "m:a", "--help", NULL), 1);
+}
+END_TEST
+
+static Suite *options_suite(void)
+{
+    Suite *s = suite_create("options");
+    TCase *tc = tcase_create("parse");
+
+    tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_every_option);
+    tcase_add_test(tc, test_short_options_and_order);
+    tcase_add_test(tc, test_parse_twice);
+    tcase_add_test(tc, test_binds);
+    tcase_add_test(tc, test_too_many_binds);
+    tcase_add_test(tc, test_pythonpath);
+    tcase_add_test(tc, test_interface_and_levels);
+    tcase_add_loop_test(tc, test_bad_value, 0,
+                        sizeof(bad_values) / sizeof(bad_values[0]));
+    tcase_add_test(tc, test_command_line_errors);
+    tcase_add_test(tc, test_inline_mode);
+    tcase_add_test(tc, test_version);
+    tcase_add_test(tc, test_help);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(options_suite());
+
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
