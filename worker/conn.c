@@ -41,6 +41,7 @@
 #define MAX_HEAD_HARD (4 * 1024 * 1024)
 
 static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void conn_wake(sl_conn_t *c);
 static void conn_process(sl_conn_t *c);
 static int conn_parse(sl_conn_t *c);
 static void conn_close(sl_conn_t *c);
@@ -168,8 +169,7 @@ static int on_body(llhttp_t *h, const char *at, size_t len)
         c->aborted = true;
         rc = -1;
     }
-    if (c->waiting)
-        pthread_cond_signal(&c->cv);
+    conn_wake(c);
     pthread_mutex_unlock(&c->mu);
     return rc < 0 ? fail(c, 413) : 0;
 }
@@ -181,8 +181,7 @@ static int on_message_complete(llhttp_t *h)
     c->msg_done = true;
     pthread_mutex_lock(&c->mu);
     c->body_done = true;
-    if (c->waiting)
-        pthread_cond_signal(&c->cv);
+    conn_wake(c);
     pthread_mutex_unlock(&c->mu);
     return HPE_PAUSED;
 }
@@ -343,8 +342,8 @@ static int conn_flush(sl_conn_t *c)
     if (written > 0 && c->state == SL_CONN_SERVING && !c->pump->inline_mode) {
         pthread_mutex_lock(&c->mu);
         c->inflight -= written < c->inflight ? written : c->inflight;
-        if (c->waiting && c->inflight + c->out.len <= OUT_CREDIT / 2)
-            pthread_cond_signal(&c->cv);
+        if (c->inflight + c->out.len <= OUT_CREDIT / 2)
+            conn_wake(c);
         pthread_mutex_unlock(&c->mu);
     }
     return rc;
@@ -361,6 +360,21 @@ static void conn_error_response(sl_conn_t *c, int status)
 
 /* ------------------------------------------------------------------ */
 /* executor side                                                      */
+
+/* Wake the executor if it waits on C (mu held): a WSGI lane sleeps on the
+ * condition variable; an ASGI lane awaits a future, resolved from a wake
+ * ticket that travels with this pass's batch. */
+static void conn_wake(sl_conn_t *c)
+{
+    if (!c->waiting)
+        return;
+    if (c->pump->exec_efd < 0) {
+        pthread_cond_signal(&c->cv);
+        return;
+    }
+    c->waiting = false;
+    sl_pump_queue_ticket(c->pump, c, SL_TICKET_WAKE);
+}
 
 static void wait_cv(sl_conn_t *c)
 {
@@ -747,15 +761,13 @@ static void on_readable(sl_conn_t *c)
         if (rc < 0 && !c->peer_eof) {
             pthread_mutex_lock(&c->mu);
             c->aborted = true;
-            if (c->waiting)
-                pthread_cond_signal(&c->cv);
+            conn_wake(c);
             pthread_mutex_unlock(&c->mu);
         } else if (rc < 0 && !c->msg_done) {
             /* the client hung up half way through its body */
             pthread_mutex_lock(&c->mu);
             c->aborted = true;
-            if (c->waiting)
-                pthread_cond_signal(&c->cv);
+            conn_wake(c);
             pthread_mutex_unlock(&c->mu);
         }
         break;
@@ -865,16 +877,14 @@ static void conn_process(sl_conn_t *c)
             if (!c->msg_done && conn_parse(c) < 0) {
                 pthread_mutex_lock(&c->mu);
                 c->aborted = true;
-                if (c->waiting)
-                    pthread_cond_signal(&c->cv);
+                conn_wake(c);
                 pthread_mutex_unlock(&c->mu);
             }
             rc = conn_flush(c);
             if (rc < 0) {
                 pthread_mutex_lock(&c->mu);
                 c->aborted = true;
-                if (c->waiting)
-                    pthread_cond_signal(&c->cv);
+                conn_wake(c);
                 pthread_mutex_unlock(&c->mu);
                 conn_watch(c, 0);
                 return;
@@ -943,8 +953,7 @@ void sl_conn_abort(sl_conn_t *c)
 {
     pthread_mutex_lock(&c->mu);
     c->aborted = true;
-    if (c->waiting)
-        pthread_cond_signal(&c->cv);
+    conn_wake(c);
     pthread_mutex_unlock(&c->mu);
     if (c->state == SL_CONN_SERVING) {
         conn_watch(c, 0);

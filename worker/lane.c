@@ -48,7 +48,8 @@ static void *lane_main(void *arg)
             Py_BEGIN_ALLOW_THREADS ok = sl_queue_pop_wait(&p->work, &t);
             Py_END_ALLOW_THREADS if (!ok) break;
         }
-        sl_wsgi_handle(wl, &p->conns[t.idx], t.gen);
+        if (t.kind == SL_TICKET_SUBMIT)
+            sl_wsgi_handle(wl, &p->conns[t.idx], t.gen);
     }
     sl_wsgi_lane_free(wl);
 out:

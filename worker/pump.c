@@ -270,11 +270,24 @@ static void listener_describe(sl_listener_t *l)
 /* ------------------------------------------------------------------ */
 /* passes                                                             */
 
+void sl_pump_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind)
+{
+    sl_ticket_t *t;
+
+    if (p->npending == p->npending_cap) {
+        sl_error("executor batch overflow: dropping a ticket for conn %u",
+                 c->idx);
+        return;
+    }
+    t = &p->pending[p->npending++];
+    t->idx = c->idx;
+    t->gen = c->gen;
+    t->kind = kind;
+}
+
 void sl_pump_submit(sl_pump_t *p, sl_conn_t *c)
 {
-    p->pending[p->npending].idx = c->idx;
-    p->pending[p->npending].gen = c->gen;
-    p->npending++;
+    sl_pump_queue_ticket(p, c, SL_TICKET_SUBMIT);
     p->inflight++;
 }
 
@@ -287,8 +300,13 @@ static void flush_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     if (p->npending == 0)
         return;
     if (sl_queue_push(&p->work, p->pending, p->npending) < 0)
-        sl_error("executor queue overflow: %u submits", p->npending);
+        sl_error("executor queue overflow: %u tickets", p->npending);
     p->npending = 0;
+    if (p->exec_efd >= 0) {
+        uint64_t one = 1;
+        if (write(p->exec_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+            sl_log_errno(SL_LOG_ERROR, "write() to the executor's eventfd");
+    }
 }
 
 void sl_pump_notify(sl_pump_t *p, sl_conn_t *c)
@@ -435,7 +453,10 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds)
 
     p->nconns = (uint32_t)o->worker_connections;
     p->conns = calloc(p->nconns, sizeof(sl_conn_t));
-    p->pending = calloc(p->nconns, sizeof(sl_ticket_t));
+    /* a submit and a wake per connection at most in one pass */
+    p->npending_cap = p->nconns * 2;
+    p->pending = calloc(p->npending_cap, sizeof(sl_ticket_t));
+    p->exec_efd = -1;
     if (p->conns == NULL || p->pending == NULL) {
         sl_error("out of memory for %u connections", p->nconns);
         return -1;
@@ -449,7 +470,7 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds)
         p->conns[i].next = p->free_list;
         p->free_list = &p->conns[i];
     }
-    if (sl_queue_init(&p->work, p->nconns) < 0 ||
+    if (sl_queue_init(&p->work, p->nconns * 4) < 0 ||
         sl_queue_init(&p->done, p->nconns * 4) < 0) {
         sl_error("out of memory for the executor queues");
         return -1;

@@ -26,8 +26,14 @@ typedef struct {
     bool unix_sock;
 } sl_listener_t;
 
+enum {
+    SL_TICKET_SUBMIT = 0, /* a new request for the executor */
+    SL_TICKET_WAKE = 1,   /* ASGI: something the request awaited happened */
+};
+
 typedef struct {
     uint32_t idx, gen;
+    uint32_t kind; /* SL_TICKET_* */
 } sl_ticket_t;
 
 /* A queue of tickets under its own mutex. */
@@ -55,8 +61,10 @@ struct sl_pump {
 
     bool inline_mode;
     sl_queue_t work;      /* pump -> lanes (pump mode) */
+    int exec_efd;         /* ASGI lane eventfd, -1 for WSGI lanes */
     sl_ticket_t *pending; /* this pass's submits, flushed in prepare */
     uint32_t npending;
+    uint32_t npending_cap;
     sl_queue_t done;  /* lanes -> pump */
     ev_async wake;    /* embedded: completions arrived */
     ev_prepare flush; /* embedded: end of pass */
@@ -100,6 +108,9 @@ void sl_pump_destroy(sl_pump_t *p);
 
 /* Hand C's request to the executor (queued until the end of the pass). */
 void sl_pump_submit(sl_pump_t *p, sl_conn_t *c);
+
+/* Loop side: queue a ticket of KIND for C, sent with this pass's batch. */
+void sl_pump_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind);
 
 /* Executor side: C has something for the loop. Thread-safe. */
 void sl_pump_notify(sl_pump_t *p, sl_conn_t *c);
