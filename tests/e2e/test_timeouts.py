@@ -1,0 +1,127 @@
+"""Header timeout (408 and close) and the idle keep-alive timeout.
+
+The server runs with --header-timeout 1 --keep-alive 1. The header timeout
+bounds the whole head, so a client dribbling one byte at a time does not
+keep a connection open forever. Neither timer may fire while the
+application is working on a request, and the keep-alive timer measures
+idleness, not the age of the connection.
+"""
+
+import itertools
+import time
+
+import pytest
+
+from conftest import start_mode_server
+from helpers import ReadTimeout
+
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def timed(mode, tmp_path_factory):
+    args = ["--keep-alive", "1"]
+    from helpers import PEER
+    if not PEER:
+        args += ["--header-timeout", "1"]
+    with start_mode_server(tmp_path_factory, "timeouts", mode,
+                           args=args) as s:
+        yield s
+
+
+def _closed_after(conn, timeout):
+    """Seconds until the peer closes; the bytes it sent before closing."""
+    t0 = time.monotonic()
+    data = conn.read_until_eof(timeout)
+    return time.monotonic() - t0, data
+
+
+@pytest.mark.sluice_only
+def test_partial_head_gets_408_and_close(timed):
+    m = "partial-%d" % next(_ids)
+    with timed.connect() as c:
+        c.send(b"GET /hello/%s HTTP/1.1\r\nHost: x\r\nX-Incomplete: y"
+               % m.encode())
+        t0 = time.monotonic()
+        r = c.read_response()
+        elapsed = time.monotonic() - t0
+        assert r.status == 408, r.raw
+        assert r.has_token("Connection", "close")
+        c.expect_eof()
+    assert 0.8 <= elapsed <= 4, elapsed
+    assert not timed.called(m)
+
+
+@pytest.mark.sluice_only
+def test_dribbled_head_still_times_out(timed):
+    """One byte every 0.2 s never completes the head within 1 s."""
+    head = b"GET /hello HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"p" * 100
+    with timed.connect() as c:
+        t0 = time.monotonic()
+        got = b""
+        for i in range(len(head)):
+            try:
+                c.send(head[i:i + 1])
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            got = c.read_available(0.2)
+            if got or c.eof:
+                break
+        elapsed = time.monotonic() - t0
+        if not c.eof:
+            got += c.read_until_eof(5)
+    assert got.startswith(b"HTTP/1.1 408 "), got
+    assert elapsed <= 4, elapsed
+
+
+@pytest.mark.sluice_only
+def test_silent_connection_is_closed(timed):
+    """A connection that never sends a byte is closed near the header
+    timeout (a 408 is allowed but not required)."""
+    with timed.connect() as c:
+        elapsed, data = _closed_after(c, 6)
+    assert 0.8 <= elapsed <= 4, elapsed
+    assert data == b"" or data.startswith(b"HTTP/1.1 408 "), data
+
+
+def test_idle_keep_alive_connection_is_closed(timed):
+    with timed.connect() as c:
+        assert c.request("GET", "/hello").status == 200
+        elapsed, data = _closed_after(c, 6)
+    assert data == b"", data
+    assert 0.8 <= elapsed <= 4, elapsed
+
+
+def test_keep_alive_timer_measures_idleness_not_age(timed):
+    with timed.connect() as c:
+        port = c.local_port
+        for i in range(4):
+            r = c.request("GET", "/environ")
+            assert r.status == 200
+            assert r.json()["REMOTE_PORT"]["value"] == str(port)
+            time.sleep(0.6)  # pacing: stays under the 1 s idle timeout
+
+
+def test_slow_app_outlives_both_timeouts(timed):
+    with timed.connect() as c:
+        r = c.request("GET", "/slow?t=1.8")
+        assert r.status == 200
+        assert r.body.startswith(b"slept 1.8")
+        # and the connection is still usable right after
+        assert c.request("GET", "/hello").status == 200
+
+
+def test_slow_request_body_within_timeout_gaps(timed):
+    """Body bytes arriving every 0.5 s (below both timeouts) are fine even
+    though the whole upload takes longer than either timeout."""
+    body = b"0123456789"
+    with timed.connect() as c:
+        c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
+        for i in range(0, 10, 2):
+            time.sleep(0.5)  # pacing the upload
+            c.send(body[i:i + 2])
+        try:
+            r = c.read_response()
+        except ReadTimeout as e:
+            raise AssertionError("no response: %s" % e)
+    assert r.status == 200 and r.body == body
