@@ -465,6 +465,31 @@ int sl_conn_wait_credit(sl_conn_t *c, uint32_t gen)
     return rc;
 }
 
+int sl_conn_await(sl_conn_t *c, uint32_t gen, int what)
+{
+    int rc = 1;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->gen != gen) {
+        rc = -1;
+    } else if (c->aborted) {
+        rc = what == SL_AWAIT_DISCONNECT ? 0 : -1;
+    } else if (what == SL_AWAIT_BODY &&
+               (sl_buf_pending(&c->body) > 0 || c->body_done)) {
+        rc = 0;
+    } else if (what == SL_AWAIT_CREDIT &&
+               c->out.len + c->inflight <= OUT_CREDIT / 2) {
+        rc = 0;
+    } else {
+        c->waiting = true;
+        /* the loop may have stopped reading at a full body window */
+        if (what == SL_AWAIT_BODY)
+            notify_locked(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port)
 {
     const struct sockaddr_in *in = (const struct sockaddr_in *)&c->peer;

@@ -139,6 +139,18 @@ int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,
 long sl_conn_read_body(sl_conn_t *c, uint32_t gen, char *dst, size_t n,
                        bool stop_at_lf, bool wait);
 
+enum {
+    SL_AWAIT_BODY = 1,       /* body bytes, or the end of the body */
+    SL_AWAIT_CREDIT = 2,     /* queued output below half the credit */
+    SL_AWAIT_DISCONNECT = 3, /* the client goes away */
+};
+
+/* For executors that cannot block (ASGI): returns 0 when WHAT already
+ * holds (go ahead), 1 when a SL_TICKET_WAKE for request GEN will arrive once
+ * something changes (re-check then), -1 when the request is stale or the
+ * client is gone (for SL_AWAIT_DISCONNECT, gone returns 0). */
+int sl_conn_await(sl_conn_t *c, uint32_t gen, int what);
+
 /* The peer's address as text and its port (0 for unix sockets). */
 const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port);
 
