@@ -10,10 +10,17 @@
  * The table has fixed slots. A slot whose worker died stays empty until its
  * respawn time: 0.1 s after the death, doubling (to 10 s) while workers keep
  * dying young, so a crashing application costs a little CPU, not a fork
- * storm. A worker that exits with SL_EXIT_APPLOAD cannot import the app and
- * never will: the supervisor stops the others and exits SL_EXIT_USAGE.
+ * storm. A worker that exits with SL_EXIT_APPLOAD before any worker has
+ * said READY cannot import the app and never will: the supervisor stops the
+ * others and exits SL_EXIT_USAGE. Once one has been ready, the same exit is
+ * treated as a crash (the code may be mid-deploy) and retried with backoff.
  *
- * Not here yet (later issues): READY and heartbeats on the control channel,
+ * Workers talk back on the control channel (common/ctl.h). READY marks a
+ * slot ready; RETIRE (--max-requests) moves the worker to a spare slot,
+ * still serving, until its replacement in the old slot is READY, and only
+ * then is it sent TERM, so capacity never dips.
+ *
+ * Not here yet (later issues): heartbeat timeouts and --boot-timeout,
  * rolling restart on HUP, binary upgrade on USR2, sd_notify.
  */
 #include "config.h"
@@ -29,6 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/ctl.h"
 #include "common/log.h"
 #include "supervisor/spawn.h"
 #include "supervisor/supervisor.h"
@@ -40,18 +48,22 @@
 
 typedef enum {
     SLOT_EMPTY = 0, /* no worker; filled again at respawn_at */
-    SLOT_RUNNING,   /* a worker we expect to keep */
-    SLOT_STOPPING,  /* a worker we have asked to exit */
+    SLOT_BOOTING,   /* spawned, not READY yet */
+    SLOT_READY,     /* serving */
+    SLOT_RETIRING,  /* serving until slot replaced_by is READY */
+    SLOT_STOPPING,  /* asked to exit */
 } slot_state_t;
 
 typedef struct {
     slot_state_t state;
     pid_t pid;
     ev_tstamp started;    /* when it was spawned */
+    ev_tstamp heartbeat;  /* when it last said anything */
     ev_tstamp respawn_at; /* SLOT_EMPTY: not before this */
     double backoff;       /* delay after its next young death */
+    int replaced_by;      /* SLOT_RETIRING: the slot of its successor */
     int ctl_fd;           /* owned: our end of the control socketpair */
-    ev_io ctl_watcher;    /* reads ctl_fd */
+    ev_io ctl_watcher;    /* reads ctl_fd; data points to this slot */
 } worker_slot_t;
 
 typedef enum {
@@ -83,7 +95,8 @@ typedef struct {
     stop_mode_t stopping;
     ev_tstamp kill_at; /* stopping: SIGKILL what is left after this */
     bool killed;       /* some worker needed SIGKILL */
-    bool app_failed;   /* a worker exited SL_EXIT_APPLOAD */
+    bool any_ready;    /* some worker has said READY */
+    bool app_failed;   /* a worker exited SL_EXIT_APPLOAD before that */
     int target;
     worker_slot_t slots[SL_SUPERVISOR_MAX_WORKERS];
 } supervisor_t;
@@ -93,6 +106,10 @@ static supervisor_t sup; /* one per process; its slots are big */
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents);
 static void on_wake(struct ev_loop *loop, ev_timer *w, int revents);
 static void on_ctl(struct ev_loop *loop, ev_io *w, int revents);
+static void on_message(supervisor_t *s, worker_slot_t *w,
+                       const sl_ctl_msg_t *m);
+static void retire(supervisor_t *s, worker_slot_t *w);
+static void close_ctl(supervisor_t *s, worker_slot_t *w);
 static void cycle(struct ev_loop *loop, ev_prepare *w, int revents);
 static void reap(supervisor_t *s);
 static void worker_exited(supervisor_t *s, worker_slot_t *w, int status);
@@ -134,6 +151,7 @@ int sl_supervisor_run(const sl_options_t *o, char **argv,
         sl_error("ev_loop_new() failed");
         return SL_EXIT_FAIL;
     }
+    ev_set_userdata(s->loop, s);
     signal(SIGPIPE, SIG_IGN);
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         ev_signal_init(&s->sig_watchers[i], on_signal, sigs[i]);
@@ -212,36 +230,122 @@ static void on_wake(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
 }
 
-/* The control channel carries no message the supervisor acts on yet; it is
- * drained so a worker never blocks on it, and its EOF is noted. */
+/* Everything the worker has sent, until the channel would block. EOF means
+ * the worker is gone or going; its exit is handled when it is reaped. */
 static void on_ctl(struct ev_loop *loop, ev_io *w, int revents)
 {
+    supervisor_t *s = ev_userdata(loop);
     worker_slot_t *ws = w->data;
-    char buf[512];
+    int fd = ws->ctl_fd;
+    sl_ctl_msg_t m;
 
     (void)revents;
     for (;;) {
-        ssize_t n = recv(ws->ctl_fd, buf, sizeof(buf), 0);
-        if (n > 0) {
-            sl_debug("worker %ld sent a %zd-byte control message",
-                     (long)ws->pid, n);
+        int rc = sl_ctl_recv(fd, &m);
+        if (rc == 1) {
+            on_message(s, ws, &m);
+            if (ws->ctl_fd != fd) {
+                return; /* retired into another slot, watcher and all */
+            }
             continue;
         }
-        if (n == -1 && errno == EINTR) {
-            continue;
-        }
-        if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (rc == -1 && errno == EAGAIN) {
             return;
         }
-        if (n == -1) {
+        if (rc == -1 && errno == EPROTO) {
+            sl_warn("worker %ld sent a malformed control message",
+                    (long)ws->pid);
+            continue;
+        }
+        if (rc == -1) {
             sl_log_errno(SL_LOG_WARNING,
                          "recv() failed on worker %ld's control socket",
                          (long)ws->pid);
         }
-        ev_io_stop(loop, w);
-        close(ws->ctl_fd);
-        ws->ctl_fd = -1;
+        close_ctl(s, ws);
         return;
+    }
+}
+
+static void on_message(supervisor_t *s, worker_slot_t *w, const sl_ctl_msg_t *m)
+{
+    w->heartbeat = ev_now(s->loop);
+    switch (m->type) {
+    case SL_CTL_READY:
+        if (w->state != SLOT_BOOTING) {
+            break;
+        }
+        w->state = SLOT_READY;
+        s->any_ready = true;
+        sl_debug("worker %ld is ready", (long)w->pid);
+        /* its predecessors, if it replaces retiring workers, may go now */
+        for (int i = 0; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
+            worker_slot_t *old = &s->slots[i];
+            if (old->state == SLOT_RETIRING &&
+                &s->slots[old->replaced_by] == w) {
+                kill(old->pid, SIGTERM);
+                old->state = SLOT_STOPPING;
+            }
+        }
+        break;
+    case SL_CTL_RETIRE:
+        if (w->state == SLOT_READY && s->stopping == STOP_NONE) {
+            retire(s, w);
+        }
+        break;
+    case SL_CTL_DRAINING:
+        sl_debug("worker %ld is draining", (long)w->pid);
+        break;
+    default:
+        break; /* HEARTBEAT: the time stamp above is all, for now */
+    }
+}
+
+/* Move W, still serving, to a spare slot above the target and leave its
+ * own slot empty, due now: maintain() starts the successor there. Without
+ * a spare slot (a table full to the brim) it is simply sent TERM. */
+static void retire(supervisor_t *s, worker_slot_t *w)
+{
+    int from = (int)(w - s->slots);
+    worker_slot_t *spare = NULL;
+
+    sl_info("Worker (pid:%ld) asked to be replaced", (long)w->pid);
+    for (int i = s->target; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
+        if (s->slots[i].state == SLOT_EMPTY) {
+            spare = &s->slots[i];
+            break;
+        }
+    }
+    w->backoff = BACKOFF_MIN;
+    if (spare == NULL) {
+        kill(w->pid, SIGTERM);
+        w->state = SLOT_STOPPING;
+        return;
+    }
+
+    double spare_backoff = spare->backoff;
+    *spare = *w;
+    spare->backoff = spare_backoff;
+    spare->state = SLOT_RETIRING;
+    spare->replaced_by = from;
+    if (w->ctl_fd != -1) {
+        ev_io_stop(s->loop, &w->ctl_watcher);
+        ev_io_init(&spare->ctl_watcher, on_ctl, spare->ctl_fd, EV_READ);
+        spare->ctl_watcher.data = spare;
+        ev_io_start(s->loop, &spare->ctl_watcher);
+    }
+    w->state = SLOT_EMPTY;
+    w->pid = 0;
+    w->ctl_fd = -1;
+    w->respawn_at = ev_now(s->loop);
+}
+
+static void close_ctl(supervisor_t *s, worker_slot_t *w)
+{
+    if (w->ctl_fd != -1) {
+        ev_io_stop(s->loop, &w->ctl_watcher);
+        close(w->ctl_fd);
+        w->ctl_fd = -1;
     }
 }
 
@@ -318,10 +422,11 @@ static void reap(supervisor_t *s)
 static void worker_exited(supervisor_t *s, worker_slot_t *w, int status)
 {
     ev_tstamp now = ev_now(s->loop);
-    bool asked = w->state == SLOT_STOPPING;
+    bool asked = w->state == SLOT_STOPPING || w->state == SLOT_RETIRING;
+    bool appload = WIFEXITED(status) && WEXITSTATUS(status) == SL_EXIT_APPLOAD;
     long pid = (long)w->pid;
 
-    if (WIFEXITED(status) && WEXITSTATUS(status) == SL_EXIT_APPLOAD) {
+    if (appload && !s->any_ready) {
         /* The worker has said why; one more line would only be noise. */
         sl_debug("worker %ld could not load the application", pid);
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -331,22 +436,27 @@ static void worker_exited(supervisor_t *s, worker_slot_t *w, int status)
                "Worker (pid:%ld) exited with code %d", pid,
                WEXITSTATUS(status));
     } else if (WIFSIGNALED(status)) {
+        /* Dying of the stop signal we sent (a worker still booting has no
+         * handler for it yet) is an answer, not news. */
         int sig = WTERMSIG(status);
-        sl_log(asked ? SL_LOG_WARNING : SL_LOG_ERROR,
+        bool answer =
+            asked && (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT);
+        sl_log(answer  ? SL_LOG_DEBUG
+               : asked ? SL_LOG_WARNING
+                       : SL_LOG_ERROR,
                "Worker (pid:%ld) was killed by signal %d (%s)", pid, sig,
                strsignal(sig));
     }
 
-    if (w->ctl_fd != -1) {
-        ev_io_stop(s->loop, &w->ctl_watcher);
-        close(w->ctl_fd);
-        w->ctl_fd = -1;
-    }
+    close_ctl(s, w);
+    bool retiring = w->state == SLOT_RETIRING;
     w->state = SLOT_EMPTY;
     w->pid = 0;
+    if (retiring || (int)(w - s->slots) >= s->target) {
+        return; /* a spare slot: nothing to refill */
+    }
 
-    if (WIFEXITED(status) && WEXITSTATUS(status) == SL_EXIT_APPLOAD &&
-        s->stopping == STOP_NONE) {
+    if (appload && !s->any_ready && s->stopping == STOP_NONE) {
         s->app_failed = true;
         begin_stop(s, STOP_GRACEFUL, 0);
         return;
@@ -392,7 +502,7 @@ static void reopen_logs(supervisor_t *s)
         sl_log_errno(SL_LOG_ERROR, "reopening the error log failed");
     }
     for (int i = 0; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
-        if (s->slots[i].state == SLOT_RUNNING) {
+        if (s->slots[i].state != SLOT_EMPTY) {
             kill(s->slots[i].pid, SIGUSR1);
         }
     }
@@ -437,7 +547,11 @@ static void maintain(supervisor_t *s)
     } else {
         for (int i = 0; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
             worker_slot_t *w = &s->slots[i];
-            if (i >= s->target && w->state == SLOT_RUNNING) {
+            bool excess = i >= s->target &&
+                          (w->state == SLOT_BOOTING || w->state == SLOT_READY);
+            bool orphan = w->state == SLOT_RETIRING &&
+                          w->replaced_by >= s->target; /* after TTOU */
+            if (excess || orphan) {
                 kill(w->pid, SIGTERM);
                 w->state = SLOT_STOPPING;
             }
@@ -482,9 +596,10 @@ static int spawn_slot(supervisor_t *s, int id)
                      " %d's control socket",
                      id);
     }
-    w->state = SLOT_RUNNING;
+    w->state = SLOT_BOOTING;
     w->pid = pid;
     w->started = now;
+    w->heartbeat = now;
     w->ctl_fd = pair[0];
     ev_io_init(&w->ctl_watcher, on_ctl, w->ctl_fd, EV_READ);
     w->ctl_watcher.data = w;
