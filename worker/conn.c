@@ -100,6 +100,8 @@ static int on_header_field(llhttp_t *h, const char *at, size_t len)
     sl_req_t *r = &c->req;
     sl_hdr_t *hd;
 
+    if (c->head_done)
+        return 0; /* chunked trailers: the executor is reading the head */
     if (r->nhdrs == 0 || c->in_value) {
         if (r->nhdrs >= c->pump->opt->limit_request_fields)
             return fail(c, 431);
@@ -123,6 +125,8 @@ static int on_header_value(llhttp_t *h, const char *at, size_t len)
     sl_hdr_t *hd = &c->req.hdrs[c->req.nhdrs - 1];
     size_t i;
 
+    if (c->head_done)
+        return 0; /* trailers, ignored as above */
     for (i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)at[i];
         if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
@@ -704,11 +708,11 @@ static void conn_dispatch(sl_conn_t *c)
 {
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-    c->gen++;
     c->state = SL_CONN_SERVING;
     c->wrote_any = false;
     c->req.start = ev_now(c->pump->loop);
     pthread_mutex_lock(&c->mu);
+    c->gen++; /* under mu: a stale executor compares it there */
     c->body_done = !c->req.has_body || c->msg_done;
     pthread_mutex_unlock(&c->mu);
     if (c->req.expect_continue && c->req.has_body) {
