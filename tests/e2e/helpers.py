@@ -708,3 +708,32 @@ def chunked(body, sizes=(7,), ext=b"", trailers=b""):
         out += b"%x%s\r\n%s\r\n" % (len(piece), ext, piece)
     out += b"0\r\n" + trailers + b"\r\n"
     return bytes(out)
+
+
+# ------------------------------------------------------------ http.client use
+
+def http_client(server, timeout=IO_TIMEOUT):
+    import http.client
+    return http.client.HTTPConnection(server.host, server.port,
+                                      timeout=timeout)
+
+
+def multipart(fields=(), files=()):
+    """(content_type, body) for FIELDS [(name, value)] and FILES
+    [(name, filename, content_type, data)]."""
+    import uuid
+    boundary = "e2e-%s" % uuid.uuid4().hex
+    out = bytearray()
+    for name, value in fields:
+        out += b"--%s\r\n" % boundary.encode()
+        out += b'Content-Disposition: form-data; name="%s"\r\n\r\n' \
+            % name.encode()
+        out += value.encode("utf-8") + b"\r\n"
+    for name, filename, ctype, data in files:
+        out += b"--%s\r\n" % boundary.encode()
+        out += (b'Content-Disposition: form-data; name="%s"; '
+                b'filename="%s"\r\n' % (name.encode(), filename.encode()))
+        out += b"Content-Type: %s\r\n\r\n" % ctype.encode()
+        out += data + b"\r\n"
+    out += b"--%s--\r\n" % boundary.encode()
+    return "multipart/form-data; boundary=%s" % boundary, bytes(out)

@@ -1,0 +1,95 @@
+"""Volume: 1,000 requests on one keep-alive connection, and 10,000 mixed
+requests without the worker's resident memory growing.
+
+The memory test starts its own server, warms it up with 2,000 requests of
+the same mix, reads the worker's VmRSS, sends 10,000 more and reads it
+again. The mix covers the paths that allocate per request: pipelined and
+sequential keep-alive GETs, Content-Length and chunked uploads, chunked
+responses, the environ with extra headers, new connections, malformed
+requests (400) and application exceptions (500 plus a logged traceback).
+"""
+
+import pytest
+
+from conftest import start_mode_server
+from helpers import PEER, build_request, chunked, vm_rss_kib
+
+# Growth allowed over 10,000 requests: well above allocator noise (a few
+# hundred KiB), well below any per-request leak worth the name (100 bytes
+# per request is already ~1 MiB).
+RSS_GROWTH_LIMIT_KIB = 1536
+
+
+def test_1000_requests_on_one_keep_alive_connection(server):
+    with server.connect() as c:
+        port = c.local_port
+        for i in range(1000):
+            if i % 100 == 0:
+                r = c.request("GET", "/environ?i=%d" % i)
+                assert r.status == 200
+                assert r.json()["REMOTE_PORT"]["value"] == str(port)
+            elif i % 3 == 0:
+                body = b"request %d" % i
+                r = c.request("POST", "/echo", body=body)
+                assert r.status == 200 and r.body == body
+            else:
+                r = c.request("GET", "/hello")
+                assert r.status == 200 and r.body == b"hello\n", (i, r)
+            assert not r.has_token("Connection", "close"), (i, r.headers)
+
+
+def one_round(server, n):
+    """Twenty requests of the mix; N numbers the round."""
+    body = b"b" * 1024
+    with server.connect() as c:
+        if PEER:
+            # the gunicorn peer drops pipelined requests
+            for i in range(10):
+                assert c.request("GET", "/hello").body == b"hello\n"
+        else:
+            c.send(build_request("GET", "/hello") * 10)
+            for i in range(10):
+                assert c.read_response().body == b"hello\n"
+        for i in range(3):
+            assert c.request("POST", "/echo", body=body).body == body
+        for i in range(2):
+            c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+                   b"chunked\r\n\r\n" + chunked(body, sizes=(100, 300)))
+            assert c.read_response().body == body
+        for i in range(2):
+            r = c.request("GET", "/chunks?n=3&size=100")
+            assert r.chunked and len(r.body) == 300
+        r = c.request("GET", "/environ?round=%d" % n,
+                      headers=[("X-Round", str(n)), ("Cookie", "a=b; c=d"),
+                               ("Accept-Language", "en")])
+        assert r.status == 200
+    with server.connect() as c:
+        if n % 10 == 0:
+            r = c.request("GET", "/raise?when=before&marker=load",
+                          headers=[("Connection", "close")])
+            assert r.status == 500
+        else:
+            r = c.request("GET", "/hello", headers=[("Connection", "close")])
+            assert r.status == 200
+    with server.connect() as c:
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
+        assert c.read_response().status == 400
+
+
+def test_worker_rss_stable_over_10000_requests(mode, tmp_path_factory):
+    with start_mode_server(tmp_path_factory, "rss", mode) as s:
+        workers = s.wait_workers(1)
+        worker = workers[0]
+        for n in range(100):           # warm-up: 2,000 requests
+            one_round(s, n)
+        before = vm_rss_kib(worker)
+        for n in range(100, 600):      # 10,000 requests
+            one_round(s, n)
+        after = vm_rss_kib(worker)
+        assert s.worker_pids() == [worker], "the worker was replaced"
+    growth = after - before
+    print("worker VmRSS %d KiB -> %d KiB (%+d KiB over 10,000 requests)"
+          % (before, after, growth))
+    assert growth < RSS_GROWTH_LIMIT_KIB, \
+        "worker RSS grew %d KiB (%d -> %d) over 10,000 requests" % (
+            growth, before, after)
