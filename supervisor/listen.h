@@ -12,8 +12,8 @@
 
 #include "common/options.h"
 
-#define SL_MAX_LISTENERS 64 /* --bind is capped lower; systemd may pass more   \
-                             */
+/* At most SL_MAX_BINDS from --bind; systemd may pass more. */
+#define SL_MAX_LISTENERS 64
 
 typedef enum {
     SL_ADDR_TCP,  /* host:port, [v6]:port, host (port 8000) */

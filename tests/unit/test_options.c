@@ -217,7 +217,7 @@ END_TEST
 START_TEST(test_too_many_binds)
 {
     sl_options_t o;
-    char *args[2 * SL_MAX_BINDS + 4];
+    char *args[2 * SL_MAX_BINDS + 6];
     int n = 0;
 
     args[n++] = "sluice";
