@@ -126,6 +126,9 @@ static const opt_def_t opt_defs[] = {
 #define NOPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
 
 static void set_defaults(sl_options_t *o);
+static void build_getopt_tables(struct option *longopts, char *shortopts);
+static void report_getopt_error(int c, char **argv);
+static int finish(sl_options_t *o, int argc, char **argv);
 static const opt_def_t *find_def(int c);
 static void describe(const opt_def_t *d, char *buf, size_t size);
 static int apply(sl_options_t *o, const opt_def_t *d, const char *arg);
@@ -141,24 +144,9 @@ int sl_options_parse(sl_options_t *o, int argc, char **argv)
 {
     struct option longopts[NOPTS + 1];
     char shortopts[2 * NOPTS + 2];
-    size_t ns = 0;
 
     set_defaults(o);
-
-    shortopts[ns++] = ':'; /* report a missing argument as ':' */
-    for (size_t i = 0; i < NOPTS; i++) {
-        const opt_def_t *d = &opt_defs[i];
-        bool has_arg = d->kind != OPT_FLAG;
-        longopts[i] = (struct option){d->name, has_arg, NULL, (int)i + 256};
-        if (d->short_name) {
-            shortopts[ns++] = (char)d->short_name;
-            if (has_arg) {
-                shortopts[ns++] = ':';
-            }
-        }
-    }
-    shortopts[ns] = '\0';
-    longopts[NOPTS] = (struct option){NULL, 0, NULL, 0};
+    build_getopt_tables(longopts, shortopts);
 
     optind = 0; /* glibc: start afresh, even if called before */
     opterr = 0;
@@ -167,23 +155,9 @@ int sl_options_parse(sl_options_t *o, int argc, char **argv)
         if (c == -1) {
             break;
         }
-        if (c == '?') {
-            if (optopt != 0 && optopt < 256) {
-                sl_log_usage("unrecognized option '-%c'", optopt);
-            } else {
-                sl_log_usage("unrecognized option '%s'", argv[optind - 1]);
-            }
-            return -1;
-        }
-        if (c == ':') {
-            char what[64];
-            describe(find_def(optopt), what, sizeof(what));
-            sl_log_usage("argument %s: expected one argument", what);
-            return -1;
-        }
-        const opt_def_t *d = find_def(c);
+        const opt_def_t *d = c == '?' || c == ':' ? NULL : find_def(c);
         if (d == NULL) {
-            sl_log_usage("unrecognized option '%s'", argv[optind - 1]);
+            report_getopt_error(c, argv);
             return -1;
         }
         if (d->kind == OPT_FLAG) {
@@ -199,7 +173,51 @@ int sl_options_parse(sl_options_t *o, int argc, char **argv)
             return -1;
         }
     }
+    return finish(o, argc, argv);
+}
 
+/* getopt_long's tables from opt_defs: a long option returns its row's
+ * index + 256, a short one its letter. */
+static void build_getopt_tables(struct option *longopts, char *shortopts)
+{
+    size_t ns = 0;
+
+    shortopts[ns++] = ':'; /* report a missing argument as ':' */
+    for (size_t i = 0; i < NOPTS; i++) {
+        const opt_def_t *d = &opt_defs[i];
+        bool has_arg = d->kind != OPT_FLAG;
+        longopts[i] = (struct option){d->name, has_arg, NULL, (int)i + 256};
+        if (d->short_name) {
+            shortopts[ns++] = (char)d->short_name;
+            if (has_arg) {
+                shortopts[ns++] = ':';
+            }
+        }
+    }
+    shortopts[ns] = '\0';
+    longopts[NOPTS] = (struct option){NULL, 0, NULL, 0};
+}
+
+/* getopt_long returned C: '?' (unknown option, or an argument given to a
+ * flag), ':' (missing argument) or something no row claims. */
+static void report_getopt_error(int c, char **argv)
+{
+    char what[64];
+
+    if (c == ':') {
+        describe(find_def(optopt), what, sizeof(what));
+        sl_log_usage("argument %s: expected one argument", what);
+    } else if (c == '?' && optopt != 0 && optopt < 256) {
+        sl_log_usage("unrecognized option '-%c'", optopt);
+    } else {
+        sl_log_usage("unrecognized option '%s'", argv[optind - 1]);
+    }
+}
+
+/* After the options: the one positional argument, then what depends on
+ * more than one option. */
+static int finish(sl_options_t *o, int argc, char **argv)
+{
     if (optind >= argc) {
         sl_log_usage("missing the application, MODULE:CALLABLE"
                      " (see sluice --help)");

@@ -30,6 +30,7 @@
 
 #define DEFAULT_PORT 8000
 
+static int parse_tcp(const char *spec, sl_addr_t *a);
 static int parse_port(const char *spec, const char *s, int *port);
 static int open_systemd(sl_listener_t *ls, int max);
 static int open_one(const sl_options_t *o, const char *spec, sl_listener_t *l);
@@ -74,6 +75,12 @@ int sl_listen_parse(const char *spec, sl_addr_t *a)
         return 0;
     }
 
+    return parse_tcp(spec, a);
+}
+
+/* HOST:PORT, [V6]:PORT, HOST or [V6] (port 8000), :PORT (any address). */
+static int parse_tcp(const char *spec, sl_addr_t *a)
+{
     a->kind = SL_ADDR_TCP;
     a->port = DEFAULT_PORT;
     const char *host = spec;

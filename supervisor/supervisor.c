@@ -103,6 +103,7 @@ typedef struct {
 
 static supervisor_t sup; /* one per process; its slots are big */
 
+static int init_loop(supervisor_t *s);
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents);
 static void on_wake(struct ev_loop *loop, ev_timer *w, int revents);
 static void on_ctl(struct ev_loop *loop, ev_io *w, int revents);
@@ -125,10 +126,8 @@ static int write_pidfile(const char *path);
 int sl_supervisor_run(const sl_options_t *o, char **argv,
                       const sl_listener_t *ls, int nls)
 {
-    static const int sigs[] = {SIGTERM, SIGINT,  SIGQUIT, SIGCHLD, SIGHUP,
-                               SIGUSR1, SIGUSR2, SIGTTIN, SIGTTOU};
     supervisor_t *s = &sup;
-    int rc = SL_EXIT_FAIL;
+    int rc = SL_EXIT_USAGE;
 
     memset(s, 0, sizeof(*s));
     s->o = o;
@@ -143,13 +142,38 @@ int sl_supervisor_run(const sl_options_t *o, char **argv,
         s->slots[i].ctl_fd = -1;
         s->slots[i].backoff = BACKOFF_MIN;
     }
+    if (init_loop(s) == -1) {
+        return SL_EXIT_FAIL;
+    }
+    if (o->pidfile != NULL && write_pidfile(o->pidfile) == -1) {
+        goto out_loop;
+    }
+
+    ev_run(s->loop, 0); /* until cycle() sees the last worker gone */
+
+    rc = s->app_failed ? SL_EXIT_USAGE : s->killed ? SL_EXIT_FAIL : SL_EXIT_OK;
+    if (o->pidfile != NULL && unlink(o->pidfile) == -1) {
+        sl_log_errno(SL_LOG_WARNING, "unlink(\"%s\") failed", o->pidfile);
+    }
+    sl_info("Shutting down: Master");
+
+out_loop:
+    ev_loop_destroy(s->loop);
+    return rc;
+}
+
+/* The loop and its watchers; nothing runs until ev_run(). */
+static int init_loop(supervisor_t *s)
+{
+    static const int sigs[] = {SIGTERM, SIGINT,  SIGQUIT, SIGCHLD, SIGHUP,
+                               SIGUSR1, SIGUSR2, SIGTTIN, SIGTTOU};
 
     /* Not the default loop: that one reaps children itself for ev_child,
      * and we reap in cycle(), in our own order. */
     s->loop = ev_loop_new(EVFLAG_AUTO);
     if (s->loop == NULL) {
         sl_error("ev_loop_new() failed");
-        return SL_EXIT_FAIL;
+        return -1;
     }
     ev_set_userdata(s->loop, s);
     signal(SIGPIPE, SIG_IGN);
@@ -162,23 +186,7 @@ int sl_supervisor_run(const sl_options_t *o, char **argv,
     s->cycle_watcher.data = s;
     ev_prepare_start(s->loop, &s->cycle_watcher);
     ev_init(&s->wake_timer, on_wake);
-
-    if (o->pidfile != NULL && write_pidfile(o->pidfile) == -1) {
-        rc = SL_EXIT_USAGE;
-        goto out_loop;
-    }
-
-    ev_run(s->loop, 0);
-
-    rc = s->app_failed ? SL_EXIT_USAGE : s->killed ? SL_EXIT_FAIL : SL_EXIT_OK;
-    if (o->pidfile != NULL && unlink(o->pidfile) == -1) {
-        sl_log_errno(SL_LOG_WARNING, "unlink(\"%s\") failed", o->pidfile);
-    }
-    sl_info("Shutting down: Master");
-
-out_loop:
-    ev_loop_destroy(s->loop);
-    return rc;
+    return 0;
 }
 
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
