@@ -109,7 +109,7 @@ static const opt_def_t opt_defs[] = {
     {"reload-surge", 0, OPT_INT, FIELD(reload_surge), 1, MAX_WORKERS, "N",
      "workers replaced at once on reload [1]"},
     {"health-path", 0, OPT_STRING, FIELD(health_path), 0, 0, "PATH",
-     "answer GET PATH with 200 without calling the app [none]"},
+     "answer GET or HEAD of PATH without calling the app [none]"},
     {"pid", 'p', OPT_STRING, FIELD(pidfile), 0, 0, "FILE",
      "write the supervisor's pid to FILE [none]"},
     {"backlog", 0, OPT_INT, FIELD(backlog), 1, MAX_BACKLOG, "N",
