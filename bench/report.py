@@ -1,0 +1,292 @@
+"""Turns the runs recorded by run.py into a summary, a Markdown table and a
+PNG chart. No measuring here."""
+
+import statistics
+
+WRK_BOUND_PCT = 90.0  # wrk this busy on its CPU: the client may be the limit
+DISTURBED_PCT = 10.0  # other processes took this much of the server's CPU
+
+
+def _med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _errors(r):
+    return sum((r.get("errors") or {}).values())
+
+
+def one_line(r):
+    """Progress line for one run."""
+    if "error" in r:
+        return "FAILED: " + r["error"]
+    s = "%8.0f req/s  %6.1f us/req  srv %3.0f%%  wrk %3.0f%%  p99 %.2f ms" % (
+        r["rps"], r["cpu_us_per_req"] or 0, r["server_cpu_pct"] or 0,
+        r["wrk_cpu_pct"], r["latency_us"]["p99"] / 1000.0)
+    flags = flags_of([r], conns=r["conns"])
+    return s + ("  [" + "; ".join(flags) + "]" if flags else "")
+
+
+def flags_of(runs, conns):
+    """Human-readable problems over one arm's runs at one connection count."""
+    flags = []
+    total = {}
+    for r in runs:
+        for k, v in (r.get("errors") or {}).items():
+            total[k] = total.get(k, 0) + v
+    names = {"connect": "connect", "read": "read", "write": "write",
+             "timeout": "timeout", "status": "non-2xx/3xx"}
+    for k in ("connect", "read", "write", "timeout", "status"):
+        if total.get(k):
+            flags.append("%s %d" % (names[k], total[k]))
+    starved = max((r.get("starved_conns", 0) for r in runs), default=0)
+    slow = max((r.get("unaccepted_max", 0) for r in runs), default=0)
+    if starved:
+        flags.append("starved: %d/%d conns never accepted" % (starved, conns))
+    elif slow:
+        flags.append("slow accept: up to %d/%d conns queued" % (slow, conns))
+    if any(r.get("server_died") for r in runs):
+        flags.append("server died")
+    wrk = _med([r.get("wrk_cpu_pct") for r in runs])
+    if wrk is not None and wrk >= WRK_BOUND_PCT:
+        flags.append("wrk %.0f%% busy: client-bound?" % wrk)
+    other = [r.get("other_on_server_cpu_pct") for r in runs]
+    other = [o for o in other if o is not None]
+    hit = [o for o in other if o >= DISTURBED_PCT]
+    if hit:
+        flags.append("disturbed in %d/%d run%s: others took up to %.0f%% of "
+                     "the server CPU" % (len(hit), len(runs),
+                                         "s" if len(runs) > 1 else "",
+                                         max(hit)))
+    if any(r.get("server_tree_note") for r in runs):
+        # e.g. a worker respawned mid-run: its CPU time before exiting is lost
+        flags.append("process tree changed")
+    return flags
+
+
+def summarise(runs, arm_names, conns_list, baselines):
+    rows = []
+    base = {}  # (baseline arm, conns) -> median req/s
+    for arm in arm_names:
+        for conns in conns_list:
+            mine = [r for r in runs if r["arm"] == arm and r["conns"] == conns]
+            ok = [r for r in mine if "rps" in r]
+            if not mine:
+                continue
+            row = {"arm": arm, "conns": conns, "n": len(ok),
+                   "failed": [r["error"] for r in mine if "error" in r]}
+            if ok:
+                rps = [r["rps"] for r in ok]
+                row.update(
+                    rps_median=_med(rps), rps_min=min(rps), rps_max=max(rps),
+                    cpu_us_per_req=_med([r["cpu_us_per_req"] for r in ok]),
+                    cpu_us_min=min(r["cpu_us_per_req"] for r in ok),
+                    cpu_us_max=max(r["cpu_us_per_req"] for r in ok),
+                    server_cpu_pct=_med([r["server_cpu_pct"] for r in ok]),
+                    wrk_cpu_pct=_med([r["wrk_cpu_pct"] for r in ok]),
+                    other_pct=_med([r.get("other_on_server_cpu_pct")
+                                    for r in ok]),
+                    p99_ms=_med([r["latency_us"]["p99"] for r in ok]) / 1000.0,
+                    errors=sum(_errors(r) for r in ok),
+                    flags=flags_of(ok, conns),
+                )
+                if arm in baselines:
+                    base[arm, conns] = row["rps_median"]
+            rows.append(row)
+    for row in rows:
+        row["ratio"] = {}
+        for b in baselines:
+            v = base.get((b, row["conns"]))
+            if v and row.get("rps_median") is not None:
+                row["ratio"][b] = row["rps_median"] / v
+    return {"baselines": baselines, "rows": rows}
+
+
+def _rel(text, root):
+    return text.replace(root, "$REPO") if root else text
+
+
+def markdown(doc):
+    m = doc["meta"]
+    arms = doc["arms"]
+    summary = doc["summary"]
+    root = m.get("root", "")
+    out = []
+    w = out.append
+    w("# sluice benchmark: %s" % m["title"])
+    w("")
+    if m.get("label"):
+        w("> %s" % m["label"])
+        w("")
+    ours_ran = any(arms.get(r["arm"], {}).get("ours") and r.get("n")
+                   for r in summary["rows"])
+    if not ours_ran:
+        w("> **PEERS ONLY.** No sluice arm produced numbers in this run (see "
+          "*Skipped*); this is not the project's table. Re-run once the "
+          "binary exists.")
+        w("")
+    pk = m.get("packages", {})
+    w("- Date: %s; commit %s" % (m["date"], m.get("git_commit") or "?"))
+    w("- Machine: %s, %s CPUs, kernel %s, Debian %s; load average %s at the "
+      "start, %s at the end (shared machine: expect noise)"
+      % (m["cpu_model"], m["cpus"], m["kernel"], m["debian"],
+         " ".join(m["loadavg_start"]), " ".join(m.get("loadavg_end", []))))
+    w("- Pinning: each server with `taskset -c %d` (its whole process tree "
+      "inherits it); wrk with `taskset -c %d`; the harness also on CPU %d"
+      % (m["server_cpu"], m["client_cpu"], m["client_cpu"]))
+    w("- Load: wrk %s, `-t%d`, keep-alive (wrk's default), %d s measured "
+      "after a %d s warm-up at the same connection count, on a fresh server "
+      "per arm and repeat"
+      % (pk.get("wrk", "?"), m["wrk_threads"], m["duration_s"], m["warmup_s"]))
+    w("- Repeats: %d, interleaved (the arm order rotates each repeat); req/s "
+      "is the median with min–max beside it" % m["repeat"])
+    w("- CPU µs/req: utime+stime of the server's whole process tree "
+      "(every process and thread, from /proc/PID/stat) sampled right before "
+      "and right after the measured wrk run, divided by the requests wrk "
+      "completed. *server CPU* is that time over the run's wall time (100 % = "
+      "one full core); *others on its CPU*: what the server's CPU spent on "
+      "anything else meanwhile (user+system+irq+softirq time from /proc/stat "
+      "minus the server's own; a build running beside the benchmark shows up "
+      "here); *wrk CPU*: wrk's own CPU time over wall time; all medians over "
+      "repeats")
+    bl = summary["baselines"]
+    w("- Ratio column%s: req/s over %s at the same connection count"
+      % ("s" if len(bl) > 1 else "", " and ".join("`%s`" % b for b in bl)))
+    w("")
+    w("| arm | conns | req/s | min–max | %s | CPU µs/req | server CPU | "
+      "others on its CPU | wrk CPU | p99 ms | errors / flags |"
+      % " | ".join("vs %s" % b for b in bl))
+    w("|---|---:|---:|---:|%s---:|---:|---:|---:|---:|---|"
+      % ("---:|" * len(bl)))
+    for r in summary["rows"]:
+        if not r.get("n"):
+            w("| %s | %d | – | – |%s – | – | – | – | – | – | ⚠ failed: %s |"
+              % (r["arm"], r["conns"], " – |" * len(bl),
+                 "; ".join(r["failed"])[:120]))
+            continue
+        ratio = " | ".join("%.2f×" % r["ratio"][b] if b in r["ratio"] else "–"
+                           for b in bl)
+        flags = list(r["flags"])
+        pre = arms.get(r["arm"], {}).get("preflight") or {}
+        if pre and not pre.get("keep_alive", True):
+            flags.insert(0, "no keep-alive (preflight)")
+        if r["failed"]:
+            flags.append("%d run(s) failed" % len(r["failed"]))
+        fl = ("⚠ " + "; ".join(flags)) if flags else "0"
+        other = ("%.0f %%" % r["other_pct"]
+                 if r.get("other_pct") is not None else "?")
+        w("| %s | %d | %.0f | %.0f–%.0f | %s | %.1f | %.0f %% | %s | %.0f %% | "
+          "%.2f | %s |" % (
+              r["arm"], r["conns"], r["rps_median"], r["rps_min"],
+              r["rps_max"], ratio, r["cpu_us_per_req"], r["server_cpu_pct"],
+              other, r["wrk_cpu_pct"], r["p99_ms"], fl))
+    w("")
+    w("Flags (⚠): wrk's socket errors (connect/read/write/timeout) and "
+      "non-2xx/3xx responses, summed over repeats. *starved N/C*: N of the C "
+      "connections sat unaccepted in the server's listen queue for most of "
+      "the run (median of samples taken from /proc/net/tcp between 20 %% and "
+      "90 %% of it); wrk counts no error for a request that is never "
+      "answered, so without this flag such a server looks healthy. *slow "
+      "accept*: some connections were still queued at 20 %% of the run. "
+      "*disturbed*: other processes took ≥ %.0f %% of the server's CPU in "
+      "some repeat. *client-bound?*: wrk used ≥ %.0f %% of its CPU."
+      % (DISTURBED_PCT, WRK_BOUND_PCT))
+    w("")
+    w("## Commands")
+    w("")
+    w("Ports are picked free per server start (`PORT`); `$REPO` is the "
+      "repository root. Servers run with the caller's environment minus "
+      "`PYTHON*` variables and with `PATH=/usr/sbin:/usr/bin:/sbin:/bin`.")
+    w("")
+    for name, a in arms.items():
+        if "command" not in a:
+            continue
+        w("- **%s** (GET `%s`): %s" % (name, a["path"], a["note"]))
+        w("  `%s`" % _rel(a["command"], root))
+        pre = a.get("preflight")
+        if pre:
+            w("  — preflight: %d, keep-alive %s, Server: %s"
+              % (pre.get("status", 0), "yes" if pre.get("keep_alive") else
+                 "NO (%s)" % pre.get("keep_alive_note", "?"),
+                 pre.get("server_header") or "–"))
+    w("- **wrk**: `%s`" % m["wrk_command"])
+    w("")
+    if doc["skipped"]:
+        w("## Skipped")
+        w("")
+        for name, why in doc["skipped"].items():
+            w("- **%s**: skipped: %s" % (name, _rel(why, root)))
+        w("")
+    w("## Versions")
+    w("")
+    w("- Debian packages: " + ", ".join("%s %s" % kv
+                                        for kv in sorted(pk.items())))
+    if m.get("sluice_bin"):
+        w("- sluice binary: `%s`%s" % (_rel(m["sluice_bin"], root),
+                                       (" (%s)" % m["sluice_version"])
+                                       if m.get("sluice_version") else ""))
+    w("")
+    return "\n".join(out)
+
+
+def chart(doc, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    m = doc["meta"]
+    rows = doc["summary"]["rows"]
+    arms = [a for a in doc["arms"]]
+    conns_list = m["conns"]
+    fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(arms) + 2), 4.5))
+    width = 0.8 / max(1, len(conns_list))
+    colours = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
+    ymax = max([r.get("rps_max", 0) for r in rows] + [1])
+    for i, conns in enumerate(conns_list):
+        xs, ys, lo, hi, hatch = [], [], [], [], []
+        for j, arm in enumerate(arms):
+            row = next((r for r in rows if r["arm"] == arm
+                        and r["conns"] == conns and r.get("n")), None)
+            if row is None:
+                continue
+            xs.append(j + (i - (len(conns_list) - 1) / 2) * width)
+            ys.append(row["rps_median"])
+            lo.append(row["rps_median"] - row["rps_min"])
+            hi.append(row["rps_max"] - row["rps_median"])
+            hatch.append(bool(row["flags"]))
+        bars = ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3,
+                      label="%d conns" % conns,
+                      color=colours[i % len(colours)])
+        for bar, flagged, y, top in zip(bars, hatch, ys, hi):
+            if flagged:
+                bar.set_hatch("//")
+                bar.set_edgecolor("black")
+            ax.text(bar.get_x() + bar.get_width() / 2, y + top + ymax * 0.01,
+                    "%.0f%s" % (y, " ⚠" if flagged else ""),
+                    ha="center", va="bottom", fontsize=7, rotation=90)
+    for j, arm in enumerate(arms):
+        if arm in doc["skipped"]:
+            ax.text(j, ymax * 0.02, "skipped", ha="center", va="bottom",
+                    fontsize=8, rotation=90, color="grey")
+    ax.set_xlim(-0.6, len(arms) - 0.4)
+    ax.set_xticks(range(len(arms)))
+    ax.set_xticklabels(arms, rotation=20, ha="right")
+    ax.set_ylabel("requests / s (median; bars: min–max)")
+    ax.set_ylim(0, ymax * 1.3)
+    title = "%s — %d s × %d, server on CPU %d, wrk on CPU %d" % (
+        m["title"], m["duration_s"], m["repeat"], m["server_cpu"],
+        m["client_cpu"])
+    if not any(doc["arms"].get(r["arm"], {}).get("ours") and r.get("n")
+               for r in rows):
+        title = "PEERS ONLY — " + title
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.text(0.01, 0.01, "%s  hatched ⚠ = flagged in the table" % m["date"],
+             fontsize=7, color="grey")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

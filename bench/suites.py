@@ -1,0 +1,178 @@
+"""What the benchmark runs: suites of arms (one server configuration each).
+
+An arm is one server command line plus the URL path wrk hits. Command lines
+are templates; run.py fills in:
+
+    {port}    a free TCP port on 127.0.0.1, chosen per server start
+    {apps}    absolute path of bench/apps
+    {root}    absolute path of the repository root
+    {sluice}  the sluice binary (--sluice-bin, $SLUICE_BIN, default ./sluice)
+
+Every server runs as `taskset -c SERVER_CPU <argv>`, in its own session, with
+a cleaned environment (no PYTHON* variables, PATH limited to the system's
+directories) plus the arm's `env`.
+
+To add an arm: append an Arm to a suite's `arms`. To benchmark another URL
+path on the same server (the health-check arm does this), set `path`, and
+`expect_body=None` if the body is not the hello-world one.
+To add a suite: add a Suite to SUITES; `run.py --suite NAME` picks it up and
+writes bench/results/NAME.{md,json,png}.
+"""
+
+import signal
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+HELLO = b"Hello, World!"
+
+
+@dataclass
+class Arm:
+    name: str
+    argv: List[str]
+    cwd: str = "{apps}"
+    env: Dict[str, str] = field(default_factory=dict)
+    path: str = "/"
+    # Body the preflight request must return (None: any 2xx body will do).
+    expect_body: Optional[bytes] = HELLO
+    # How to ask the server to stop. uWSGI treats SIGTERM as "reload".
+    stop_signal: int = signal.SIGTERM
+    # Executable whose absence skips the arm ("{sluice}" allowed).
+    requires: Optional[str] = None
+    # Skip (rather than fail) when the preflight request gets a 404: used by
+    # arms that benchmark a feature the server may not have yet.
+    skip_if_404: bool = False
+    # One line for the report: why these flags.
+    note: str = ""
+    # True for the project's own arms (the report says "peers only" when none
+    # of them produced a number).
+    ours: bool = False
+
+
+@dataclass
+class Suite:
+    name: str
+    title: str
+    app: str  # file in bench/apps
+    baselines: List[str]  # arms the ratio columns divide by
+    arms: List[Arm]
+
+
+UWSGI_COMMON = [
+    "--plugin", "python3",
+    "--wsgi-file", "{apps}/hello_wsgi.py", "--callable", "app",
+    "--processes", "1",  # one worker, no --master: a single process
+    "--disable-logging",  # no per-request log line
+    "--need-app",  # exit instead of serving 500s if the app fails to load
+    "--listen", "1024",  # default backlog is 100; others use >= 1024
+]
+
+
+def _sluice(name, app, extra=(), env=None, path="/", expect=HELLO,
+            skip_if_404=False, note=""):
+    return Arm(
+        name=name,
+        argv=["{sluice}", "-w", "1", "-b", "127.0.0.1:{port}",
+              "--chdir", "bench/apps", *extra, app],
+        cwd="{root}",
+        env=dict(env or {}),
+        path=path,
+        expect_body=expect,
+        requires="{sluice}",
+        skip_if_404=skip_if_404,
+        note=note,
+        ours=True,
+    )
+
+
+WSGI = Suite(
+    name="wsgi",
+    title="WSGI hello world, one worker",
+    app="hello_wsgi.py",
+    # uwsgi: the flags asked for; uwsgi-router: uWSGI set up so that it
+    # really serves every connection (see the arms' notes and README).
+    baselines=["uwsgi", "uwsgi-router"],
+    arms=[
+        Arm(
+            name="gunicorn",
+            argv=["/usr/bin/gunicorn", "-k", "gthread", "--threads", "1",
+                  "-w", "1", "-b", "127.0.0.1:{port}", "--chdir", "{apps}",
+                  "hello_wsgi:app"],
+            requires="/usr/bin/gunicorn",
+            note="gthread worker, 1 thread; access log is off by default",
+        ),
+        Arm(
+            name="uwsgi",
+            argv=["/usr/bin/uwsgi", "--http11-socket", "127.0.0.1:{port}",
+                  *UWSGI_COMMON],
+            stop_signal=signal.SIGINT,
+            requires="/usr/bin/uwsgi",
+            note="HTTP/1.1 keep-alive served by the worker itself; a sync "
+                 "worker stays on one keep-alive connection until the client "
+                 "closes it, so the other connections wait in the accept "
+                 "queue (see the 'starved' flag)",
+        ),
+        Arm(
+            name="uwsgi-router",
+            argv=["/usr/bin/uwsgi", "--plugin", "http",
+                  "--http", "127.0.0.1:{port}", "--http-keepalive",
+                  *UWSGI_COMMON],
+            stop_signal=signal.SIGINT,
+            requires="/usr/bin/uwsgi",
+            note="uWSGI's own HTTP router process (C, keep-alive to the "
+                 "client) in front of the same single worker; the fair "
+                 "keep-alive configuration at 16/256 connections",
+        ),
+        Arm(
+            name="waitress",
+            argv=["/usr/bin/waitress-serve", "--listen=127.0.0.1:{port}",
+                  "--connection-limit=1024", "hello_wsgi:app"],
+            requires="/usr/bin/waitress-serve",
+            note="default 4 threads; --connection-limit raised from 100 so "
+                 "all 256 connections are served",
+        ),
+        _sluice("sluice", "hello_wsgi:app", note="pump mode (default)"),
+        _sluice("sluice-inline", "hello_wsgi:app", env={"SLUICE_INLINE": "1"},
+                note="inline mode: SLUICE_INLINE=1"),
+        _sluice("sluice-health", "hello_wsgi:app",
+                extra=["--health-path", "/healthz"], path="/healthz",
+                expect=None, skip_if_404=True,
+                note="/healthz answered from C, no Python; skipped while the "
+                     "server answers 404 there"),
+    ],
+)
+
+ASGI = Suite(
+    name="asgi",
+    title="ASGI hello world, one worker",
+    app="hello_asgi.py",
+    baselines=["uvicorn"],
+    arms=[
+        Arm(
+            name="uvicorn",
+            argv=["/usr/bin/python3", "-m", "uvicorn",
+                  "--loop", "uvloop", "--http", "httptools",
+                  "--host", "127.0.0.1", "--port", "{port}",
+                  "--app-dir", "{apps}", "--no-access-log",
+                  "--log-level", "warning", "hello_asgi:app"],
+            requires="/usr/bin/python3",
+            note="uvloop + httptools, single process, access log off",
+        ),
+        Arm(
+            name="hypercorn",
+            argv=["/usr/bin/hypercorn", "-w", "1", "-k", "uvloop",
+                  "-b", "127.0.0.1:{port}", "--backlog", "1024",
+                  "hello_asgi:app"],
+            requires="/usr/bin/hypercorn",
+            note="uvloop worker class; backlog raised from 100; access log "
+                 "is off by default",
+        ),
+        _sluice("sluice-asgi", "hello_asgi:app", extra=["--interface", "asgi"],
+                note="pump mode (default)"),
+        _sluice("sluice-asgi-inline", "hello_asgi:app",
+                extra=["--interface", "asgi"], env={"SLUICE_INLINE": "1"},
+                note="inline mode: SLUICE_INLINE=1"),
+    ],
+)
+
+SUITES = {s.name: s for s in (WSGI, ASGI)}
