@@ -345,14 +345,15 @@ class Closing:
         if mode == "raise":
             raise RuntimeError("raise mid-body %s" % self.token)
         if mode == "stream":
-            # Large chunks until the client goes away (bounded in time).
+            # Large chunks until the client goes away (bounded in time: a
+            # server that never notices keeps a lane busy for 8 s at most).
             chunk = b"s" * 65536
-            end = time.monotonic() + 30
+            end = time.monotonic() + 8
             while time.monotonic() < end:
                 yield chunk
             record("stream-exhausted %s" % self.token)
         if mode == "slow":
-            end = time.monotonic() + 30
+            end = time.monotonic() + 8
             while time.monotonic() < end:
                 time.sleep(0.05)
                 yield b"tick;"
@@ -473,6 +474,28 @@ def short_cl(environ, start_response):
     return [b"only-10-b!"]
 
 
+def bad_header(environ, start_response):
+    """Hand start_response something PEP 3333 forbids."""
+    kind = query(environ).get("kind", "crlf")
+    if kind == "crlf":
+        headers = [("Content-Type", "text/plain"),
+                   ("X-Split", "a\r\nX-Injected: yes")]
+        status = "200 OK"
+    elif kind == "nonlatin1":
+        headers = [("Content-Type", "text/plain"), ("X-Euro", "\u20ac")]
+        status = "200 OK"
+    elif kind == "bytes_status":
+        headers = [("Content-Type", "text/plain")]
+        status = b"200 OK"
+    elif kind == "lf_in_name":
+        headers = [("Content-Type", "text/plain"), ("X-A\nX-Injected", "yes")]
+        status = "200 OK"
+    else:
+        raise ValueError(kind)
+    start_response(status, headers)
+    return [b"should not be sent as 200"]
+
+
 def not_found(environ, start_response):
     return text(start_response, b"not found", "404 Not Found")
 
@@ -509,6 +532,7 @@ UNVALIDATED = {
     # Deliberately broken applications.
     "raise": raising,
     "short_cl": short_cl,
+    "bad_header": bad_header,
 }
 
 ROUTES = {name: validator(fn) for name, fn in VALIDATED.items()}

@@ -207,6 +207,52 @@ def test_request_split_into_single_bytes(server):
     assert r.body == b"dribbled body"
 
 
+def test_request_split_at_every_offset(server):
+    """The head and body arriving in two reads, split at every byte."""
+    req = (b"POST /environ?q=split HTTP/1.1\r\nHost: split.test\r\n"
+           b"X-Split-Header: some value\r\nContent-Type: text/plain\r\n"
+           b"Content-Length: 5\r\n\r\nhello")
+    bad = []
+    with server.connect() as c:
+        for i in range(1, len(req)):
+            c.send(req[:i])
+            time.sleep(0.003)  # pacing: make the two parts separate reads
+            c.send(req[i:])
+            r = c.read_response()
+            if r.status != 200:
+                bad.append((i, req[:i][-12:], r.status))
+                break
+            env = r.json()
+            got = (env["PATH_INFO"]["value"], env["QUERY_STRING"]["value"],
+                   env["HTTP_HOST"]["value"],
+                   env["HTTP_X_SPLIT_HEADER"]["value"],
+                   env["CONTENT_TYPE"]["value"],
+                   env["CONTENT_LENGTH"]["value"])
+            if got != ("/environ", "q=split", "split.test", "some value",
+                       "text/plain", "5"):
+                bad.append((i, req[:i][-12:], got))
+    assert not bad, bad
+
+
+def test_chunked_body_split_at_every_offset(server):
+    body = b"0123456789abcdef"
+    req = (b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked"
+           b"\r\n\r\n" + chunked(body, sizes=(5, 11), ext=b";e=1",
+                                 trailers=b"T: v\r\n"))
+    head_len = req.index(b"\r\n\r\n") + 4
+    bad = []
+    with server.connect() as c:
+        for i in range(head_len, len(req)):
+            c.send(req[:i])
+            time.sleep(0.003)  # pacing: make the two parts separate reads
+            c.send(req[i:])
+            r = c.read_response()
+            if r.status != 200 or r.body != body:
+                bad.append((i, r.status, r.body))
+                break
+    assert not bad, bad
+
+
 def test_pipelined_posts_with_bodies(server):
     bodies = [pattern(n, n) for n in (1, 100, 70000, 0, 5)]
     reqs = b"".join(build_request("POST", "/echo", body=b) for b in bodies)
@@ -340,6 +386,63 @@ def test_no_body_statuses_have_no_framing(server, code):
         assert r.header("X-Status") == str(code)
         r2 = c.read_response()
         assert r2.body == b"hello\n"
+
+
+def test_nothing_served_after_connection_close(server):
+    """A request after one that said Connection: close is never run."""
+    m = "after-close-%d" % id(server)
+    with server.connect() as c:
+        c.send(build_request("GET", "/hello", [("Connection", "close")])
+               + build_request("GET", "/hello/" + m))
+        r = c.read_response()
+        assert r.status == 200 and r.has_token("Connection", "close")
+        c.expect_eof()
+    assert not server.called(m)
+
+
+def test_date_header_advances(server):
+    first = server.get("/hello").header("Date")
+    later = wait_until_value(lambda: server.get("/hello").header("Date"),
+                             lambda d: d != first, 4)
+    assert email.utils.parsedate_to_datetime(later) > \
+        email.utils.parsedate_to_datetime(first)
+
+
+def wait_until_value(fetch, ok, timeout):
+    end = time.monotonic() + timeout
+    while True:
+        v = fetch()
+        if ok(v):
+            return v
+        assert time.monotonic() < end, "value stayed %r for %ss" % (v, timeout)
+        time.sleep(0.05)
+
+
+def test_many_connections_interleaved(server):
+    """Fifty open connections, requests sent on all before any is read."""
+    conns = [server.connect() for i in range(50)]
+    try:
+        for rnd in range(5):
+            for i, c in enumerate(conns):
+                c.send(build_request("POST", "/echo", body=b"c%d r%d" % (i, rnd)))
+            for i, c in enumerate(conns):
+                r = c.read_response()
+                assert r.status == 200 and r.body == b"c%d r%d" % (i, rnd)
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_slow_reader_gets_the_whole_body(server):
+    """The client reads nothing for a while, then everything arrives."""
+    size = 24 * 1024 * 1024 + 5
+    with server.connect(timeout=30) as c:
+        c.send(build_request("GET", "/big?size=%d" % size))
+        time.sleep(1.0)  # pacing: a client that is slow to read
+        r = c.read_response()
+        assert hashlib.sha256(r.body).digest() == \
+            hashlib.sha256(pattern(size)).digest()
+        assert c.request("GET", "/hello").body == b"hello\n"
 
 
 def test_unread_request_body_does_not_become_a_request(server):

@@ -125,3 +125,25 @@ def test_slow_request_body_within_timeout_gaps(timed):
         except ReadTimeout as e:
             raise AssertionError("no response: %s" % e)
     assert r.status == 200 and r.body == body
+
+
+def test_slow_download_outlives_keep_alive(timed):
+    """Writing a response to a slow reader for longer than the keep-alive
+    timeout is not idleness: the connection stays usable afterwards."""
+    size = 16 * 1024 * 1024
+    with timed.connect(timeout=20) as c:
+        c.send(b"GET /big?size=%d HTTP/1.1\r\nHost: x\r\n\r\n" % size)
+        head = c.read_head()
+        assert head.status == 200
+        got = len(c.buf)
+        t0 = time.monotonic()
+        while got < size:
+            piece = c.sock.recv(min(262144, size - got))
+            assert piece, "closed after %d of %d body bytes" % (got, size)
+            got += len(piece)
+            if time.monotonic() - t0 < 2.5:
+                time.sleep(0.05)  # pacing: a slow reader for 2.5 s
+        c.buf.clear()
+        assert time.monotonic() - t0 >= 2.0
+        r = c.request("GET", "/hello")
+        assert r.status == 200 and r.body == b"hello\n"

@@ -70,9 +70,10 @@ def test_readline(server, framing):
 
 @pytest.mark.parametrize("framing", FRAMINGS)
 def test_readline_with_size(server, framing):
-    got = run_ops(server, "readline:4,readline:100,readline:3,readline",
+    got = run_ops(server, "readline:4,readline:100,readline:3,readline,read",
                   TEXT, framing)
-    assert got == [b"line", b" one\n", b"lin", b"e two\n"]
+    assert got == [b"line", b" one\n", b"lin", b"e two\n",
+                   b"\nlast line without newline"]
 
 
 @pytest.mark.parametrize("framing", FRAMINGS)

@@ -225,3 +225,18 @@ def test_wsgi_errors_goes_to_error_log(server):
     log = server.wait_for_log(m + " third-line", since=mark)
     assert m + " first-line" in log
     assert m + " second-line" in log
+
+
+@pytest.mark.parametrize("kind", ["crlf", "lf_in_name", "nonlatin1",
+                                  "bytes_status"])
+def test_forbidden_status_or_headers_are_not_sent(server, kind):
+    """PEP 3333 forbids control characters in headers, non-latin-1 text
+    and non-str status; passing them through would allow response
+    splitting. The server refuses (500) instead."""
+    with server.connect() as c:
+        c.send(build_request("GET", "/bad_header?kind=" + kind))
+        r = c.read_response()
+    assert r.status == 500, r.raw
+    assert r.header("X-Injected") is None
+    assert b"should not be sent" not in r.body
+    assert server.get("/hello").status == 200
