@@ -76,6 +76,14 @@ static const opt_def_t opt_defs[] = {
      "use the virtual environment in DIR"},
     {"interface", 0, OPT_SPECIAL, NOFIELD, 0, 0, "IFACE",
      "asgi, wsgi or auto (decided from the app) [auto]"},
+    {"loop", 0, OPT_SPECIAL, NOFIELD, 0, 0, "LOOP",
+     "ASGI event loop: auto (uvloop when installed), asyncio or uvloop"
+     " [auto]"},
+    {"lifespan", 0, OPT_SPECIAL, NOFIELD, 0, 0, "MODE",
+     "ASGI lifespan: auto (run it if the app supports it), on or off"
+     " [auto]"},
+    {"root-path", 0, OPT_STRING, FIELD(root_path), 0, 0, "PATH",
+     "ASGI root_path: the path prefix the app is mounted at [none]"},
     {"log-level", 0, OPT_SPECIAL, NOFIELD, 0, 0, "LEVEL",
      "debug, info, warning, error or critical [info]"},
     {"error-logfile", 0, OPT_SPECIAL, NOFIELD, 0, 0, "FILE",
@@ -135,6 +143,8 @@ static int apply(sl_options_t *o, const opt_def_t *d, const char *arg);
 static int apply_number(sl_options_t *o, const opt_def_t *d, const char *arg);
 static bool parse_number(opt_kind_t kind, const char *arg, double *v);
 static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg);
+static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
+                             const char *arg);
 static int add_pythonpath(sl_options_t *o, const char *arg);
 static int check_app(const char *app);
 static void print_wrapped(const char *text);
@@ -254,6 +264,9 @@ static void set_defaults(sl_options_t *o)
     *o = (sl_options_t){
         .app = NULL,
         .interface = SL_IFACE_AUTO,
+        .loop = SL_LOOP_AUTO,
+        .lifespan = SL_LIFESPAN_AUTO,
+        .root_path = "",
         .backlog = 2048,
         .umask = -1,
         .workers = 1,
@@ -431,6 +444,9 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
         }
         return 0;
     }
+    if (strcmp(d->name, "loop") == 0 || strcmp(d->name, "lifespan") == 0) {
+        return apply_asgi_choice(o, d, arg);
+    }
     if (strcmp(d->name, "log-level") == 0) {
         int level = sl_log_level_parse(arg);
         if (level == -1) {
@@ -449,6 +465,31 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
     }
     o->error_logfile = strcmp(arg, "-") == 0 ? NULL : arg;
     return 0;
+}
+
+/* --loop and --lifespan: a choice of three words each. */
+static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
+                             const char *arg)
+{
+    static const char *const loops[] = {"auto", "asyncio", "uvloop"};
+    static const char *const lifespans[] = {"auto", "on", "off"};
+    bool is_loop = strcmp(d->name, "loop") == 0;
+    const char *const *words = is_loop ? loops : lifespans;
+
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(arg, words[i]) == 0) {
+            if (is_loop) {
+                o->loop = (sl_loop_t)i;
+            } else {
+                o->lifespan = (sl_lifespan_t)i;
+            }
+            return 0;
+        }
+    }
+    sl_log_usage("argument --%s: invalid choice: '%s' (choose from %s, %s,"
+                 " %s)",
+                 d->name, arg, words[0], words[1], words[2]);
+    return -1;
 }
 
 /* "a,b" adds a and b; empty pieces ("a,,b", a trailing comma) are skipped,

@@ -28,6 +28,18 @@ typedef enum {
     SL_IFACE_ASGI,
 } sl_iface_t;
 
+typedef enum {
+    SL_LOOP_AUTO = 0, /* uvloop when importable, else asyncio */
+    SL_LOOP_ASYNCIO,
+    SL_LOOP_UVLOOP,
+} sl_loop_t;
+
+typedef enum {
+    SL_LIFESPAN_AUTO = 0, /* run it; an app that rejects it is served */
+    SL_LIFESPAN_ON,       /* run it; any failure fails the boot */
+    SL_LIFESPAN_OFF,
+} sl_lifespan_t;
+
 typedef struct {
     /* what to serve */
     const char *app; /* "module:callable", borrowed from argv */
@@ -36,6 +48,11 @@ typedef struct {
     const char *pythonpath[SL_MAX_PYTHONPATHS];
     int npythonpath;
     const char *venv;
+
+    /* ASGI */
+    sl_loop_t loop;
+    sl_lifespan_t lifespan;
+    const char *root_path; /* the scope's root_path, "" when not given */
 
     /* sockets */
     const char *binds[SL_MAX_BINDS];

@@ -12,6 +12,7 @@
 #include "common/ctl.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "worker/asgi.h"
 #include "worker/drain.h"
 
 #define STEP_SECS 0.1
@@ -28,6 +29,7 @@ static void drain_finish(sl_pump_t *p, bool forced)
     ev_tstamp now = ev_now(p->loop);
     sl_conn_t *c, *next;
 
+    sl_asgi_finish(p); /* ASGI: cancel the request tasks still running */
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
         if (c->state == SL_CONN_SERVING || c->state == SL_CONN_WRITING)

@@ -14,6 +14,8 @@
 
 #include "common/ctl.h"
 #include "common/log.h"
+#include "worker/asgi.h"
+#include "worker/asgi_lifespan.h"
 #include "worker/lane.h"
 #include "worker/pump.h"
 #include "worker/py.h"
@@ -36,13 +38,61 @@ static void reset_signals(void)
     signal(SIGPIPE, SIG_IGN); /* sendfile(2) has no MSG_NOSIGNAL */
 }
 
+/* ASGI or WSGI: --interface, or for auto what the app looks like. 1, 0,
+ * or -1 after logging. */
+static int is_asgi(const sl_options_t *o, PyObject *app)
+{
+    if (o->interface == SL_IFACE_WSGI)
+        return 0;
+    if (sl_asgi_lifespan_init() < 0)
+        return -1;
+    if (o->interface == SL_IFACE_ASGI)
+        return 1;
+    return sl_asgi_lifespan_detect(app);
+}
+
+/* ASGI: lifespan startup before READY, one event loop, its shutdown after
+ * the drain. Returns the exit status. */
+static int serve_asgi(sl_pump_t *p, PyObject *app, int worker_id, int ctl_fd)
+{
+    PyThreadState *ts = NULL;
+    int status, stuck;
+
+    if (sl_asgi_init(app, p) < 0)
+        return SL_EXIT_FAIL;
+    Py_DECREF(app);
+    if (sl_asgi_start(p) < 0)
+        return SL_EXIT_APPLOAD; /* a failed boot, not a crash */
+    sl_pump_set_ctl(p, ctl_fd);
+    sl_pump_ctl(p, SL_CTL_READY);
+    sl_info("worker %d serving %s (ASGI on %s, %s mode)", worker_id,
+            p->opt->app, sl_asgi_loop_name(),
+            p->inline_mode ? "inline" : "pump");
+    if (p->inline_mode) {
+        status = sl_asgi_run_inline(p);
+        sl_asgi_stop(p);
+        sl_py_finalize();
+        return status;
+    }
+    ts = PyEval_SaveThread();
+    status = sl_pump_run(p);
+    stuck = sl_asgi_stop(p);
+    if (stuck) {
+        sl_warn("the ASGI lane is still inside the app at exit");
+        return status;
+    }
+    PyEval_RestoreThread(ts);
+    sl_py_finalize();
+    return status;
+}
+
 int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
                    int worker_id, int ctl_fd)
 {
     static sl_pump_t pump;
     PyThreadState *ts = NULL;
     PyObject *app;
-    int status, stuck = 0;
+    int status, asgi, stuck = 0;
 
     reset_signals();
     if (sl_log_fd() != STDERR_FILENO)
@@ -56,8 +106,17 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     app = sl_py_load_app(o);
     if (app == NULL)
         return SL_EXIT_APPLOAD;
-    if (sl_pump_init(&pump, o, listen_fds, nfds) < 0 ||
-        sl_wsgi_init(app, &pump) < 0)
+    asgi = is_asgi(o, app);
+    if (asgi < 0)
+        return SL_EXIT_APPLOAD;
+    if (sl_pump_init(&pump, o, listen_fds, nfds) < 0)
+        return SL_EXIT_FAIL;
+    if (asgi) {
+        status = serve_asgi(&pump, app, worker_id, ctl_fd);
+        sl_info("worker %d exiting (status %d)", worker_id, status);
+        return status;
+    }
+    if (sl_wsgi_init(app, &pump) < 0)
         return SL_EXIT_FAIL;
     Py_DECREF(app);
 

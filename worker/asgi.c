@@ -1,0 +1,2190 @@
+/* asgi.c - ASGI 3.0 HTTP on one asyncio event loop per worker.
+ *
+ * The one idea: an await costs nothing when its answer is already known.
+ * receive() and send() are C callables that return a completed awaitable
+ * (its am_send answers at once, so `await` never leaves the coroutine)
+ * whenever the body bytes are there, the credit allows the write, or the
+ * message is an error to raise. Only a real wait creates a loop Future; the
+ * pump resolves it with a WAKE ticket once the connection changes. A
+ * hello-world request thus costs one Task and no Future.
+ *
+ * Each request is a real asyncio Task, so current_task(), contextvars and
+ * cancellation are asyncio's own. The Task's coroutine is the request
+ * object itself: a thin C coroutine that forwards to the app's and ends
+ * the request the moment the app returns or raises, with no done-callback
+ * round trip through the loop.
+ *
+ * Pump mode: a lane thread runs the loop holding the GIL (released in the
+ * loop's poll); the pump writes an eventfd once per pass and on_tickets()
+ * takes the whole batch. Inline mode: the same loop runs on the loop thread
+ * and drives libev (ev_run(EVRUN_NOWAIT)) when libev's backend fd is
+ * readable, after the app queued output, and on a 100 ms timer.
+ */
+#include "config.h"
+
+#include <Python.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/asgi.h"
+#include "worker/asgi_lifespan.h"
+#include "worker/http.h"
+#include "worker/py.h"
+#include "worker/response.h"
+
+#define BODY_MSG_MAX    (256 * 1024) /* a sized body message, at most */
+#define BODY_MSG_CHUNK  (64 * 1024)  /* a chunked body message, at most */
+#define INLINE_CREDIT   (128 * 1024) /* inline: queued output a send waits on */
+#define INLINE_TICK     0.1          /* inline: libev timers run this often */
+#define CANCEL_SECS     1.0          /* time cancelled requests get to unwind */
+#define LIFESPAN_BUDGET 5.0          /* lifespan shutdown, at most */
+#define TICKET_BATCH    256
+
+enum { RS_INIT, RS_STARTED, RS_BODY, RS_TRAILERS, RS_DONE };
+
+/* One request: the Task's coroutine and the state of its response. */
+typedef struct req {
+    PyObject_HEAD sl_conn_t *c; /* borrowed: pool slots outlive requests */
+    uint32_t gen;
+    struct req *prev, *next; /* the live list, which holds a reference */
+    PyObject *coro;          /* owned: the app's awaitable, while it runs */
+    PyObject *task;          /* owned while the coroutine runs */
+    PyObject *recv_waiters;  /* owned list of Futures, or NULL */
+    PyObject *send_waiter;   /* owned Future, or NULL */
+    PyObject *headers;       /* owned: http.response.start's, until sent */
+    PyObject *trailers;      /* owned list of trailer pairs, or NULL */
+    sl_response_t rs;
+    int status;
+    int state;          /* RS_* */
+    uint64_t body_left; /* sized request body not yet received */
+    bool want_trailers; /* http.response.start said trailers: True */
+    bool head_sent;     /* bytes of the response went to the connection */
+    bool body_done;     /* receive() gave more_body: False */
+    bool gone;          /* the client left, or the request is stale */
+    bool ended;         /* END was sent: the connection moved on */
+    bool finished;      /* the app's coroutine is over */
+    bool on_slot;       /* slots[] points here */
+    bool cancelled;     /* cancelled by the drain */
+    bool credit_wait;   /* inline mode: on the credit list */
+    char what[96];      /* "GET /path", for the log */
+} req_t;
+
+/* receive and send: one small callable each per request. */
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    req_t *req; /* owned */
+} chan_t;
+
+/* An awaitable that is already complete: `await` returns VALUE at once. */
+typedef struct {
+    PyObject_HEAD PyObject *value; /* owned */
+} done_t;
+
+static struct {
+    sl_pump_t *p;              /* borrowed */
+    PyObject *app;             /* owned */
+    PyObject *loop;            /* owned */
+    PyObject *create_future;   /* owned: loop.create_future */
+    PyObject *task_type;       /* owned: asyncio.Task */
+    PyObject *kw_loop;         /* owned: ("loop",) */
+    PyObject *cancelled_error; /* owned: asyncio.CancelledError */
+    PyObject *state;           /* owned: lifespan state, or NULL */
+    PyObject *proto;           /* owned: the prototype scope */
+    PyObject *done_none;       /* owned: the completed awaitable of None */
+    PyObject *empty;           /* owned: b"" */
+    PyObject *empty_tuple;     /* owned: () */
+    PyObject *server[SL_MAX_LISTENERS]; /* owned: (host, port) or None */
+    req_t **slots;                      /* per connection: the request whose
+                                           response it carries (borrowed) */
+    req_t *live;                        /* every request whose app still runs */
+    sl_buf_t scratch;                   /* a head or trailers being sent */
+    const char *loop_name;
+    bool started;
+    bool inline_mode;
+    bool stopping;
+
+    /* pump mode: the lane thread */
+    int efd;
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int boot; /* 0 booting, 1 serving, -1 failed */
+    bool exited;
+    atomic_bool finish_asked;
+    atomic_bool stop_asked;
+    double budget; /* for lifespan shutdown */
+
+    /* inline mode */
+    sl_conn_t **dirty; /* connections with output or a window to reopen */
+    bool *is_dirty;
+    uint32_t ndirty;
+    req_t **credit; /* requests whose send() waits for the socket */
+    uint32_t ncredit;
+    bool kick_scheduled;
+    PyObject *on_ev;   /* owned: drive libev */
+    PyObject *on_tick; /* owned: the 100 ms timer */
+} L = {.efd = -1};
+
+/* Interned names, built once from this table. */
+enum {
+    K_TYPE,
+    K_ASGI,
+    K_HTTP_VERSION,
+    K_METHOD,
+    K_SCHEME,
+    K_PATH,
+    K_RAW_PATH,
+    K_QUERY_STRING,
+    K_ROOT_PATH,
+    K_HEADERS,
+    K_CLIENT,
+    K_SERVER,
+    K_STATE,
+    K_EXTENSIONS,
+    K_BODY,
+    K_MORE_BODY,
+    K_STATUS,
+    K_TRAILERS,
+    K_MORE_TRAILERS,
+    K_HTTP,
+    K_1_0,
+    K_1_1,
+    K_HTTP_REQUEST,
+    K_HTTP_DISCONNECT,
+    K_RESPONSE_START,
+    K_RESPONSE_BODY,
+    K_RESPONSE_TRAILERS,
+    K_RESPONSE_PATHSEND,
+    K_SET_RESULT,
+    K_DONE,
+    K_CANCEL,
+    K_THROW,
+    K_CLOSE,
+    K_COUNT
+};
+static const char *const key_names[K_COUNT] = {
+    "type",
+    "asgi",
+    "http_version",
+    "method",
+    "scheme",
+    "path",
+    "raw_path",
+    "query_string",
+    "root_path",
+    "headers",
+    "client",
+    "server",
+    "state",
+    "extensions",
+    "body",
+    "more_body",
+    "status",
+    "trailers",
+    "more_trailers",
+    "http",
+    "1.0",
+    "1.1",
+    "http.request",
+    "http.disconnect",
+    "http.response.start",
+    "http.response.body",
+    "http.response.trailers",
+    "http.response.pathsend",
+    "set_result",
+    "done",
+    "cancel",
+    "throw",
+    "close",
+};
+static PyObject *K[K_COUNT];
+static PyObject *method_names[64];
+
+/* Request header names as the scope has them, made once. */
+static struct {
+    const char *name;
+    PyObject *obj;
+} common_hdrs[] = {
+    {"host", NULL},
+    {"user-agent", NULL},
+    {"accept", NULL},
+    {"accept-encoding", NULL},
+    {"accept-language", NULL},
+    {"connection", NULL},
+    {"content-type", NULL},
+    {"content-length", NULL},
+    {"cookie", NULL},
+    {"referer", NULL},
+    {"cache-control", NULL},
+    {"authorization", NULL},
+    {"origin", NULL},
+    {"x-forwarded-for", NULL},
+    {"x-forwarded-proto", NULL},
+    {"x-request-id", NULL},
+    {"if-none-match", NULL},
+    {"if-modified-since", NULL},
+    {"transfer-encoding", NULL},
+    {"expect", NULL},
+    {"upgrade", NULL},
+    {"te", NULL},
+};
+#define NCOMMON (sizeof(common_hdrs) / sizeof(common_hdrs[0]))
+
+static PyTypeObject req_type, receive_type, send_type, done_type;
+
+static void req_finish(req_t *r, bool raised);
+static void mark_dirty(sl_conn_t *c);
+
+/* ------------------------------------------------------------------ */
+/* small helpers                                                      */
+
+/* Is S the interned string KEY? Apps write message types as literals that
+ * are not interned (they hold dots), so compare the text when needed. */
+static bool str_is(PyObject *s, PyObject *key)
+{
+    if (s == key)
+        return true;
+    if (!PyUnicode_Check(s))
+        return false;
+    if (PyUnicode_CheckExact(s) && PyUnicode_IS_COMPACT_ASCII(s))
+        return PyUnicode_GET_LENGTH(s) == PyUnicode_GET_LENGTH(key) &&
+               memcmp(PyUnicode_DATA(s), PyUnicode_DATA(key),
+                      (size_t)PyUnicode_GET_LENGTH(s)) == 0;
+    return PyUnicode_Compare(s, key) == 0;
+}
+
+static bool fut_done(PyObject *fut)
+{
+    PyObject *r = PyObject_CallMethodNoArgs(fut, K[K_DONE]);
+    bool done = r == NULL || r == Py_True;
+
+    if (r == NULL)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    return done;
+}
+
+/* Resolve FUT with V (borrowed) unless it is done (cancelled). */
+static void fut_resolve(PyObject *fut, PyObject *v)
+{
+    PyObject *r;
+
+    if (fut_done(fut))
+        return;
+    r = PyObject_CallMethodOneArg(fut, K[K_SET_RESULT], v);
+    if (r == NULL)
+        sl_py_log_exception("ASGI: resolving a future failed");
+    Py_XDECREF(r);
+}
+
+static PyObject *disconnect_msg(void)
+{
+    PyObject *m = PyDict_New();
+
+    if (m != NULL && PyDict_SetItem(m, K[K_TYPE], K[K_HTTP_DISCONNECT]) < 0)
+        Py_CLEAR(m);
+    return m;
+}
+
+/* {"type": "http.request", "body": BODY, "more_body": MORE}; steals BODY. */
+static PyObject *request_msg(PyObject *body, bool more)
+{
+    PyObject *m = PyDict_New();
+
+    if (m == NULL || PyDict_SetItem(m, K[K_TYPE], K[K_HTTP_REQUEST]) < 0 ||
+        PyDict_SetItem(m, K[K_BODY], body) < 0 ||
+        PyDict_SetItem(m, K[K_MORE_BODY], more ? Py_True : Py_False) < 0)
+        Py_CLEAR(m);
+    Py_DECREF(body);
+    return m;
+}
+
+static void efd_write(void)
+{
+    uint64_t one = 1;
+
+    if (L.efd >= 0 && write(L.efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        sl_log_errno(SL_LOG_ERROR, "write() to the ASGI lane's eventfd");
+}
+
+/* ------------------------------------------------------------------ */
+/* the completed awaitable                                            */
+
+/* Steals VALUE. A new reference, or NULL with an exception. */
+static PyObject *done_new(PyObject *value)
+{
+    done_t *d;
+
+    if (value == NULL)
+        return NULL;
+    if (value == Py_None) {
+        Py_DECREF(value);
+        Py_INCREF(L.done_none);
+        return L.done_none;
+    }
+    d = PyObject_New(done_t, &done_type);
+    if (d == NULL) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    d->value = value;
+    return (PyObject *)d;
+}
+
+static void done_dealloc(done_t *d)
+{
+    Py_XDECREF(d->value);
+    PyObject_Free(d);
+}
+
+static PyObject *done_await(done_t *d)
+{
+    Py_INCREF(d);
+    return (PyObject *)d;
+}
+
+static PySendResult done_am_send(done_t *d, PyObject *arg, PyObject **result)
+{
+    (void)arg;
+    Py_INCREF(d->value);
+    *result = d->value;
+    return PYGEN_RETURN;
+}
+
+/* Raise StopIteration(V): a generator's way of returning V. */
+static void set_stop_value(PyObject *v)
+{
+    PyObject *e;
+
+    if (v == Py_None) {
+        PyErr_SetNone(PyExc_StopIteration);
+        return;
+    }
+    e = PyObject_CallOneArg(PyExc_StopIteration, v);
+    if (e != NULL) {
+        PyErr_SetObject(PyExc_StopIteration, e);
+        Py_DECREF(e);
+    }
+}
+
+static PyObject *done_iternext(done_t *d)
+{
+    if (d->value != Py_None)
+        set_stop_value(d->value);
+    return NULL;
+}
+
+static PyObject *done_send(done_t *d, PyObject *arg)
+{
+    (void)arg;
+    set_stop_value(d->value);
+    return NULL;
+}
+
+static PyObject *done_throw(done_t *d, PyObject *const *args, Py_ssize_t n)
+{
+    (void)d;
+    if (n < 1) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes an exception");
+        return NULL;
+    }
+    if (PyExceptionInstance_Check(args[0]))
+        PyErr_SetObject((PyObject *)Py_TYPE(args[0]), args[0]);
+    else
+        PyErr_SetObject(args[0], n > 1 ? args[1] : NULL);
+    return NULL;
+}
+
+static PyObject *done_close(done_t *d, PyObject *unused)
+{
+    (void)d;
+    (void)unused;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef done_methods[] = {
+    {"send", (PyCFunction)done_send, METH_O, NULL},
+    {"throw", (PyCFunction)(void (*)(void))done_throw, METH_FASTCALL, NULL},
+    {"close", (PyCFunction)done_close, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyAsyncMethods done_async = {
+    .am_await = (unaryfunc)done_await,
+    .am_send = (sendfunc)done_am_send,
+};
+
+static PyTypeObject done_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.Done",
+    .tp_basicsize = sizeof(done_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "the result of an ASGI receive() or send() that needs no wait",
+    .tp_dealloc = (destructor)done_dealloc,
+    .tp_as_async = &done_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)done_iternext,
+    .tp_methods = done_methods,
+};
+
+/* ------------------------------------------------------------------ */
+/* the live list and the slots                                        */
+
+static void live_insert(req_t *r)
+{
+    r->prev = NULL;
+    r->next = L.live;
+    if (L.live != NULL)
+        L.live->prev = r;
+    L.live = r; /* the list keeps the reference it was given */
+}
+
+static void live_remove(req_t *r)
+{
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        L.live = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+    Py_DECREF(r);
+}
+
+static void slot_clear(req_t *r)
+{
+    if (r->on_slot && L.slots[r->c->idx] == r)
+        L.slots[r->c->idx] = NULL;
+    r->on_slot = false;
+}
+
+/* Every receive() still waiting gets http.disconnect; a send() waiting for
+ * credit returns. */
+static void release_waiters(req_t *r)
+{
+    PyObject *list = r->recv_waiters, *msg, *fut;
+    Py_ssize_t i;
+
+    r->recv_waiters = NULL;
+    if (list != NULL) {
+        for (i = 0; i < PyList_GET_SIZE(list); i++) {
+            msg = disconnect_msg();
+            if (msg == NULL) {
+                sl_py_log_exception("ASGI: http.disconnect");
+                break;
+            }
+            fut_resolve(PyList_GET_ITEM(list, i), msg);
+            Py_DECREF(msg);
+        }
+        Py_DECREF(list);
+    }
+    fut = r->send_waiter;
+    r->send_waiter = NULL;
+    if (fut != NULL) {
+        fut_resolve(fut, Py_None);
+        Py_DECREF(fut);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* the response's end                                                 */
+
+/* Send the last bytes of the response (IOV may be empty; N -1 when END
+ * already went with a sendfile) with END. Sent exactly once per request,
+ * even to a client that left: END is what gives the connection back to the
+ * pump. */
+static void req_end(req_t *r, const struct iovec *iov, int n, int flags)
+{
+    if (r->ended)
+        return;
+    if (n >= 0 && sl_conn_send(r->c, r->gen, iov, n, flags | SL_SEND_END) < 0)
+        r->gone = true;
+    if (n > 0)
+        r->head_sent = true;
+    r->ended = true;
+    r->state = RS_DONE;
+    Py_CLEAR(r->headers);
+    Py_CLEAR(r->trailers);
+    if (L.inline_mode)
+        mark_dirty(r->c);
+    slot_clear(r);
+    release_waiters(r);
+}
+
+/* End a broken response: an error answer when nothing went out yet, a
+ * closed connection otherwise. */
+static void req_end_error(req_t *r, int status)
+{
+    struct iovec iov;
+
+    if (r->ended)
+        return;
+    if (r->head_sent || r->gone) {
+        req_end(r, NULL, 0, SL_SEND_CLOSE);
+        return;
+    }
+    L.scratch.len = L.scratch.off = 0;
+    sl_http_error_head(&L.scratch, status);
+    iov.iov_base = L.scratch.data;
+    iov.iov_len = L.scratch.len;
+    req_end(r, &iov, 1, SL_SEND_CLOSE);
+}
+
+/* An error in what the app sent: the exception stays set for the app to
+ * see, the connection gets a 500 or is closed. Returns NULL. */
+static PyObject *proto_error(req_t *r)
+{
+    PyObject *t, *v, *tb;
+
+    PyErr_Fetch(&t, &v, &tb);
+    req_end_error(r, 500);
+    PyErr_Restore(t, v, tb);
+    return NULL;
+}
+
+static PyObject *proto_fail(req_t *r, PyObject *exc, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    PyErr_FormatV(exc, fmt, ap);
+    va_end(ap);
+    return proto_error(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* the request object: the Task's coroutine                           */
+
+static void req_dealloc(req_t *r)
+{
+    Py_XDECREF(r->coro);
+    Py_XDECREF(r->task);
+    Py_XDECREF(r->recv_waiters);
+    Py_XDECREF(r->send_waiter);
+    Py_XDECREF(r->headers);
+    Py_XDECREF(r->trailers);
+    PyObject_Free(r);
+}
+
+/* The app's coroutine came to an end (RAISED: with the exception set). */
+static void req_finish(req_t *r, bool raised)
+{
+    PyObject *t, *v, *tb;
+    bool quiet;
+
+    Py_INCREF(r);
+    if (raised) {
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        /* a cancellation we caused, or one after the client left, is no
+         * error of the app's */
+        quiet = (r->cancelled || r->gone) &&
+                PyErr_GivenExceptionMatches(t, L.cancelled_error);
+        if (quiet) {
+            Py_XDECREF(t);
+            Py_XDECREF(v);
+            Py_XDECREF(tb);
+        } else {
+            PyErr_Restore(t, v, tb);
+            sl_py_log_exception(r->ended ? "error in %s after its response"
+                                         : "error handling %s",
+                                r->what);
+        }
+        req_end_error(r, r->cancelled ? 503 : 500);
+    } else if (!r->ended) {
+        if (r->state == RS_INIT)
+            sl_error("ASGI app returned without starting a response to %s",
+                     r->what);
+        else
+            sl_error("ASGI app returned without completing the response "
+                     "to %s",
+                     r->what);
+        req_end_error(r, 500);
+    }
+    if (!r->finished) {
+        r->finished = true;
+        slot_clear(r);
+        release_waiters(r);
+        Py_CLEAR(r->coro);
+        Py_CLEAR(r->task); /* the Task holds us: break the cycle */
+        live_remove(r);
+    }
+    Py_DECREF(r);
+}
+
+static PySendResult req_am_send(req_t *r, PyObject *arg, PyObject **result)
+{
+    PySendResult st;
+
+    if (r->coro == NULL) {
+        *result = NULL;
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the ASGI request's coroutine has finished");
+        return PYGEN_ERROR;
+    }
+    st = PyIter_Send(r->coro, arg, result);
+    if (st == PYGEN_NEXT)
+        return st;
+    if (st == PYGEN_RETURN)
+        Py_CLEAR(*result);
+    req_finish(r, st == PYGEN_ERROR);
+    Py_INCREF(Py_None);
+    *result = Py_None;
+    return PYGEN_RETURN;
+}
+
+static PyObject *req_iternext(req_t *r)
+{
+    PyObject *res;
+
+    if (req_am_send(r, Py_None, &res) == PYGEN_NEXT)
+        return res;
+    Py_XDECREF(res);
+    return NULL;
+}
+
+static PyObject *req_send_meth(req_t *r, PyObject *arg)
+{
+    PyObject *res;
+    PySendResult st = req_am_send(r, arg, &res);
+
+    if (st == PYGEN_NEXT)
+        return res;
+    if (st == PYGEN_RETURN) {
+        Py_DECREF(res);
+        PyErr_SetNone(PyExc_StopIteration);
+    }
+    return NULL;
+}
+
+/* throw(exc): how a Task delivers cancellation. */
+static PyObject *req_throw(req_t *r, PyObject *const *args, Py_ssize_t n)
+{
+    PyObject *a[4], *res;
+    Py_ssize_t i;
+
+    if (n < 1 || n > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
+        return NULL;
+    }
+    if (r->coro == NULL)
+        return done_throw(NULL, args, n);
+    a[0] = r->coro;
+    for (i = 0; i < n; i++)
+        a[i + 1] = args[i];
+    res = PyObject_VectorcallMethod(K[K_THROW], a, (size_t)(n + 1), NULL);
+    if (res != NULL)
+        return res;
+    if (PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        PyErr_Clear();
+        req_finish(r, false);
+    } else {
+        req_finish(r, true);
+    }
+    PyErr_SetNone(PyExc_StopIteration);
+    return NULL;
+}
+
+static PyObject *req_close(req_t *r, PyObject *unused)
+{
+    PyObject *res;
+
+    (void)unused;
+    if (r->coro == NULL)
+        Py_RETURN_NONE;
+    res = PyObject_CallMethodNoArgs(r->coro, K[K_CLOSE]);
+    if (res == NULL)
+        PyErr_Clear();
+    Py_XDECREF(res);
+    r->gone = true;
+    req_finish(r, false);
+    Py_RETURN_NONE;
+}
+
+/* The rest of the coroutine interface (cr_frame, __qualname__, ...) is the
+ * app's coroutine's, for asyncio's and anyio's introspection. */
+static PyObject *req_getattro(req_t *r, PyObject *name)
+{
+    PyObject *v = PyObject_GenericGetAttr((PyObject *)r, name);
+
+    if (v != NULL || r->coro == NULL ||
+        !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return v;
+    PyErr_Clear();
+    return PyObject_GetAttr(r->coro, name);
+}
+
+static PyObject *req_repr(req_t *r)
+{
+    return PyUnicode_FromFormat("<sluice ASGI request %s>", r->what);
+}
+
+static PyMethodDef req_methods[] = {
+    {"send", (PyCFunction)req_send_meth, METH_O, NULL},
+    {"throw", (PyCFunction)(void (*)(void))req_throw, METH_FASTCALL, NULL},
+    {"close", (PyCFunction)req_close, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyAsyncMethods req_async = {
+    .am_await = (unaryfunc)done_await, /* itself */
+    .am_send = (sendfunc)req_am_send,
+};
+
+static PyTypeObject req_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.ASGIRequest",
+    .tp_basicsize = sizeof(req_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "one ASGI HTTP request: the coroutine its Task runs",
+    .tp_dealloc = (destructor)req_dealloc,
+    .tp_repr = (reprfunc)req_repr,
+    .tp_getattro = (getattrofunc)req_getattro,
+    .tp_as_async = &req_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)req_iternext,
+    .tp_methods = req_methods,
+};
+
+/* ------------------------------------------------------------------ */
+/* receive()                                                          */
+
+/* The next body message if bytes (or the end) are there; NULL without an
+ * exception when they must be waited for or the client left. */
+static PyObject *read_body(req_t *r)
+{
+    const sl_req_t *q = &r->c->req; /* read-only until END */
+    size_t want, have = 0;
+    PyObject *b;
+    bool end = false;
+    long n;
+
+    if (!q->has_body) {
+        r->body_done = true;
+        Py_INCREF(L.empty);
+        return request_msg(L.empty, false);
+    }
+    want = q->chunked                    ? BODY_MSG_CHUNK
+           : r->body_left < BODY_MSG_MAX ? (size_t)r->body_left
+                                         : BODY_MSG_MAX;
+    b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(want ? want : 1));
+    if (b == NULL)
+        return NULL;
+    while (have < want) {
+        n = sl_conn_read_body(r->c, r->gen, PyBytes_AS_STRING(b) + have,
+                              want - have, false, false);
+        if (n > 0) {
+            have += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            end = true;
+        else if (n == -1)
+            r->gone = true;
+        break;
+    }
+    if (!q->chunked) {
+        r->body_left -= have;
+        end = end || r->body_left == 0;
+    }
+    if (have == 0 && !end) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    if (have != want && _PyBytes_Resize(&b, (Py_ssize_t)have) < 0)
+        return NULL;
+    if (end)
+        r->body_done = true;
+    if (L.inline_mode)
+        mark_dirty(r->c); /* the loop may reopen a full body window */
+    return request_msg(b, !end);
+}
+
+/* The next message when it is known now (new reference); NULL without an
+ * exception when a WAKE ticket will come (the wait is armed); NULL with
+ * one on error. */
+static PyObject *recv_try(req_t *r)
+{
+    PyObject *m;
+    int rc;
+
+    for (;;) {
+        if (r->gone || r->ended)
+            return disconnect_msg();
+        if (!r->body_done) {
+            m = read_body(r);
+            if (m != NULL || PyErr_Occurred())
+                return m;
+            if (r->gone)
+                continue;
+            rc = sl_conn_await(r->c, r->gen, SL_AWAIT_BODY);
+        } else {
+            rc = sl_conn_await(r->c, r->gen, SL_AWAIT_DISCONNECT);
+            if (rc == 0)
+                r->gone = true;
+        }
+        if (rc < 0)
+            r->gone = true;
+        if (rc == 1) {
+            if (L.inline_mode)
+                mark_dirty(r->c);
+            return NULL;
+        }
+    }
+}
+
+static PyObject *req_receive(req_t *r)
+{
+    PyObject *m, *fut;
+
+    if (r->recv_waiters == NULL || PyList_GET_SIZE(r->recv_waiters) == 0) {
+        m = recv_try(r);
+        if (m != NULL)
+            return done_new(m);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    fut = PyObject_CallNoArgs(L.create_future);
+    if (fut == NULL)
+        return NULL;
+    if (r->recv_waiters == NULL && (r->recv_waiters = PyList_New(0)) == NULL)
+        goto out_fail;
+    if (PyList_Append(r->recv_waiters, fut) < 0)
+        goto out_fail;
+    return fut;
+
+out_fail:
+    Py_DECREF(fut);
+    return NULL;
+}
+
+/* A WAKE: hand out what the waiting receive()s can have now, in order. */
+static void wake_receivers(req_t *r)
+{
+    PyObject *fut, *m, *t, *v, *tb, *res;
+
+    while (r->recv_waiters != NULL && PyList_GET_SIZE(r->recv_waiters) > 0) {
+        fut = PyList_GET_ITEM(r->recv_waiters, 0);
+        Py_INCREF(fut);
+        if (!fut_done(fut)) {
+            m = recv_try(r);
+            if (m == NULL && !PyErr_Occurred()) {
+                Py_DECREF(fut);
+                return; /* armed again */
+            }
+            if (m != NULL) {
+                fut_resolve(fut, m);
+                Py_DECREF(m);
+            } else {
+                PyErr_Fetch(&t, &v, &tb);
+                PyErr_NormalizeException(&t, &v, &tb);
+                res = PyObject_CallMethod(fut, "set_exception", "O", v);
+                if (res == NULL)
+                    PyErr_Clear();
+                Py_XDECREF(res);
+                Py_XDECREF(t);
+                Py_XDECREF(v);
+                Py_XDECREF(tb);
+            }
+        }
+        Py_DECREF(fut);
+        if (r->recv_waiters != NULL &&
+            PyList_SetSlice(r->recv_waiters, 0, 1, NULL) < 0) {
+            sl_py_log_exception("ASGI: receive() waiters");
+            return;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* send()                                                             */
+
+static int head_build(req_t *r, long long known)
+{
+    bool close = __atomic_load_n(&L.p->draining, __ATOMIC_RELAXED);
+    int rc = sl_response_head(&r->rs, &L.scratch, &r->c->req, r->status,
+                              r->headers, known, r->want_trailers, close);
+
+    Py_CLEAR(r->headers);
+    return rc;
+}
+
+/* Inline mode: is the connection's queued output under the credit? The
+ * loop thread is ours, so its buffers may be read directly. */
+static bool inline_credit_ok(sl_conn_t *c)
+{
+    return sl_buf_pending(&c->wbuf) + sl_buf_pending(&c->out) <= INLINE_CREDIT;
+}
+
+/* send() must wait until the client took enough of the output. */
+static PyObject *wait_credit(req_t *r)
+{
+    PyObject *fut;
+
+    if (L.inline_mode) {
+        if (inline_credit_ok(r->c))
+            return done_new(Py_NewRef(Py_None));
+    } else {
+        int rc = sl_conn_await(r->c, r->gen, SL_AWAIT_CREDIT);
+        if (rc < 0)
+            r->gone = true;
+        if (rc != 1)
+            return done_new(Py_NewRef(Py_None));
+    }
+    fut = PyObject_CallNoArgs(L.create_future);
+    if (fut == NULL)
+        return NULL;
+    if (r->send_waiter != NULL) { /* two send()s at once: let one go */
+        fut_resolve(r->send_waiter, Py_None);
+        Py_DECREF(r->send_waiter);
+    }
+    Py_INCREF(fut);
+    r->send_waiter = fut;
+    if (L.inline_mode && !r->credit_wait) {
+        r->credit_wait = true;
+        Py_INCREF(r);
+        L.credit[L.ncredit++] = r;
+        mark_dirty(r->c);
+    }
+    return fut;
+}
+
+/* Queue LEN body bytes (the head first if it is not out yet); LAST is
+ * more_body False. 0, 1 when over the credit, -1 with an exception. */
+static int emit(req_t *r, const void *data, size_t len, bool last)
+{
+    struct iovec iov[4];
+    char size_line[24];
+    int n = 0, flags = 0, rc;
+    const sl_response_t *rs = &r->rs;
+
+    if (r->state == RS_STARTED) {
+        if (head_build(r, last && !r->want_trailers ? (long long)len : -1) < 0)
+            return -1;
+        iov[n].iov_base = L.scratch.data;
+        iov[n++].iov_len = L.scratch.len;
+        r->state = RS_BODY;
+    }
+    sl_response_frame(&r->rs, iov, &n, size_line, data, len,
+                      last && !r->want_trailers);
+    if (last && r->want_trailers) {
+        r->state = RS_TRAILERS;
+    } else if (last) {
+        /* a body shorter than its Content-Length: only a close ends it */
+        if (rs->close || (rs->app_cl && !rs->no_body && rs->sent < rs->cl))
+            flags |= SL_SEND_CLOSE;
+        req_end(r, iov, n, flags);
+        return 0;
+    }
+    if (n == 0)
+        return 0;
+    r->head_sent = true;
+    rc = sl_conn_send(r->c, r->gen, iov, n, 0);
+    if (rc < 0)
+        r->gone = true;
+    if (L.inline_mode) {
+        mark_dirty(r->c);
+        if (!inline_credit_ok(r->c))
+            rc = 1;
+    }
+    return rc == 1 ? 1 : 0;
+}
+
+static PyObject *send_start(req_t *r, PyObject *msg)
+{
+    PyObject *status, *headers, *seq, *trailers;
+    long code;
+    int t;
+
+    if (r->state != RS_INIT)
+        return proto_fail(r, PyExc_RuntimeError,
+                          "ASGI: http.response.start sent twice, or after "
+                          "the body began (%s)",
+                          r->what);
+    status = PyDict_GetItemWithError(msg, K[K_STATUS]);
+    if (status == NULL || !PyLong_CheckExact(status))
+        return PyErr_Occurred()
+                   ? proto_error(r)
+                   : proto_fail(r, PyExc_TypeError,
+                                "ASGI: http.response.start needs an int "
+                                "'status', got %R",
+                                status);
+    code = PyLong_AsLong(status);
+    if (code < 200 || code > 599)
+        return proto_fail(r, PyExc_ValueError,
+                          "ASGI: http.response.start: status %ld is not a "
+                          "final HTTP status (200-599)",
+                          code);
+    headers = PyDict_GetItemWithError(msg, K[K_HEADERS]);
+    if (headers == NULL && PyErr_Occurred())
+        return proto_error(r);
+    seq = PySequence_Fast(headers ? headers : L.empty_tuple,
+                          "ASGI: http.response.start: 'headers' must be a "
+                          "list of [name, value] pairs");
+    if (seq == NULL)
+        return proto_error(r);
+    if (sl_response_check_headers(seq, "ASGI: http.response.start") < 0) {
+        Py_DECREF(seq);
+        return proto_error(r);
+    }
+    trailers = PyDict_GetItemWithError(msg, K[K_TRAILERS]);
+    t = trailers ? PyObject_IsTrue(trailers) : 0;
+    if (t < 0 || PyErr_Occurred()) {
+        Py_DECREF(seq);
+        return proto_error(r);
+    }
+    r->status = (int)code;
+    r->headers = seq;
+    r->want_trailers = t;
+    r->state = RS_STARTED;
+    Py_INCREF(L.done_none);
+    return L.done_none;
+}
+
+static PyObject *send_body(req_t *r, PyObject *msg)
+{
+    PyObject *body, *more;
+    Py_buffer view;
+    int last, rc;
+
+    if (r->state != RS_STARTED && r->state != RS_BODY)
+        return proto_fail(
+            r, PyExc_RuntimeError, "ASGI: http.response.body %s (%s)",
+            r->state == RS_INIT       ? "before http.response.start"
+            : r->state == RS_TRAILERS ? "after the last body message"
+                                      : "after the response was complete",
+            r->what);
+    body = PyDict_GetItemWithError(msg, K[K_BODY]);
+    more = PyDict_GetItemWithError(msg, K[K_MORE_BODY]);
+    if (PyErr_Occurred())
+        return proto_error(r);
+    if (body == NULL)
+        body = L.empty;
+    if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return proto_fail(r, PyExc_TypeError,
+                          "ASGI: http.response.body: 'body' must be bytes, "
+                          "not %s",
+                          Py_TYPE(body)->tp_name);
+    }
+    last = more ? !PyObject_IsTrue(more) : 1;
+    rc = last < 0 ? -1 : emit(r, view.buf, (size_t)view.len, last);
+    PyBuffer_Release(&view);
+    if (rc < 0)
+        return proto_error(r);
+    if (rc == 1)
+        return wait_credit(r);
+    Py_INCREF(L.done_none);
+    return L.done_none;
+}
+
+static PyObject *send_trailers(req_t *r, PyObject *msg)
+{
+    PyObject *headers, *more, *seq;
+    struct iovec iov;
+    int more_t;
+
+    if (r->state != RS_TRAILERS)
+        return proto_fail(r, PyExc_RuntimeError,
+                          "ASGI: http.response.trailers %s (%s)",
+                          r->want_trailers ? "before the last body message"
+                                           : "without trailers: True in "
+                                             "http.response.start",
+                          r->what);
+    headers = PyDict_GetItemWithError(msg, K[K_HEADERS]);
+    more = PyDict_GetItemWithError(msg, K[K_MORE_TRAILERS]);
+    if (PyErr_Occurred())
+        return proto_error(r);
+    seq = PySequence_Fast(headers ? headers : L.empty_tuple,
+                          "ASGI: http.response.trailers: 'headers' must be "
+                          "a list of [name, value] pairs");
+    if (seq == NULL)
+        return proto_error(r);
+    if (sl_response_check_headers(seq, "ASGI: http.response.trailers") < 0)
+        goto out_fail;
+    if (r->trailers == NULL && (r->trailers = PyList_New(0)) == NULL)
+        goto out_fail;
+    if (PyList_SetSlice(r->trailers, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, seq) < 0)
+        goto out_fail;
+    Py_DECREF(seq);
+    more_t = more ? PyObject_IsTrue(more) : 0;
+    if (more_t < 0)
+        return proto_error(r);
+    if (!more_t) {
+        if (!r->rs.trailers) { /* not chunked: no place for them */
+            req_end(r, NULL, 0, r->rs.close ? SL_SEND_CLOSE : 0);
+        } else {
+            if (sl_response_trailers(&L.scratch, r->trailers) < 0)
+                return proto_error(r);
+            iov.iov_base = L.scratch.data;
+            iov.iov_len = L.scratch.len;
+            req_end(r, &iov, 1, r->rs.close ? SL_SEND_CLOSE : 0);
+        }
+    }
+    Py_INCREF(L.done_none);
+    return L.done_none;
+
+out_fail:
+    Py_DECREF(seq);
+    return proto_error(r);
+}
+
+/* http.response.pathsend: the head, then the file by sendfile(2). */
+static PyObject *send_pathsend(req_t *r, PyObject *msg)
+{
+    PyObject *path, *fs = NULL;
+    struct iovec iov;
+    struct stat st;
+    uint64_t len;
+    int fd, flags;
+
+    if (r->state != RS_STARTED)
+        return proto_fail(r, PyExc_RuntimeError,
+                          "ASGI: http.response.pathsend must come right "
+                          "after http.response.start (%s)",
+                          r->what);
+    path = PyDict_GetItemWithError(msg, K[K_PATH]);
+    if (path == NULL || !PyUnicode_Check(path))
+        return PyErr_Occurred()
+                   ? proto_error(r)
+                   : proto_fail(r, PyExc_TypeError,
+                                "ASGI: http.response.pathsend needs a str "
+                                "'path'");
+    if (!PyUnicode_FSConverter(path, &fs))
+        return proto_error(r);
+    fd = open(PyBytes_AS_STRING(fs), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0) {
+            close(fd);
+            errno = EISDIR;
+        }
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        Py_DECREF(fs);
+        return proto_error(r);
+    }
+    Py_DECREF(fs);
+    r->want_trailers = false;
+    if (head_build(r, (long long)st.st_size) < 0) {
+        close(fd);
+        return proto_error(r);
+    }
+    len = (uint64_t)st.st_size;
+    if (r->rs.app_cl && r->rs.cl < len)
+        len = r->rs.cl;
+    iov.iov_base = L.scratch.data;
+    iov.iov_len = L.scratch.len;
+    flags = r->rs.close || (r->rs.app_cl && len < r->rs.cl) ? SL_SEND_CLOSE : 0;
+    if (r->rs.no_body || len == 0) {
+        close(fd);
+        req_end(r, &iov, 1, flags);
+    } else if (sl_conn_send(r->c, r->gen, &iov, 1, 0) < 0 ||
+               sl_conn_sendfile(r->c, r->gen, fd, 0, (size_t)len, flags) < 0) {
+        /* the client left: END still has to reach the pump */
+        r->gone = true;
+        r->head_sent = true;
+        req_end(r, NULL, 0, SL_SEND_CLOSE);
+    } else {
+        r->head_sent = true;
+        r->rs.sent = len;
+        req_end(r, NULL, -1, 0); /* sendfile carried the END */
+    }
+    Py_INCREF(L.done_none);
+    return L.done_none;
+}
+
+static PyObject *req_send(req_t *r, PyObject *msg)
+{
+    PyObject *type;
+
+    if (!PyDict_Check(msg))
+        return proto_fail(r, PyExc_TypeError,
+                          "ASGI: send() takes a dict message, not %s",
+                          Py_TYPE(msg)->tp_name);
+    type = PyDict_GetItemWithError(msg, K[K_TYPE]);
+    if (type == NULL)
+        return PyErr_Occurred() ? proto_error(r)
+                                : proto_fail(r, PyExc_KeyError,
+                                             "ASGI: send(): the message has "
+                                             "no 'type'");
+    if (str_is(type, K[K_RESPONSE_BODY]))
+        return send_body(r, msg);
+    if (str_is(type, K[K_RESPONSE_START]))
+        return send_start(r, msg);
+    if (str_is(type, K[K_RESPONSE_TRAILERS]))
+        return send_trailers(r, msg);
+    if (str_is(type, K[K_RESPONSE_PATHSEND]))
+        return send_pathsend(r, msg);
+    return proto_fail(r, PyExc_ValueError,
+                      "ASGI: send(): unexpected message type %R for an http "
+                      "scope",
+                      type);
+}
+
+/* ------------------------------------------------------------------ */
+/* the receive and send callables                                     */
+
+static PyObject *receive_vc(PyObject *self, PyObject *const *args,
+                            size_t nargsf, PyObject *kw)
+{
+    (void)args;
+    if (PyVectorcall_NARGS(nargsf) != 0 || kw != NULL) {
+        PyErr_SetString(PyExc_TypeError, "receive() takes no arguments");
+        return NULL;
+    }
+    return req_receive(((chan_t *)self)->req);
+}
+
+static PyObject *send_vc(PyObject *self, PyObject *const *args, size_t nargsf,
+                         PyObject *kw)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kw != NULL) {
+        PyErr_SetString(PyExc_TypeError, "send() takes one message");
+        return NULL;
+    }
+    return req_send(((chan_t *)self)->req, args[0]);
+}
+
+static PyObject *chan_new(PyTypeObject *type, req_t *r)
+{
+    chan_t *ch = PyObject_New(chan_t, type);
+
+    if (ch == NULL)
+        return NULL;
+    ch->vectorcall = type == &receive_type ? receive_vc : send_vc;
+    Py_INCREF(r);
+    ch->req = r;
+    return (PyObject *)ch;
+}
+
+static void chan_dealloc(chan_t *ch)
+{
+    Py_XDECREF(ch->req);
+    PyObject_Free(ch);
+}
+
+static PyTypeObject receive_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.Receive",
+    .tp_basicsize = sizeof(chan_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "ASGI receive(): the request body, then http.disconnect",
+    .tp_dealloc = (destructor)chan_dealloc,
+    .tp_vectorcall_offset = offsetof(chan_t, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
+static PyTypeObject send_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.Send",
+    .tp_basicsize = sizeof(chan_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "ASGI send(): the response",
+    .tp_dealloc = (destructor)chan_dealloc,
+    .tp_vectorcall_offset = offsetof(chan_t, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
+/* ------------------------------------------------------------------ */
+/* the scope                                                          */
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+static int set_steal(PyObject *d, PyObject *key, PyObject *v)
+{
+    int rc;
+
+    if (v == NULL)
+        return -1;
+    rc = PyDict_SetItem(d, key, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* path: percent-decoded, then UTF-8 (bad bytes replaced, as uvicorn). */
+static PyObject *decode_path(const char *p, size_t n)
+{
+    size_t i, o = 0;
+    int hi, lo;
+    char *buf;
+    PyObject *s;
+
+    if (memchr(p, '%', n) == NULL)
+        return PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, "replace");
+    buf = malloc(n); /* only for a path with escapes in it */
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    for (i = 0; i < n; i++) {
+        if (p[i] == '%' && i + 2 < n && (hi = hexval(p[i + 1])) >= 0 &&
+            (lo = hexval(p[i + 2])) >= 0) {
+            buf[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            buf[o++] = p[i];
+        }
+    }
+    s = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)o, "replace");
+    free(buf);
+    return s;
+}
+
+/* A header name in lower case, as bytes (shared for the common ones). */
+static PyObject *header_name(const char *name, size_t n)
+{
+    char stackbuf[256], *low = stackbuf;
+    size_t i;
+    PyObject *b;
+
+    for (i = 0; i < NCOMMON; i++)
+        if (sl_http_name_is(name, n, common_hdrs[i].name))
+            return Py_NewRef(common_hdrs[i].obj);
+    if (n > sizeof(stackbuf) && (low = malloc(n)) == NULL)
+        return PyErr_NoMemory();
+    for (i = 0; i < n; i++)
+        low[i] =
+            (name[i] >= 'A' && name[i] <= 'Z') ? (char)(name[i] + 32) : name[i];
+    b = PyBytes_FromStringAndSize(low, (Py_ssize_t)n);
+    if (low != stackbuf)
+        free(low);
+    return b;
+}
+
+static PyObject *scope_headers(const sl_req_t *q)
+{
+    const char *hb = q->hbuf.data;
+    PyObject *list = PyList_New(q->nhdrs), *t, *name, *val;
+    int i;
+
+    if (list == NULL)
+        return NULL;
+    for (i = 0; i < q->nhdrs; i++) {
+        const sl_hdr_t *hd = &q->hdrs[i];
+        name = header_name(hb + hd->name_off, hd->name_len);
+        val = PyBytes_FromStringAndSize(hb + hd->val_off, hd->val_len);
+        t = PyTuple_New(2);
+        if (name == NULL || val == NULL || t == NULL) {
+            Py_XDECREF(name);
+            Py_XDECREF(val);
+            Py_XDECREF(t);
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, 0, name);
+        PyTuple_SET_ITEM(t, 1, val);
+        PyList_SET_ITEM(list, i, t);
+    }
+    return list;
+}
+
+static PyObject *scope_client(const sl_conn_t *c)
+{
+    char addr[64];
+    int port;
+
+    if (c->peer.ss_family != AF_INET && c->peer.ss_family != AF_INET6)
+        Py_RETURN_NONE;
+    sl_conn_peer(c, addr, sizeof(addr), &port);
+    return Py_BuildValue("(si)", addr, port);
+}
+
+static PyObject *build_scope(const sl_conn_t *c)
+{
+    const sl_req_t *q = &c->req;
+    const char *url = q->hbuf.data + q->url_off, *qs, *end;
+    size_t n = q->url_len, pn;
+    PyObject *scope = PyDict_Copy(L.proto);
+
+    if (scope == NULL)
+        return NULL;
+    /* absolute-form (a proxy's request): keep only path and query */
+    if (n > 0 && url[0] != '/' && (qs = memchr(url, ':', n)) != NULL &&
+        (size_t)(qs - url) + 3 <= n && qs[1] == '/' && qs[2] == '/') {
+        const char *p = qs + 3;
+        const char *slash = memchr(p, '/', n - (size_t)(p - url));
+        end = url + n;
+        url = slash ? slash : end;
+        n = (size_t)(end - url);
+    }
+    end = memchr(url, '#', n);
+    if (end != NULL)
+        n = (size_t)(end - url);
+    qs = memchr(url, '?', n);
+    pn = qs ? (size_t)(qs - url) : n;
+    if (PyDict_SetItem(scope, K[K_HTTP_VERSION], K[q->minor ? K_1_1 : K_1_0]) <
+            0 ||
+        PyDict_SetItem(scope, K[K_METHOD], method_names[q->method & 63]) < 0 ||
+        set_steal(scope, K[K_PATH], decode_path(url, pn)) < 0 ||
+        set_steal(scope, K[K_RAW_PATH],
+                  PyBytes_FromStringAndSize(url, (Py_ssize_t)pn)) < 0 ||
+        set_steal(
+            scope, K[K_QUERY_STRING],
+            qs ? PyBytes_FromStringAndSize(qs + 1, (Py_ssize_t)(n - pn - 1))
+               : Py_NewRef(L.empty)) < 0 ||
+        set_steal(scope, K[K_HEADERS], scope_headers(q)) < 0 ||
+        set_steal(scope, K[K_CLIENT], scope_client(c)) < 0 ||
+        PyDict_SetItem(scope, K[K_SERVER], L.server[c->listener]) < 0 ||
+        (L.state != NULL &&
+         set_steal(scope, K[K_STATE], PyDict_Copy(L.state)) < 0)) {
+        Py_DECREF(scope);
+        return NULL;
+    }
+    return scope;
+}
+
+/* ------------------------------------------------------------------ */
+/* starting a request                                                 */
+
+/* Upgrade: websocket is for a later version; answer it, never hang. */
+static bool is_websocket(const sl_req_t *q)
+{
+    int i;
+
+    for (i = 0; i < q->nhdrs; i++) {
+        const sl_hdr_t *hd = &q->hdrs[i];
+        if (sl_http_name_is(q->hbuf.data + hd->name_off, hd->name_len,
+                            "upgrade") &&
+            hd->val_len == 9 &&
+            sl_http_name_is(q->hbuf.data + hd->val_off, 9, "websocket"))
+            return true;
+    }
+    return false;
+}
+
+static void refuse(sl_conn_t *c, uint32_t gen, int status)
+{
+    struct iovec iov;
+
+    L.scratch.len = L.scratch.off = 0;
+    sl_http_error_head(&L.scratch, status);
+    iov.iov_base = L.scratch.data;
+    iov.iov_len = L.scratch.len;
+    sl_conn_send(c, gen, &iov, 1, SL_SEND_END | SL_SEND_CLOSE);
+    if (L.inline_mode)
+        mark_dirty(c);
+}
+
+static req_t *req_new(sl_conn_t *c, uint32_t gen)
+{
+    req_t *r = PyObject_New(req_t, &req_type);
+    const sl_req_t *q = &c->req;
+
+    if (r == NULL)
+        return NULL;
+    memset((char *)r + sizeof(PyObject), 0, sizeof(*r) - sizeof(PyObject));
+    r->c = c;
+    r->gen = gen;
+    r->body_left = q->chunked ? 0 : q->content_length;
+    snprintf(r->what, sizeof(r->what), "%s %.*s", llhttp_method_name(q->method),
+             (int)q->url_len, q->hbuf.data + q->url_off);
+    return r;
+}
+
+/* The app's awaitable as an iterator the request can drive. */
+static PyObject *awaitable_iter(PyObject *aw)
+{
+    PyAsyncMethods *am = Py_TYPE(aw)->tp_as_async;
+    PyObject *it;
+
+    if (PyCoro_CheckExact(aw))
+        return aw;
+    if (am == NULL || am->am_await == NULL) {
+        PyErr_Format(PyExc_TypeError,
+                     "the ASGI app returned %s, not an awaitable",
+                     Py_TYPE(aw)->tp_name);
+        Py_DECREF(aw);
+        return NULL;
+    }
+    it = am->am_await(aw);
+    Py_DECREF(aw);
+    return it;
+}
+
+static void req_start(sl_conn_t *c, uint32_t gen)
+{
+    PyObject *args[3] = {NULL, NULL, NULL}, *aw, *targs[2];
+    req_t *r;
+
+    if (is_websocket(&c->req)) {
+        sl_debug("refusing a WebSocket upgrade: not supported yet");
+        refuse(c, gen, 501);
+        return;
+    }
+    r = req_new(c, gen);
+    if (r == NULL) {
+        sl_py_log_exception("ASGI: cannot start a request");
+        refuse(c, gen, 500);
+        return;
+    }
+    live_insert(r);
+    args[0] = build_scope(c);
+    args[1] = chan_new(&receive_type, r);
+    args[2] = chan_new(&send_type, r);
+    if (args[0] == NULL || args[1] == NULL || args[2] == NULL)
+        goto out_fail;
+    aw = PyObject_Vectorcall(L.app, args, 3, NULL);
+    if (aw == NULL || (r->coro = awaitable_iter(aw)) == NULL)
+        goto out_fail;
+    targs[0] = (PyObject *)r;
+    targs[1] = L.loop;
+    r->task = PyObject_Vectorcall(L.task_type, targs, 1, L.kw_loop);
+    if (r->task == NULL)
+        goto out_fail;
+    L.slots[c->idx] = r;
+    r->on_slot = true;
+    Py_DECREF(args[0]);
+    Py_DECREF(args[1]);
+    Py_DECREF(args[2]);
+    return;
+
+out_fail:
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[1]);
+    Py_XDECREF(args[2]);
+    req_finish(r, true);
+}
+
+/* A WAKE: re-check whatever the request waits for. */
+static void req_wake(req_t *r)
+{
+    PyObject *fut;
+    int rc;
+
+    Py_INCREF(r);
+    wake_receivers(r);
+    fut = r->send_waiter;
+    if (fut != NULL && !L.inline_mode) {
+        rc = fut_done(fut) ? -1 : sl_conn_await(r->c, r->gen, SL_AWAIT_CREDIT);
+        if (rc != 1) {
+            r->send_waiter = NULL;
+            fut_resolve(fut, Py_None);
+            Py_DECREF(fut);
+        }
+    }
+    Py_DECREF(r);
+}
+
+static void handle_ticket(const sl_ticket_t *t)
+{
+    sl_conn_t *c = &L.p->conns[t->idx];
+    req_t *r;
+
+    if (t->kind == SL_TICKET_SUBMIT) {
+        req_start(c, t->gen);
+    } else {
+        r = L.slots[t->idx];
+        if (r != NULL && r->gen == t->gen)
+            req_wake(r);
+    }
+    if (PyErr_Occurred())
+        sl_py_log_exception("ASGI: unexpected error on a ticket");
+}
+
+/* Cancel every request task: the drain's finish. */
+static void cancel_all(void)
+{
+    req_t *r, *next;
+    PyObject *res;
+
+    for (r = L.live; r != NULL; r = next) {
+        Py_INCREF(r);
+        r->cancelled = true;
+        if (r->task != NULL) {
+            res = PyObject_CallMethodNoArgs(r->task, K[K_CANCEL]);
+            if (res == NULL)
+                sl_py_log_exception("ASGI: cancelling %s", r->what);
+            Py_XDECREF(res);
+        }
+        next = r->next;
+        Py_DECREF(r);
+    }
+}
+
+/* The eventfd's reader: this pass's tickets, in one batch. */
+static PyObject *on_tickets(PyObject *self, PyObject *unused)
+{
+    sl_ticket_t batch[TICKET_BATCH];
+    uint64_t v;
+    uint32_t i, n;
+
+    (void)self;
+    (void)unused;
+    if (read(L.efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+        sl_log_errno(SL_LOG_ERROR, "read() of the ASGI lane's eventfd");
+    while ((n = sl_queue_pop_all(&L.p->work, batch, TICKET_BATCH)) > 0)
+        for (i = 0; i < n; i++)
+            handle_ticket(&batch[i]);
+    if (atomic_exchange(&L.finish_asked, false))
+        cancel_all();
+    if (atomic_load(&L.stop_asked) && !L.stopping) {
+        PyObject *res = PyObject_CallMethod(L.loop, "stop", NULL);
+        if (res == NULL)
+            sl_py_log_exception("ASGI: stopping the event loop");
+        Py_XDECREF(res);
+        L.stopping = true;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef on_tickets_def = {"sluice_tickets", on_tickets, METH_NOARGS,
+                                     NULL};
+
+/* ------------------------------------------------------------------ */
+/* inline mode: the event loop drives libev                           */
+
+static PyObject *call_loop(const char *meth, const char *fmt, PyObject *a,
+                           double d)
+{
+    return fmt[0] == 'O' ? PyObject_CallMethod(L.loop, meth, fmt, a)
+                         : PyObject_CallMethod(L.loop, meth, fmt, d, a);
+}
+
+/* C has output or a body window to reopen: run libev soon (once per
+ * batch, after the tasks that are ready now). */
+static void mark_dirty(sl_conn_t *c)
+{
+    PyObject *res;
+
+    if (!L.inline_mode || L.is_dirty[c->idx])
+        return;
+    L.is_dirty[c->idx] = true;
+    L.dirty[L.ndirty++] = c;
+    if (L.kick_scheduled || L.stopping)
+        return;
+    res = call_loop("call_soon", "O", L.on_ev, 0);
+    if (res == NULL)
+        sl_py_log_exception("ASGI: scheduling libev");
+    else
+        L.kick_scheduled = true;
+    Py_XDECREF(res);
+}
+
+/* Hand the executor's output of every dirty connection to the loop. */
+static void flush_dirty(void)
+{
+    uint32_t i;
+
+    for (i = 0; i < L.ndirty; i++) {
+        sl_conn_t *c = L.dirty[i];
+        L.is_dirty[c->idx] = false;
+        if (c->state == SL_CONN_FREE)
+            continue;
+        sl_conn_complete(c);
+        if (c->state != SL_CONN_FREE)
+            ev_feed_event(L.p->loop, &c->io, EV_WRITE);
+    }
+    L.ndirty = 0;
+}
+
+/* send()s waiting for the socket to take their output. */
+static void check_credit(void)
+{
+    uint32_t i, k = 0;
+
+    for (i = 0; i < L.ncredit; i++) {
+        req_t *r = L.credit[i];
+        if (r->send_waiter != NULL && !r->ended &&
+            r->c->state != SL_CONN_FREE && !inline_credit_ok(r->c)) {
+            L.credit[k++] = r;
+            continue;
+        }
+        r->credit_wait = false;
+        if (r->send_waiter != NULL) {
+            PyObject *fut = r->send_waiter;
+            r->send_waiter = NULL;
+            fut_resolve(fut, Py_None);
+            Py_DECREF(fut);
+        }
+        Py_DECREF(r);
+    }
+    L.ncredit = k;
+}
+
+static void ev_drive(void)
+{
+    uint32_t i, n;
+    int round;
+
+    if (L.stopping)
+        return;
+    for (round = 0; round < 4; round++) {
+        flush_dirty();
+        ev_run(L.p->loop, EVRUN_NOWAIT);
+        /* wake tickets the pass queued: ours to take, no handoff */
+        n = L.p->npending;
+        L.p->npending = 0;
+        for (i = 0; i < n; i++)
+            handle_ticket(&L.p->pending[i]);
+        check_credit();
+        if (L.ndirty == 0 || L.p->stopping)
+            break;
+    }
+    if (L.p->stopping) {
+        PyObject *res;
+        cancel_all();
+        L.stopping = true;
+        res = PyObject_CallMethod(L.loop, "stop", NULL);
+        if (res == NULL)
+            sl_py_log_exception("ASGI: stopping the event loop");
+        Py_XDECREF(res);
+    }
+}
+
+static PyObject *on_ev(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    L.kick_scheduled = false;
+    ev_drive();
+    Py_RETURN_NONE;
+}
+
+static PyObject *on_tick(PyObject *self, PyObject *unused)
+{
+    PyObject *res;
+
+    (void)self;
+    (void)unused;
+    ev_drive();
+    if (L.stopping)
+        Py_RETURN_NONE;
+    res = call_loop("call_later", "dO", L.on_tick, INLINE_TICK);
+    if (res == NULL)
+        return NULL;
+    Py_DECREF(res);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef on_ev_def = {"sluice_ev", on_ev, METH_NOARGS, NULL};
+static PyMethodDef on_tick_def = {"sluice_tick", on_tick, METH_NOARGS, NULL};
+
+static void run_inline(sl_conn_t *c)
+{
+    req_start(c, c->gen);
+}
+
+/* Does epoll instance FD watch TARGET? (/proc/self/fdinfo lists them.) */
+static bool epoll_watches(int fd, int target)
+{
+    char path[64], line[256], want[32];
+    bool found = false;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    snprintf(want, sizeof(want), "tfd: %8d ", target);
+    f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = strncmp(line, want, strlen(want)) == 0;
+    fclose(f);
+    return found;
+}
+
+/* libev has no call that returns its backend fd (DESIGN assumed one): find
+ * the epoll instance that watches our first listener. Call after an
+ * ev_run() has registered the listeners. -1 when none is found. */
+static int find_backend_fd(sl_pump_t *p)
+{
+    char path[64], link[64];
+    int fd, target = -1, i;
+    ssize_t n;
+
+    for (i = 0; i < p->nlisteners && target < 0; i++)
+        target = p->listeners[i].fd;
+    for (fd = 0; fd < 4096 && target >= 0; fd++) {
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        n = readlink(path, link, sizeof(link) - 1);
+        if (n <= 0)
+            continue;
+        link[n] = '\0';
+        if (strcmp(link, "anon_inode:[eventpoll]") == 0 &&
+            epoll_watches(fd, target))
+            return fd;
+    }
+    return -1;
+}
+
+int sl_asgi_run_inline(sl_pump_t *p)
+{
+    PyObject *res;
+    int i, bfd;
+
+    /* what sl_pump_run() does before its ev_run(): start accepting */
+    for (i = 0; i < p->nlisteners; i++)
+        if (p->listeners[i].fd >= 0)
+            ev_io_start(p->loop, &p->listeners[i].io);
+    p->accepting = true;
+    ev_run(p->loop, EVRUN_NOWAIT);
+    bfd = find_backend_fd(p);
+    if (bfd < 0) {
+        sl_error("ASGI inline mode: cannot find libev's epoll fd");
+        return SL_EXIT_FAIL;
+    }
+    res = PyObject_CallMethod(L.loop, "add_reader", "iO", bfd, L.on_ev);
+    if (res == NULL)
+        goto out_fail;
+    Py_DECREF(res);
+    res = call_loop("call_later", "dO", L.on_tick, INLINE_TICK);
+    if (res == NULL)
+        goto out_fail;
+    Py_DECREF(res);
+    ev_drive();
+    res = PyObject_CallMethod(L.loop, "run_forever", NULL);
+    if (res == NULL)
+        goto out_fail;
+    Py_DECREF(res);
+    return p->exit_status;
+
+out_fail:
+    sl_py_log_exception("ASGI: the inline event loop failed");
+    return SL_EXIT_FAIL;
+}
+
+/* ------------------------------------------------------------------ */
+/* the lane                                                           */
+
+/* Create the loop, listen for tickets, run lifespan startup. 0 or -1. */
+static int lane_boot(void)
+{
+    PyObject *res, *fn;
+
+    L.loop = sl_asgi_lifespan_loop(L.p->opt->loop, &L.loop_name);
+    if (L.loop == NULL)
+        return -1;
+    L.create_future = PyObject_GetAttrString(L.loop, "create_future");
+    fn = PyCFunction_New(&on_tickets_def, NULL);
+    if (L.create_future == NULL || fn == NULL) {
+        Py_XDECREF(fn);
+        goto out_pyerr;
+    }
+    res = PyObject_CallMethod(L.loop, "add_reader", "iO", L.efd, fn);
+    Py_DECREF(fn);
+    if (res == NULL)
+        goto out_pyerr;
+    Py_DECREF(res);
+    return sl_asgi_lifespan_startup(L.loop, L.app, L.p->opt->lifespan,
+                                    &L.state);
+
+out_pyerr:
+    sl_py_log_exception("ASGI: cannot set up the event loop");
+    return -1;
+}
+
+/* Cancel what is left, lifespan shutdown, close the loop. */
+static void lane_shutdown(void)
+{
+    PyObject *tasks = PyList_New(0), *res;
+    req_t *r;
+
+    L.stopping = true;
+    res = PyObject_CallMethod(L.loop, "remove_reader", "i", L.efd);
+    if (res == NULL)
+        PyErr_Clear();
+    Py_XDECREF(res);
+    for (r = L.live; r != NULL && tasks != NULL; r = r->next) {
+        r->cancelled = true;
+        if (r->task != NULL && PyList_Append(tasks, r->task) < 0)
+            Py_CLEAR(tasks);
+    }
+    if (tasks == NULL) {
+        sl_py_log_exception("ASGI: listing the tasks left");
+    } else {
+        if (PyList_GET_SIZE(tasks) > 0)
+            sl_info("ASGI: cancelling %zd request tasks",
+                    PyList_GET_SIZE(tasks));
+        if (sl_asgi_lifespan_cancel(L.loop, tasks, CANCEL_SECS) > 0)
+            sl_warn("ASGI: request tasks ignored their cancellation");
+        Py_DECREF(tasks);
+    }
+    sl_asgi_lifespan_shutdown(L.loop, L.budget);
+}
+
+static void boot_report(int state)
+{
+    pthread_mutex_lock(&L.mu);
+    L.boot = state;
+    pthread_cond_broadcast(&L.cv);
+    pthread_mutex_unlock(&L.mu);
+}
+
+static void *lane_main(void *arg)
+{
+    PyGILState_STATE gs = PyGILState_Ensure();
+    PyObject *res;
+    int rc;
+
+    (void)arg;
+    rc = lane_boot();
+    boot_report(rc == 0 ? 1 : -1);
+    if (rc == 0) {
+        res = PyObject_CallMethod(L.loop, "run_forever", NULL);
+        if (res == NULL)
+            sl_py_log_exception("ASGI: the event loop failed");
+        Py_XDECREF(res);
+        lane_shutdown();
+    }
+    PyGILState_Release(gs);
+    pthread_mutex_lock(&L.mu);
+    L.exited = true;
+    pthread_cond_broadcast(&L.cv);
+    pthread_mutex_unlock(&L.mu);
+    return NULL;
+}
+
+static int start_lane(sl_pump_t *p)
+{
+    sigset_t all, old;
+    int rc;
+
+    L.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (L.efd < 0) {
+        sl_log_errno(SL_LOG_ERROR, "eventfd() for the ASGI lane");
+        return -1;
+    }
+    p->exec_efd = L.efd;
+    pthread_mutex_init(&L.mu, NULL);
+    pthread_cond_init(&L.cv, NULL);
+    /* the lane never takes signals: the loop thread owns them */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = pthread_create(&L.tid, NULL, lane_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        errno = rc;
+        sl_log_errno(SL_LOG_ERROR, "pthread_create() for the ASGI lane");
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&L.mu);
+    while (L.boot == 0)
+        pthread_cond_wait(&L.cv, &L.mu);
+    pthread_mutex_unlock(&L.mu);
+    Py_END_ALLOW_THREADS if (L.boot < 0)
+    {
+        pthread_join(L.tid, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* Inline: the loop runs here; the eventfd takes tickets a pass could not
+ * hand over directly. */
+static int start_inline(sl_pump_t *p)
+{
+    L.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (L.efd < 0) {
+        sl_log_errno(SL_LOG_ERROR, "eventfd() for ASGI");
+        return -1;
+    }
+    p->exec_efd = L.efd;
+    L.dirty = calloc(p->nconns, sizeof(*L.dirty));
+    L.is_dirty = calloc(p->nconns, sizeof(*L.is_dirty));
+    L.credit = calloc(p->nconns, sizeof(*L.credit));
+    if (L.dirty == NULL || L.is_dirty == NULL || L.credit == NULL) {
+        sl_error("out of memory for %u connections", p->nconns);
+        return -1;
+    }
+    L.on_ev = PyCFunction_New(&on_ev_def, NULL);
+    L.on_tick = PyCFunction_New(&on_tick_def, NULL);
+    if (L.on_ev == NULL || L.on_tick == NULL) {
+        sl_py_log_exception("ASGI: inline mode");
+        return -1;
+    }
+    p->run_inline = run_inline;
+    return lane_boot();
+}
+
+int sl_asgi_start(sl_pump_t *p)
+{
+    int rc = L.inline_mode ? start_inline(p) : start_lane(p);
+
+    L.started = rc == 0;
+    return rc;
+}
+
+const char *sl_asgi_loop_name(void)
+{
+    return L.loop_name ? L.loop_name : "?";
+}
+
+void sl_asgi_finish(sl_pump_t *p)
+{
+    (void)p;
+    if (!L.started || L.inline_mode)
+        return; /* inline: the driver sees p->stopping */
+    atomic_store(&L.finish_asked, true);
+    efd_write();
+}
+
+/* What is left of --graceful-timeout (the supervisor kills after it),
+ * within LIFESPAN_BUDGET. */
+static double shutdown_budget(sl_pump_t *p)
+{
+    double left = LIFESPAN_BUDGET;
+
+    if (p->draining) {
+        left = p->drain_started + p->opt->graceful_timeout + 0.8 - ev_time();
+        if (left > LIFESPAN_BUDGET)
+            left = LIFESPAN_BUDGET;
+        if (left < 0.5)
+            left = 0.5;
+    }
+    return left;
+}
+
+int sl_asgi_stop(sl_pump_t *p)
+{
+    struct timespec ts;
+    int rc = 0;
+
+    if (!L.started)
+        return 0;
+    L.budget = shutdown_budget(p);
+    if (L.inline_mode) {
+        lane_shutdown();
+        return 0;
+    }
+    atomic_store(&L.stop_asked, true);
+    efd_write();
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(L.budget + CANCEL_SECS + 4);
+    pthread_mutex_lock(&L.mu);
+    while (!L.exited && rc == 0)
+        rc = pthread_cond_timedwait(&L.cv, &L.mu, &ts);
+    rc = L.exited ? 0 : 1;
+    pthread_mutex_unlock(&L.mu);
+    if (rc == 0)
+        pthread_join(L.tid, NULL);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* set-up                                                             */
+
+static int init_names(void)
+{
+    size_t i;
+
+    for (i = 0; i < K_COUNT; i++)
+        if ((K[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
+            return -1;
+    for (i = 0; i < NCOMMON; i++) {
+        common_hdrs[i].obj = PyBytes_FromString(common_hdrs[i].name);
+        if (common_hdrs[i].obj == NULL)
+            return -1;
+    }
+    for (i = 0; i < 64; i++)
+        method_names[i] = PyUnicode_InternFromString("UNKNOWN");
+#define XX(num, name, string)                                                  \
+    Py_XSETREF(method_names[num], PyUnicode_InternFromString(#string));
+    HTTP_METHOD_MAP(XX)
+#undef XX
+    for (i = 0; i < 64; i++)
+        if (method_names[i] == NULL)
+            return -1;
+    return 0;
+}
+
+/* The parts of every scope that never change. */
+static int init_proto(sl_pump_t *p)
+{
+    PyObject *asgi, *ext;
+    int k, rc;
+
+    L.proto = PyDict_New();
+    asgi = Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.3");
+    ext = Py_BuildValue("{s{}s{}}", "http.response.pathsend",
+                        "http.response.trailers");
+    if (L.proto == NULL || asgi == NULL || ext == NULL) {
+        Py_XDECREF(asgi);
+        Py_XDECREF(ext);
+        return -1;
+    }
+    rc = PyDict_SetItem(L.proto, K[K_TYPE], K[K_HTTP]) < 0 ||
+         set_steal(L.proto, K[K_ASGI], asgi) < 0 ||
+         PyDict_SetItem(L.proto, K[K_SCHEME], K[K_HTTP]) < 0 ||
+         set_steal(L.proto, K[K_ROOT_PATH],
+                   PyUnicode_FromString(p->opt->root_path)) < 0 ||
+         set_steal(L.proto, K[K_EXTENSIONS], ext) < 0;
+    if (rc)
+        return -1;
+    for (k = 0; k < p->nlisteners; k++) {
+        if (p->listeners[k].unix_sock)
+            L.server[k] = Py_NewRef(Py_None);
+        else
+            L.server[k] = Py_BuildValue("(si)", p->listeners[k].server_name,
+                                        atoi(p->listeners[k].server_port));
+        if (L.server[k] == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+static int init_asyncio(void)
+{
+    PyObject *asyncio = PyImport_ImportModule("asyncio"), *abc, *coro, *r;
+
+    if (asyncio == NULL)
+        return -1;
+    L.task_type = PyObject_GetAttrString(asyncio, "Task");
+    L.cancelled_error = PyObject_GetAttrString(asyncio, "CancelledError");
+    Py_DECREF(asyncio);
+    L.kw_loop = Py_BuildValue("(s)", "loop");
+    if (L.task_type == NULL || L.cancelled_error == NULL || L.kw_loop == NULL)
+        return -1;
+    /* asyncio.Task takes coroutines only: the request is one */
+    abc = PyImport_ImportModule("collections.abc");
+    if (abc == NULL)
+        return -1;
+    coro = PyObject_GetAttrString(abc, "Coroutine");
+    Py_DECREF(abc);
+    if (coro == NULL)
+        return -1;
+    r = PyObject_CallMethod(coro, "register", "O", (PyObject *)&req_type);
+    Py_DECREF(coro);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+int sl_asgi_init(PyObject *app, sl_pump_t *p)
+{
+    L.p = p;
+    L.app = Py_NewRef(app);
+    L.inline_mode = p->inline_mode;
+    L.slots = calloc(p->nconns, sizeof(*L.slots));
+    if (L.slots == NULL) {
+        sl_error("out of memory for %u connections", p->nconns);
+        return -1;
+    }
+    if (PyType_Ready(&done_type) < 0 || PyType_Ready(&req_type) < 0 ||
+        PyType_Ready(&receive_type) < 0 || PyType_Ready(&send_type) < 0 ||
+        init_names() < 0 || init_proto(p) < 0 || init_asyncio() < 0)
+        goto out_fail;
+    L.empty = PyBytes_FromStringAndSize(NULL, 0);
+    L.empty_tuple = PyTuple_New(0);
+    L.done_none = (PyObject *)PyObject_New(done_t, &done_type);
+    if (L.empty == NULL || L.empty_tuple == NULL || L.done_none == NULL)
+        goto out_fail;
+    ((done_t *)L.done_none)->value = Py_NewRef(Py_None);
+    return 0;
+
+out_fail:
+    sl_py_log_exception("cannot set up ASGI");
+    return -1;
+}

@@ -1,0 +1,301 @@
+/* response.c - ASGI status, headers and body as HTTP/1.1 bytes.
+ *
+ * Headers arrive as byte strings, so the head is copied, never encoded;
+ * the checks are the ones a response splitter would exploit (CR, LF, NUL,
+ * a colon in a name). Connection and Transfer-Encoding belong to the
+ * server: the app's are read for intent and dropped, and the framing is
+ * chosen here so a hello-world response goes out with a Content-Length in
+ * the same write as its head.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "worker/http.h"
+#include "worker/pump.h"
+#include "worker/response.h"
+
+#define APPEND_LIT(b, s) sl_buf_append((b), (s), sizeof(s) - 1)
+
+/* Reasons sl_http_reason() does not know, for the statuses apps use. */
+static const char *reason(int status)
+{
+    const char *r = sl_http_reason(status);
+
+    if (strcmp(r, "Unknown") != 0)
+        return r;
+    switch (status) {
+    case 205:
+        return "Reset Content";
+    case 402:
+        return "Payment Required";
+    case 406:
+        return "Not Acceptable";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 411:
+        return "Length Required";
+    case 412:
+        return "Precondition Failed";
+    case 415:
+        return "Unsupported Media Type";
+    case 416:
+        return "Range Not Satisfiable";
+    case 418:
+        return "I'm a teapot";
+    case 422:
+        return "Unprocessable Entity";
+    case 425:
+        return "Too Early";
+    case 428:
+        return "Precondition Required";
+    case 429:
+        return "Too Many Requests";
+    case 451:
+        return "Unavailable For Legal Reasons";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Unknown";
+    }
+}
+
+static bool bad_bytes(const char *p, Py_ssize_t n)
+{
+    Py_ssize_t i;
+
+    for (i = 0; i < n; i++)
+        if (p[i] == '\r' || p[i] == '\n' || p[i] == '\0')
+            return true;
+    return false;
+}
+
+static bool bad_name(const char *p, Py_ssize_t n)
+{
+    Py_ssize_t i;
+
+    if (n == 0)
+        return true;
+    for (i = 0; i < n; i++)
+        if (p[i] == ':' || p[i] == ' ' || p[i] == '\t' || p[i] == '\r' ||
+            p[i] == '\n' || p[i] == '\0')
+            return true;
+    return false;
+}
+
+/* The pair at HEADERS[I] as name and value bytes; -1 with an exception. */
+static int pair_at(PyObject *headers, Py_ssize_t i, PyObject **name,
+                   PyObject **value, const char *what)
+{
+    PyObject *t = PySequence_Fast_GET_ITEM(headers, i);
+
+    if ((!PyTuple_Check(t) && !PyList_Check(t)) ||
+        PySequence_Fast_GET_SIZE(t) != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: each header must be a [name, value] pair of "
+                     "bytes, got %R",
+                     what, t);
+        return -1;
+    }
+    *name = PySequence_Fast_GET_ITEM(t, 0);
+    *value = PySequence_Fast_GET_ITEM(t, 1);
+    if (!PyBytes_Check(*name) || !PyBytes_Check(*value)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: header names and values must be bytes, got %R", what,
+                     t);
+        return -1;
+    }
+    return 0;
+}
+
+int sl_response_check_headers(PyObject *headers, const char *what)
+{
+    Py_ssize_t i, n = PySequence_Fast_GET_SIZE(headers);
+    PyObject *name, *value;
+
+    for (i = 0; i < n; i++) {
+        if (pair_at(headers, i, &name, &value, what) < 0)
+            return -1;
+        if (bad_name(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)) ||
+            bad_bytes(PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: invalid header %R: a name must be a token and "
+                         "neither may hold CR, LF or NUL",
+                         what, PySequence_Fast_GET_ITEM(headers, i));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int parse_u64(const char *p, Py_ssize_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    Py_ssize_t i;
+
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    while (n > 0 && (*p == ' ' || *p == '\t')) {
+        p++;
+        n--;
+    }
+    if (n == 0 || n > 19)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* Copy the app's headers into B, noting what the server must know. */
+static int copy_headers(sl_response_t *rs, sl_buf_t *b, PyObject *headers,
+                        bool *has_server, bool *has_date)
+{
+    Py_ssize_t i, n = PySequence_Fast_GET_SIZE(headers), nn, vn;
+    PyObject *name, *value;
+    const char *np, *vp;
+
+    for (i = 0; i < n; i++) {
+        if (pair_at(headers, i, &name, &value, "http.response.start") < 0)
+            return -1;
+        np = PyBytes_AS_STRING(name);
+        nn = PyBytes_GET_SIZE(name);
+        vp = PyBytes_AS_STRING(value);
+        vn = PyBytes_GET_SIZE(value);
+        if (sl_http_name_is(np, (size_t)nn, "content-length")) {
+            if (parse_u64(vp, vn, &rs->cl) < 0) {
+                PyErr_Format(PyExc_ValueError,
+                             "http.response.start: bad content-length %R",
+                             value);
+                return -1;
+            }
+            rs->app_cl = true;
+        } else if (sl_http_name_is(np, (size_t)nn, "connection")) {
+            if (vn == 5 && sl_http_name_is(vp, 5, "close"))
+                rs->close = true;
+            continue; /* hop-by-hop: the server's to send */
+        } else if (sl_http_name_is(np, (size_t)nn, "transfer-encoding")) {
+            continue; /* the server frames the body */
+        } else if (sl_http_name_is(np, (size_t)nn, "server")) {
+            *has_server = true;
+        } else if (sl_http_name_is(np, (size_t)nn, "date")) {
+            *has_date = true;
+        }
+        sl_buf_append(b, np, (size_t)nn);
+        APPEND_LIT(b, ": ");
+        sl_buf_append(b, vp, (size_t)vn);
+        APPEND_LIT(b, "\r\n");
+    }
+    return 0;
+}
+
+int sl_response_head(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
+                     int status, PyObject *headers, long long known,
+                     bool trailers, bool close)
+{
+    bool has_server = false, has_date = false;
+    char line[64];
+    int len;
+
+    memset(rs, 0, sizeof(*rs));
+    rs->status = status;
+    rs->no_body = req->head || status < 200 || status == 204 || status == 304;
+    rs->close = close;
+    b->len = b->off = 0;
+    len = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status,
+                   reason(status));
+    sl_buf_append(b, line, (size_t)len);
+    if (copy_headers(rs, b, headers, &has_server, &has_date) < 0)
+        return -1;
+    if (!has_server)
+        APPEND_LIT(b, "Server: sluice\r\n");
+    if (!has_date)
+        sl_buf_append(b, sl_pump_date(), strlen(sl_pump_date()));
+
+    if (rs->app_cl) {
+        trailers = false; /* a sized body has no room for them */
+    } else if (trailers && req->minor >= 1 && status >= 200 && status != 204 &&
+               status != 304) {
+        rs->chunked = !req->head;
+        rs->trailers = rs->chunked;
+        if (rs->chunked)
+            APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
+    } else if (known >= 0 && status >= 200 && status != 204 && status != 304) {
+        len = snprintf(line, sizeof(line), "Content-Length: %lld\r\n", known);
+        sl_buf_append(b, line, (size_t)len);
+        rs->app_cl = true;
+        rs->cl = (uint64_t)known;
+    } else if (!rs->no_body) {
+        if (req->minor >= 1) {
+            rs->chunked = true;
+            APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
+        } else {
+            rs->close = true; /* HTTP/1.0: the close ends the body */
+        }
+    }
+    if (!req->keep_alive || rs->close) {
+        rs->close = true;
+        APPEND_LIT(b, "Connection: close\r\n");
+    } else if (req->minor == 0) {
+        APPEND_LIT(b, "Connection: keep-alive\r\n");
+    }
+    return APPEND_LIT(b, "\r\n");
+}
+
+void sl_response_frame(sl_response_t *rs, struct iovec *iov, int *n,
+                       char *size_line, const void *data, size_t len, bool end)
+{
+    static const char crlf_end[] = "\r\n0\r\n\r\n";
+
+    if (rs->no_body)
+        len = 0;
+    if (rs->app_cl && rs->sent + len > rs->cl)
+        len = (size_t)(rs->cl - rs->sent); /* never more than promised */
+    if (len > 0) {
+        if (rs->chunked) {
+            iov[*n].iov_base = size_line;
+            iov[(*n)++].iov_len =
+                (size_t)snprintf(size_line, 24, "%zx\r\n", len);
+        }
+        iov[*n].iov_base = (void *)data;
+        iov[(*n)++].iov_len = len;
+        rs->sent += len;
+    }
+    if (!rs->chunked)
+        return;
+    end = end && !rs->trailers;
+    if (len > 0) {
+        iov[*n].iov_base = (void *)crlf_end;
+        iov[(*n)++].iov_len = end ? sizeof(crlf_end) - 1 : 2;
+    } else if (end) {
+        iov[*n].iov_base = (void *)(crlf_end + 2);
+        iov[(*n)++].iov_len = sizeof(crlf_end) - 3;
+    }
+}
+
+int sl_response_trailers(sl_buf_t *b, PyObject *headers)
+{
+    Py_ssize_t i, n;
+    PyObject *name, *value;
+
+    b->len = b->off = 0;
+    APPEND_LIT(b, "0\r\n");
+    n = headers != NULL ? PySequence_Fast_GET_SIZE(headers) : 0;
+    for (i = 0; i < n; i++) {
+        if (pair_at(headers, i, &name, &value, "http.response.trailers") < 0)
+            return -1;
+        sl_buf_append(b, PyBytes_AS_STRING(name),
+                      (size_t)PyBytes_GET_SIZE(name));
+        APPEND_LIT(b, ": ");
+        sl_buf_append(b, PyBytes_AS_STRING(value),
+                      (size_t)PyBytes_GET_SIZE(value));
+        APPEND_LIT(b, "\r\n");
+    }
+    return APPEND_LIT(b, "\r\n");
+}
