@@ -257,3 +257,24 @@ def test_venv_site_packages_are_importable(make_server, tmp_path, inline):
     s = make_server("venv_app:app", pythonpath=(str(appdir),), inline=inline,
                     args=["--venv", str(venv)], ready_path="/")
     assert s.get("/").body == b"venv package"
+
+
+def test_inline_mode_with_several_threads_is_refused():
+    rc, out, err = run_cli(BASE + bind_args() + ["--threads", "4",
+                                                 "wsgi_app:app"],
+                           env={"SLUICE_INLINE": "1"})
+    assert_usage_error(rc, err, "threads")
+
+
+def test_log_level_filters_the_error_log(make_server):
+    quiet = make_server(args=["--log-level", "warning"])
+    chatty = make_server()
+    for s in (quiet, chatty):
+        assert s.get("/hello").status == 200
+    # the default level (info) logs start-up; warning does not
+    assert "[INFO]" in chatty.error_log_text()
+    assert "[INFO]" not in quiet.error_log_text(), quiet.error_log_text()
+    # errors still get through at warning level
+    mark = quiet.log_mark()
+    assert quiet.get("/raise?when=before&marker=lvl").status == 500
+    quiet.wait_for_log("e2e-before lvl", since=mark)
