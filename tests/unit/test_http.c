@@ -1,0 +1,544 @@
+/* test_http.c - check suite for worker/http.c.
+ *
+ * sl_http_head_complete() is driven the way the worker drives it: request
+ * bytes go over a real loopback connection to a real pump (pump mode), and
+ * the test looks at what the head recorded once the connection hands the
+ * request to the executor, or at the response the loop wrote instead. The
+ * pure helpers (reason phrases, name compare, the heads the loop writes)
+ * are called directly.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <regex.h>
+
+#include "tests/unit/harness.h"
+#include "worker/http.h"
+
+static sl_options_t opt;
+static sl_pump_t pump;
+static h_client_t client;
+static h_resp_t resp;
+
+static void up(void)
+{
+    h_pump_up(&pump, &opt);
+    h_connect(&pump, &client);
+}
+
+static void setup(void)
+{
+    client.fd = -1;
+}
+
+static void teardown(void)
+{
+    h_resp_free(&resp);
+    h_client_close(&client);
+    h_pump_down(&pump);
+}
+
+static bool served_or_answered(void *arg)
+{
+    sl_conn_t *c = arg;
+
+    h_pull(&client);
+    return c->state == SL_CONN_SERVING || client.len > 0 || client.eof;
+}
+
+/* Send RAW on a fresh pump with the options in opt; true when the request
+ * reached the executor, false when the loop answered it instead (then the
+ * answer is in resp). */
+static bool submit(const char *raw)
+{
+    sl_conn_t *c;
+
+    up();
+    c = client.conn;
+    h_sends(&client, raw);
+    ck_assert(h_run_until(&pump, served_or_answered, c));
+    if (c->state == SL_CONN_SERVING)
+        return true;
+    ck_assert(h_response(&pump, &client, &resp, strncmp(raw, "HEAD ", 5) == 0));
+    ck_assert_uint_eq(h_tickets(&pump), 0); /* the app never saw it */
+    return false;
+}
+
+/* The request was refused with STATUS and Connection: close. */
+static void assert_refused(const char *raw, int status)
+{
+    char v[64];
+
+    h_options(&opt, NULL);
+    ck_assert_msg(!submit(raw), "request served, wanted %d", status);
+    ck_assert_int_eq(resp.status, status);
+    ck_assert_ptr_nonnull(h_header(resp.head, "Connection", v, sizeof(v)));
+    ck_assert_str_eq(v, "close");
+    ck_assert(h_wait_eof(&pump, &client));
+}
+
+static const sl_req_t *req(void)
+{
+    return &client.conn->req;
+}
+
+static void assert_url(const char *want)
+{
+    const sl_req_t *r = req();
+
+    ck_assert_int_eq(r->url_len, strlen(want));
+    ck_assert(memcmp(r->hbuf.data + r->url_off, want, r->url_len) == 0);
+}
+
+/* Header I of the request is NAME: VALUE, as slices of hbuf. */
+static void assert_hdr(int i, const char *name, const char *value)
+{
+    const sl_req_t *r = req();
+    const sl_hdr_t *hd = &r->hdrs[i];
+
+    ck_assert_int_lt(i, r->nhdrs);
+    ck_assert_msg(hd->name_len == strlen(name) &&
+                      memcmp(r->hbuf.data + hd->name_off, name, hd->name_len) ==
+                          0,
+                  "header %d name is '%.*s', want '%s'", i, (int)hd->name_len,
+                  r->hbuf.data + hd->name_off, name);
+    ck_assert_msg(hd->val_len == strlen(value) &&
+                      memcmp(r->hbuf.data + hd->val_off, value, hd->val_len) ==
+                          0,
+                  "header %d value is '%.*s', want '%s'", i, (int)hd->val_len,
+                  r->hbuf.data + hd->val_off, value);
+}
+
+/* ------------------------------------------------------------------ */
+/* pure helpers                                                       */
+
+START_TEST(test_name_is)
+{
+    ck_assert(sl_http_name_is("Content-Length", 14, "content-length"));
+    ck_assert(sl_http_name_is("HOST", 4, "host"));
+    ck_assert(sl_http_name_is("host", 4, "host"));
+    ck_assert(!sl_http_name_is("hos", 3, "host"));
+    ck_assert(!sl_http_name_is("hostx", 5, "host"));
+    ck_assert(!sl_http_name_is("hosT2", 4, "host2")); /* length is N */
+    ck_assert(sl_http_name_is("hosT2", 4, "host"));
+    ck_assert(!sl_http_name_is("X_Host", 6, "x-host"));
+    ck_assert(sl_http_name_is("", 0, ""));
+}
+END_TEST
+
+START_TEST(test_reason)
+{
+    ck_assert_str_eq(sl_http_reason(200), "OK");
+    ck_assert_str_eq(sl_http_reason(400), "Bad Request");
+    ck_assert_str_eq(sl_http_reason(408), "Request Timeout");
+    ck_assert_str_eq(sl_http_reason(413), "Content Too Large");
+    ck_assert_str_eq(sl_http_reason(414), "URI Too Long");
+    ck_assert_str_eq(sl_http_reason(417), "Expectation Failed");
+    ck_assert_str_eq(sl_http_reason(431), "Request Header Fields Too Large");
+    ck_assert_str_eq(sl_http_reason(500), "Internal Server Error");
+    ck_assert_str_eq(sl_http_reason(503), "Service Unavailable");
+    ck_assert_str_eq(sl_http_reason(505), "HTTP Version Not Supported");
+    ck_assert_str_eq(sl_http_reason(299), "Unknown");
+    ck_assert_str_eq(sl_http_reason(0), "Unknown");
+}
+END_TEST
+
+/* Every status the loop answers by itself gets a complete, well-framed
+ * response: status line, Server, the cached Date, a body as long as its
+ * Content-Length, and Connection: close. */
+START_TEST(test_error_head)
+{
+    static const int codes[] = {400, 408, 413, 414, 417, 431, 500, 505};
+    regex_t re;
+
+    h_options(&opt, NULL);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, NULL, 0), 0);
+    ck_assert_int_eq(
+        regcomp(&re,
+                "^HTTP/1\\.1 [0-9]{3} [A-Za-z ]+\r\n"
+                "Server: sluice\r\n"
+                "Date: [A-Z][a-z]{2}, [0-9]{2} [A-Z][a-z]{2} [0-9]{4} "
+                "[0-9]{2}:[0-9]{2}:[0-9]{2} GMT\r\n"
+                "Content-Type: text/plain; charset=utf-8\r\n"
+                "Content-Length: [0-9]+\r\n"
+                "Connection: close\r\n\r\n",
+                REG_EXTENDED),
+        0);
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        sl_buf_t b = {0};
+        char line[64], want_body[64];
+        const char *body;
+
+        sl_http_error_head(&b, codes[i]);
+        ck_assert(sl_buf_append(&b, "", 1) == 0);
+        ck_assert_msg(regexec(&re, b.data, 0, NULL, 0) == 0, "bad head: %s",
+                      b.data);
+        snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", codes[i],
+                 sl_http_reason(codes[i]));
+        ck_assert(strncmp(b.data, line, strlen(line)) == 0);
+        body = strstr(b.data, "\r\n\r\n") + 4;
+        snprintf(want_body, sizeof(want_body), "%s\n",
+                 sl_http_reason(codes[i]));
+        ck_assert_str_eq(body, want_body);
+        ck_assert_int_eq(h_header_count(b.data, "Content-Length"), 1);
+        ck_assert_uint_eq(
+            strtoul(strstr(b.data, "Content-Length: ") + 16, NULL, 10),
+            strlen(body));
+        sl_buf_free(&b);
+    }
+    regfree(&re);
+    sl_pump_destroy(&pump);
+}
+END_TEST
+
+START_TEST(test_error_head_appends)
+{
+    sl_buf_t b = {0};
+
+    ck_assert(sl_buf_append(&b, "keep", 4) == 0);
+    sl_http_error_head(&b, 400);
+    ck_assert(b.len > 4);
+    ck_assert(memcmp(b.data, "keepHTTP/1.1 400 Bad Request\r\n", 30) == 0);
+    sl_buf_free(&b);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* what a head records                                                */
+
+START_TEST(test_get_head)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("GET /a/b?x=1&y=2 HTTP/1.1\r\n"
+                     "Host: example.com\r\n"
+                     "User-Agent: t/1.0\r\n"
+                     "X-Empty:\r\n"
+                     "\r\n"));
+    ck_assert_int_eq(req()->method, HTTP_GET);
+    ck_assert_int_eq(req()->major, 1);
+    ck_assert_int_eq(req()->minor, 1);
+    assert_url("/a/b?x=1&y=2");
+    ck_assert_int_eq(req()->nhdrs, 3);
+    assert_hdr(0, "Host", "example.com");
+    assert_hdr(1, "User-Agent", "t/1.0");
+    assert_hdr(2, "X-Empty", "");
+    ck_assert(req()->keep_alive);
+    ck_assert(!req()->has_body);
+    ck_assert(!req()->chunked);
+    ck_assert(!req()->head);
+    ck_assert(!req()->expect_continue);
+    ck_assert_int_eq(client.conn->http_error, 0);
+}
+END_TEST
+
+START_TEST(test_values_are_trimmed)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("GET / HTTP/1.1\r\nHost: h\r\n"
+                     "X-Pad:   padded \t \r\n"
+                     "X-In: a  b\r\n\r\n"));
+    assert_hdr(1, "X-Pad", "padded");
+    assert_hdr(2, "X-In", "a  b");
+}
+END_TEST
+
+START_TEST(test_head_method)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("HEAD /h HTTP/1.1\r\nHost: h\r\n\r\n"));
+    ck_assert_int_eq(req()->method, HTTP_HEAD);
+    ck_assert(req()->head);
+}
+END_TEST
+
+START_TEST(test_content_length_body)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("POST /p HTTP/1.1\r\nHost: h\r\n"
+                     "Content-Length: 11\r\n\r\nhello world"));
+    ck_assert_int_eq(req()->method, HTTP_POST);
+    ck_assert(req()->has_body);
+    ck_assert(!req()->chunked);
+    ck_assert_uint_eq(req()->content_length, 11);
+}
+END_TEST
+
+START_TEST(test_zero_content_length_is_no_body)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("POST /p HTTP/1.1\r\nHost: h\r\n"
+                     "Content-Length: 0\r\n\r\n"));
+    ck_assert(!req()->has_body);
+    ck_assert_uint_eq(req()->content_length, 0);
+}
+END_TEST
+
+START_TEST(test_chunked_body)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("POST /p HTTP/1.1\r\nHost: h\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n"));
+    ck_assert(req()->has_body);
+    ck_assert(req()->chunked);
+}
+END_TEST
+
+START_TEST(test_keep_alive_rules)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"));
+    ck_assert(!req()->keep_alive);
+}
+END_TEST
+
+START_TEST(test_http10_closes_by_default)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("GET / HTTP/1.0\r\n\r\n")); /* no Host needed */
+    ck_assert_int_eq(req()->minor, 0);
+    ck_assert(!req()->keep_alive);
+}
+END_TEST
+
+START_TEST(test_http10_keep_alive_when_asked)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+    ck_assert(req()->keep_alive);
+}
+END_TEST
+
+START_TEST(test_expect_continue)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
+                     "Expect: 100-Continue\r\n\r\n"));
+    ck_assert(req()->expect_continue);
+}
+END_TEST
+
+START_TEST(test_expect_continue_ignored_on_http10)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("POST / HTTP/1.0\r\nContent-Length: 3\r\n"
+                     "Expect: 100-continue\r\n\r\n"));
+    ck_assert(!req()->expect_continue);
+}
+END_TEST
+
+START_TEST(test_body_at_limit_is_accepted)
+{
+    h_options(&opt, "--limit-request-body", "10", NULL);
+    ck_assert(submit("POST / HTTP/1.1\r\nHost: h\r\n"
+                     "Content-Length: 10\r\n\r\n0123456789"));
+    ck_assert_uint_eq(req()->content_length, 10);
+}
+END_TEST
+
+/* The head is copied out of the read buffer: pipelined bytes read after
+ * it cannot change what the executor sees. */
+START_TEST(test_head_survives_read_buffer_reuse)
+{
+    sl_conn_t *c;
+
+    h_options(&opt, NULL);
+    ck_assert(submit("GET /first HTTP/1.1\r\nHost: one\r\n\r\n"));
+    c = client.conn;
+    ck_assert_ptr_ne(c->req.hbuf.data, c->rbuf.data);
+    memset(c->rbuf.data, 'Z', c->rbuf.len);
+    assert_url("/first");
+    assert_hdr(0, "Host", "one");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* what a head is refused for                                         */
+
+START_TEST(test_missing_host_on_http11)
+{
+    assert_refused("GET / HTTP/1.1\r\nX-A: b\r\n\r\n", 400);
+}
+END_TEST
+
+START_TEST(test_two_hosts)
+{
+    assert_refused("GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", 400);
+}
+END_TEST
+
+START_TEST(test_unknown_expectation)
+{
+    assert_refused("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n"
+                   "Expect: 200-ok\r\n\r\nx",
+                   417);
+}
+END_TEST
+
+START_TEST(test_http_version_2)
+{
+    h_options(&opt, NULL);
+    ck_assert(!submit("GET / HTTP/2.0\r\nHost: a\r\n\r\n"));
+    ck_assert_int_eq(resp.status, 505);
+}
+END_TEST
+
+START_TEST(test_content_length_over_limit)
+{
+    h_options(&opt, "--limit-request-body", "10", NULL);
+    /* refused from the head alone: the body is never sent */
+    ck_assert(!submit("POST / HTTP/1.1\r\nHost: h\r\n"
+                      "Content-Length: 11\r\n\r\n"));
+    ck_assert_int_eq(resp.status, 413);
+    ck_assert_str_eq(resp.body, "Content Too Large\n");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* --health-path                                                      */
+
+START_TEST(test_health_ok)
+{
+    char v[64];
+
+    h_options(&opt, "--health-path", "/healthz", NULL);
+    ck_assert(!submit("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    ck_assert_int_eq(resp.status, 200);
+    ck_assert_str_eq(resp.body, "OK\n");
+    ck_assert_ptr_nonnull(h_header(resp.head, "Cache-Control", v, sizeof(v)));
+    ck_assert_str_eq(v, "no-store");
+    ck_assert_ptr_nonnull(h_header(resp.head, "Date", v, sizeof(v)));
+    ck_assert_ptr_null(h_header(resp.head, "Connection", v, sizeof(v)));
+    /* keep-alive: the same connection serves the next request */
+    h_sends(&client, "GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_int_eq(resp.status, 200);
+    ck_assert_uint_eq(h_tickets(&pump), 0);
+}
+END_TEST
+
+START_TEST(test_health_head_has_no_body)
+{
+    char v[64];
+
+    h_options(&opt, "--health-path", "/healthz", NULL);
+    ck_assert(!submit("HEAD /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    ck_assert_int_eq(resp.status, 200);
+    ck_assert_str_eq(h_header(resp.head, "Content-Length", v, sizeof(v)), "3");
+    h_sends(&client, "GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_int_eq(resp.status, 200); /* not body bytes of the HEAD */
+    ck_assert_str_eq(resp.body, "OK\n");
+}
+END_TEST
+
+START_TEST(test_health_fails_once_terminating)
+{
+    h_options(&opt, "--health-path", "/healthz", NULL);
+    up();
+    pump.terminating = true;
+    h_sends(&client, "GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_int_eq(resp.status, 503);
+    ck_assert_str_eq(resp.body, "draining\n");
+    ck_assert_int_eq(h_header_count(resp.head, "Connection"), 1);
+    ck_assert(strstr(resp.head, "Connection: keep-alive\r\n") != NULL);
+}
+END_TEST
+
+START_TEST(test_health_http10_close)
+{
+    char v[64];
+
+    h_options(&opt, "--health-path", "/healthz", NULL);
+    ck_assert(!submit("GET /healthz HTTP/1.0\r\n\r\n"));
+    ck_assert_int_eq(resp.status, 200);
+    ck_assert_str_eq(h_header(resp.head, "Connection", v, sizeof(v)), "close");
+    ck_assert(h_wait_eof(&pump, &client));
+}
+END_TEST
+
+/* Only GET and HEAD of exactly that path, without a body, are the health
+ * check; everything else is the app's. */
+START_TEST(test_not_health)
+{
+    static const char *const reqs[] = {
+        "GET /healthz/ HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET /healthz?x=1 HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET /health HTTP/1.1\r\nHost: h\r\n\r\n",
+        "DELETE /healthz HTTP/1.1\r\nHost: h\r\n\r\n",
+        "POST /healthz HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\nx",
+    };
+
+    h_options(&opt, "--health-path", "/healthz", NULL);
+    ck_assert_msg(submit(reqs[_i]), "'%s' answered by the loop", reqs[_i]);
+    ck_assert(!sl_http_is_health(client.conn));
+}
+END_TEST
+
+START_TEST(test_no_health_path)
+{
+    h_options(&opt, NULL);
+    ck_assert(submit("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    ck_assert(!sl_http_is_health(client.conn));
+}
+END_TEST
+
+static Suite *http_suite(void)
+{
+    Suite *s = suite_create("http");
+    TCase *tc = tcase_create("helpers");
+
+    tcase_add_test(tc, test_name_is);
+    tcase_add_test(tc, test_reason);
+    tcase_add_test(tc, test_error_head);
+    tcase_add_test(tc, test_error_head_appends);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("head");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_get_head);
+    tcase_add_test(tc, test_values_are_trimmed);
+    tcase_add_test(tc, test_head_method);
+    tcase_add_test(tc, test_content_length_body);
+    tcase_add_test(tc, test_zero_content_length_is_no_body);
+    tcase_add_test(tc, test_chunked_body);
+    tcase_add_test(tc, test_keep_alive_rules);
+    tcase_add_test(tc, test_http10_closes_by_default);
+    tcase_add_test(tc, test_http10_keep_alive_when_asked);
+    tcase_add_test(tc, test_expect_continue);
+    tcase_add_test(tc, test_expect_continue_ignored_on_http10);
+    tcase_add_test(tc, test_body_at_limit_is_accepted);
+    tcase_add_test(tc, test_head_survives_read_buffer_reuse);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("refused");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_missing_host_on_http11);
+    tcase_add_test(tc, test_two_hosts);
+    tcase_add_test(tc, test_unknown_expectation);
+    tcase_add_test(tc, test_http_version_2);
+    tcase_add_test(tc, test_content_length_over_limit);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("health");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_health_ok);
+    tcase_add_test(tc, test_health_head_has_no_body);
+    tcase_add_test(tc, test_health_fails_once_terminating);
+    tcase_add_test(tc, test_health_http10_close);
+    tcase_add_loop_test(tc, test_not_health, 0, 5);
+    tcase_add_test(tc, test_no_health_path);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(http_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,839 @@
+/* test_pump.c - check suite for worker/pump.c.
+ *
+ * The ticket queues are tested as plain data structures and across real
+ * threads (waiters are observed through the queue's idle count, never by
+ * sleeping). The cached Date header is compared with the clock. The pump
+ * itself runs on a loopback listener: accept, the pool limit, the per-pass
+ * batch of submits, completions from another thread, the control channel
+ * (a socketpair standing in for the supervisor) and the signals it owns.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <regex.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "common/ctl.h"
+#include "tests/unit/harness.h"
+
+static sl_options_t opt;
+static sl_pump_t pump;
+static h_client_t client;
+static h_resp_t resp;
+static sl_queue_t q;
+static int ctl[2] = {-1, -1}; /* [0] the worker's end, [1] the supervisor's */
+
+static void setup(void)
+{
+    client.fd = -1;
+    sl_log_set_level(SL_LOG_ERROR);
+}
+
+static void teardown(void)
+{
+    h_resp_free(&resp);
+    h_client_close(&client);
+    h_pump_down(&pump);
+    if (ctl[1] >= 0)
+        close(ctl[1]);
+}
+
+static sl_ticket_t ticket(uint32_t idx)
+{
+    return (sl_ticket_t){.idx = idx, .gen = idx * 10, .kind = SL_TICKET_SUBMIT};
+}
+
+static uint32_t queue_count(sl_queue_t *qu)
+{
+    uint32_t n;
+
+    pthread_mutex_lock(&qu->mu);
+    n = qu->count;
+    pthread_mutex_unlock(&qu->mu);
+    return n;
+}
+
+static int queue_idle(sl_queue_t *qu)
+{
+    int n;
+
+    pthread_mutex_lock(&qu->mu);
+    n = qu->idle;
+    pthread_mutex_unlock(&qu->mu);
+    return n;
+}
+
+/* Poll (without sleeping) until the queue has N idle consumers. */
+static bool wait_idle(sl_queue_t *qu, int n)
+{
+    double end = h_now() + H_DEADLINE;
+
+    while (queue_idle(qu) != n) {
+        if (h_now() > end)
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* queues                                                             */
+
+START_TEST(test_queue_fifo)
+{
+    sl_ticket_t t[5], out[8];
+
+    ck_assert_int_eq(sl_queue_init(&q, 8), 0);
+    ck_assert(!sl_queue_try_pop(&q, &out[0]));
+    for (uint32_t i = 0; i < 5; i++)
+        t[i] = ticket(i + 1);
+    ck_assert_int_eq(sl_queue_push(&q, t, 2), 0);
+    ck_assert_int_eq(sl_queue_push(&q, t + 2, 3), 0);
+    ck_assert_uint_eq(q.count, 5);
+    ck_assert(sl_queue_try_pop(&q, &out[0]));
+    ck_assert_uint_eq(out[0].idx, 1);
+    ck_assert_uint_eq(out[0].gen, 10);
+    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 2), 2);
+    ck_assert_uint_eq(out[0].idx, 2);
+    ck_assert_uint_eq(out[1].idx, 3);
+    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 8), 2);
+    ck_assert_uint_eq(out[0].idx, 4);
+    ck_assert_uint_eq(out[1].idx, 5);
+    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 8), 0);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* A batch goes in whole or not at all. */
+START_TEST(test_queue_full)
+{
+    sl_ticket_t t[4] = {ticket(1), ticket(2), ticket(3), ticket(4)}, out;
+
+    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
+    ck_assert_int_eq(sl_queue_push(&q, t, 3), 0);
+    ck_assert_int_eq(sl_queue_push(&q, t, 2), -1);
+    ck_assert_uint_eq(q.count, 3);
+    ck_assert_int_eq(sl_queue_push(&q, t + 3, 1), 0);
+    ck_assert_int_eq(sl_queue_push(&q, t, 1), -1);
+    for (uint32_t i = 1; i <= 4; i++) {
+        ck_assert(sl_queue_try_pop(&q, &out));
+        ck_assert_uint_eq(out.idx, i);
+    }
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* Order survives the ring wrapping around many times. */
+START_TEST(test_queue_wraps)
+{
+    sl_ticket_t t[3], out[3];
+    uint32_t next_in = 0, next_out = 0;
+
+    ck_assert_int_eq(sl_queue_init(&q, 5), 0);
+    for (int round = 0; round < 50; round++) {
+        for (int i = 0; i < 3; i++)
+            t[i] = ticket(next_in++);
+        ck_assert_int_eq(sl_queue_push(&q, t, 3), 0);
+        ck_assert_uint_eq(sl_queue_pop_all(&q, out, 3), 3);
+        for (int i = 0; i < 3; i++)
+            ck_assert_uint_eq(out[i].idx, next_out++);
+    }
+    ck_assert_uint_eq(q.count, 0);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+typedef struct {
+    sl_queue_t *q;
+    sl_ticket_t t;
+    bool ok;
+} popper_t;
+
+static void *pop_waiting(void *arg)
+{
+    popper_t *p = arg;
+
+    p->ok = sl_queue_pop_wait(p->q, &p->t);
+    return NULL;
+}
+
+START_TEST(test_queue_pop_wait_wakes_on_push)
+{
+    pthread_t th;
+    popper_t p = {.q = &q};
+    sl_ticket_t t = ticket(7);
+
+    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, pop_waiting, &p), 0);
+    ck_assert(wait_idle(&q, 1));
+    ck_assert_int_eq(sl_queue_push(&q, &t, 1), 0);
+    pthread_join(th, NULL);
+    ck_assert(p.ok);
+    ck_assert_uint_eq(p.t.idx, 7);
+    ck_assert_int_eq(q.idle, 0);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* A push of N tickets wakes N of the waiting consumers, and only as many
+ * as it brought work for. */
+START_TEST(test_queue_push_wakes_per_ticket)
+{
+    pthread_t th[3];
+    popper_t p[3];
+    sl_ticket_t t[2] = {ticket(1), ticket(2)};
+
+    ck_assert_int_eq(sl_queue_init(&q, 8), 0);
+    for (int i = 0; i < 3; i++) {
+        p[i] = (popper_t){.q = &q};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, pop_waiting, &p[i]), 0);
+    }
+    ck_assert(wait_idle(&q, 3));
+    ck_assert_int_eq(sl_queue_push(&q, t, 2), 0);
+    ck_assert(wait_idle(&q, 1)); /* two took a ticket, one still waits */
+    ck_assert_uint_eq(queue_count(&q), 0);
+    sl_queue_close(&q);
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    int got = 0;
+    uint32_t sum = 0;
+    for (int i = 0; i < 3; i++) {
+        got += p[i].ok;
+        sum += p[i].ok ? p[i].t.idx : 0;
+    }
+    ck_assert_int_eq(got, 2);
+    ck_assert_uint_eq(sum, 3);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+START_TEST(test_queue_close)
+{
+    pthread_t th[2];
+    popper_t p[2];
+    sl_ticket_t t = ticket(3), out;
+
+    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
+    for (int i = 0; i < 2; i++) {
+        p[i] = (popper_t){.q = &q, .ok = true};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, pop_waiting, &p[i]), 0);
+    }
+    ck_assert(wait_idle(&q, 2));
+    sl_queue_close(&q);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert(!p[i].ok);
+    }
+    /* closed: what is still queued is handed out, then false at once */
+    ck_assert_int_eq(sl_queue_push(&q, &t, 1), 0);
+    ck_assert(sl_queue_pop_wait(&q, &out));
+    ck_assert_uint_eq(out.idx, 3);
+    ck_assert(!sl_queue_pop_wait(&q, &out));
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* the cached Date header                                             */
+
+static void format_date(time_t t, char *buf, size_t n)
+{
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    strftime(buf, n, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+}
+
+/* The cached line is the current time (this second or the one before). */
+static void assert_date_current(void)
+{
+    char now[64], before[64];
+    time_t t = time(NULL);
+    const char *d = sl_pump_date();
+
+    format_date(t, now, sizeof(now));
+    format_date(t - 1, before, sizeof(before));
+    ck_assert_msg(strcmp(d, now) == 0 || strcmp(d, before) == 0,
+                  "cached '%s' is not the time '%s'", d, now);
+}
+
+START_TEST(test_date_format)
+{
+    regex_t re;
+    const char *d;
+
+    h_options(&opt, NULL);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, NULL, 0), 0);
+    d = sl_pump_date();
+    ck_assert_uint_eq(strlen(d), 37);
+    ck_assert_int_eq(
+        regcomp(&re,
+                "^Date: (Mon|Tue|Wed|Thu|Fri|Sat|Sun), [0-3][0-9] "
+                "(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+                "[0-9]{4} [0-2][0-9]:[0-5][0-9]:[0-6][0-9] GMT\r\n$",
+                REG_EXTENDED),
+        0);
+    ck_assert_msg(regexec(&re, d, 0, NULL, 0) == 0, "bad Date line '%s'", d);
+    regfree(&re);
+    assert_date_current();
+}
+END_TEST
+
+static bool date_changed(void *arg)
+{
+    return strcmp(sl_pump_date(), arg) != 0;
+}
+
+/* The 1 Hz housekeeping keeps it current: it changes with the second. */
+START_TEST(test_date_follows_the_clock)
+{
+    char first[64];
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    snprintf(first, sizeof(first), "%s", sl_pump_date());
+    ck_assert(h_run_until(&pump, date_changed, first));
+    assert_date_current();
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* set-up and listeners                                               */
+
+START_TEST(test_init)
+{
+    uint32_t n = 0;
+
+    h_options(&opt, "--worker-connections", "7", "--threads", "3", NULL);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, NULL, 0), 0);
+    ck_assert_ptr_nonnull(pump.loop);
+    ck_assert_uint_eq(pump.nconns, 7);
+    for (sl_conn_t *c = pump.free_list; c != NULL; c = c->next) {
+        ck_assert_int_eq(c->state, SL_CONN_FREE);
+        ck_assert_int_eq(c->fd, -1);
+        ck_assert_uint_eq(c->idx, (uint32_t)(c - pump.conns));
+        n++;
+    }
+    ck_assert_uint_eq(n, 7);
+    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_ptr_eq(pump.active.next, &pump.active);
+    ck_assert_int_eq(pump.nlisteners, 0);
+    ck_assert_int_eq(pump.exec_efd, -1);
+    ck_assert_int_eq(pump.ctl_fd, -1);
+    ck_assert_int_eq(pump.lanes, 3);
+    ck_assert(!pump.inline_mode);
+    ck_assert_uint_eq(pump.retire_at, 0);
+    ck_assert_uint_ge(pump.work.cap, 7);
+    ck_assert_uint_ge(pump.done.cap, 7);
+}
+END_TEST
+
+START_TEST(test_listener_described)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    char port[8];
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    ck_assert_int_eq(
+        getsockname(pump.listeners[0].fd, (struct sockaddr *)&sin, &len), 0);
+    snprintf(port, sizeof(port), "%u", ntohs(sin.sin_port));
+    ck_assert_str_eq(pump.listeners[0].server_name, "127.0.0.1");
+    ck_assert_str_eq(pump.listeners[0].server_port, port);
+    ck_assert(!pump.listeners[0].unix_sock);
+}
+END_TEST
+
+START_TEST(test_unix_listener)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    char dir[] = "/tmp/sl-test-pump-XXXXXX";
+    int fd;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/s", dir);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+    unlink(sun.sun_path);
+    rmdir(dir);
+    ck_assert_int_eq(listen(fd, 8), 0);
+    h_options(&opt, NULL);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, &fd, 1), 0);
+    ck_assert(pump.listeners[0].unix_sock);
+    ck_assert_str_eq(pump.listeners[0].server_name, "localhost");
+}
+END_TEST
+
+START_TEST(test_accepted_socket)
+{
+    int one = 0, fl;
+    socklen_t len = sizeof(one);
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    h_connect(&pump, &client);
+    ck_assert_int_eq(client.conn->state, SL_CONN_READING);
+    ck_assert_int_eq(client.conn->listener, 0);
+    ck_assert_int_eq(
+        getsockopt(client.conn->fd, IPPROTO_TCP, TCP_NODELAY, &one, &len), 0);
+    ck_assert_int_eq(one, 1);
+    fl = fcntl(client.conn->fd, F_GETFL);
+    ck_assert(fl & O_NONBLOCK);
+    ck_assert(fcntl(client.conn->fd, F_GETFD) & FD_CLOEXEC);
+    ck_assert_uint_eq(pump.nactive, 1);
+}
+END_TEST
+
+/* The pump's one connection is CL's. */
+static bool serves(void *arg)
+{
+    h_client_t *cl = arg;
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    char buf[64];
+    int port;
+
+    if (pump.nactive != 1)
+        return false;
+    ck_assert_int_eq(getsockname(cl->fd, (struct sockaddr *)&sin, &len), 0);
+    sl_conn_peer(pump.active.next, buf, sizeof(buf), &port);
+    return port == ntohs(sin.sin_port);
+}
+
+/* When the pool is used up the pump stops accepting, and takes the next
+ * connection from the backlog as soon as a slot is free again. */
+START_TEST(test_pool_limit)
+{
+    h_client_t second;
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+
+    h_options(&opt, "--worker-connections", "1", NULL);
+    h_pump_up(&pump, &opt);
+    h_connect(&pump, &client);
+    ck_assert(!pump.accepting);
+    ck_assert_ptr_null(pump.free_list);
+    /* a second client waits in the backlog */
+    memset(&second, 0, sizeof(second));
+    ck_assert_int_eq(
+        getsockname(pump.listeners[0].fd, (struct sockaddr *)&sin, &len), 0);
+    second.fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_eq(connect(second.fd, (struct sockaddr *)&sin, len), 0);
+    h_run_passes(&pump, 5);
+    ck_assert_uint_eq(pump.nactive, 1);
+    ck_assert_ptr_eq(pump.active.next, client.conn);
+    /* the first leaves; the second is taken from the backlog */
+    h_client_close(&client);
+    ck_assert(h_run_until(&pump, serves, &second));
+    ck_assert(!pump.accepting); /* full again */
+    h_client_close(&second);
+}
+END_TEST
+
+START_TEST(test_stop_listening)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    int fd;
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    ck_assert_int_eq(
+        getsockname(pump.listeners[0].fd, (struct sockaddr *)&sin, &len), 0);
+    sl_pump_stop_listening(&pump);
+    ck_assert(!pump.accepting);
+    ck_assert_int_eq(pump.listeners[0].fd, -1);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, len), -1);
+    ck_assert_int_eq(errno, ECONNREFUSED);
+    close(fd);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* passes: submits out in one batch, completions back through one async */
+
+/* Every submit of a pass goes out in one push with one wake-up. */
+START_TEST(test_submits_batched_per_pass)
+{
+    h_client_t other;
+    uint64_t wakes = 0;
+    int efd = eventfd(0, EFD_NONBLOCK);
+    sl_ticket_t t;
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    pump.exec_efd = efd;
+    h_connect(&pump, &client);
+    h_connect(&pump, &other);
+    sl_pump_submit(&pump, client.conn);
+    sl_pump_queue_ticket(&pump, other.conn, SL_TICKET_WAKE);
+    ck_assert_uint_eq(pump.inflight, 1);
+    ck_assert_uint_eq(pump.npending, 2);
+    ck_assert_uint_eq(queue_count(&pump.work), 0); /* not before the pass */
+    ev_run(pump.loop, EVRUN_NOWAIT);
+    ck_assert_uint_eq(pump.npending, 0);
+    ck_assert_uint_eq(queue_count(&pump.work), 2);
+    ck_assert_int_eq(read(efd, &wakes, sizeof(wakes)), sizeof(wakes));
+    ck_assert(wakes == 1);
+    ck_assert(sl_queue_try_pop(&pump.work, &t));
+    ck_assert_uint_eq(t.idx, client.conn->idx);
+    ck_assert_uint_eq(t.kind, SL_TICKET_SUBMIT);
+    ck_assert(sl_queue_try_pop(&pump.work, &t));
+    ck_assert_uint_eq(t.idx, other.conn->idx);
+    ck_assert_uint_eq(t.kind, SL_TICKET_WAKE);
+    /* a pass without submits wakes nobody */
+    ev_run(pump.loop, EVRUN_NOWAIT);
+    ck_assert_int_eq(read(efd, &wakes, sizeof(wakes)), -1);
+    ck_assert_int_eq(errno, EAGAIN);
+    pump.exec_efd = -1;
+    close(efd);
+    h_client_close(&other);
+}
+END_TEST
+
+/* More tickets in one pass than the batch holds are dropped, never
+ * written past the batch. */
+START_TEST(test_batch_overflow_is_bounded)
+{
+    h_options(&opt, "--worker-connections", "2", NULL);
+    h_pump_up(&pump, &opt);
+    h_connect(&pump, &client);
+    for (int i = 0; i < 10; i++)
+        sl_pump_queue_ticket(&pump, client.conn, SL_TICKET_WAKE);
+    ck_assert_uint_eq(pump.npending, pump.npending_cap);
+    ev_run(pump.loop, EVRUN_NOWAIT);
+    ck_assert_uint_eq(queue_count(&pump.work), pump.npending_cap);
+}
+END_TEST
+
+typedef struct {
+    sl_conn_t *c;
+    uint32_t gen;
+} answer_t;
+
+static void *answer_from_thread(void *arg)
+{
+    answer_t *a = arg;
+    static const char r[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    struct iovec iov = {(void *)r, sizeof(r) - 1};
+
+    sl_conn_send(a->c, a->gen, &iov, 1, SL_SEND_END);
+    return NULL;
+}
+
+/* A completion queued by another thread wakes the loop, which applies it:
+ * the answer reaches the client and the request is counted. */
+START_TEST(test_completion_from_another_thread)
+{
+    sl_ticket_t t;
+    pthread_t th;
+    answer_t a;
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    h_connect(&pump, &client);
+    h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    ck_assert(h_take_ticket(&pump, &t));
+    a = (answer_t){&pump.conns[t.idx], t.gen};
+    ck_assert_int_eq(pthread_create(&th, NULL, answer_from_thread, &a), 0);
+    ck_assert(h_response(&pump, &client, &resp, false));
+    pthread_join(th, NULL);
+    ck_assert_str_eq(resp.body, "ok");
+    ck_assert_uint_eq(pump.served, 1);
+    ck_assert_uint_eq(pump.inflight, 0);
+}
+END_TEST
+
+/* A completion for a connection that is gone meanwhile is ignored. */
+START_TEST(test_completion_for_free_slot)
+{
+    sl_ticket_t t = {.idx = 0, .gen = 5};
+
+    h_options(&opt, "--worker-connections", "2", NULL);
+    h_pump_up(&pump, &opt);
+    ck_assert_int_eq(pump.conns[0].state, SL_CONN_FREE);
+    ck_assert_int_eq(sl_queue_push(&pump.done, &t, 1), 0);
+    ev_async_send(pump.loop, &pump.wake);
+    h_run_passes(&pump, 3);
+    ck_assert_uint_eq(queue_count(&pump.done), 0);
+    ck_assert_int_eq(pump.conns[0].state, SL_CONN_FREE);
+    ck_assert_uint_eq(pump.nactive, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* the control channel                                                */
+
+static void ctl_up(void)
+{
+    ck_assert_int_eq(
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, ctl), 0);
+    sl_pump_set_ctl(&pump, ctl[0]);
+    ck_assert_int_eq(pump.ctl_fd, ctl[0]);
+}
+
+static bool ctl_readable(void *arg)
+{
+    sl_ctl_msg_t *m = arg;
+
+    return sl_ctl_recv(ctl[1], m) == 1;
+}
+
+START_TEST(test_heartbeat)
+{
+    sl_ctl_msg_t m;
+    sl_ticket_t t;
+
+    h_options(&opt, "--threads", "4", NULL);
+    h_pump_up(&pump, &opt);
+    ctl_up();
+    h_connect(&pump, &client);
+    h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    ck_assert(h_take_ticket(&pump, &t));
+    pump.served = 41;
+    sl_pump_ctl(&pump, SL_CTL_HEARTBEAT);
+    ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), 1);
+    ck_assert_uint_eq(m.type, SL_CTL_HEARTBEAT);
+    ck_assert_uint_eq(m.pid, (uint32_t)getpid());
+    ck_assert(m.served == 41);
+    ck_assert_uint_eq(m.active, 1);
+    ck_assert_uint_eq(m.conns, 1);
+    ck_assert_uint_eq(m.lanes, 4);
+    ck_assert_uint_eq(m.busy_lanes, 1);
+    ck_assert(m.oldest >= 0 && m.oldest < 5);
+}
+END_TEST
+
+/* The housekeeping tick sends a heartbeat (and sweeps, and dates). */
+START_TEST(test_tick_sends_heartbeat)
+{
+    sl_ctl_msg_t m;
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    ctl_up();
+    ev_feed_event(pump.loop, &pump.tick, EV_TIMER);
+    ck_assert(h_run_until(&pump, ctl_readable, &m));
+    ck_assert_uint_eq(m.type, SL_CTL_HEARTBEAT);
+}
+END_TEST
+
+/* The tick closes connections whose deadline passed. */
+START_TEST(test_tick_sweeps)
+{
+    h_options(&opt, "--keep-alive", "1", "--header-timeout", "0.01", NULL);
+    h_pump_up(&pump, &opt);
+    h_connect(&pump, &client);
+    ck_assert(h_wait_eof(&pump, &client));
+    ck_assert_uint_eq(pump.nactive, 0);
+}
+END_TEST
+
+START_TEST(test_retire_once)
+{
+    sl_ctl_msg_t m;
+
+    h_options(&opt, "--max-requests", "2", NULL);
+    h_pump_up(&pump, &opt);
+    ctl_up();
+    ck_assert_uint_eq(pump.retire_at, 2);
+    sl_pump_request_done(&pump, NULL);
+    ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), -1);
+    sl_pump_request_done(&pump, NULL);
+    ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), 1);
+    ck_assert_uint_eq(m.type, SL_CTL_RETIRE);
+    ck_assert(m.served == 2);
+    sl_pump_request_done(&pump, NULL);
+    ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), -1);
+    ck_assert(pump.served == 3);
+}
+END_TEST
+
+START_TEST(test_retire_jitter)
+{
+    h_options(&opt, "--max-requests", "10", "--max-requests-jitter", "5", NULL);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, NULL, 0), 0);
+    ck_assert_uint_ge(pump.retire_at, 10);
+    ck_assert_uint_le(pump.retire_at, 15);
+}
+END_TEST
+
+static bool pump_stopping(void *arg)
+{
+    sl_pump_t *p = arg;
+
+    return p->stopping;
+}
+
+/* EOF on the control channel: the supervisor is gone, drain and stop. */
+START_TEST(test_ctl_eof_drains)
+{
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    ctl_up();
+    close(ctl[1]);
+    ctl[1] = -1;
+    ck_assert(h_run_until(&pump, pump_stopping, &pump));
+    ck_assert(pump.draining);
+    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert_int_eq(pump.listeners[0].fd, -1);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* signals and sl_pump_run                                            */
+
+START_TEST(test_sigterm_drains)
+{
+    sl_ctl_msg_t m;
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    ctl_up();
+    ck_assert_int_eq(kill(getpid(), SIGTERM), 0);
+    ck_assert(h_run_until(&pump, pump_stopping, &pump));
+    ck_assert(pump.terminating);
+    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), 1);
+    ck_assert_uint_eq(m.type, SL_CTL_DRAINING);
+}
+END_TEST
+
+START_TEST(test_sigint_and_sigquit_stop_fast)
+{
+    static const int sigs[] = {SIGINT, SIGQUIT};
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    h_connect(&pump, &client);
+    ck_assert_int_eq(kill(getpid(), sigs[_i]), 0);
+    ck_assert(h_run_until(&pump, pump_stopping, &pump));
+    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert(h_wait_eof(&pump, &client));
+}
+END_TEST
+
+static bool file_exists(void *arg)
+{
+    struct stat st;
+
+    return stat(arg, &st) == 0;
+}
+
+/* USR1 reopens the log: after logrotate moved it, a new file appears. */
+START_TEST(test_sigusr1_reopens_log)
+{
+    char dir[] = "/tmp/sl-test-pump-XXXXXX", path[64], moved[64];
+    int saved = dup(STDERR_FILENO);
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/error.log", dir);
+    snprintf(moved, sizeof(moved), "%s/error.log.1", dir);
+    ck_assert_int_eq(sl_log_open(path), 0);
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    ck_assert_int_eq(rename(path, moved), 0);
+    ck_assert_int_eq(kill(getpid(), SIGUSR1), 0);
+    ck_assert(h_run_until(&pump, file_exists, path));
+    sl_log(SL_LOG_ERROR, "after the reopen");
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    char line[256] = {0};
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(line, "after the reopen"));
+    unlink(path);
+    unlink(moved);
+    rmdir(dir);
+}
+END_TEST
+
+/* sl_pump_run() starts the listeners and returns the drain's status. */
+START_TEST(test_run_until_term)
+{
+    int fd = h_listen();
+
+    h_options(&opt, NULL);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, &fd, 1), 0);
+    ck_assert(!pump.accepting);
+    ck_assert_int_eq(kill(getpid(), SIGTERM), 0);
+    alarm(5);
+    ck_assert_int_eq(sl_pump_run(&pump), SL_EXIT_OK);
+    alarm(0);
+    ck_assert(pump.stopping);
+    ck_assert_int_eq(pump.listeners[0].fd, -1);
+}
+END_TEST
+
+static Suite *pump_suite(void)
+{
+    Suite *s = suite_create("pump");
+    TCase *tc = tcase_create("queue");
+
+    tcase_add_test(tc, test_queue_fifo);
+    tcase_add_test(tc, test_queue_full);
+    tcase_add_test(tc, test_queue_wraps);
+    tcase_add_test(tc, test_queue_pop_wait_wakes_on_push);
+    tcase_add_test(tc, test_queue_push_wakes_per_ticket);
+    tcase_add_test(tc, test_queue_close);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("date");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_date_format);
+    tcase_add_test(tc, test_date_follows_the_clock);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pump");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_init);
+    tcase_add_test(tc, test_listener_described);
+    tcase_add_test(tc, test_unix_listener);
+    tcase_add_test(tc, test_accepted_socket);
+    tcase_add_test(tc, test_pool_limit);
+    tcase_add_test(tc, test_stop_listening);
+    tcase_add_test(tc, test_submits_batched_per_pass);
+    tcase_add_test(tc, test_batch_overflow_is_bounded);
+    tcase_add_test(tc, test_completion_from_another_thread);
+    tcase_add_test(tc, test_completion_for_free_slot);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("ctl");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_heartbeat);
+    tcase_add_test(tc, test_tick_sends_heartbeat);
+    tcase_add_test(tc, test_tick_sweeps);
+    tcase_add_test(tc, test_retire_once);
+    tcase_add_test(tc, test_retire_jitter);
+    tcase_add_test(tc, test_ctl_eof_drains);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("signals");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_sigterm_drains);
+    tcase_add_loop_test(tc, test_sigint_and_sigquit_stop_fast, 0, 2);
+    tcase_add_test(tc, test_sigusr1_reopens_log);
+    tcase_add_test(tc, test_run_until_term);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(pump_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
