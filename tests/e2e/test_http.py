@@ -14,7 +14,7 @@ import time
 import pytest
 
 from e2e_data import pattern
-from helpers import build_request, chunked, server_name
+from helpers import HTTPError, build_request, chunked, server_name
 
 IMF_FIXDATE = re.compile(
     r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} "
@@ -208,30 +208,39 @@ def test_request_split_into_single_bytes(server):
 
 
 def test_request_split_at_every_offset(server):
-    """The head and body arriving in two reads, split at every byte."""
+    """The head and body arriving in two reads, split at every byte; the
+    worker survives all of it. Every outcome is collected, so a failure
+    lists each offset that went wrong and how."""
     req = (b"POST /environ?q=split HTTP/1.1\r\nHost: split.test\r\n"
            b"X-Split-Header: some value\r\nContent-Type: text/plain\r\n"
            b"Content-Length: 5\r\n\r\nhello")
+    want = ("/environ", "q=split", "split.test", "some value", "text/plain",
+            "5")
+    workers = server.worker_pids()
     bad = []
-    with server.connect() as c:
-        for i in range(1, len(req)):
+    for i in range(1, len(req)):
+        with server.connect(timeout=5) as c:
             c.send(req[:i])
             time.sleep(0.003)  # pacing: make the two parts separate reads
-            c.send(req[i:])
-            r = c.read_response()
+            try:
+                c.send(req[i:])
+                r = c.read_response()
+            except (OSError, HTTPError) as e:
+                bad.append((i, req[:i][-12:], type(e).__name__))
+                continue
             if r.status != 200:
                 bad.append((i, req[:i][-12:], r.status))
-                break
+                continue
             env = r.json()
-            got = (env["PATH_INFO"]["value"], env["QUERY_STRING"]["value"],
-                   env["HTTP_HOST"]["value"],
-                   env["HTTP_X_SPLIT_HEADER"]["value"],
-                   env["CONTENT_TYPE"]["value"],
-                   env["CONTENT_LENGTH"]["value"])
-            if got != ("/environ", "q=split", "split.test", "some value",
-                       "text/plain", "5"):
+            got = tuple(env.get(k, {}).get("value") for k in (
+                "PATH_INFO", "QUERY_STRING", "HTTP_HOST",
+                "HTTP_X_SPLIT_HEADER", "CONTENT_TYPE", "CONTENT_LENGTH"))
+            if got != want:
                 bad.append((i, req[:i][-12:], got))
-    assert not bad, bad
+    now = server.worker_pids()
+    assert now == workers and not bad, \
+        "workers %s -> %s; %d of %d split points failed: %r" % (
+            workers, now, len(bad), len(req) - 1, bad)
 
 
 def test_chunked_body_split_at_every_offset(server):
