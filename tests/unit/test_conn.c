@@ -288,6 +288,24 @@ START_TEST(test_pipelined_in_order)
 }
 END_TEST
 
+/* Nothing pipelined after "Connection: close" is served. */
+START_TEST(test_nothing_served_after_close)
+{
+    sl_ticket_t t;
+
+    UP(NULL);
+    h_sends(&client, "GET /last HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
+                     "\r\nGET /never HTTP/1.1\r\nHost: h\r\n\r\n");
+    take_request(&t);
+    ck_assert_str_eq(url(), "/last");
+    respond(t.gen, "bye");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert(h_wait_eof(&pump, &client));
+    ck_assert_uint_eq(client.len, 0);
+    ck_assert_uint_eq(h_tickets(&pump), 0);
+}
+END_TEST
+
 /* Requests the client pipelined before closing its side still count. */
 START_TEST(test_pipelined_before_eof_are_served)
 {
@@ -341,6 +359,13 @@ static const struct {
     {"space-in-name", "GET / HTTP/1.1\r\nHost: h\r\nBad Name: v\r\n\r\n"},
     {"garbage", "GARBAGE\r\n\r\n"},
     {"bare-lf-in-value", "GET / HTTP/1.1\r\nHost: h\r\nX-A: a\nb\r\n\r\n"},
+    {"te-not-chunked", "POST / HTTP/1.1\r\nHost: h\r\n"
+                       "Transfer-Encoding: gzip\r\n\r\nabc"},
+    {"te-chunked-not-last", "POST / HTTP/1.1\r\nHost: h\r\n"
+                            "Transfer-Encoding: chunked, gzip\r\n\r\n"
+                            "3\r\nabc\r\n0\r\n\r\n"},
+    {"plus-content-length", "POST / HTTP/1.1\r\nHost: h\r\n"
+                            "Content-Length: +3\r\n\r\nabc"},
 };
 
 START_TEST(test_bad_request_is_400)
@@ -1384,6 +1409,7 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_keep_alive_requests_get_new_generations);
     tcase_add_test(tc, test_pipelined_in_order);
     tcase_add_test(tc, test_pipelined_before_eof_are_served);
+    tcase_add_test(tc, test_nothing_served_after_close);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("refused");
