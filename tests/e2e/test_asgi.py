@@ -1,0 +1,365 @@
+"""ASGI 3.0 over HTTP with raw apps (tests/apps/asgi_app.py): the scope,
+receive() and send() message by message, every error path, lifespan state,
+WebSocket refusal, backpressure and disconnects.
+
+Every test runs in pump mode and inline mode (SLUICE_INLINE=1), each on
+uvloop and on asyncio's own loop. The other test_asgi_*.py modules import
+the mode table and start_asgi() from here.
+"""
+
+import json
+import socket
+import time
+
+import pytest
+
+import helpers
+from helpers import build_request
+
+pytestmark = pytest.mark.sluice_only
+
+ASGI_MODES = {
+    "pump": {"inline": False, "args": []},
+    "inline": {"inline": True, "args": []},
+    "pump-asyncio": {"inline": False, "args": ["--loop", "asyncio"]},
+    "inline-asyncio": {"inline": True, "args": ["--loop", "asyncio"]},
+}
+
+
+def start_asgi(tmp_path_factory, label, mode, app, args=(), **kw):
+    """Context manager: an ASGI server for MODE (an ASGI_MODES entry)."""
+    workdir = tmp_path_factory.mktemp("%s-%s" % (label, mode["name"]))
+    return helpers.running(workdir, app, inline=mode["inline"],
+                           args=list(mode["args"]) + list(args), **kw)
+
+
+@pytest.fixture(scope="module", params=list(ASGI_MODES))
+def asgi_mode(request):
+    return dict(ASGI_MODES[request.param], name=request.param)
+
+
+@pytest.fixture(scope="module")
+def server(asgi_mode, tmp_path_factory):
+    with start_asgi(tmp_path_factory, "asgi", asgi_mode, "asgi_app:app",
+                    args=["--root-path", "/mnt"]) as s:
+        yield s
+
+
+def get(server, target, headers=()):
+    return server.get(target, headers)
+
+
+# ---------------------------------------------------------------- scope
+
+def test_hello_keeps_alive(server):
+    with server.connect() as c:
+        for _ in range(3):
+            r = c.request("GET", "/hello")
+            assert r.status == 200
+            assert r.body == b"hello\n"
+            assert r.header("Content-Length") == "6"
+            assert r.header("Server") == "sluice"
+            assert r.header("Date")
+            assert r.header("Connection") is None
+
+
+def test_scope(server):
+    r = get(server, "/scope/caf%C3%A9%20x?a=1&b=%20",
+            headers=[("X-Repeat", "1"), ("X-Repeat", "2"),
+                     ("X-Mixed-Case", "Value")])
+    s = json.loads(r.body)
+    assert s["type"] == "http"
+    assert s["asgi"] == {"version": "3.0", "spec_version": "2.3"}
+    assert s["http_version"] == "1.1"
+    assert s["method"] == "GET"
+    assert s["scheme"] == "http"
+    assert s["path"] == "/scope/caf\u00e9 x"
+    assert s["raw_path"] == "/scope/caf%C3%A9%20x"
+    assert s["query_string"] == "a=1&b=%20"
+    assert s["root_path"] == "/mnt"
+    t = s["types"]
+    assert (t["path"], t["raw_path"], t["query_string"]) == \
+        ("str", "bytes", "bytes")
+    names = [k for k, _ in s["headers"]]
+    assert names == ["host", "x-repeat", "x-repeat", "x-mixed-case",
+                     "connection"]
+    assert s["headers"][1:4] == [["x-repeat", "1"], ["x-repeat", "2"],
+                                 ["x-mixed-case", "Value"]]
+    assert s["client"][0] == "127.0.0.1" and s["client"][1] > 0
+    assert s["server"] == ["127.0.0.1", server.port]
+    assert s["state"] == {"started": "yes", "shared": []}
+    assert set(s["extensions"]) >= {"http.response.pathsend",
+                                    "http.response.trailers"}
+
+
+def test_http_10(server):
+    with server.connect() as c:
+        r = c.request("GET", "/scope", version="HTTP/1.0", host=None)
+        assert json.loads(r.body)["http_version"] == "1.0"
+
+
+def test_state_is_a_copy_per_request(server):
+    a = json.loads(get(server, "/scope").body)["state"]
+    b = json.loads(get(server, "/scope").body)["state"]
+    assert a == b == {"started": "yes", "shared": []}
+
+
+def test_unknown_route_404(server):
+    assert get(server, "/nope").status == 404
+
+
+def test_head_gets_length_no_body(server):
+    with server.connect() as c:
+        r = c.request("HEAD", "/head")
+        assert r.status == 200
+        assert r.header("Content-Length") == "1234"
+        assert r.body == b""
+        assert c.request("GET", "/hello").body == b"hello\n"
+
+
+@pytest.mark.parametrize("code", [204, 304, 404, 422, 503])
+def test_statuses(server, code):
+    with server.connect() as c:
+        r = c.request("GET", "/status/%d" % code)
+        assert r.status == code
+        if code in (204, 304):
+            assert r.body == b""
+            assert r.header("Content-Length") is None
+        else:
+            assert r.body == b"status %d\n" % code
+        assert c.request("GET", "/hello").status == 200
+
+
+# ---------------------------------------------------------------- receive
+
+def test_body_echo(server):
+    body = bytes(range(256)) * 4000  # 1 MB: several messages
+    with server.connect() as c:
+        r = c.request("POST", "/echo", body=body)
+        assert r.status == 200 and r.body == body
+        assert int(r.header("X-Messages")) >= 2
+
+
+def test_empty_body_is_one_message(server):
+    with server.connect() as c:
+        r = c.request("POST", "/echo", body=b"")
+        assert r.body == b"" and r.header("X-Messages") == "1"
+
+
+def test_chunked_body(server):
+    body = b"0123456789" * 5000
+    with server.connect() as c:
+        c.send(build_request("POST", "/echo",
+                             headers=[("Transfer-Encoding", "chunked")])
+               + helpers.chunked(body, sizes=(3000, 7)))
+        r = c.read_response()
+        assert r.status == 200 and r.body == body
+
+
+def test_body_sent_slowly(server):
+    with server.connect() as c:
+        c.send(build_request("POST", "/echo",
+                             headers=[("Content-Length", "10")]))
+        for piece in (b"01234", b"56789"):
+            time.sleep(0.1)
+            c.send(piece)
+        r = c.read_response()
+        assert r.body == b"0123456789"
+        assert int(r.header("X-Messages")) >= 2
+
+
+def test_expect_continue(server):
+    with server.connect() as c:
+        c.send(build_request("POST", "/echo",
+                             headers=[("Content-Length", "4"),
+                                      ("Expect", "100-continue")]))
+        assert c.read_response().status == 100
+        c.send(b"abcd")
+        assert c.read_response().body == b"abcd"
+
+
+def test_receive_after_response_is_disconnect(server):
+    r = get(server, "/receive-twice")
+    assert r.body == b"http.request"
+    server.wait_for_call("WATCH http.disconnect")
+
+
+# ---------------------------------------------------------------- send
+
+def test_streaming_is_chunked(server):
+    r = get(server, "/stream?n=5&size=10")
+    assert r.status == 200
+    assert r.chunked and r.body == b"".join(bytes([97 + i]) * 10
+                                            for i in range(5))
+
+
+def test_streaming_http10_is_close_delimited(server):
+    with server.connect() as c:
+        r = c.request("GET", "/stream?n=3&size=4", version="HTTP/1.0",
+                      host=None)
+        assert r.close_delimited and r.body == b"aaaabbbbcccc"
+
+
+def test_app_content_length_stream(server):
+    with server.connect() as c:
+        r = c.request("GET", "/sized-stream")
+        assert not r.chunked and r.body == b"abcdef"
+        assert c.request("GET", "/hello").status == 200
+
+
+def test_trailers(server):
+    with server.connect() as c:
+        r = c.request("GET", "/trailers", headers=[("TE", "trailers")])
+        assert r.chunked and r.body == b"data"
+        assert r.trailers == [b"x-checksum: abc", b"x-count: 1"]
+        assert c.request("GET", "/hello").status == 200
+
+
+def test_pathsend(server):
+    with server.connect() as c:
+        r = c.request("GET", "/pathsend")
+        assert r.status == 200
+        assert r.header("Content-Length") == "256000"
+        assert r.body == bytes(range(256)) * 1000
+        assert c.request("GET", "/hello").status == 200
+
+
+def test_backpressure_holds_the_app(server):
+    """A client that stops reading: the app stops too, once the kernel's
+    buffers and the credit are full, and goes on when the client reads."""
+    total = 512  # 32 MB: more than loopback's socket buffers can hold
+    with server.connect() as c:
+        c.send(build_request("GET", "/big?m=bp&chunks=%d" % total))
+        server.wait_for_call("BIG bp 0")
+
+        def settled():
+            n = len(server.called("BIG bp "))
+            time.sleep(0.3)
+            return n == len(server.called("BIG bp ")) and n
+        held = helpers.wait_until(settled, 10, "the app to stop sending")
+        assert held < total, "the app never waited for a stalled client"
+        r = c.read_response()
+        assert len(r.body) == 65536 * total
+    assert len(server.called("BIG bp ")) == total
+
+
+# ---------------------------------------------------------------- errors
+
+def test_error_before_start_is_500(server):
+    mark = server.log_mark()
+    r = get(server, "/error-before")
+    assert r.status == 500
+    assert r.header("Connection") == "close"
+    log = server.wait_for_log("boom before start", since=mark)
+    assert "Traceback" in log and "error handling GET /error-before" in log
+    assert get(server, "/hello").status == 200
+
+
+def test_error_after_start_closes(server):
+    mark = server.log_mark()
+    with server.connect() as c:
+        c.send(build_request("GET", "/error-after"))
+        with pytest.raises(helpers.PeerClosed) as e:
+            c.read_response()
+        assert b"partial" in e.value.data
+    server.wait_for_log("boom after start", since=mark)
+    assert get(server, "/hello").status == 200
+
+
+def test_returning_without_response_is_500(server):
+    mark = server.log_mark()
+    assert get(server, "/no-response").status == 500
+    server.wait_for_log("without starting a response", since=mark)
+
+
+def test_returning_after_start_only_is_500(server):
+    mark = server.log_mark()
+    assert get(server, "/started-only").status == 500
+    server.wait_for_log("without completing the response", since=mark)
+
+
+@pytest.mark.parametrize("kind,exc,words", [
+    ("body-first", "RuntimeError", "before http.response.start"),
+    ("status-str", "TypeError", "needs an int 'status'"),
+    ("header-str", "TypeError", "must be bytes"),
+    ("header-crlf", "ValueError", "CR, LF or NUL"),
+    ("body-str", "TypeError", "'body' must be bytes"),
+    ("not-dict", "TypeError", "takes a dict message"),
+    ("unknown", "ValueError", "unexpected message type"),
+    ("start-twice", "RuntimeError", "sent twice"),
+])
+def test_bad_send_raises_in_app(server, kind, exc, words):
+    with server.connect() as c:
+        c.send(build_request("GET", "/bad-send/%s" % kind))
+        r = c.read_response()
+        assert r.status == 500
+        assert r.header("Connection") == "close"
+        c.expect_eof()
+    line = server.wait_for_call("SENDERROR %s " % kind)[0]
+    assert exc in line and words in line, line
+
+
+def test_send_after_end_raises(server):
+    assert get(server, "/after-end").body == b"done\n"
+    line = server.wait_for_call("AFTEREND")[0]
+    assert "RuntimeError" in line and "after the response was complete" \
+        in line
+
+
+def test_websocket_upgrade_refused(server):
+    with server.connect() as c:
+        r = c.request("GET", "/hello", headers=[
+            ("Connection", "Upgrade"), ("Upgrade", "websocket"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ("Sec-WebSocket-Version", "13")])
+        assert r.status == 501
+        assert r.header("Connection") == "close"
+        c.expect_eof()
+
+
+# ---------------------------------------------------------------- tasks
+
+def test_current_task_and_context(server):
+    for path in ("/task/a", "/task/b"):
+        r = json.loads(get(server, path).body)
+        assert r == {"task": True, "before": None, "after": path,
+                     "done": False}
+
+
+def test_app_cancelling_its_own_child(server):
+    assert get(server, "/cancel-self").body == b"child cancelled\n"
+
+
+def test_concurrent_requests_overlap(server):
+    """Two sleeping requests take one sleep, not two: one loop, many
+    tasks."""
+    conns = [server.connect() for _ in range(4)]
+    try:
+        t0 = time.monotonic()
+        for i, c in enumerate(conns):
+            c.send(build_request("GET", "/slow/%d?t=0.5" % i))
+        for c in conns:
+            assert c.read_response().status == 200
+        assert time.monotonic() - t0 < 1.5
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_disconnect_mid_stream_seen_by_app(server):
+    mark = "d%d" % time.monotonic_ns()
+    with server.connect() as c:
+        c.send(build_request("GET", "/disconnect?m=%s" % mark))
+        c.read_head()
+        server.wait_for_call("SENT %s 2" % mark)
+    server.wait_for_call("DISCONNECT %s http.disconnect" % mark, timeout=5)
+    assert get(server, "/hello").status == 200
+
+
+def test_pipelined_requests(server):
+    with server.connect() as c:
+        c.send(build_request("GET", "/hello") + build_request("GET", "/head")
+               + build_request("POST", "/echo", body=b"xyz"))
+        assert c.read_response().body == b"hello\n"
+        assert len(c.read_response().body) == 1234
+        assert c.read_response().body == b"xyz"
