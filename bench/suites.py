@@ -146,7 +146,9 @@ ASGI = Suite(
     name="asgi",
     title="ASGI hello world, one worker",
     app="hello_asgi.py",
-    baselines=["uvicorn"],
+    # sluice-wsgi: the second target (ASGI within 15 % of sluice's
+    # own WSGI hello world) is read from the same run.
+    baselines=["uvicorn", "sluice-wsgi"],
     arms=[
         Arm(
             name="uvicorn",
@@ -168,10 +170,21 @@ ASGI = Suite(
                  "is off by default",
         ),
         _sluice("sluice-asgi", "hello_asgi:app", extra=["--interface", "asgi"],
-                note="pump mode (default)"),
+                note="pump mode (default), uvloop (the default when "
+                     "installed)"),
+        _sluice("sluice-asgi-asyncio", "hello_asgi:app",
+                extra=["--interface", "asgi", "--loop", "asyncio"],
+                note="pump mode, asyncio's own event loop"),
         _sluice("sluice-asgi-inline", "hello_asgi:app",
                 extra=["--interface", "asgi"], env={"SLUICE_INLINE": "1"},
-                note="inline mode: SLUICE_INLINE=1"),
+                note="inline mode: SLUICE_INLINE=1, uvloop"),
+        _sluice("sluice-asgi-inline-asyncio", "hello_asgi:app",
+                extra=["--interface", "asgi", "--loop", "asyncio"],
+                env={"SLUICE_INLINE": "1"},
+                note="inline mode, asyncio's own event loop"),
+        _sluice("sluice-wsgi", "hello_wsgi:app",
+                note="sluice's WSGI hello world, pump mode: the reference "
+                     "for ASGI's cost"),
     ],
 )
 
