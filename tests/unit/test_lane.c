@@ -70,7 +70,7 @@ static const char APP[] =
     "\n"
     "def stream(e):\n"
     "    yield b'first'\n"
-    "    yield b'+seen' if seen.wait(2) else b'+never seen'\n"
+    "    yield b'+seen' if seen.wait(1) else b'+never seen'\n"
     "\n"
     "def app(e, sr):\n"
     "    body = globals()[e['PATH_INFO'].strip('/')](e)\n"

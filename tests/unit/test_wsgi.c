@@ -250,7 +250,7 @@ static const char APP[] =
     "def stream(e, sr):\n"
     "    sr('200 OK', [])\n"
     "    yield b'first'\n"
-    "    yield b'+seen' if seen.wait(2) else b'+never seen'\n"
+    "    yield b'+seen' if seen.wait(1) else b'+never seen'\n"
     "\n"
     "def app(e, sr):\n"
     "    parts = e['PATH_INFO'].split('/')\n"
