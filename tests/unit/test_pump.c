@@ -498,10 +498,17 @@ START_TEST(test_submits_batched_per_pass)
 }
 END_TEST
 
-/* More tickets in one pass than the batch holds are dropped, never
- * written past the batch. */
+/* More tickets in one pass than the batch holds are dropped (and said
+ * so in the log), never written past the batch. */
 START_TEST(test_batch_overflow_is_bounded)
 {
+    char path[] = "/tmp/sl-test-pump-log-XXXXXX", line[256] = {0};
+    int fd = mkstemp(path);
+    FILE *f;
+
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(sl_log_open(path), 0);
     h_options(&opt, "--worker-connections", "2", NULL);
     h_pump_up(&pump, &opt);
     h_connect(&pump, &client);
@@ -510,6 +517,12 @@ START_TEST(test_batch_overflow_is_bounded)
     ck_assert_uint_eq(pump.npending, pump.npending_cap);
     ev_run(pump.loop, EVRUN_NOWAIT);
     ck_assert_uint_eq(queue_count(&pump.work), pump.npending_cap);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+    fclose(f);
+    unlink(path);
+    ck_assert_ptr_nonnull(strstr(line, "executor batch overflow"));
 }
 END_TEST
 
