@@ -24,6 +24,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +35,39 @@
 
 #define H_DEADLINE 2.5 /* seconds any h_run_until() may take */
 #define H_MAX_ARGS 32
+
+/* ------------------------------------------------------------------ */
+/* scratch files                                                      */
+
+static char h_dir[64]; /* made by the runner, shared by a test case */
+
+/* Unchecked fixture: it runs in the runner process, not in the forked
+ * test, so h_dir_remove() cleans up even after a test that crashed before
+ * its own teardown could run. */
+static inline void h_dir_make(void)
+{
+    snprintf(h_dir, sizeof(h_dir), "/tmp/sl-test-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(h_dir));
+}
+
+static inline void h_dir_remove(void)
+{
+    char cmd[96];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", h_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* This test's own directory under h_dir (a path in a static buffer). */
+static inline const char *h_test_dir(void)
+{
+    static char d[96];
+
+    snprintf(d, sizeof(d), "%s/%ld", h_dir, (long)getpid());
+    ck_assert_msg(mkdir(d, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", d,
+                  strerror(errno));
+    return d;
+}
 
 /* ------------------------------------------------------------------ */
 /* options                                                            */

@@ -1,7 +1,8 @@
 /* py_harness.h - the embedded-Python side of the unit tests: start the
  * interpreter as a worker does, define an app module from source text, read
  * values back from it, and keep the error log (where tracebacks go) in a
- * temporary file the test can read.
+ * file of the test's own under h_dir (so test cases using it need the
+ * h_dir_make/h_dir_remove unchecked fixture).
  *
  * CPython starts once per process, so suites using this run every test
  * forked (check's default) and start Python in the test's own fixture.
@@ -14,26 +15,15 @@
 #include "tests/unit/harness.h"
 #include "worker/py.h"
 
-static char hp_logdir[64];
-static char hp_logpath[96];
+static char hp_logpath[128];
 
-/* Send the log, and fd 2 with Python's tracebacks, to a temporary file
- * (as the worker does with --error-logfile). */
+/* Send the log, and fd 2 with Python's tracebacks, to a file (as the
+ * worker does with --error-logfile). */
 static inline void hp_log_to_file(void)
 {
-    snprintf(hp_logdir, sizeof(hp_logdir), "/tmp/sl-test-py-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(hp_logdir));
-    snprintf(hp_logpath, sizeof(hp_logpath), "%s/error.log", hp_logdir);
+    snprintf(hp_logpath, sizeof(hp_logpath), "%s/error.log", h_test_dir());
     ck_assert_int_eq(sl_log_open(hp_logpath), 0);
     ck_assert_int_ge(dup2(sl_log_fd(), STDERR_FILENO), 0);
-}
-
-static inline void hp_log_remove(void)
-{
-    if (hp_logpath[0] != '\0')
-        unlink(hp_logpath);
-    if (hp_logdir[0] != '\0')
-        rmdir(hp_logdir);
 }
 
 /* Everything logged so far (a static buffer). */

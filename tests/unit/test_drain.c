@@ -19,15 +19,13 @@ static sl_options_t opt;
 static sl_pump_t pump;
 static h_client_t clients[3];
 static h_resp_t resp;
-static char logpath[64];
-static char logdir[] = "/tmp/sl-test-drain-XXXXXX";
+static char logpath[128];
 
 static void setup(void)
 {
     for (int i = 0; i < 3; i++)
         clients[i].fd = -1;
-    ck_assert_ptr_nonnull(mkdtemp(logdir));
-    snprintf(logpath, sizeof(logpath), "%s/error.log", logdir);
+    snprintf(logpath, sizeof(logpath), "%s/error.log", h_test_dir());
     ck_assert_int_eq(sl_log_open(logpath), 0);
 }
 
@@ -37,8 +35,6 @@ static void teardown(void)
     for (int i = 0; i < 3; i++)
         h_client_close(&clients[i]);
     h_pump_down(&pump);
-    unlink(logpath);
-    rmdir(logdir);
 }
 
 /* The whole error log so far. */
@@ -352,6 +348,7 @@ static Suite *drain_suite(void)
     Suite *s = suite_create("drain");
     TCase *tc = tcase_create("drain");
 
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_prepare_when_idle_finishes_at_once);
     tcase_add_test(tc, test_finish_leaves_no_timer);

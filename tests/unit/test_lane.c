@@ -106,7 +106,6 @@ static void teardown(void)
         ck_assert_int_eq(sl_lane_stop(&pump, 2.0), 0);
     h_resp_free(&resp);
     h_client_close(&client);
-    hp_log_remove();
 }
 
 /* Python, the app, a pump-mode pump, LANES lanes, a connected client, and
@@ -360,6 +359,7 @@ static Suite *lane_suite(void)
     Suite *s = suite_create("lane");
     TCase *tc = tcase_create("lane");
 
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_request_served_by_a_lane);
     tcase_add_test(tc, test_lanes_run_in_parallel);

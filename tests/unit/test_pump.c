@@ -353,15 +353,11 @@ END_TEST
 START_TEST(test_unix_listener)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    char dir[] = "/tmp/sl-test-pump-XXXXXX";
     int fd;
 
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/s", dir);
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/s", h_test_dir());
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
     ck_assert_int_eq(bind(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
-    unlink(sun.sun_path);
-    rmdir(dir);
     ck_assert_int_eq(listen(fd, 8), 0);
     h_options(&opt, NULL);
     ck_assert_int_eq(sl_pump_init(&pump, &opt, &fd, 1), 0);
@@ -502,12 +498,10 @@ END_TEST
  * so in the log), never written past the batch. */
 START_TEST(test_batch_overflow_is_bounded)
 {
-    char path[] = "/tmp/sl-test-pump-log-XXXXXX", line[256] = {0};
-    int fd = mkstemp(path);
+    char path[128], line[256] = {0};
     FILE *f;
 
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    snprintf(path, sizeof(path), "%s/error.log", h_test_dir());
     ck_assert_int_eq(sl_log_open(path), 0);
     h_options(&opt, "--worker-connections", "2", NULL);
     h_pump_up(&pump, &opt);
@@ -521,7 +515,6 @@ START_TEST(test_batch_overflow_is_bounded)
     ck_assert_ptr_nonnull(f);
     ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
     fclose(f);
-    unlink(path);
     ck_assert_ptr_nonnull(strstr(line, "executor batch overflow"));
 }
 END_TEST
@@ -743,12 +736,12 @@ static bool file_exists(void *arg)
 /* USR1 reopens the log: after logrotate moved it, a new file appears. */
 START_TEST(test_sigusr1_reopens_log)
 {
-    char dir[] = "/tmp/sl-test-pump-XXXXXX", path[64], moved[64];
+    char path[128], moved[128], line[256] = {0};
     int saved = dup(STDERR_FILENO);
+    FILE *f;
 
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof(path), "%s/error.log", dir);
-    snprintf(moved, sizeof(moved), "%s/error.log.1", dir);
+    snprintf(path, sizeof(path), "%s/error.log", h_test_dir());
+    snprintf(moved, sizeof(moved), "%s/error.log.1", h_test_dir());
     ck_assert_int_eq(sl_log_open(path), 0);
     h_options(&opt, NULL);
     h_pump_up(&pump, &opt);
@@ -758,15 +751,11 @@ START_TEST(test_sigusr1_reopens_log)
     sl_log(SL_LOG_ERROR, "after the reopen");
     dup2(saved, STDERR_FILENO);
     close(saved);
-    FILE *f = fopen(path, "r");
-    char line[256] = {0};
+    f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
     ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
     fclose(f);
     ck_assert_ptr_nonnull(strstr(line, "after the reopen"));
-    unlink(path);
-    unlink(moved);
-    rmdir(dir);
 }
 END_TEST
 
@@ -807,6 +796,7 @@ static Suite *pump_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pump");
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_listener_described);
@@ -831,6 +821,7 @@ static Suite *pump_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("signals");
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_sigterm_drains);
     tcase_add_loop_test(tc, test_sigint_and_sigquit_stop_fast, 0, 2);

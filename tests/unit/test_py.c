@@ -14,7 +14,7 @@
 #include "tests/unit/py_harness.h"
 
 static sl_options_t opt;
-static char dir[64]; /* modules live here */
+static char dir[96]; /* modules live here */
 
 static void put_file(const char *name, const char *text)
 {
@@ -30,8 +30,7 @@ static void put_file(const char *name, const char *text)
 
 static void setup(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/sl-test-pymod-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(dir, sizeof(dir), "%s", h_test_dir());
     hp_log_to_file();
     put_file("mod_ok.py", "def app(environ, start_response):\n"
                           "    return [b'app']\n"
@@ -44,15 +43,6 @@ static void setup(void)
                           "value = 3\n");
     put_file("mod_bad.py", "x = 1\n"
                            "1 / 0\n");
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
-    hp_log_remove();
 }
 
 /* Parse "sluice --pythonpath DIR [EXTRA] APP". */
@@ -363,7 +353,8 @@ static Suite *py_suite(void)
     Suite *s = suite_create("py");
     TCase *tc = tcase_create("init");
 
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
+    tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_pythonpath_order);
     tcase_add_test(tc, test_cwd_on_path);
@@ -372,7 +363,8 @@ static Suite *py_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("app");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
+    tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_load_app);
     tcase_add_test(tc, test_load_default_name);
     tcase_add_test(tc, test_load_dotted_attribute);
@@ -382,7 +374,8 @@ static Suite *py_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("runtime");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
+    tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_log_exception);
     tcase_add_test(tc, test_gil_released_in_poll);
     tcase_add_test(tc, test_finalize);

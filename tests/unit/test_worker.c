@@ -60,7 +60,7 @@ static const char ASGI_APP[] =
 #define DEADLINE_MS 3000
 
 static sl_options_t opt;
-static char dir[64], logpath[128];
+static char dir[96], logpath[128];
 static pid_t child = -1;
 static int ctl = -1; /* the supervisor's end */
 static int lfd = -1;
@@ -82,8 +82,7 @@ static void put_file(const char *name, const char *text)
 static void setup(void)
 {
     client.fd = -1;
-    snprintf(dir, sizeof(dir), "/tmp/sl-test-worker-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(dir, sizeof(dir), "%s", h_test_dir());
     snprintf(logpath, sizeof(logpath), "%s/error.log", dir);
     put_file("wapp.py", APP);
     put_file("aapp.py", ASGI_APP);
@@ -93,8 +92,6 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[128];
-
     if (child > 0) {
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
@@ -102,8 +99,6 @@ static void teardown(void)
     }
     h_resp_free(&resp);
     h_client_close(&client);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
 }
 
 static const char *log_text(void)
@@ -437,6 +432,7 @@ static Suite *worker_suite(void)
     Suite *s = suite_create("worker");
     TCase *tc = tcase_create("worker");
 
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 10);
     tcase_add_test(tc, test_pump_mode);

@@ -279,7 +279,6 @@ static void teardown(void)
 {
     h_resp_free(&resp);
     h_client_close(&client);
-    hp_log_remove();
 }
 
 /* Python, the app, an inline pump and a connected client, for
@@ -1039,6 +1038,7 @@ static Suite *wsgi_suite(void)
     Suite *s = suite_create("wsgi");
     TCase *tc = tcase_create("framing");
 
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_hello);
     tcase_add_test(tc, test_reason_phrase_kept);
@@ -1061,6 +1061,7 @@ static Suite *wsgi_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("app");
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_exception_before_headers_is_500);
     tcase_add_test(tc, test_exception_after_headers_truncates);
@@ -1076,6 +1077,7 @@ static Suite *wsgi_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("file_wrapper");
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_file_wrapper_sendfile);
     tcase_add_test(tc, test_file_wrapper_respects_position);
@@ -1085,6 +1087,7 @@ static Suite *wsgi_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("environ");
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_environ_basics);
     tcase_add_test(tc, test_environ_multi);

@@ -142,7 +142,6 @@ static void teardown(void)
 {
     h_resp_free(&resp);
     h_client_close(&client);
-    hp_log_remove();
 }
 
 /* POST BODY (N bytes) with a Content-Length to ROUTE; answer in resp. */
@@ -396,6 +395,7 @@ static Suite *wsgi_input_suite(void)
     Suite *s = suite_create("wsgi_input");
     TCase *tc = tcase_create("read");
 
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_read_all);
     tcase_add_test(tc, test_read_empty_body);
@@ -412,6 +412,7 @@ static Suite *wsgi_input_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("streaming");
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_large_body_streams_in);
     tcase_add_test(tc, test_large_body_by_lines);
