@@ -97,7 +97,8 @@ static struct {
     PyObject *loop;            /* owned */
     PyObject *create_future;   /* owned: loop.create_future */
     PyObject *task_type;       /* owned: asyncio.Task */
-    PyObject *kw_loop;         /* owned: ("loop",) */
+    PyObject *kw_task;         /* owned: ("loop", "context") */
+    PyObject *base_ctx;        /* owned: the context every Task copies */
     PyObject *cancelled_error; /* owned: asyncio.CancelledError */
     PyObject *state;           /* owned: lifespan state, or NULL */
     PyObject *proto;           /* owned: the prototype scope */
@@ -1516,7 +1517,7 @@ static PyObject *awaitable_iter(PyObject *aw)
 
 static void req_start(sl_conn_t *c, uint32_t gen)
 {
-    PyObject *args[3] = {NULL, NULL, NULL}, *aw, *targs[2];
+    PyObject *args[3] = {NULL, NULL, NULL}, *aw, *targs[3];
     req_t *r;
 
     if (is_websocket(&c->req)) {
@@ -1539,9 +1540,16 @@ static void req_start(sl_conn_t *c, uint32_t gen)
     aw = PyObject_Vectorcall(L.app, args, 3, NULL);
     if (aw == NULL || (r->coro = awaitable_iter(aw)) == NULL)
         goto out_fail;
+    /* each Task gets a fresh copy of the loop's base context, never of the
+     * context a callback happens to run in (in inline mode that can be the
+     * previous request's) */
     targs[0] = (PyObject *)r;
     targs[1] = L.loop;
-    r->task = PyObject_Vectorcall(L.task_type, targs, 1, L.kw_loop);
+    targs[2] = PyContext_Copy(L.base_ctx);
+    if (targs[2] == NULL)
+        goto out_fail;
+    r->task = PyObject_Vectorcall(L.task_type, targs, 1, L.kw_task);
+    Py_DECREF(targs[2]);
     if (r->task == NULL)
         goto out_fail;
     L.slots[c->idx] = r;
@@ -1866,6 +1874,9 @@ static int lane_boot(void)
     L.loop = sl_asgi_lifespan_loop(L.p->opt->loop, &L.loop_name);
     if (L.loop == NULL)
         return -1;
+    L.base_ctx = PyContext_CopyCurrent();
+    if (L.base_ctx == NULL)
+        goto out_pyerr;
     L.create_future = PyObject_GetAttrString(L.loop, "create_future");
     fn = PyCFunction_New(&on_tickets_def, NULL);
     if (L.create_future == NULL || fn == NULL) {
@@ -2143,8 +2154,8 @@ static int init_asyncio(void)
     L.task_type = PyObject_GetAttrString(asyncio, "Task");
     L.cancelled_error = PyObject_GetAttrString(asyncio, "CancelledError");
     Py_DECREF(asyncio);
-    L.kw_loop = Py_BuildValue("(s)", "loop");
-    if (L.task_type == NULL || L.cancelled_error == NULL || L.kw_loop == NULL)
+    L.kw_task = Py_BuildValue("(ss)", "loop", "context");
+    if (L.task_type == NULL || L.cancelled_error == NULL || L.kw_task == NULL)
         return -1;
     /* asyncio.Task takes coroutines only: the request is one */
     abc = PyImport_ImportModule("collections.abc");

@@ -326,6 +326,16 @@ def test_current_task_and_context(server):
                      "done": False}
 
 
+def test_context_not_inherited_by_the_next_request(server):
+    """Pipelined: in inline mode the second request starts from a libev
+    pass the first one's send() scheduled; it must not see its context."""
+    with server.connect() as c:
+        c.send(build_request("GET", "/task/p1") + build_request("GET",
+                                                               "/task/p2"))
+        for path in ("/task/p1", "/task/p2"):
+            assert json.loads(c.read_response().body)["before"] is None
+
+
 def test_app_cancelling_its_own_child(server):
     assert get(server, "/cancel-self").body == b"child cancelled\n"
 
