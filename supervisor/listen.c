@@ -40,6 +40,7 @@ static int open_unix(const sl_options_t *o, const char *spec,
                      const sl_addr_t *a);
 static int adopt_fd(const sl_options_t *o, const char *spec, int fd);
 static int remove_stale_socket(const char *spec, const char *path);
+static int inherit_one(const char *tok, sl_listener_t *l);
 static int set_flags(int fd);
 static void name_socket(int fd, char *buf, size_t size);
 
@@ -148,6 +149,82 @@ int sl_listen_open(const sl_options_t *o, sl_listener_t *ls, int max)
 out_close:
     sl_listen_close(ls, n, true);
     return -1;
+}
+
+int sl_listen_inherit(const char *list, sl_listener_t *ls, int max)
+{
+    char buf[1024];
+    int n = 0;
+
+    if (strlen(list) >= sizeof(buf)) {
+        sl_log_usage("inherited listener list too long: %s", list);
+        return -1;
+    }
+    strcpy(buf, list);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (n == max) {
+            sl_log_usage("more than %d inherited listeners", max);
+            return -1;
+        }
+        if (inherit_one(tok, &ls[n]) == -1) {
+            return -1;
+        }
+        sl_info("Listening at: %s (%ld), inherited", ls[n].name,
+                (long)getpid());
+        n++;
+    }
+    if (n == 0) {
+        sl_log_usage("no inherited listener in '%s'", list);
+        return -1;
+    }
+    return n;
+}
+
+int sl_listen_fdlist(const sl_listener_t *ls, int n, char *buf, size_t size)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        int w = snprintf(buf + len, size - len, "%s%s%d", i ? "," : "",
+                         ls[i].unlink ? "u" : "", ls[i].fd);
+        if (w < 0 || (size_t)w >= size - len) {
+            return -1;
+        }
+        len += (size_t)w;
+    }
+    return 0;
+}
+
+/* "u5" or "5": an inherited listener; with 'u', one whose unix socket file
+ * is ours to remove at the final exit. */
+static int inherit_one(const char *tok, sl_listener_t *l)
+{
+    bool ours = tok[0] == 'u';
+    const char *num = ours ? tok + 1 : tok;
+
+    if (num[0] == '\0' || strspn(num, "0123456789") != strlen(num) ||
+        strlen(num) > 9) {
+        sl_log_usage("inherited listener '%s' is not a descriptor number", tok);
+        return -1;
+    }
+    int fd = atoi(num);
+    if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+        sl_log_usage("inherited fd %d is not a listening stream socket", fd);
+        return -1;
+    }
+    if (set_flags(fd) == -1) {
+        return -1;
+    }
+    *l = (sl_listener_t){.fd = fd, .unlink = false};
+    name_socket(fd, l->name, sizeof(l->name));
+    if (ours && strncmp(l->name, "unix:", 5) == 0 &&
+        strlen(l->name + 5) < sizeof(l->path)) {
+        l->unlink = true;
+        strcpy(l->path, l->name + 5);
+    }
+    return 0;
 }
 
 void sl_listen_close(sl_listener_t *ls, int n, bool remove_files)

@@ -8,6 +8,7 @@
 #define SL_LISTEN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/un.h>
 
 #include "common/options.h"
@@ -45,6 +46,17 @@ int sl_listen_parse(const char *spec, sl_addr_t *a);
  * -1 after one "sluice: error: ..." line (the caller exits 2); nothing is
  * left open on failure. */
 int sl_listen_open(const sl_options_t *o, sl_listener_t *ls, int max);
+
+/* The listeners a binary upgrade's new supervisor takes over, read from
+ * LIST as sl_listen_fdlist() wrote it ("u5,6": fd 5 is a unix socket whose
+ * file the supervisor created, fd 6 is not). Each must be an open,
+ * listening stream socket; it is made non-blocking and close-on-exec.
+ * Returns how many, or -1 after one "sluice: error: ..." line. */
+int sl_listen_inherit(const char *list, sl_listener_t *ls, int max);
+
+/* LS[0..N) as the list sl_listen_inherit() reads, in BUF. 0, or -1 when
+ * BUF is too small. */
+int sl_listen_fdlist(const sl_listener_t *ls, int n, char *buf, size_t size);
 
 /* Close every listener; remove the unix socket files we created when
  * REMOVE_FILES (a final stop, not a re-exec). */

@@ -2,15 +2,17 @@
  *
  * There is one binary. Started by a person or by systemd it is the
  * supervisor; exec'd by the supervisor with SLUICE_WORKER_ID in its
- * environment it is a worker. Both parse the same argv, so both see the same
- * options, and both set up the error log the same way before anything else
- * can log.
+ * environment it is a worker; exec'd by a supervisor on USR2 with
+ * SLUICE_UPGRADE_FDS it is the supervisor that takes over, with the old
+ * one's sockets. All parse the same argv, so all see the same options, and
+ * all set up the error log the same way before anything else can log.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,9 +20,12 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "supervisor/listen.h"
+#include "supervisor/proctitle.h"
 #include "supervisor/supervisor.h"
 #include "worker/worker.h"
 
+static int run_supervisor(sl_options_t *o, char **args);
+static int open_listeners(sl_options_t *o, sl_listener_t *ls);
 static int run_worker(const sl_options_t *o, const char *id);
 static int parse_fd_list(const char *list, int *fds, int max);
 static int parse_int(const char *s, int *out);
@@ -28,45 +33,70 @@ static int parse_int(const char *s, int *out);
 int main(int argc, char **argv)
 {
     sl_options_t o;
-    sl_listener_t ls[SL_MAX_LISTENERS];
 
-    /* getopt_long() reorders argv; workers are exec'd with it as given. */
-    char **args = calloc((size_t)argc + 1, sizeof(*args));
-    if (args == NULL) {
+    /* First, before anything keeps a pointer into argv or the environment:
+     * process titles are written over that memory. ARGS is the copy every
+     * exec uses as given; getopt_long() reorders PARSE, its twin. */
+    char **args = sl_proctitle_init(argc, argv);
+    char **parse = calloc((size_t)argc + 1, sizeof(*parse));
+    if (args == NULL || parse == NULL) {
         sl_log_usage("out of memory");
         return SL_EXIT_FAIL;
     }
-    memcpy(args, argv, (size_t)argc * sizeof(*args));
+    memcpy(parse, args, (size_t)argc * sizeof(*parse));
 
-    int rc = sl_options_parse(&o, argc, argv);
+    int rc = sl_options_parse(&o, argc, parse);
     if (rc != 0) {
-        free(args);
         return rc == 1 ? SL_EXIT_OK : SL_EXIT_USAGE;
     }
     sl_log_set_level(o.log_level);
     if (o.error_logfile != NULL && sl_log_open(o.error_logfile) == -1) {
         sl_log_usage("cannot open the error log %s: %s", o.error_logfile,
                      strerror(errno));
-        free(args);
         return SL_EXIT_USAGE;
     }
 
     const char *worker_id = getenv("SLUICE_WORKER_ID");
     if (worker_id != NULL) {
-        free(args);
         return run_worker(&o, worker_id);
     }
+    return run_supervisor(&o, args);
+}
+
+static int run_supervisor(sl_options_t *o, char **args)
+{
+    static sl_listener_t ls[SL_MAX_LISTENERS];
+    int workers;
+
+    /* A binary upgrade keeps the worker count TTIN/TTOU left behind. */
+    const char *w = getenv("SLUICE_UPGRADE_WORKERS");
+    if (w != NULL && parse_int(w, &workers) == 0 && workers > 0) {
+        o->workers = workers;
+    }
+    unsetenv("SLUICE_UPGRADE_WORKERS");
 
     sl_info("Starting sluice %s", PACKAGE_VERSION);
-    int n = sl_listen_open(&o, ls, SL_MAX_LISTENERS);
+    int n = open_listeners(o, ls);
     if (n == -1) {
-        free(args);
         return SL_EXIT_USAGE;
     }
-    rc = sl_supervisor_run(&o, args, ls, n);
+    int rc = sl_supervisor_run(o, args, ls, n);
     sl_listen_close(ls, n, true);
-    free(args);
     return rc;
+}
+
+/* The old supervisor's sockets after USR2, else systemd's or --bind's. */
+static int open_listeners(sl_options_t *o, sl_listener_t *ls)
+{
+    const char *inherited = getenv("SLUICE_UPGRADE_FDS");
+
+    if (inherited == NULL) {
+        return sl_listen_open(o, ls, SL_MAX_LISTENERS);
+    }
+    char list[1024];
+    snprintf(list, sizeof(list), "%s", inherited);
+    unsetenv("SLUICE_UPGRADE_FDS");
+    return sl_listen_inherit(list, ls, SL_MAX_LISTENERS);
 }
 
 /* Worker mode: take the descriptors the supervisor passed, mark them
@@ -97,6 +127,8 @@ static int run_worker(const sl_options_t *o, const char *id)
     unsetenv("SLUICE_LISTEN_FDS");
     unsetenv("SLUICE_CTL_FD");
 
+    const char *name = o->proc_name ? o->proc_name : "sluice";
+    sl_proctitle_set(name, "%s: worker %d [%s]", name, worker_id, o->app);
     return sl_worker_main(o, fds, n, worker_id, ctl_fd);
 }
 

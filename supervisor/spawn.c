@@ -1,4 +1,4 @@
-/* spawn.c - fork + exec of one worker.
+/* spawn.c - fork + exec of one worker, or of a new supervisor.
  *
  * Between fork() and exec() the child runs supervisor code with the
  * supervisor's signal handlers, which write to the supervisor's libev wake-up
@@ -6,9 +6,10 @@
  * dispositions to their defaults before unblocking, and a signal meant for
  * the supervisor waits in the parent until it has restored its mask.
  *
- * The child asks the kernel for SIGTERM when the supervisor dies
+ * A worker asks the kernel for SIGTERM when the supervisor dies
  * (PR_SET_PDEATHSIG survives exec), so an orphaned worker drains and exits
- * even if the supervisor was SIGKILLed before it could tell anyone.
+ * even if the supervisor was SIGKILLed before it could tell anyone. A new
+ * supervisor (binary upgrade) must outlive the old one, so it does not.
  */
 #include "config.h"
 
@@ -25,21 +26,31 @@
 
 #define FDLIST_MAX 1024 /* "3,4,...": room for SL_MAX_LISTENERS numbers */
 
+/* The supervisor's systemd variables: a worker must not talk to systemd. */
+static const char *const supervisor_only_env[] = {
+    "NOTIFY_SOCKET",      "WATCHDOG_USEC",       "WATCHDOG_PID",
+    "SLUICE_UPGRADE_FDS", "SLUICE_UPGRADE_PIPE", "SLUICE_UPGRADE_WORKERS",
+};
+
+static pid_t fork_blocked(void);
+static void reset_signals(void);
 static void exec_worker(char *const argv[], const int *fds, int nfds,
                         int worker_id, int ctl_fd, pid_t parent)
+    __attribute__((noreturn));
+static void exec_supervisor(const char *exe, char *const argv[],
+                            const int *keep, int nkeep, char *const env[])
     __attribute__((noreturn));
 static int keep_across_exec(int fd);
 
 pid_t sl_spawn_worker(char *const argv[], const int *fds, int nfds,
                       int worker_id, int ctl_fd)
 {
-    sigset_t all, old;
     pid_t parent = getpid();
+    sigset_t all, old;
 
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &old);
-
-    pid_t pid = fork();
+    pid_t pid = fork_blocked();
     if (pid == 0) {
         exec_worker(argv, fds, nfds, worker_id, ctl_fd, parent);
     }
@@ -52,18 +63,55 @@ pid_t sl_spawn_worker(char *const argv[], const int *fds, int nfds,
     return pid;
 }
 
+pid_t sl_spawn_supervisor(const char *exe, char *const argv[], const int *keep,
+                          int nkeep, char *const env[])
+{
+    sigset_t all, old;
+
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &old);
+    pid_t pid = fork_blocked();
+    if (pid == 0) {
+        exec_supervisor(exe, argv, keep, nkeep, env);
+    }
+    int err = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid == -1) {
+        errno = err;
+        sl_log_errno(SL_LOG_ERROR, "fork() failed for the new supervisor");
+    }
+    return pid;
+}
+
+static pid_t fork_blocked(void)
+{
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        reset_signals();
+    }
+    return pid;
+}
+
+/* In the child: default dispositions everywhere; the mask stays blocked
+ * until just before exec. */
+static void reset_signals(void)
+{
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+
+    for (int sig = 1; sig < NSIG; sig++) {
+        sigaction(sig, &dfl, NULL); /* fails harmlessly for KILL, STOP */
+    }
+}
+
 static void exec_worker(char *const argv[], const int *fds, int nfds,
                         int worker_id, int ctl_fd, pid_t parent)
 {
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigset_t none;
     char buf[16];
     char list[FDLIST_MAX];
     size_t len = 0;
 
-    for (int sig = 1; sig < NSIG; sig++) {
-        sigaction(sig, &dfl, NULL); /* fails harmlessly for KILL, STOP */
-    }
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) == -1) {
         sl_log_errno(SL_LOG_ERROR, "prctl(PR_SET_PDEATHSIG) failed");
         _exit(127);
@@ -95,11 +143,42 @@ static void exec_worker(char *const argv[], const int *fds, int nfds,
     } else {
         unsetenv("SLUICE_CTL_FD");
     }
+    for (size_t i = 0; i < sizeof(supervisor_only_env) / sizeof(char *); i++) {
+        unsetenv(supervisor_only_env[i]);
+    }
 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     execv("/proc/self/exe", argv);
     sl_log_errno(SL_LOG_ERROR, "execv(\"/proc/self/exe\") failed");
+    _exit(127);
+}
+
+static void exec_supervisor(const char *exe, char *const argv[],
+                            const int *keep, int nkeep, char *const env[])
+{
+    sigset_t none;
+    char buf[16];
+
+    for (int i = 0; i < nkeep; i++) {
+        if (keep_across_exec(keep[i]) == -1) {
+            _exit(127);
+        }
+    }
+    for (int i = 0; env[i] != NULL; i++) {
+        if (putenv(env[i]) != 0) {
+            sl_log_errno(SL_LOG_ERROR, "putenv() failed");
+            _exit(127);
+        }
+    }
+    if (getenv("WATCHDOG_PID") != NULL) {
+        snprintf(buf, sizeof(buf), "%ld", (long)getpid());
+        setenv("WATCHDOG_PID", buf, 1);
+    }
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execv(exe, argv);
+    sl_log_errno(SL_LOG_ERROR, "execv(\"%s\") failed", exe);
     _exit(127);
 }
 

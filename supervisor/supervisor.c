@@ -1,70 +1,63 @@
-/* supervisor.c - the supervisor's loop: signal flags, reaping, the table.
+/* supervisor.c - the supervisor's loop: signal flags, then policy.
  *
  * Signal watchers only raise flags. All the work happens in one place,
  * cycle(), an ev_prepare watcher that runs before the loop sleeps, in a fixed
- * order: reap children, act on a stop, act on a reload, reopen logs, then
- * bring the worker table to its target. Because every decision is taken
- * there, two signals arriving together are handled in that order no matter
- * which arrived first, and nothing is decided inside a signal callback.
+ * order: reap children, act on a stop, act on a reload, act on an upgrade,
+ * reopen logs, resize, then maintain the table. Because every decision is
+ * taken there, two signals arriving together are handled in that order no
+ * matter which arrived first, and nothing is decided inside a callback.
  *
- * The table has fixed slots. A slot whose worker died stays empty until its
- * respawn time: 0.1 s after the death, doubling (to 10 s) while workers keep
- * dying young, so a crashing application costs a little CPU, not a fork
- * storm. A worker that exits with SL_EXIT_APPLOAD before any worker has
- * said READY cannot import the app and never will: the supervisor stops the
- * others and exits SL_EXIT_USAGE. Once one has been ready, the same exit is
- * treated as a crash (the code may be mid-deploy) and retried with backoff.
+ * One rule replaces workers, whatever the reason. A worker is *outdated*
+ * when a rolling restart (HUP) began after it was spawned, or when it asked
+ * to retire (RETIRE, --max-requests). Outdated workers keep serving; new
+ * ones are spawned beside them, never more than --reload-surge above the
+ * target, and an outdated worker is sent TERM (it drains) only when enough
+ * up-to-date workers are READY to keep the target serving without it. So
+ * capacity never drops below the target, and a replacement that never
+ * becomes ready costs nothing but the attempt: during a rolling restart it
+ * ends the restart, and the old generation goes on serving.
  *
- * Workers talk back on the control channel (common/ctl.h). READY marks a
- * slot ready; RETIRE (--max-requests) moves the worker to a spare slot,
- * still serving, until its replacement in the old slot is READY, and only
- * then is it sent TERM, so capacity never dips.
+ * Health: a READY worker that sends no heartbeat for --timeout, or whose
+ * every lane has been inside one request for longer than that, is sent
+ * SIGABRT (Python's faulthandler writes every thread's traceback to the
+ * error log), SIGKILL a second later, and replaced at once. A worker that
+ * is not READY within --boot-timeout gets the same, and when no worker at
+ * all has become ready that long after start the supervisor gives up.
  *
- * Not here yet (later issues): heartbeat timeouts and --boot-timeout,
- * rolling restart on HUP, binary upgrade on USR2, sd_notify.
+ * Deaths: a worker that dies young is replaced after a delay that doubles
+ * (0.1 s to 10 s) with every round of deaths; one that exits
+ * SL_EXIT_APPLOAD before any worker was ever ready cannot import the app
+ * and never will, so the supervisor stops and exits SL_EXIT_USAGE.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <ev.h>
-#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/ctl.h"
 #include "common/log.h"
-#include "supervisor/spawn.h"
+#include "supervisor/notify.h"
+#include "supervisor/pidfile.h"
+#include "supervisor/proctitle.h"
 #include "supervisor/supervisor.h"
+#include "supervisor/table.h"
+#include "supervisor/upgrade.h"
 
 #define BACKOFF_MIN    0.1  /* first respawn delay, seconds */
 #define BACKOFF_MAX    10.0 /* ... doubling up to this */
 #define FAST_STOP_KILL 5.0  /* SIGKILL after INT/QUIT, seconds */
-#define KILL_GRACE     1.0  /* beyond --graceful-timeout, before SIGKILL */
-
-typedef enum {
-    SLOT_EMPTY = 0, /* no worker; filled again at respawn_at */
-    SLOT_BOOTING,   /* spawned, not READY yet */
-    SLOT_READY,     /* serving */
-    SLOT_RETIRING,  /* serving until slot replaced_by is READY */
-    SLOT_STOPPING,  /* asked to exit */
-} slot_state_t;
-
-typedef struct {
-    slot_state_t state;
-    pid_t pid;
-    ev_tstamp started;    /* when it was spawned */
-    ev_tstamp heartbeat;  /* when it last said anything */
-    ev_tstamp respawn_at; /* SLOT_EMPTY: not before this */
-    double backoff;       /* delay after its next young death */
-    int replaced_by;      /* SLOT_RETIRING: the slot of its successor */
-    int ctl_fd;           /* owned: our end of the control socketpair */
-    ev_io ctl_watcher;    /* reads ctl_fd; data points to this slot */
-} worker_slot_t;
+#define KILL_GRACE     1.0  /* beyond a drain's own deadline, before SIGKILL */
+#define ABORT_GRACE    1.0  /* SIGKILL this long after SIGABRT */
+#define TICK           1.0  /* request rate and STATUS= refresh */
+#define NOTE_MAX       256
 
 typedef enum {
     STOP_NONE = 0,
@@ -74,14 +67,20 @@ typedef enum {
 
 typedef struct {
     const sl_options_t *o; /* borrowed */
-    char **argv;           /* borrowed */
+    char **argv;           /* borrowed: exec'd for workers and upgrades */
+    char exe[PATH_MAX];    /* this binary's path, for USR2 */
+    sl_listener_t *ls;     /* borrowed */
+    int nls;
     int fds[SL_MAX_LISTENERS];
-    int nfds;
     struct ev_loop *loop; /* owned */
+    sl_table_t table;
+    sl_upgrade_t upgrade;
 
-    ev_signal sig_watchers[9]; /* one per signal in sl_supervisor_run() */
+    ev_signal sig_watchers[9]; /* one per signal in init_loop() */
     ev_prepare cycle_watcher;
-    ev_timer wake_timer; /* next respawn or kill deadline */
+    ev_timer wake_timer;     /* the next deadline maintain() knows of */
+    ev_timer tick_timer;     /* TICK: request rate, STATUS= */
+    ev_timer watchdog_timer; /* WATCHDOG=1, when systemd asks for it */
 
     /* raised by the signal watchers, cleared by cycle() */
     bool child_flag;
@@ -92,74 +91,138 @@ typedef struct {
     bool reopen_flag;
     int more_workers; /* TTIN minus TTOU since the last cycle */
 
+    int target;              /* workers wanted */
+    unsigned gen_next;       /* generation of the workers spawned now */
+    unsigned gen_min;        /* workers of an older one are outdated */
+    double backoff;          /* delay after the next round of young deaths */
+    ev_tstamp spawn_at;      /* no spawn before this */
+    ev_tstamp boot_deadline; /* some worker must be ready by then */
+    bool any_ready;          /* some worker has been READY */
+    bool ready_notified;     /* READY=1 sent for the first generation */
+
+    bool reloading;      /* a rolling restart is under way */
+    bool reload_pending; /* HUP during the first boot: restart after it */
+    ev_tstamp reload_started;
+    int reload_replaced;        /* outdated workers drained so far */
+    char reload_note[NOTE_MAX]; /* the last restart's failure, for STATUS= */
+
     stop_mode_t stopping;
-    ev_tstamp kill_at; /* stopping: SIGKILL what is left after this */
-    bool killed;       /* some worker needed SIGKILL */
-    bool any_ready;    /* some worker has said READY */
-    bool app_failed;   /* a worker exited SL_EXIT_APPLOAD before that */
-    int target;
-    worker_slot_t slots[SL_SUPERVISOR_MAX_WORKERS];
+    ev_tstamp kill_at; /* stopping: SIGKILL everything left after this */
+    bool handed_over;  /* a binary upgrade's new supervisor took over */
+    bool app_failed;   /* exit SL_EXIT_USAGE: the app cannot be imported */
+    bool boot_failed;  /* exit SL_EXIT_FAIL: nothing became ready */
+    bool unclean;      /* exit SL_EXIT_FAIL: a worker's stop went wrong */
+
+    unsigned long long served; /* requests, summed over heartbeats */
+    unsigned long long rate_served;
+    ev_tstamp rate_at;
+    double rps;
 } supervisor_t;
 
-static supervisor_t sup; /* one per process; its slots are big */
+static supervisor_t sup; /* one per process; its table is big */
 
+static int init(supervisor_t *s, const sl_options_t *o, char **argv,
+                sl_listener_t *ls, int nls);
 static int init_loop(supervisor_t *s);
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents);
 static void on_wake(struct ev_loop *loop, ev_timer *w, int revents);
-static void on_ctl(struct ev_loop *loop, ev_io *w, int revents);
-static void on_message(supervisor_t *s, worker_slot_t *w,
-                       const sl_ctl_msg_t *m);
-static void retire(supervisor_t *s, worker_slot_t *w);
-static void close_ctl(supervisor_t *s, worker_slot_t *w);
+static void on_tick(struct ev_loop *loop, ev_timer *w, int revents);
+static void on_watchdog(struct ev_loop *loop, ev_timer *w, int revents);
+static void on_message(void *ctx, sl_worker_t *w, const sl_ctl_msg_t *m);
+static void on_upgrade(void *ctx, pid_t pid, bool ready, const char *why);
 static void cycle(struct ev_loop *loop, ev_prepare *w, int revents);
 static void reap(supervisor_t *s);
-static void worker_exited(supervisor_t *s, worker_slot_t *w, int status);
+static void worker_exited(supervisor_t *s, sl_worker_t *w, int status);
+static void log_exit(const sl_worker_t *w, int status, bool quiet_appload);
+static void died_young(supervisor_t *s, ev_tstamp age);
 static void begin_stop(supervisor_t *s, stop_mode_t mode, int sig);
+static void begin_reload(supervisor_t *s);
+static void reload_failed(supervisor_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void begin_upgrade(supervisor_t *s);
 static void reopen_logs(supervisor_t *s);
 static void resize(supervisor_t *s);
 static void maintain(supervisor_t *s);
-static int spawn_slot(supervisor_t *s, int id);
-static void signal_workers(supervisor_t *s, int sig);
-static int live_workers(const supervisor_t *s);
-static int write_pidfile(const char *path);
+static void enforce_kills(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
+static void check_health(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
+static void check_booting(supervisor_t *s, sl_worker_t *w, ev_tstamp now,
+                          ev_tstamp *next);
+static void check_ready_worker(supervisor_t *s, sl_worker_t *w, ev_tstamp now,
+                               ev_tstamp *next);
+static void check_first_boot(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
+static void abort_worker(supervisor_t *s, sl_worker_t *w, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void replace_outdated(supervisor_t *s);
+static void trim_excess(supervisor_t *s);
+static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
+static void check_progress(supervisor_t *s);
+static void drain_worker(supervisor_t *s, sl_worker_t *w, const char *why);
+static sl_worker_t *pick_outdated(supervisor_t *s);
+static sl_worker_t *pick_excess(supervisor_t *s);
+static bool outdated(const supervisor_t *s, const sl_worker_t *w);
+static int count_current(const supervisor_t *s, bool ready_only);
+static int count_ready(const supervisor_t *s);
+static void status_text(const supervisor_t *s, char *buf, size_t size);
+static void update_title(const supervisor_t *s);
+static void earliest(ev_tstamp *next, ev_tstamp t);
+static int exit_status(const supervisor_t *s);
 
-int sl_supervisor_run(const sl_options_t *o, char **argv,
-                      const sl_listener_t *ls, int nls)
+int sl_supervisor_run(const sl_options_t *o, char **argv, sl_listener_t *ls,
+                      int nls)
 {
     supervisor_t *s = &sup;
-    int rc = SL_EXIT_USAGE;
 
-    memset(s, 0, sizeof(*s));
-    s->o = o;
-    s->argv = argv;
-    s->target = o->workers < SL_SUPERVISOR_MAX_WORKERS
-                    ? o->workers
-                    : SL_SUPERVISOR_MAX_WORKERS;
-    for (int i = 0; i < nls && i < SL_MAX_LISTENERS; i++) {
-        s->fds[s->nfds++] = ls[i].fd;
-    }
-    for (int i = 0; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
-        s->slots[i].ctl_fd = -1;
-        s->slots[i].backoff = BACKOFF_MIN;
-    }
-    if (init_loop(s) == -1) {
+    if (init(s, o, argv, ls, nls) == -1) {
         return SL_EXIT_FAIL;
     }
-    if (o->pidfile != NULL && write_pidfile(o->pidfile) == -1) {
-        goto out_loop;
+    if (o->pidfile != NULL && !sl_upgrade_is_successor(&s->upgrade) &&
+        sl_pidfile_write(o->pidfile) == -1) {
+        ev_loop_destroy(s->loop);
+        return SL_EXIT_USAGE;
     }
 
     ev_run(s->loop, 0); /* until cycle() sees the last worker gone */
 
-    rc = s->app_failed ? SL_EXIT_USAGE : s->killed ? SL_EXIT_FAIL : SL_EXIT_OK;
-    if (o->pidfile != NULL && unlink(o->pidfile) == -1) {
-        sl_log_errno(SL_LOG_WARNING, "unlink(\"%s\") failed", o->pidfile);
+    int rc = exit_status(s);
+    if (o->pidfile != NULL) {
+        sl_pidfile_remove(o->pidfile);
     }
-    sl_info("Shutting down: Master");
-
-out_loop:
+    sl_info("Shutting down: Master (exit status %d)", rc);
     ev_loop_destroy(s->loop);
     return rc;
+}
+
+static int init(supervisor_t *s, const sl_options_t *o, char **argv,
+                sl_listener_t *ls, int nls)
+{
+    memset(s, 0, sizeof(*s));
+    s->o = o;
+    s->argv = argv;
+    s->ls = ls;
+    s->nls = nls < SL_MAX_LISTENERS ? nls : SL_MAX_LISTENERS;
+    for (int i = 0; i < s->nls; i++) {
+        s->fds[i] = ls[i].fd;
+    }
+    s->target = o->workers < SL_TABLE_SLOTS ? o->workers : SL_TABLE_SLOTS;
+    s->backoff = BACKOFF_MIN;
+    ssize_t n = readlink("/proc/self/exe", s->exe, sizeof(s->exe) - 1);
+    if (n == -1) {
+        sl_log_errno(SL_LOG_WARNING, "readlink(\"/proc/self/exe\") failed:"
+                                     " USR2 will not work");
+        n = 0;
+    }
+    s->exe[n] = '\0';
+    if (init_loop(s) == -1) {
+        return -1;
+    }
+    s->boot_deadline = ev_now(s->loop) + o->boot_timeout;
+    s->rate_at = ev_now(s->loop);
+    update_title(s);
+    if (sl_upgrade_is_successor(&s->upgrade)) {
+        sl_info("Binary upgrade: taking over from supervisor %ld",
+                (long)sl_upgrade_parent(&s->upgrade));
+    }
+    return 0;
 }
 
 /* The loop and its watchers; nothing runs until ev_run(). */
@@ -176,7 +239,9 @@ static int init_loop(supervisor_t *s)
         return -1;
     }
     ev_set_userdata(s->loop, s);
-    signal(SIGPIPE, SIG_IGN);
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        sl_log_errno(SL_LOG_WARNING, "signal(SIGPIPE) failed");
+    }
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         ev_signal_init(&s->sig_watchers[i], on_signal, sigs[i]);
         s->sig_watchers[i].data = s;
@@ -186,6 +251,15 @@ static int init_loop(supervisor_t *s)
     s->cycle_watcher.data = s;
     ev_prepare_start(s->loop, &s->cycle_watcher);
     ev_init(&s->wake_timer, on_wake);
+    ev_timer_init(&s->tick_timer, on_tick, TICK, TICK);
+    ev_timer_start(s->loop, &s->tick_timer);
+    double wd = sl_notify_watchdog_interval();
+    if (wd > 0) {
+        ev_timer_init(&s->watchdog_timer, on_watchdog, 0, wd);
+        ev_timer_start(s->loop, &s->watchdog_timer);
+    }
+    sl_table_init(&s->table, s->loop, on_message, s);
+    sl_upgrade_init(&s->upgrade, s->loop, on_upgrade, s);
     return 0;
 }
 
@@ -238,123 +312,106 @@ static void on_wake(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
 }
 
-/* Everything the worker has sent, until the channel would block. EOF means
- * the worker is gone or going; its exit is handled when it is reaped. */
-static void on_ctl(struct ev_loop *loop, ev_io *w, int revents)
+/* Once a second: the request rate over the last interval, and STATUS= when
+ * it reads differently. */
+static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
     supervisor_t *s = ev_userdata(loop);
-    worker_slot_t *ws = w->data;
-    int fd = ws->ctl_fd;
-    sl_ctl_msg_t m;
+    ev_tstamp now = ev_now(loop);
+    char status[NOTE_MAX * 2];
 
+    (void)w;
     (void)revents;
-    for (;;) {
-        int rc = sl_ctl_recv(fd, &m);
-        if (rc == 1) {
-            on_message(s, ws, &m);
-            if (ws->ctl_fd != fd) {
-                return; /* retired into another slot, watcher and all */
-            }
-            continue;
-        }
-        if (rc == -1 && errno == EAGAIN) {
-            return;
-        }
-        if (rc == -1 && errno == EPROTO) {
-            sl_warn("worker %ld sent a malformed control message",
-                    (long)ws->pid);
-            continue;
-        }
-        if (rc == -1) {
-            sl_log_errno(SL_LOG_WARNING,
-                         "recv() failed on worker %ld's control socket",
-                         (long)ws->pid);
-        }
-        close_ctl(s, ws);
-        return;
+    if (now > s->rate_at) {
+        s->rps = (double)(s->served - s->rate_served) / (now - s->rate_at);
+    }
+    s->rate_served = s->served;
+    s->rate_at = now;
+    if (!s->handed_over) {
+        status_text(s, status, sizeof(status));
+        sl_notify_status(status);
     }
 }
 
-static void on_message(supervisor_t *s, worker_slot_t *w, const sl_ctl_msg_t *m)
+static void on_watchdog(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    w->heartbeat = ev_now(s->loop);
+    supervisor_t *s = ev_userdata(loop);
+
+    (void)w;
+    (void)revents;
+    if (!s->handed_over) {
+        sl_notify_watchdog();
+    }
+}
+
+static void on_message(void *ctx, sl_worker_t *w, const sl_ctl_msg_t *m)
+{
+    supervisor_t *s = ctx;
+    ev_tstamp now = ev_now(s->loop);
+
+    w->heartbeat = now;
+    if (m->served > w->last.served) {
+        s->served += m->served - w->last.served;
+    }
+    w->last = *m;
     switch (m->type) {
     case SL_CTL_READY:
-        if (w->state != SLOT_BOOTING) {
+        if (w->state != SL_WORKER_BOOTING) {
             break;
         }
-        w->state = SLOT_READY;
+        w->state = SL_WORKER_READY;
+        w->ready_at = now;
         s->any_ready = true;
-        sl_debug("worker %ld is ready", (long)w->pid);
-        /* its predecessors, if it replaces retiring workers, may go now */
-        for (int i = 0; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
-            worker_slot_t *old = &s->slots[i];
-            if (old->state == SLOT_RETIRING &&
-                &s->slots[old->replaced_by] == w) {
-                kill(old->pid, SIGTERM);
-                old->state = SLOT_STOPPING;
-            }
-        }
+        sl_info("Worker %d (pid %ld) is ready (booted in %.2fs)", w->id,
+                (long)w->pid, now - w->started);
         break;
     case SL_CTL_RETIRE:
-        if (w->state == SLOT_READY && s->stopping == STOP_NONE) {
-            retire(s, w);
+        if (w->state == SL_WORKER_READY && !w->retire) {
+            w->retire = true;
+            sl_info("Worker %d (pid %ld) served %llu requests"
+                    " (--max-requests): replacing it",
+                    w->id, (long)w->pid, (unsigned long long)m->served);
         }
         break;
     case SL_CTL_DRAINING:
-        sl_debug("worker %ld is draining", (long)w->pid);
+        /* Draining workers send no heartbeat; one that began on its own
+         * (someone else sent it TERM) is no longer capacity either. */
+        if (sl_worker_live(w)) {
+            sl_info("Worker %d (pid %ld) is draining on its own", w->id,
+                    (long)w->pid);
+            sl_table_stop(w, 0, now + s->o->graceful_timeout + KILL_GRACE);
+        }
         break;
     default:
-        break; /* HEARTBEAT: the time stamp above is all, for now */
+        break; /* HEARTBEAT: the time stamp and counters are all */
     }
 }
 
-/* Move W, still serving, to a spare slot above the target and leave its
- * own slot empty, due now: maintain() starts the successor there. Without
- * a spare slot (a table full to the brim) it is simply sent TERM. */
-static void retire(supervisor_t *s, worker_slot_t *w)
+static void on_upgrade(void *ctx, pid_t pid, bool ready, const char *why)
 {
-    int from = (int)(w - s->slots);
-    worker_slot_t *spare = NULL;
+    supervisor_t *s = ctx;
+    char status[NOTE_MAX];
 
-    sl_info("Worker (pid:%ld) asked to be replaced", (long)w->pid);
-    for (int i = s->target; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
-        if (s->slots[i].state == SLOT_EMPTY) {
-            spare = &s->slots[i];
-            break;
-        }
-    }
-    w->backoff = BACKOFF_MIN;
-    if (spare == NULL) {
-        kill(w->pid, SIGTERM);
-        w->state = SLOT_STOPPING;
+    if (!ready) {
+        sl_error("Binary upgrade failed: %s; this supervisor goes on serving",
+                 why);
+        snprintf(s->reload_note, sizeof(s->reload_note),
+                 "binary upgrade failed: %s", why);
         return;
     }
-
-    double spare_backoff = spare->backoff;
-    *spare = *w;
-    spare->backoff = spare_backoff;
-    spare->state = SLOT_RETIRING;
-    spare->replaced_by = from;
-    if (w->ctl_fd != -1) {
-        ev_io_stop(s->loop, &w->ctl_watcher);
-        ev_io_init(&spare->ctl_watcher, on_ctl, spare->ctl_fd, EV_READ);
-        spare->ctl_watcher.data = spare;
-        ev_io_start(s->loop, &spare->ctl_watcher);
+    sl_info("Binary upgrade: supervisor %ld has taken over; draining this"
+            " supervisor's workers",
+            (long)pid);
+    snprintf(status, sizeof(status), "Handed over to supervisor %ld",
+             (long)pid);
+    sl_notify_mainpid(pid, false, status);
+    s->handed_over = true;
+    for (int i = 0; i < s->nls; i++) {
+        s->ls[i].unlink = false; /* the new supervisor's files now */
     }
-    w->state = SLOT_EMPTY;
-    w->pid = 0;
-    w->ctl_fd = -1;
-    w->respawn_at = ev_now(s->loop);
-}
-
-static void close_ctl(supervisor_t *s, worker_slot_t *w)
-{
-    if (w->ctl_fd != -1) {
-        ev_io_stop(s->loop, &w->ctl_watcher);
-        close(w->ctl_fd);
-        w->ctl_fd = -1;
-    }
+    ev_timer_stop(s->loop, &s->watchdog_timer);
+    update_title(s);
+    begin_stop(s, STOP_GRACEFUL, 0);
 }
 
 static void cycle(struct ev_loop *loop, ev_prepare *w, int revents)
@@ -373,13 +430,11 @@ static void cycle(struct ev_loop *loop, ev_prepare *w, int revents)
     }
     if (s->reload_flag) {
         s->reload_flag = false;
-        sl_warn("Handling signal: hup; rolling restart is not implemented"
-                " yet, ignored");
+        begin_reload(s);
     }
     if (s->upgrade_flag) {
         s->upgrade_flag = false;
-        sl_warn("Handling signal: usr2; binary upgrade is not implemented"
-                " yet, ignored");
+        begin_upgrade(s);
     }
     if (s->reopen_flag) {
         s->reopen_flag = false;
@@ -389,7 +444,8 @@ static void cycle(struct ev_loop *loop, ev_prepare *w, int revents)
         resize(s);
     }
     maintain(s);
-    if (s->stopping != STOP_NONE && live_workers(s) == 0) {
+    if (s->stopping != STOP_NONE && sl_table_count(&s->table) == 0 &&
+        !sl_upgrade_running(&s->upgrade)) {
         ev_break(loop, EVBREAK_ALL);
     }
 }
@@ -412,70 +468,95 @@ static void reap(supervisor_t *s)
             }
             return;
         }
-        worker_slot_t *w = NULL;
-        for (int i = 0; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
-            if (s->slots[i].state != SLOT_EMPTY && s->slots[i].pid == pid) {
-                w = &s->slots[i];
-                break;
-            }
-        }
-        if (w == NULL) {
+        sl_worker_t *w = sl_table_find(&s->table, pid);
+        if (w != NULL) {
+            worker_exited(s, w, status);
+        } else if (!sl_upgrade_reaped(&s->upgrade, pid, status)) {
             sl_debug("reaped pid %ld, not a worker", (long)pid);
-            continue;
         }
-        worker_exited(s, w, status);
     }
 }
 
-static void worker_exited(supervisor_t *s, worker_slot_t *w, int status)
+static void worker_exited(supervisor_t *s, sl_worker_t *w, int status)
 {
     ev_tstamp now = ev_now(s->loop);
-    bool asked = w->state == SLOT_STOPPING || w->state == SLOT_RETIRING;
+    bool asked = w->state == SL_WORKER_STOPPING;
+    bool booting = w->state == SL_WORKER_BOOTING;
     bool appload = WIFEXITED(status) && WEXITSTATUS(status) == SL_EXIT_APPLOAD;
+    bool clean = (WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+                 (WIFSIGNALED(status) && WTERMSIG(status) == w->stop_signal &&
+                  !w->aborted);
+    int id = w->id;
     long pid = (long)w->pid;
+    unsigned gen = w->gen;
+    ev_tstamp age = now - w->started;
 
+    log_exit(w, status, appload && !s->any_ready);
+    if (s->stopping == STOP_GRACEFUL && !clean) {
+        s->unclean = true;
+    }
+    sl_table_release(&s->table, w);
+    if (asked || s->stopping != STOP_NONE) {
+        return;
+    }
     if (appload && !s->any_ready) {
-        /* The worker has said why; one more line would only be noise. */
-        sl_debug("worker %ld could not load the application", pid);
-    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        sl_info("Worker exited (pid: %ld)", pid);
-    } else if (WIFEXITED(status)) {
-        sl_log(asked ? SL_LOG_WARNING : SL_LOG_ERROR,
-               "Worker (pid:%ld) exited with code %d", pid,
-               WEXITSTATUS(status));
-    } else if (WIFSIGNALED(status)) {
-        /* Dying of the stop signal we sent (a worker still booting has no
-         * handler for it yet) is an answer, not news. */
-        int sig = WTERMSIG(status);
-        bool answer =
-            asked && (sig == SIGTERM || sig == SIGINT || sig == SIGQUIT);
-        sl_log(answer  ? SL_LOG_DEBUG
-               : asked ? SL_LOG_WARNING
-                       : SL_LOG_ERROR,
-               "Worker (pid:%ld) was killed by signal %d (%s)", pid, sig,
-               strsignal(sig));
-    }
-
-    close_ctl(s, w);
-    bool retiring = w->state == SLOT_RETIRING;
-    w->state = SLOT_EMPTY;
-    w->pid = 0;
-    if (retiring || (int)(w - s->slots) >= s->target) {
-        return; /* a spare slot: nothing to refill */
-    }
-
-    if (appload && !s->any_ready && s->stopping == STOP_NONE) {
         s->app_failed = true;
         begin_stop(s, STOP_GRACEFUL, 0);
         return;
     }
-    /* Young means it did not outlive the longest backoff: keep doubling.
-     * A worker that ran for a while starts the sequence over. */
-    if (now - w->started >= BACKOFF_MAX) {
-        w->backoff = BACKOFF_MIN;
+    if (booting && s->reloading && gen == s->gen_next) {
+        reload_failed(s, "worker %d (pid %ld) exited before it was ready%s", id,
+                      pid, appload ? " (the application failed to load)" : "");
     }
-    w->respawn_at = now + w->backoff;
-    w->backoff = w->backoff * 2 < BACKOFF_MAX ? w->backoff * 2 : BACKOFF_MAX;
+    died_young(s, age);
+}
+
+/* One line per exit, at a level that says whether it was news. QUIET_APPLOAD:
+ * the worker has already said why it could not load the app. */
+static void log_exit(const sl_worker_t *w, int status, bool quiet_appload)
+{
+    bool asked = w->state == SL_WORKER_STOPPING;
+    long pid = (long)w->pid;
+
+    if (WIFEXITED(status)) {
+        int code = WEXITSTATUS(status);
+        int level = code == 0       ? SL_LOG_INFO
+                    : quiet_appload ? SL_LOG_DEBUG
+                    : asked         ? SL_LOG_WARNING
+                                    : SL_LOG_ERROR;
+        sl_log(level, "Worker %d (pid %ld) exited with code %d%s", w->id, pid,
+               code,
+               code == SL_EXIT_APPLOAD ? ": the application failed to load"
+               : code == SL_EXIT_FAIL && asked ? ": its drain was cut short"
+                                               : "");
+        return;
+    }
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        bool answer = asked && sig == w->stop_signal;
+        sl_log(w->aborted ? SL_LOG_INFO
+               : answer   ? SL_LOG_DEBUG
+                          : SL_LOG_ERROR,
+               "Worker %d (pid %ld) was killed by signal %d (%s)", w->id, pid,
+               sig, strsignal(sig));
+    }
+}
+
+/* Young means it did not outlive the longest backoff. The delay doubles
+ * once per round of deaths: workers dying together (a bad deploy) move it
+ * one step, not one step each. */
+static void died_young(supervisor_t *s, ev_tstamp age)
+{
+    ev_tstamp now = ev_now(s->loop);
+
+    if (age >= BACKOFF_MAX) {
+        s->backoff = BACKOFF_MIN;
+    }
+    if (s->spawn_at > now) {
+        return;
+    }
+    s->spawn_at = now + s->backoff;
+    s->backoff = s->backoff * 2 < BACKOFF_MAX ? s->backoff * 2 : BACKOFF_MAX;
 }
 
 /* Ask every worker to exit: TERM drains, INT and QUIT are passed on as they
@@ -484,6 +565,8 @@ static void worker_exited(supervisor_t *s, worker_slot_t *w, int status)
 static void begin_stop(supervisor_t *s, stop_mode_t mode, int sig)
 {
     ev_tstamp now = ev_now(s->loop);
+    const sl_options_t *o = s->o;
+    char status[NOTE_MAX];
 
     if (s->stopping >= mode) {
         return;
@@ -493,88 +576,163 @@ static void begin_stop(supervisor_t *s, stop_mode_t mode, int sig)
                                        : sig == SIGINT ? "int"
                                                        : "quit");
     }
+    if (s->stopping == STOP_NONE && !s->handed_over) {
+        snprintf(status, sizeof(status), "Stopping (%s)",
+                 mode == STOP_GRACEFUL ? "draining" : "fast");
+        sl_notify_stopping(status);
+        sl_upgrade_signal(&s->upgrade, SIGTERM);
+    }
     s->stopping = mode;
-    if (mode == STOP_GRACEFUL) {
-        signal_workers(s, SIGTERM);
-        s->kill_at = now + s->o->graceful_timeout + KILL_GRACE;
-    } else {
-        signal_workers(s, sig);
-        s->kill_at = now + FAST_STOP_KILL;
+    s->reloading = false;
+    s->kill_at =
+        now + (mode == STOP_GRACEFUL
+                   ? o->shutdown_delay + o->graceful_timeout + KILL_GRACE
+                   : FAST_STOP_KILL);
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        if (w->state == SL_WORKER_FREE || w->aborted) {
+            continue;
+        }
+        if (mode == STOP_FAST) {
+            sl_table_stop(w, sig ? sig : SIGQUIT, s->kill_at);
+        } else if (sl_worker_live(w)) {
+            sl_table_stop(w, SIGTERM, s->kill_at);
+        }
+    }
+}
+
+/* HUP: a new generation. Deferred while the first one is still booting:
+ * there is nothing to restart yet, and READY=1 must come first. */
+static void begin_reload(supervisor_t *s)
+{
+    char status[NOTE_MAX * 2];
+
+    if (s->stopping != STOP_NONE || s->handed_over) {
+        sl_info("Handling signal: hup: ignored while stopping");
+        return;
+    }
+    if (!s->ready_notified) {
+        sl_info("Handling signal: hup: the rolling restart begins once every"
+                " worker is ready");
+        s->reload_pending = true;
+        return;
+    }
+    s->gen_next++;
+    s->gen_min = s->gen_next;
+    s->reloading = true;
+    s->reload_started = ev_now(s->loop);
+    s->reload_replaced = 0;
+    s->reload_note[0] = '\0';
+    sl_info("Handling signal: hup: rolling restart of %d workers, %d at a time",
+            s->target, s->o->reload_surge);
+    status_text(s, status, sizeof(status));
+    sl_notify_reloading(status);
+}
+
+/* A replacement failed: stop replacing. Whatever is READY now, of either
+ * generation, serves on; replacements still booting are sent away. */
+static void reload_failed(supervisor_t *s, const char *fmt, ...)
+{
+    char why[NOTE_MAX - 32];
+    char status[NOTE_MAX * 2];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    s->reloading = false;
+    snprintf(s->reload_note, sizeof(s->reload_note), "reload failed: %s", why);
+    sl_error("Rolling restart stopped after %d of %d workers: %s; the others"
+             " go on serving",
+             s->reload_replaced, s->target, why);
+
+    unsigned oldest = s->gen_next;
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        if (w->state == SL_WORKER_BOOTING && w->gen == s->gen_next) {
+            drain_worker(s, w, "its rolling restart failed");
+        } else if (w->state == SL_WORKER_READY && w->gen < oldest) {
+            oldest = w->gen;
+        }
+    }
+    s->gen_min = oldest;
+    status_text(s, status, sizeof(status));
+    sl_notify_ready(status);
+}
+
+static void begin_upgrade(supervisor_t *s)
+{
+    if (s->stopping != STOP_NONE || s->handed_over) {
+        sl_info("Handling signal: usr2: ignored while stopping");
+        return;
+    }
+    if (sl_upgrade_is_successor(&s->upgrade)) {
+        sl_info("Handling signal: usr2: ignored until this supervisor has"
+                " taken over");
+        return;
+    }
+    if (s->exe[0] == '\0') {
+        sl_error("Handling signal: usr2: this binary's path is unknown");
+        return;
+    }
+    sl_info("Handling signal: usr2");
+    if (sl_upgrade_start(&s->upgrade, s->exe, s->argv, s->ls, s->nls,
+                         s->target) == 0) {
+        s->reload_note[0] = '\0';
     }
 }
 
 static void reopen_logs(supervisor_t *s)
 {
-    sl_info("Handling signal: usr1");
     if (sl_log_reopen() == -1) {
         sl_log_errno(SL_LOG_ERROR, "reopening the error log failed");
     }
-    for (int i = 0; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
-        if (s->slots[i].state != SLOT_EMPTY) {
-            kill(s->slots[i].pid, SIGUSR1);
+    sl_info("Handling signal: usr1: log files reopened");
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        if (w->state != SL_WORKER_FREE) {
+            sl_table_kill(w, SIGUSR1);
         }
     }
 }
 
-/* TTIN and TTOU: one worker more or fewer, between 1 and the table size. */
+/* TTIN and TTOU: one worker more or fewer, between 1 and the table size
+ * (less room for a restart's surge). maintain() does the rest. */
 static void resize(supervisor_t *s)
 {
     int target = s->target + s->more_workers;
+    int most = SL_TABLE_SLOTS - s->o->reload_surge;
 
     s->more_workers = 0;
     if (s->stopping != STOP_NONE) {
         return;
     }
-    if (target < 1) {
-        target = 1;
-    }
-    if (target > SL_SUPERVISOR_MAX_WORKERS) {
-        target = SL_SUPERVISOR_MAX_WORKERS;
-    }
+    target = target < 1 ? 1 : target > most ? most : target;
     if (target != s->target) {
-        sl_info("Number of workers: %d (was %d)", target, s->target);
+        sl_info("Handling signal: %s: %d workers (was %d)",
+                target > s->target ? "ttin" : "ttou", target, s->target);
         s->target = target;
     }
 }
 
-/* Bring the table to its target, or enforce a stop's deadline; then set the
- * wake-up timer for the next moment something is due. */
+/* Deadlines first (kills, health, the first boot), then the table towards
+ * its target; last, the timer for the next deadline. */
 static void maintain(supervisor_t *s)
 {
     ev_tstamp now = ev_now(s->loop);
     ev_tstamp next = 0;
 
-    if (s->stopping != STOP_NONE) {
-        if (now >= s->kill_at && live_workers(s) > 0) {
-            sl_warn("Workers did not exit in time, sending SIGKILL");
-            signal_workers(s, SIGKILL);
-            s->killed = true;
-            s->kill_at = now + 3600; /* the reaper will finish the job */
-        }
-        next = s->kill_at;
-    } else {
-        for (int i = 0; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
-            worker_slot_t *w = &s->slots[i];
-            bool excess = i >= s->target &&
-                          (w->state == SLOT_BOOTING || w->state == SLOT_READY);
-            bool orphan = w->state == SLOT_RETIRING &&
-                          w->replaced_by >= s->target; /* after TTOU */
-            if (excess || orphan) {
-                kill(w->pid, SIGTERM);
-                w->state = SLOT_STOPPING;
-            }
-            if (i >= s->target || w->state != SLOT_EMPTY) {
-                continue;
-            }
-            if (w->respawn_at <= now && spawn_slot(s, i) == 0) {
-                continue;
-            }
-            if (next == 0 || w->respawn_at < next) {
-                next = w->respawn_at;
-            }
-        }
+    enforce_kills(s, now, &next);
+    if (s->stopping == STOP_NONE) {
+        check_health(s, now, &next);
+        check_first_boot(s, now, &next);
     }
-
+    if (s->stopping == STOP_NONE) {
+        replace_outdated(s);
+        trim_excess(s);
+        spawn_missing(s, now, &next);
+        check_progress(s);
+    }
     ev_timer_stop(s->loop, &s->wake_timer);
     if (next != 0) {
         ev_timer_set(&s->wake_timer, next > now ? next - now : 0.001, 0);
@@ -582,83 +740,374 @@ static void maintain(supervisor_t *s)
     }
 }
 
-static int spawn_slot(supervisor_t *s, int id)
+/* SIGKILL for every worker past its deadline; at a stop's deadline, for a
+ * new supervisor that has not gone either. */
+static void enforce_kills(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
 {
-    worker_slot_t *w = &s->slots[id];
-    ev_tstamp now = ev_now(s->loop);
-    int pair[2];
-
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) == -1) {
-        sl_log_errno(SL_LOG_ERROR, "socketpair() failed for worker %d", id);
-        goto out_backoff;
-    }
-    pid_t pid = sl_spawn_worker(s->argv, s->fds, s->nfds, id, pair[1]);
-    close(pair[1]);
-    if (pid == -1) {
-        close(pair[0]);
-        goto out_backoff;
-    }
-    if (fcntl(pair[0], F_SETFL, O_NONBLOCK) == -1) {
-        sl_log_errno(SL_LOG_WARNING,
-                     "fcntl(O_NONBLOCK) failed on worker"
-                     " %d's control socket",
-                     id);
-    }
-    w->state = SLOT_BOOTING;
-    w->pid = pid;
-    w->started = now;
-    w->heartbeat = now;
-    w->ctl_fd = pair[0];
-    ev_io_init(&w->ctl_watcher, on_ctl, w->ctl_fd, EV_READ);
-    w->ctl_watcher.data = w;
-    ev_io_start(s->loop, &w->ctl_watcher);
-    sl_info("Booting worker with pid: %ld", (long)pid);
-    return 0;
-
-out_backoff:
-    w->respawn_at = now + w->backoff;
-    w->backoff = w->backoff * 2 < BACKOFF_MAX ? w->backoff * 2 : BACKOFF_MAX;
-    return -1;
-}
-
-static void signal_workers(supervisor_t *s, int sig)
-{
-    for (int i = 0; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
-        worker_slot_t *w = &s->slots[i];
-        if (w->state == SLOT_EMPTY) {
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        if (w->state != SL_WORKER_STOPPING || w->killed) {
             continue;
         }
-        if (kill(w->pid, sig) == -1 && errno != ESRCH) {
-            sl_log_errno(SL_LOG_ERROR, "kill(%ld, %d) failed", (long)w->pid,
-                         sig);
+        if (now < w->kill_at) {
+            earliest(next, w->kill_at);
+            continue;
         }
-        w->state = SLOT_STOPPING;
+        sl_warn("Worker %d (pid %ld) is still alive %.1fs after %s:"
+                " sending SIGKILL",
+                w->id, (long)w->pid, now - w->started,
+                w->stop_signal ? strsignal(w->stop_signal) : "draining");
+        sl_table_kill(w, SIGKILL);
+        w->killed = true;
+        if (s->stopping != STOP_NONE) {
+            s->unclean = true;
+        }
+    }
+    if (s->stopping != STOP_NONE && sl_upgrade_running(&s->upgrade)) {
+        if (now >= s->kill_at) {
+            sl_upgrade_signal(&s->upgrade, SIGKILL);
+        } else {
+            earliest(next, s->kill_at);
+        }
     }
 }
 
-static int live_workers(const supervisor_t *s)
+static void check_health(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
+{
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        if (w->state == SL_WORKER_BOOTING) {
+            check_booting(s, w, now, next);
+        } else if (w->state == SL_WORKER_READY) {
+            check_ready_worker(s, w, now, next);
+        }
+    }
+}
+
+/* --boot-timeout for one worker; a replacement that fails it ends its
+ * rolling restart. */
+static void check_booting(supervisor_t *s, sl_worker_t *w, ev_tstamp now,
+                          ev_tstamp *next)
+{
+    double limit = s->o->boot_timeout;
+
+    if (limit <= 0) {
+        return;
+    }
+    if (now < w->started + limit) {
+        earliest(next, w->started + limit);
+        return;
+    }
+    int id = w->id;
+    long pid = (long)w->pid;
+    abort_worker(s, w, "did not become ready within %.1fs (--boot-timeout)",
+                 limit);
+    died_young(s, now - w->started);
+    if (s->reloading && w->gen == s->gen_next) {
+        reload_failed(s,
+                      "worker %d (pid %ld) did not become ready within"
+                      " %.1fs",
+                      id, pid, limit);
+    }
+}
+
+/* --timeout for one serving worker: silence, or every lane stuck. */
+static void check_ready_worker(supervisor_t *s, sl_worker_t *w, ev_tstamp now,
+                               ev_tstamp *next)
+{
+    double limit = s->o->timeout;
+    const sl_ctl_msg_t *m = &w->last;
+
+    if (limit <= 0) {
+        return;
+    }
+    if (now - w->heartbeat >= limit) {
+        abort_worker(s, w, "timed out: no heartbeat for %.1fs",
+                     now - w->heartbeat);
+    } else if (m->lanes > 0 && m->busy_lanes >= m->lanes &&
+               m->oldest >= limit) {
+        abort_worker(s, w,
+                     "timed out: all %u lanes busy with a request for %.1fs",
+                     m->lanes, m->oldest);
+    } else {
+        earliest(next, w->heartbeat + limit);
+    }
+}
+
+/* No worker ready at all, --boot-timeout after start: give up, with the
+ * tracebacks of the ones still booting (where are they stuck?). */
+static void check_first_boot(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
+{
+    double limit = s->o->boot_timeout;
+
+    if (s->any_ready || limit <= 0) {
+        return;
+    }
+    if (now < s->boot_deadline) {
+        earliest(next, s->boot_deadline);
+        return;
+    }
+    sl_error("No worker became ready within %.1fs (--boot-timeout): giving up",
+             limit);
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        if (w->state == SL_WORKER_BOOTING) {
+            abort_worker(s, w, "did not become ready within %.1fs", limit);
+        }
+    }
+    s->boot_failed = true;
+    begin_stop(s, STOP_GRACEFUL, 0);
+}
+
+/* SIGABRT: faulthandler writes the Python tracebacks of every thread to
+ * the error log and the process dies; SIGKILL follows if it does not. */
+static void abort_worker(supervisor_t *s, sl_worker_t *w, const char *fmt, ...)
+{
+    char why[NOTE_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    sl_error("Worker %d (pid %ld) %s: sending SIGABRT (tracebacks follow)"
+             " and replacing it",
+             w->id, (long)w->pid, why);
+    w->aborted = true;
+    sl_table_stop(w, SIGABRT, ev_now(s->loop) + ABORT_GRACE);
+}
+
+/* TERM outdated workers while the up-to-date READY ones alone, with the
+ * outdated ones left, still make the target. */
+static void replace_outdated(supervisor_t *s)
+{
+    int ready = count_current(s, true);
+    int old = 0;
+
+    for (int i = 0; i < s->table.high; i++) {
+        old += sl_worker_live(&s->table.slots[i]) &&
+               outdated(s, &s->table.slots[i]);
+    }
+    for (int excess = ready + old - s->target; excess > 0 && old > 0;
+         excess--, old--) {
+        sl_worker_t *w = pick_outdated(s);
+        if (w->gen < s->gen_min) {
+            s->reload_replaced++;
+        }
+        drain_worker(s, w, w->retire ? "retired" : "replaced");
+    }
+}
+
+/* More up-to-date workers than the target (TTOU, a failed restart's
+ * leftovers): TERM the extra ones. */
+static void trim_excess(supervisor_t *s)
+{
+    for (int n = count_current(s, false); n > s->target; n--) {
+        drain_worker(s, pick_excess(s), "not needed");
+    }
+}
+
+/* Start up-to-date workers until the target is met, never more than the
+ * surge above it, and not before a backoff delay has passed. */
+static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
+{
+    int cur = count_current(s, false);
+    int live = 0;
+
+    for (int i = 0; i < s->table.high; i++) {
+        live += sl_worker_live(&s->table.slots[i]);
+    }
+    while (cur < s->target && live < s->target + s->o->reload_surge) {
+        if (now < s->spawn_at) {
+            earliest(next, s->spawn_at);
+            return;
+        }
+        sl_worker_t *w =
+            sl_table_spawn(&s->table, s->argv, s->fds, s->nls, s->gen_next);
+        if (w == NULL) {
+            died_young(s, 0);
+            earliest(next, s->spawn_at);
+            return;
+        }
+        sl_info("Booting worker %d with pid: %ld", w->id, (long)w->pid);
+        cur++;
+        live++;
+    }
+}
+
+/* The moments to tell someone: the first generation is all READY (systemd,
+ * or the old supervisor after USR2), a rolling restart is complete. */
+static void check_progress(supervisor_t *s)
+{
+    char status[NOTE_MAX * 2];
+    int ready = count_current(s, true);
+
+    if (!s->ready_notified && ready >= s->target) {
+        s->ready_notified = true;
+        sl_info("All %d workers are ready", ready);
+        status_text(s, status, sizeof(status));
+        if (sl_upgrade_is_successor(&s->upgrade)) {
+            if (s->o->pidfile != NULL) {
+                sl_pidfile_write(s->o->pidfile);
+            }
+            sl_notify_mainpid(getpid(), true, status);
+            sl_upgrade_took_over(&s->upgrade);
+        } else {
+            sl_notify_ready(status);
+        }
+    }
+    if (s->reloading && ready >= s->target) {
+        bool old_left = false;
+        for (int i = 0; i < s->table.high; i++) {
+            const sl_worker_t *w = &s->table.slots[i];
+            old_left |= sl_worker_live(w) && w->gen < s->gen_min;
+        }
+        if (!old_left) {
+            s->reloading = false;
+            sl_info("Rolling restart done: %d workers replaced in %.1fs",
+                    s->reload_replaced, ev_now(s->loop) - s->reload_started);
+            status_text(s, status, sizeof(status));
+            sl_notify_ready(status);
+        }
+    }
+    if (s->reload_pending && s->ready_notified) {
+        s->reload_pending = false;
+        begin_reload(s);
+    }
+}
+
+/* TERM: W drains within --graceful-timeout (after --shutdown-delay). */
+static void drain_worker(supervisor_t *s, sl_worker_t *w, const char *why)
+{
+    const sl_options_t *o = s->o;
+    ev_tstamp deadline =
+        ev_now(s->loop) + o->shutdown_delay + o->graceful_timeout + KILL_GRACE;
+
+    sl_info("Worker %d (pid %ld) %s: draining", w->id, (long)w->pid, why);
+    sl_table_stop(w, SIGTERM, deadline);
+}
+
+/* The outdated worker to let go first: one still booting (no loss), then
+ * one that asked to retire, then the oldest generation, then the oldest. */
+static sl_worker_t *pick_outdated(supervisor_t *s)
+{
+    sl_worker_t *best = NULL;
+
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        if (!sl_worker_live(w) || !outdated(s, w)) {
+            continue;
+        }
+        if (best == NULL || (w->state == SL_WORKER_BOOTING) !=
+                                (best->state == SL_WORKER_BOOTING)) {
+            if (best == NULL || w->state == SL_WORKER_BOOTING) {
+                best = w;
+            }
+            continue;
+        }
+        if (w->retire != best->retire) {
+            best = w->retire ? w : best;
+        } else if (w->gen != best->gen) {
+            best = w->gen < best->gen ? w : best;
+        } else if (w->started < best->started) {
+            best = w;
+        }
+    }
+    return best;
+}
+
+/* The up-to-date worker to let go first: one still booting, else the
+ * oldest (gunicorn's TTOU does the same). */
+static sl_worker_t *pick_excess(supervisor_t *s)
+{
+    sl_worker_t *best = NULL;
+
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        if (!sl_worker_live(w) || outdated(s, w)) {
+            continue;
+        }
+        if (best == NULL ||
+            (w->state == SL_WORKER_BOOTING &&
+             best->state != SL_WORKER_BOOTING) ||
+            (w->state == best->state && w->started < best->started)) {
+            best = w;
+        }
+    }
+    return best;
+}
+
+static bool outdated(const supervisor_t *s, const sl_worker_t *w)
+{
+    return w->retire || w->gen < s->gen_min;
+}
+
+/* Live up-to-date workers; READY ones only when READY_ONLY. */
+static int count_current(const supervisor_t *s, bool ready_only)
 {
     int n = 0;
 
-    for (int i = 0; i < SL_SUPERVISOR_MAX_WORKERS; i++) {
-        n += s->slots[i].state != SLOT_EMPTY;
+    for (int i = 0; i < s->table.high; i++) {
+        const sl_worker_t *w = &s->table.slots[i];
+        if (sl_worker_live(w) && !outdated(s, w) &&
+            (!ready_only || w->state == SL_WORKER_READY)) {
+            n++;
+        }
     }
     return n;
 }
 
-static int write_pidfile(const char *path)
+/* Every READY worker, outdated or not: what is serving. */
+static int count_ready(const supervisor_t *s)
 {
-    char buf[32];
-    int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int n = 0;
 
-    if (fd == -1 || write(fd, buf, (size_t)n) != n) {
-        sl_log_usage("cannot write the pid file %s: %s", path, strerror(errno));
-        if (fd != -1) {
-            close(fd);
-        }
-        return -1;
+    for (int i = 0; i < s->table.high; i++) {
+        n += s->table.slots[i].state == SL_WORKER_READY;
     }
-    close(fd);
-    return 0;
+    return n;
+}
+
+/* STATUS=: "4/4 workers ready, 120.5 req/s", with what is going on. */
+static void status_text(const supervisor_t *s, char *buf, size_t size)
+{
+    char what[NOTE_MAX] = "";
+
+    if (s->stopping != STOP_NONE) {
+        snprintf(what, sizeof(what), "Stopping: %d workers left; ",
+                 sl_table_count(&s->table));
+    } else if (s->reloading) {
+        snprintf(what, sizeof(what), "Reloading: %d of %d workers replaced; ",
+                 s->reload_replaced, s->target);
+    } else if (sl_upgrade_running(&s->upgrade)) {
+        snprintf(what, sizeof(what),
+                 "Upgrading: new supervisor %ld is"
+                 " starting; ",
+                 (long)s->upgrade.child);
+    }
+    snprintf(buf, size, "%s%d/%d workers ready, %.1f req/s%s%s", what,
+             count_ready(s), s->target, s->rps,
+             s->reload_note[0] ? "; last " : "", s->reload_note);
+}
+
+static void update_title(const supervisor_t *s)
+{
+    const char *name = s->o->proc_name ? s->o->proc_name : "sluice";
+
+    sl_proctitle_set(name, "%s: supervisor%s [%s]", name,
+                     s->handed_over ? " (old, draining)" : "", s->o->app);
+}
+
+static void earliest(ev_tstamp *next, ev_tstamp t)
+{
+    if (*next == 0 || t < *next) {
+        *next = t;
+    }
+}
+
+static int exit_status(const supervisor_t *s)
+{
+    if (s->app_failed) {
+        return SL_EXIT_USAGE;
+    }
+    return s->boot_failed || s->unclean ? SL_EXIT_FAIL : SL_EXIT_OK;
 }

@@ -1,7 +1,9 @@
 /* supervisor.h - the supervisor's loop and its table of workers.
  *
  * The supervisor is C only and never loads Python: it keeps the target
- * number of workers alive, forwards stop signals to them and reaps them.
+ * number of workers serving, replaces them (rolling restart, max-requests,
+ * hung or dead workers), answers signals, tells systemd what it is doing,
+ * and hands over to a new binary on USR2.
  */
 #ifndef SL_SUPERVISOR_H
 #define SL_SUPERVISOR_H
@@ -9,14 +11,15 @@
 #include "common/options.h"
 #include "supervisor/listen.h"
 
-#define SL_SUPERVISOR_MAX_WORKERS 1024 /* slots in the worker table */
-
-/* Run until stopped by a signal, keeping o->workers workers serving the
- * listeners LS[0..NLS) (borrowed: the caller closes them afterwards). ARGV
- * is exec'd for every worker. Writes and removes --pid. Returns the exit
- * status: SL_EXIT_OK after a clean stop, SL_EXIT_USAGE when a worker could
- * not import the application, SL_EXIT_FAIL otherwise. */
-int sl_supervisor_run(const sl_options_t *o, char **argv,
-                      const sl_listener_t *ls, int nls);
+/* Run until stopped, keeping o->workers workers serving the listeners
+ * LS[0..NLS) (borrowed: the caller closes them afterwards; after a binary
+ * upgrade their unlink flags are cleared, the files belong to the new
+ * supervisor). ARGV is exec'd for every worker and for a binary upgrade.
+ * Writes --pid, and removes it at exit if it still names this process.
+ * Returns the exit status: SL_EXIT_OK after a clean stop, SL_EXIT_USAGE
+ * when no worker could import the application, SL_EXIT_FAIL when no
+ * worker became ready in time or a worker's stop went wrong. */
+int sl_supervisor_run(const sl_options_t *o, char **argv, sl_listener_t *ls,
+                      int nls);
 
 #endif

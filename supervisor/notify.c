@@ -1,0 +1,117 @@
+/* notify.c - sd_notify messages: READY, RELOADING, STOPPING, STATUS,
+ * WATCHDOG and MAINPID.
+ *
+ * libsystemd does the work; this file decides the exact text, so that the
+ * sequence systemd (or a test that owns NOTIFY_SOCKET) sees is the one
+ * DESIGN §2 promises. STATUS= lines ride along with the state changes and
+ * are otherwise sent only when they change, because the supervisor
+ * refreshes its status every second and systemd need not hear the same
+ * line again.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "supervisor/notify.h"
+
+#define STATUS_MAX 512
+
+static char last_status[STATUS_MAX];
+static bool send_failed_logged;
+
+static void notify_send(const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void remember(const char *status);
+
+void sl_notify_ready(const char *status)
+{
+    notify_send("READY", "READY=1\nSTATUS=%s", status);
+    remember(status);
+}
+
+void sl_notify_reloading(const char *status)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1) {
+        sl_log_errno(SL_LOG_WARNING, "clock_gettime(CLOCK_MONOTONIC) failed");
+        ts = (struct timespec){0, 0};
+    }
+    unsigned long long usec = (unsigned long long)ts.tv_sec * 1000000ULL +
+                              (unsigned long long)ts.tv_nsec / 1000ULL;
+    notify_send("RELOADING", "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=%s",
+                usec, status);
+    remember(status);
+}
+
+void sl_notify_stopping(const char *status)
+{
+    notify_send("STOPPING", "STOPPING=1\nSTATUS=%s", status);
+    remember(status);
+}
+
+void sl_notify_status(const char *status)
+{
+    if (strncmp(status, last_status, sizeof(last_status) - 1) == 0) {
+        return;
+    }
+    notify_send("STATUS", "STATUS=%s", status);
+    remember(status);
+}
+
+void sl_notify_mainpid(pid_t pid, bool ready, const char *status)
+{
+    notify_send("MAINPID", "MAINPID=%ld\n%sSTATUS=%s", (long)pid,
+                ready ? "READY=1\n" : "", status);
+    remember(status);
+}
+
+void sl_notify_watchdog(void)
+{
+    notify_send("WATCHDOG", "WATCHDOG=1");
+}
+
+double sl_notify_watchdog_interval(void)
+{
+    uint64_t usec = 0;
+
+    /* 0: keep the variables, a binary upgrade's new supervisor needs them */
+    int rc = sd_watchdog_enabled(0, &usec);
+    if (rc < 0) {
+        errno = -rc;
+        sl_log_errno(SL_LOG_WARNING, "sd_watchdog_enabled() failed");
+        return 0;
+    }
+    return rc > 0 ? (double)usec / 2e6 : 0;
+}
+
+/* One datagram to NOTIFY_SOCKET, if there is one. WHAT names the message
+ * in the one warning logged when systemd cannot be reached. */
+static void notify_send(const char *what, const char *fmt, ...)
+{
+    char buf[STATUS_MAX + 128];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    int rc = sd_pid_notify(0, 0, buf);
+    if (rc < 0 && !send_failed_logged) {
+        errno = -rc;
+        sl_log_errno(SL_LOG_WARNING, "sd_notify(%s) failed", what);
+        send_failed_logged = true;
+    }
+}
+
+static void remember(const char *status)
+{
+    snprintf(last_status, sizeof(last_status), "%s", status);
+}

@@ -1,0 +1,186 @@
+/* table.c - the worker slots and their control channels (see table.h).
+ *
+ * Each worker gets one socketpair(AF_UNIX, SOCK_SEQPACKET); the supervisor
+ * keeps its end non-blocking and close-on-exec and reads it from an ev_io
+ * embedded in the slot, so watching a worker never allocates. EOF closes
+ * the channel but frees nothing: the slot lives until the process is
+ * reaped, because only the exit status says what happened.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "supervisor/spawn.h"
+#include "supervisor/table.h"
+
+static void on_ctl(struct ev_loop *loop, ev_io *io, int revents);
+static void close_ctl(sl_table_t *t, sl_worker_t *w);
+
+void sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
+                   void *ctx)
+{
+    memset(t, 0, sizeof(*t));
+    t->loop = loop;
+    t->on_msg = on_msg;
+    t->ctx = ctx;
+    for (int i = 0; i < SL_TABLE_SLOTS; i++) {
+        t->slots[i].id = i + 1;
+        t->slots[i].ctl_fd = -1;
+    }
+}
+
+sl_worker_t *sl_table_spawn(sl_table_t *t, char **argv, const int *fds,
+                            int nfds, unsigned gen)
+{
+    sl_worker_t *w = NULL;
+    int pair[2];
+
+    for (int i = 0; i < SL_TABLE_SLOTS && w == NULL; i++) {
+        if (t->slots[i].state == SL_WORKER_FREE) {
+            w = &t->slots[i];
+        }
+    }
+    if (w == NULL) {
+        sl_error("cannot start a worker: all %d slots are in use",
+                 SL_TABLE_SLOTS);
+        return NULL;
+    }
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) == -1) {
+        sl_log_errno(SL_LOG_ERROR, "socketpair() failed for worker %d", w->id);
+        return NULL;
+    }
+    pid_t pid = sl_spawn_worker(argv, fds, nfds, w->id, pair[1]);
+    close(pair[1]);
+    if (pid == -1) {
+        close(pair[0]);
+        return NULL;
+    }
+    if (fcntl(pair[0], F_SETFL, O_NONBLOCK) == -1) {
+        sl_log_errno(SL_LOG_WARNING,
+                     "fcntl(O_NONBLOCK) failed on worker %d's control socket",
+                     w->id);
+    }
+
+    int id = w->id;
+    *w = (sl_worker_t){.state = SL_WORKER_BOOTING,
+                       .id = id,
+                       .pid = pid,
+                       .gen = gen,
+                       .ctl_fd = pair[0]};
+    w->started = w->heartbeat = ev_now(t->loop);
+    ev_io_init(&w->ctl_watcher, on_ctl, w->ctl_fd, EV_READ);
+    w->ctl_watcher.data = t;
+    ev_io_start(t->loop, &w->ctl_watcher);
+    if (id > t->high) {
+        t->high = id;
+    }
+    return w;
+}
+
+sl_worker_t *sl_table_find(sl_table_t *t, pid_t pid)
+{
+    for (int i = 0; i < t->high; i++) {
+        if (t->slots[i].state != SL_WORKER_FREE && t->slots[i].pid == pid) {
+            return &t->slots[i];
+        }
+    }
+    return NULL;
+}
+
+int sl_table_kill(const sl_worker_t *w, int sig)
+{
+    if (kill(w->pid, sig) == -1) {
+        if (errno != ESRCH) {
+            sl_log_errno(SL_LOG_ERROR, "kill(%ld, %s) failed on worker %d",
+                         (long)w->pid, strsignal(sig), w->id);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+void sl_table_stop(sl_worker_t *w, int sig, ev_tstamp kill_at)
+{
+    if (sig != 0) {
+        sl_table_kill(w, sig);
+        w->stop_signal = sig;
+    }
+    w->state = SL_WORKER_STOPPING;
+    w->kill_at = kill_at;
+}
+
+void sl_table_release(sl_table_t *t, sl_worker_t *w)
+{
+    int id = w->id;
+
+    close_ctl(t, w);
+    *w = (sl_worker_t){.state = SL_WORKER_FREE, .id = id, .ctl_fd = -1};
+    while (t->high > 0 && t->slots[t->high - 1].state == SL_WORKER_FREE) {
+        t->high--;
+    }
+}
+
+bool sl_worker_live(const sl_worker_t *w)
+{
+    return w->state == SL_WORKER_BOOTING || w->state == SL_WORKER_READY;
+}
+
+int sl_table_count(const sl_table_t *t)
+{
+    int n = 0;
+
+    for (int i = 0; i < t->high; i++) {
+        n += t->slots[i].state != SL_WORKER_FREE;
+    }
+    return n;
+}
+
+/* Everything the worker has sent, until the channel would block. EOF means
+ * the worker is gone or going; its exit is handled when it is reaped. */
+static void on_ctl(struct ev_loop *loop, ev_io *io, int revents)
+{
+    sl_table_t *t = io->data;
+    sl_worker_t *w =
+        (sl_worker_t *)((char *)io - offsetof(sl_worker_t, ctl_watcher));
+    sl_ctl_msg_t m;
+
+    (void)loop;
+    (void)revents;
+    for (;;) {
+        int rc = sl_ctl_recv(w->ctl_fd, &m);
+        if (rc == 1) {
+            t->on_msg(t->ctx, w, &m);
+            continue;
+        }
+        if (rc == -1 && errno == EAGAIN) {
+            return;
+        }
+        if (rc == -1 && errno == EPROTO) {
+            sl_warn("worker %d (pid %ld) sent a malformed control message",
+                    w->id, (long)w->pid);
+            continue;
+        }
+        if (rc == -1) {
+            sl_log_errno(SL_LOG_WARNING,
+                         "recv() failed on worker %d's control socket", w->id);
+        }
+        close_ctl(t, w);
+        return;
+    }
+}
+
+static void close_ctl(sl_table_t *t, sl_worker_t *w)
+{
+    if (w->ctl_fd != -1) {
+        ev_io_stop(t->loop, &w->ctl_watcher);
+        close(w->ctl_fd);
+        w->ctl_fd = -1;
+    }
+}

@@ -1,0 +1,88 @@
+/* table.h - the supervisor's worker table: fixed slots, one per process.
+ *
+ * A slot holds one worker process from its fork until it is reaped, with
+ * its control channel and what it last reported. The table knows nothing
+ * of policy (how many, when to replace, when to kill): supervisor.c decides
+ * and uses these functions to act.
+ */
+#ifndef SL_TABLE_H
+#define SL_TABLE_H
+
+#include <ev.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "common/ctl.h"
+
+#define SL_TABLE_SLOTS 1024 /* at most this many worker processes at once */
+
+typedef enum {
+    SL_WORKER_FREE = 0, /* no process */
+    SL_WORKER_BOOTING,  /* spawned, not READY yet */
+    SL_WORKER_READY,    /* serving */
+    SL_WORKER_STOPPING, /* asked to exit, or draining on its own */
+} sl_worker_state_t;
+
+typedef struct {
+    sl_worker_state_t state;
+    int id;              /* slot index + 1: "worker 3" in logs and ps */
+    pid_t pid;           /* 0 when FREE */
+    unsigned gen;        /* generation: every rolling restart starts one */
+    bool retire;         /* it sent RETIRE: replace it, then drain it */
+    bool aborted;        /* sent SIGABRT for its Python tracebacks */
+    bool killed;         /* sent SIGKILL */
+    int stop_signal;     /* STOPPING: the signal it was sent (0: none) */
+    ev_tstamp started;   /* fork time */
+    ev_tstamp ready_at;  /* READY time */
+    ev_tstamp heartbeat; /* time of its last message */
+    ev_tstamp kill_at;   /* STOPPING: SIGKILL when still alive after this */
+    sl_ctl_msg_t last;   /* the counters of its last message */
+    int ctl_fd;          /* owned: our end of the control socketpair */
+    ev_io ctl_watcher;   /* reads ctl_fd; data points to the table */
+} sl_worker_t;
+
+typedef struct sl_table sl_table_t;
+
+/* Called for every control message; W stays valid for the call. */
+typedef void sl_table_msg_cb(void *ctx, sl_worker_t *w, const sl_ctl_msg_t *m);
+
+struct sl_table {
+    sl_worker_t slots[SL_TABLE_SLOTS];
+    int high;             /* slots at and above this index are FREE */
+    struct ev_loop *loop; /* borrowed */
+    sl_table_msg_cb *on_msg;
+    void *ctx; /* borrowed: passed to on_msg */
+};
+
+/* An empty table whose channels are watched on LOOP; ON_MSG(CTX, ...) gets
+ * every message. */
+void sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
+                   void *ctx);
+
+/* Fork + exec a worker of generation GEN in the lowest free slot, with its
+ * control channel, as ARGV with the listeners FDS[0..NFDS). Returns its
+ * slot (BOOTING), or NULL after logging why (no free slot, socketpair() or
+ * fork() failed). */
+sl_worker_t *sl_table_spawn(sl_table_t *t, char **argv, const int *fds,
+                            int nfds, unsigned gen);
+
+/* The slot of process PID, or NULL. */
+sl_worker_t *sl_table_find(sl_table_t *t, pid_t pid);
+
+/* Send SIG to W, logging a failure other than ESRCH. 0 or -1. */
+int sl_table_kill(const sl_worker_t *w, int sig);
+
+/* Mark W STOPPING after sending it SIG (none when SIG is 0), with SIGKILL
+ * due at KILL_AT. */
+void sl_table_stop(sl_worker_t *w, int sig, ev_tstamp kill_at);
+
+/* W was reaped: close its channel and free the slot. */
+void sl_table_release(sl_table_t *t, sl_worker_t *w);
+
+/* Booting or ready: a worker that counts toward the target. */
+bool sl_worker_live(const sl_worker_t *w);
+
+/* Slots in use (any state but FREE). */
+int sl_table_count(const sl_table_t *t);
+
+#endif
