@@ -247,6 +247,13 @@ static int finish(sl_options_t *o, int argc, char **argv)
     if (o->nbinds == 0) {
         o->binds[o->nbinds++] = "127.0.0.1:8000";
     }
+    /* 0 means "the largest allowed", as --help says */
+    if (o->limit_request_line == 0) {
+        o->limit_request_line = 8190;
+    }
+    if (o->limit_request_fields == 0) {
+        o->limit_request_fields = 32768;
+    }
 
     const char *inl = getenv("SLUICE_INLINE");
     o->inline_mode = inl != NULL && strcmp(inl, "1") == 0;

@@ -8,6 +8,7 @@
 #ifndef SL_BUF_H
 #define SL_BUF_H
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,8 @@ typedef struct {
     size_t cap;
 } sl_buf_t;
 
-/* Make room for N more bytes after len. 0, or -1 when out of memory. */
+/* Make room for N more bytes after len; never moves stored bytes within the
+ * buffer (offsets into it stay valid). 0, or -1 when out of memory. */
 static inline int sl_buf_reserve(sl_buf_t *b, size_t n)
 {
     size_t want, cap;
@@ -26,11 +28,8 @@ static inline int sl_buf_reserve(sl_buf_t *b, size_t n)
 
     if (b->cap - b->len >= n)
         return 0;
-    if (b->off > 0 && b->off == b->len) {
-        b->off = b->len = 0;
-        if (b->cap >= n)
-            return 0;
-    }
+    if (n > SIZE_MAX / 2 - b->len)
+        return -1;
     want = b->len + n;
     cap = b->cap ? b->cap : 1024;
     while (cap < want)

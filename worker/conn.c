@@ -77,12 +77,14 @@ static int on_url(llhttp_t *h, const char *at, size_t len)
     sl_conn_t *c = h->data;
     sl_req_t *r = &c->req;
     int limit = c->pump->opt->limit_request_line;
+    size_t mlen;
 
     if (r->url_len == 0)
         r->url_off = (uint32_t)(at - c->rbuf.data);
     r->url_len += (uint32_t)len;
     /* method, two spaces and "HTTP/1.1" make up the rest of the line */
-    if (limit > 0 && r->url_len + 18 > (uint32_t)limit)
+    mlen = strlen(llhttp_method_name(llhttp_get_method(h)));
+    if (limit > 0 && mlen + r->url_len + 10 > (uint32_t)limit)
         return fail(c, 414);
     return 0;
 }
@@ -143,6 +145,18 @@ static int on_header_value(llhttp_t *h, const char *at, size_t len)
     return field_too_big(c, hd) ? fail(c, 431) : 0;
 }
 
+/* llhttp reports ": v" as a header with an empty name: refuse it */
+static int on_header_field_complete(llhttp_t *h)
+{
+    sl_conn_t *c = h->data;
+
+    if (c->head_done)
+        return 0;
+    if (c->req.nhdrs == 0 || c->req.hdrs[c->req.nhdrs - 1].name_len == 0)
+        return fail(c, 400);
+    return 0;
+}
+
 static int on_headers_complete(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
@@ -164,11 +178,15 @@ static int on_body(llhttp_t *h, const char *at, size_t len)
     int rc = 0;
 
     pthread_mutex_lock(&c->mu);
-    if (limit > 0 && c->body.len + len > (unsigned long long)limit &&
+    c->body_total += len;
+    if (limit > 0 && c->body_total > (unsigned long long)limit &&
         c->req.chunked) {
         /* a chunked body only shows its size as it arrives */
         c->aborted = true;
         rc = -1;
+    } else if (c->resp_done) {
+        /* answered already: the rest of the body is read and dropped so
+         * the connection can carry the next request */
     } else if (sl_buf_append(&c->body, at, len) < 0) {
         c->aborted = true;
         rc = -1;
@@ -195,6 +213,7 @@ static llhttp_settings_t settings = {
     .on_url = on_url,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
+    .on_header_field_complete = on_header_field_complete,
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
@@ -248,6 +267,7 @@ static void conn_reset_request(sl_conn_t *c)
     sl_buf_reset(&c->body, BUF_KEEP);
     sl_buf_reset(&c->out, BUF_KEEP);
     c->body_done = false;
+    c->body_total = 0;
     c->resp_done = false;
     c->close_after = false;
     c->inflight = 0;
@@ -412,6 +432,25 @@ static int inline_drain_out(sl_conn_t *c)
     return rc < 0 ? -1 : 0;
 }
 
+/* Inline mode, mid-response: what the app streams goes out now (an SSE
+ * event must not sit in a buffer), and a write error ends the stream at
+ * once. 0, 1 when the socket is full past the credit, -1 when gone. */
+static int inline_push_out(sl_conn_t *c)
+{
+    int rc;
+
+    if (sl_buf_append(&c->wbuf, c->out.data + c->out.off,
+                      sl_buf_pending(&c->out)) < 0)
+        return -1;
+    sl_buf_reset(&c->out, BUF_KEEP);
+    rc = conn_flush(c);
+    if (rc < 0) {
+        c->aborted = true;
+        return -1;
+    }
+    return rc == 0 && sl_buf_pending(&c->wbuf) > OUT_CREDIT ? 1 : 0;
+}
+
 int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
                  int iovcnt, int flags)
 {
@@ -443,7 +482,9 @@ int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
     if (flags & SL_SEND_END)
         c->resp_done = true;
     notify_locked(c);
-    if (!(flags & SL_SEND_END) && c->out.len + c->inflight > OUT_CREDIT)
+    if (c->pump->inline_mode && !(flags & SL_SEND_END))
+        rc = inline_push_out(c);
+    else if (!(flags & SL_SEND_END) && c->out.len + c->inflight > OUT_CREDIT)
         rc = 1;
 out_unlock:
     pthread_mutex_unlock(&c->mu);
@@ -467,6 +508,23 @@ int sl_conn_wait_credit(sl_conn_t *c, uint32_t gen)
         rc = -1;
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+uint64_t sl_conn_body_left(sl_conn_t *c, uint32_t gen)
+{
+    uint64_t left;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->gen != gen || c->body_done)
+        left = 0;
+    else if (c->req.chunked)
+        left = UINT64_MAX;
+    else
+        left = c->req.content_length > c->body_total
+                   ? c->req.content_length - c->body_total
+                   : 0;
+    pthread_mutex_unlock(&c->mu);
+    return left;
 }
 
 int sl_conn_await(sl_conn_t *c, uint32_t gen, int what)
@@ -724,6 +782,9 @@ static void conn_dispatch(sl_conn_t *c)
             c->aborted = true;
         c->pump->inflight++;
         c->pump->run_inline(c);
+        /* the app held the loop: deadlines set from here on need the real
+         * time, not the time the pass began */
+        ev_now_update(c->pump->loop);
         sl_conn_complete(c);
         return;
     }
@@ -773,7 +834,8 @@ static void on_readable(sl_conn_t *c)
         return;
     }
     case SL_CONN_READING:
-        limit = c->rbuf.off + max_head(c->pump->opt);
+        limit =
+            (c->in_msg ? c->req_start : c->rbuf.off) + max_head(c->pump->opt);
         rc = conn_read(c, limit);
         if (rc == 0 && c->rbuf.len >= limit) {
             c->http_error = c->req.nhdrs > 0 ? 431 : 414;
@@ -843,8 +905,8 @@ void sl_conn_complete(sl_conn_t *c)
     if (c->resp_done && c->state == SL_CONN_SERVING) {
         c->state = SL_CONN_WRITING;
         c->pump->inflight--;
-        if (c->aborted || !c->msg_done)
-            c->close_after = true; /* unread body, or the client left */
+        if (c->aborted)
+            c->close_after = true; /* the client left */
     }
     pthread_mutex_unlock(&c->mu);
     if (c->state == SL_CONN_WRITING && c->http_error && !c->wrote_any) {
@@ -937,6 +999,20 @@ static void conn_process(sl_conn_t *c)
             if (rc == 0) {
                 conn_watch(c, EV_WRITE);
                 return;
+            }
+            /* a body the app did not read: drop it, then go on */
+            if (!c->msg_done && !c->close_after && !c->aborted) {
+                if (conn_parse(c) < 0) {
+                    c->close_after = true;
+                } else if (!c->msg_done) {
+                    if (c->peer_eof) {
+                        sl_pump_request_done(c->pump, c);
+                        conn_close(c);
+                        return;
+                    }
+                    conn_watch(c, EV_READ);
+                    return;
+                }
             }
             conn_finish_request(c);
             if (c->state != SL_CONN_READING)

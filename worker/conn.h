@@ -98,13 +98,14 @@ struct sl_conn {
     int file_fd;       /* sendfile after out, -1 = none; owned */
     off_t file_off;
     size_t file_len;
-    bool body_done;   /* the whole body is in (or there is none) */
-    bool resp_done;   /* the executor sent END */
-    bool close_after; /* the executor asked to close after the response */
-    bool aborted;     /* the client is gone: stop producing */
-    bool notified;    /* already in the pump's completion inbox */
-    bool waiting;     /* the executor waits on cv */
-    size_t inflight;  /* bytes handed to the loop, not yet written */
+    uint64_t body_total; /* body bytes received for this request */
+    bool body_done;      /* the whole body is in (or there is none) */
+    bool resp_done;      /* the executor sent END */
+    bool close_after;    /* the executor asked to close after the response */
+    bool aborted;        /* the client is gone: stop producing */
+    bool notified;       /* already in the pump's completion inbox */
+    bool waiting;        /* the executor waits on cv */
+    size_t inflight;     /* bytes handed to the loop, not yet written */
 
     /* Loop-thread side of the output */
     sl_buf_t wbuf; /* bytes being written */
@@ -144,6 +145,14 @@ enum {
     SL_AWAIT_CREDIT = 2,     /* queued output below half the credit */
     SL_AWAIT_DISCONNECT = 3, /* the client goes away */
 };
+
+/* Unread request body the loop will still drop after the response, at
+ * most; past this the response should close the connection instead. */
+#define SL_CONN_DISCARD_MAX (1024 * 1024)
+
+/* Body bytes of request GEN not yet received: 0 when complete, UINT64_MAX
+ * when unknown (chunked). */
+uint64_t sl_conn_body_left(sl_conn_t *c, uint32_t gen);
 
 /* For executors that cannot block (ASGI): returns 0 when WHAT already
  * holds (go ahead), 1 when a SL_TICKET_WAKE for request GEN will arrive once

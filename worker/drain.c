@@ -29,6 +29,9 @@ static void drain_finish(sl_pump_t *p, bool forced)
     ev_tstamp now = ev_now(p->loop);
     sl_conn_t *c, *next;
 
+    /* first: connections released below must not step the drain again */
+    p->stopping = true;
+    ev_timer_stop(p->loop, &p->drain_timer);
     sl_asgi_finish(p); /* ASGI: cancel the request tasks still running */
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
@@ -38,8 +41,6 @@ static void drain_finish(sl_pump_t *p, bool forced)
                     c->req.hbuf.data + c->req.url_off, now - c->req.start);
         sl_conn_abort(c);
     }
-    ev_timer_stop(p->loop, &p->drain_timer);
-    p->stopping = true;
     p->exit_status = forced ? SL_EXIT_FAIL : SL_EXIT_OK;
     ev_break(p->loop, EVBREAK_ALL);
 }
@@ -81,12 +82,12 @@ void sl_drain_prepare(sl_pump_t *p)
             p->inflight);
     sl_pump_stop_listening(p);
     sl_pump_ctl(p, SL_CTL_DRAINING);
+    ev_timer_init(&p->drain_timer, drain_timer_cb, STEP_SECS, STEP_SECS);
+    ev_timer_start(p->loop, &p->drain_timer);
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
         sl_conn_drain(c);
     }
-    ev_timer_init(&p->drain_timer, drain_timer_cb, STEP_SECS, STEP_SECS);
-    ev_timer_start(p->loop, &p->drain_timer);
     sl_drain_step(p);
 }
 
@@ -121,6 +122,8 @@ void sl_drain_fast(sl_pump_t *p)
     if (p->stopping)
         return;
     p->draining = true;
+    p->drain_started = ev_now(p->loop);
+    p->drain_deadline = p->drain_started;
     sl_pump_stop_listening(p);
     drain_finish(p, p->inflight > 0);
 }

@@ -237,8 +237,10 @@ void sl_pump_release(sl_pump_t *p, sl_conn_t *c)
     p->nactive--;
     if (!p->draining && !p->accepting)
         listeners_start(p, true);
-    if (p->draining)
-        sl_drain_step(p);
+    /* step the drain once this callback is over, not from inside it: the
+     * caller may be walking the connection list */
+    if (p->draining && !p->stopping)
+        ev_feed_event(p->loop, &p->drain_timer, EV_TIMER);
 }
 
 static void listener_describe(sl_listener_t *l)
@@ -394,14 +396,21 @@ void sl_pump_set_ctl(sl_pump_t *p, int fd)
 static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     sl_pump_t *p = ev_userdata(loop);
-    ev_tstamp now = ev_now(loop);
+    ev_tstamp now = ev_now(loop), late;
     sl_conn_t *c, *next;
 
     (void)w;
     (void)revents;
     date_update();
+    /* A late tick means the loop was held (an inline app, a stop in a
+     * debugger): that time was nobody's idleness, so deadlines move with it
+     * and bytes waiting in the kernel get read before anyone times out. */
+    late = p->last_tick > 0 ? now - p->last_tick - 1.0 : 0;
+    p->last_tick = now;
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
+        if (late > 0.25 && c->deadline > 0)
+            c->deadline += late;
         sl_conn_sweep(c, now);
     }
     if (!p->draining)

@@ -76,6 +76,7 @@ struct sl_pump {
     bool retired;
     int lanes; /* executor lanes (1 inline) */
 
+    ev_tstamp last_tick;
     uint64_t served;   /* requests completed */
     uint32_t inflight; /* requests with the executor */
     bool terminating;  /* TERM arrived: health answers 503 */

@@ -389,8 +389,12 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
             l->close = true; /* HTTP/1.0: the close ends the body */
         }
     }
+    /* an unread body too big to drop after the response ends the
+     * connection, and the client must hear it */
     keep = c->req.keep_alive && !l->close &&
-           !__atomic_load_n(&pump->draining, __ATOMIC_RELAXED);
+           !__atomic_load_n(&pump->draining, __ATOMIC_RELAXED) &&
+           (!c->req.has_body ||
+            sl_conn_body_left(c, l->gen) <= SL_CONN_DISCARD_MAX);
     if (!keep) {
         l->close = true;
         APPEND_LIT(b, "Connection: close\r\n");
@@ -489,6 +493,11 @@ static PyObject *start_response_call(lane_fn_t *self, PyObject *args,
     PyObject *status, *headers, *exc_info = Py_None;
     Py_ssize_t i, n;
 
+    if (l == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "start_response() called after its request ended");
+        return NULL;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:start_response", kwlist,
                                      &status, &headers, &exc_info))
         return NULL;
@@ -549,6 +558,11 @@ static PyObject *write_call(lane_fn_t *self, PyObject *args, PyObject *kw)
     sl_wsgi_lane_t *l = self->lane;
     PyObject *data;
 
+    if (l == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "write() called after its request ended");
+        return NULL;
+    }
     if (kw != NULL || !PyArg_ParseTuple(args, "O:write", &data))
         return NULL;
     if (!PyBytes_Check(data)) {
@@ -710,11 +724,11 @@ static int set_headers(PyObject *env, const sl_req_t *r)
 static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
 {
     const sl_req_t *r = &c->req;
-    const char *url = r->hbuf.data + r->url_off, *q, *end;
+    const char *url = r->hbuf.data + r->url_off, *q, *end, *path;
     size_t n = r->url_len;
     PyObject *env, *input, *v;
     char addr[64];
-    int port, li = c->listener;
+    int port, rc, li = c->listener;
 
     env = PyDict_Copy(proto);
     if (env == NULL)
@@ -728,24 +742,28 @@ static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
         set_str(env, keys[K_RAW_URI], url, (Py_ssize_t)n) < 0)
         goto out_fail;
 
-    /* absolute-form (a proxy's request): keep only path and query */
+    /* absolute-form (a proxy's request): keep only path and query; a
+     * target with no path has the path "/" */
+    path = url;
+    end = url + n;
     if (n > 0 && url[0] != '/' && (q = memchr(url, ':', n)) != NULL &&
         (size_t)(q - url) + 3 <= n && q[1] == '/' && q[2] == '/') {
-        const char *p = q + 3;
-        const char *slash = memchr(p, '/', n - (size_t)(p - url));
-        end = url + n;
-        url = slash ? slash : end;
-        n = (size_t)(end - url);
+        path = q + 3;
+        while (path < end && *path != '/' && *path != '?' && *path != '#')
+            path++;
     }
-    end = memchr(url, '#', n);
-    if (end != NULL)
-        n = (size_t)(end - url);
-    q = memchr(url, '?', n);
-    if (set_path(env, url, q ? (size_t)(q - url) : n) < 0)
+    if ((q = memchr(path, '#', (size_t)(end - path))) != NULL)
+        end = q;
+    q = memchr(path, '?', (size_t)(end - path));
+    if (path == (q ? q : end) && path != url)
+        rc = set_str(env, keys[K_PATH_INFO], "/", 1);
+    else
+        rc = set_path(env, path, (size_t)((q ? q : end) - path));
+    if (rc < 0)
         goto out_fail;
     if (q != NULL) {
         if (set_str(env, keys[K_QUERY_STRING], q + 1,
-                    (Py_ssize_t)(n - (size_t)(q - url) - 1)) < 0)
+                    (Py_ssize_t)(end - q - 1)) < 0)
             goto out_fail;
     } else if (PyDict_SetItem(env, keys[K_QUERY_STRING], keys[K_EMPTY]) < 0) {
         goto out_fail;
@@ -963,6 +981,26 @@ static void call_close(sl_wsgi_lane_t *l, PyObject *result)
     Py_XDECREF(r);
 }
 
+/* The lane's start_response and write() serve one request after another;
+ * one the app kept past its request is cut loose (its calls then raise) so
+ * it can never write into a later request, and the lane takes a new one. */
+static void renew_if_kept(PyObject **slot, PyTypeObject *type,
+                          sl_wsgi_lane_t *l)
+{
+    lane_fn_t *fresh;
+
+    if (Py_REFCNT(*slot) == 1)
+        return;
+    fresh = PyObject_New(lane_fn_t, type);
+    if (fresh == NULL) {
+        PyErr_Clear();
+        return; /* keep the old one: still correct for honest apps */
+    }
+    fresh->lane = l;
+    ((lane_fn_t *)*slot)->lane = NULL;
+    Py_SETREF(*slot, (PyObject *)fresh);
+}
+
 static void log_app_error(sl_wsgi_lane_t *l)
 {
     sl_py_log_exception(
@@ -1015,6 +1053,8 @@ out:
     Py_CLEAR(l->status);
     Py_CLEAR(l->headers);
     Py_DECREF(env);
+    renew_if_kept(&l->start_resp, &start_response_type, l);
+    renew_if_kept(&l->write, &write_type, l);
 }
 
 /* ------------------------------------------------------------------ */
