@@ -285,6 +285,7 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
     c->state = SL_CONN_READING;
     c->wrote_any = false;
     c->peer_eof = false;
+    c->peer_gone = false;
     c->aborted = false;
     c->notified = false;
     c->waiting = false;
@@ -534,7 +535,7 @@ int sl_conn_await(sl_conn_t *c, uint32_t gen, int what)
     pthread_mutex_lock(&c->mu);
     if (c->gen != gen) {
         rc = -1;
-    } else if (c->aborted) {
+    } else if (c->aborted || (c->peer_gone && what == SL_AWAIT_DISCONNECT)) {
         rc = what == SL_AWAIT_DISCONNECT ? 0 : -1;
     } else if (what == SL_AWAIT_BODY &&
                (sl_buf_pending(&c->body) > 0 || c->body_done)) {
@@ -858,6 +859,14 @@ static void on_readable(sl_conn_t *c)
             /* the client hung up half way through its body */
             pthread_mutex_lock(&c->mu);
             c->aborted = true;
+            conn_wake(c);
+            pthread_mutex_unlock(&c->mu);
+        } else if (rc < 0) {
+            /* EOF after a whole request: a WSGI response still goes out
+             * (the client may have only half-closed), but an ASGI app
+             * awaiting http.disconnect hears of it, as under uvicorn */
+            pthread_mutex_lock(&c->mu);
+            c->peer_gone = true;
             conn_wake(c);
             pthread_mutex_unlock(&c->mu);
         }

@@ -103,6 +103,7 @@ struct sl_conn {
     bool resp_done;      /* the executor sent END */
     bool close_after;    /* the executor asked to close after the response */
     bool aborted;        /* the client is gone: stop producing */
+    bool peer_gone;      /* EOF after a whole request (ASGI: disconnect) */
     bool notified;       /* already in the pump's completion inbox */
     bool waiting;        /* the executor waits on cv */
     size_t inflight;     /* bytes handed to the loop, not yet written */
