@@ -1295,17 +1295,6 @@ static PyTypeObject send_type = {
 /* ------------------------------------------------------------------ */
 /* the scope                                                          */
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 static int set_steal(PyObject *d, PyObject *key, PyObject *v)
 {
     int rc;
@@ -1320,8 +1309,7 @@ static int set_steal(PyObject *d, PyObject *key, PyObject *v)
 /* path: percent-decoded, then UTF-8 (bad bytes replaced, as uvicorn). */
 static PyObject *decode_path(const char *p, size_t n)
 {
-    size_t i, o = 0;
-    int hi, lo;
+    size_t o;
     char *buf;
     PyObject *s;
 
@@ -1330,15 +1318,7 @@ static PyObject *decode_path(const char *p, size_t n)
     buf = malloc(n); /* only for a path with escapes in it */
     if (buf == NULL)
         return PyErr_NoMemory();
-    for (i = 0; i < n; i++) {
-        if (p[i] == '%' && i + 2 < n && (hi = hexval(p[i + 1])) >= 0 &&
-            (lo = hexval(p[i + 2])) >= 0) {
-            buf[o++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else {
-            buf[o++] = p[i];
-        }
-    }
+    o = sl_http_unquote(p, n, buf);
     s = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)o, "replace");
     free(buf);
     return s;

@@ -233,3 +233,53 @@ void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
     if (n > 0 && (size_t)n < sizeof(head))
         sl_buf_append(b, head, (size_t)n);
 }
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+size_t sl_http_unquote(const char *p, size_t n, char *out)
+{
+    size_t i, o = 0;
+    int hi, lo;
+
+    for (i = 0; i < n; i++) {
+        if (p[i] == '%' && i + 2 < n && (hi = hexval(p[i + 1])) >= 0 &&
+            (lo = hexval(p[i + 2])) >= 0) {
+            out[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            out[o++] = p[i];
+        }
+    }
+    return o;
+}
+
+int sl_http_parse_u64(const char *p, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t i;
+
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    while (n > 0 && (*p == ' ' || *p == '\t')) {
+        p++;
+        n--;
+    }
+    if (n == 0 || n > 19)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    *out = v;
+    return 0;
+}

@@ -27,4 +27,12 @@ bool sl_http_is_health(const sl_conn_t *c);
 /* Append the health answer: 200 while serving, 503 once TERM arrived. */
 void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c);
 
+/* Percent-decode N bytes at P into OUT (room for N bytes); a '%' not
+ * followed by two hex digits stays as it is. Returns the decoded length. */
+size_t sl_http_unquote(const char *p, size_t n, char *out);
+
+/* A Content-Length value (optional blanks around the digits): 0 with *OUT
+ * set, or -1 when it is not a plain decimal that fits. */
+int sl_http_parse_u64(const char *p, size_t n, uint64_t *out);
+
 #endif

@@ -131,28 +131,6 @@ int sl_response_check_headers(PyObject *headers, const char *what)
     return 0;
 }
 
-static int parse_u64(const char *p, Py_ssize_t n, uint64_t *out)
-{
-    uint64_t v = 0;
-    Py_ssize_t i;
-
-    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
-        n--;
-    while (n > 0 && (*p == ' ' || *p == '\t')) {
-        p++;
-        n--;
-    }
-    if (n == 0 || n > 19)
-        return -1;
-    for (i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(p[i] - '0');
-    }
-    *out = v;
-    return 0;
-}
-
 /* Copy the app's headers into B, noting what the server must know. */
 static int copy_headers(sl_response_t *rs, sl_buf_t *b, PyObject *headers,
                         bool *has_server, bool *has_date)
@@ -169,7 +147,7 @@ static int copy_headers(sl_response_t *rs, sl_buf_t *b, PyObject *headers,
         vp = PyBytes_AS_STRING(value);
         vn = PyBytes_GET_SIZE(value);
         if (sl_http_name_is(np, (size_t)nn, "content-length")) {
-            if (parse_u64(vp, vn, &rs->cl) < 0) {
+            if (sl_http_parse_u64(vp, (size_t)vn, &rs->cl) < 0) {
                 PyErr_Format(PyExc_ValueError,
                              "http.response.start: bad content-length %R",
                              value);

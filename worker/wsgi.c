@@ -284,22 +284,6 @@ static bool has_ctl(const char *p, Py_ssize_t n)
     return false;
 }
 
-static int parse_u64(const char *p, Py_ssize_t n, uint64_t *out)
-{
-    uint64_t v = 0;
-    Py_ssize_t i;
-
-    if (n == 0 || n > 19)
-        return -1;
-    for (i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(p[i] - '0');
-    }
-    *out = v;
-    return 0;
-}
-
 #define APPEND_LIT(b, s) sl_buf_append((b), (s), sizeof(s) - 1)
 
 /* Format the head into l->head. KNOWN is the body length when the server
@@ -349,7 +333,7 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
             return -1;
         }
         if (sl_http_name_is(name, (size_t)nn, "content-length")) {
-            if (parse_u64(val, vn, &l->cl) < 0) {
+            if (sl_http_parse_u64(val, (size_t)vn, &l->cl) < 0) {
                 PyErr_Format(PyExc_ValueError, "bad Content-Length %R", t);
                 return -1;
             }
@@ -613,23 +597,12 @@ static int set_str(PyObject *env, PyObject *key, const char *s, Py_ssize_t n)
     return rc;
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* PATH_INFO: the path percent-decoded, as latin-1. */
 static int set_path(PyObject *env, const char *p, size_t n)
 {
     char stackbuf[1024] = {0}, *buf = stackbuf; /* zeroed: only on %-paths */
-    size_t i, o = 0;
-    int hi, lo, rc;
+    size_t o;
+    int rc;
 
     if (memchr(p, '%', n) == NULL)
         return set_str(env, keys[K_PATH_INFO], p, (Py_ssize_t)n);
@@ -637,15 +610,7 @@ static int set_path(PyObject *env, const char *p, size_t n)
         PyErr_NoMemory();
         return -1;
     }
-    for (i = 0; i < n; i++) {
-        if (p[i] == '%' && i + 2 < n && (hi = hexval(p[i + 1])) >= 0 &&
-            (lo = hexval(p[i + 2])) >= 0) {
-            buf[o++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else {
-            buf[o++] = p[i];
-        }
-    }
+    o = sl_http_unquote(p, n, buf);
     rc = set_str(env, keys[K_PATH_INFO], buf, (Py_ssize_t)o);
     if (buf != stackbuf)
         free(buf);
