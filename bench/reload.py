@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""Failed requests per rolling restart: sluice beside gunicorn (a report,
+not a test).
+
+    /usr/bin/python3 bench/reload.py [--hups 5] [--conns 64]
+                                     [--only sluice,gunicorn]
+
+Each server runs two workers of tests/apps/drain_app.py (its /slow route
+sleeps a few ms, so requests are in flight whenever a signal lands) and
+gets the load of tests/e2e/test_drain.py's rolling-restart test: CONNS
+threads, half on keep-alive connections and half on a fresh connection per
+request, paced, every failure counted (refused, reset, EOF before a complete
+response, timeout, non-2xx). While it runs, the supervisor (sluice) or the
+arbiter (gunicorn -k gthread) gets SIGHUP HUPS times; after each, the
+harness waits until every worker pid has been replaced and the new workers
+have answered --settle /pid requests, then sends the next.
+
+Failures are charged to the restart in whose window (its HUP up to the next
+HUP, or the end of the load) they happened. Results: a table on stdout and
+bench/results/reload.md.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+E2E = ROOT / "tests" / "e2e"
+APPS = ROOT / "tests" / "apps"
+sys.path.insert(0, str(E2E))
+
+import helpers  # noqa: E402
+from test_drain import Load  # noqa: E402
+
+APP = "drain_app:app"
+PATHS = ("/pid", "/pid", "/hello", "/slow?t=0.005")
+
+
+class SluiceServer(helpers.Server):
+    def __init__(self, workdir, binary, workers):
+        super().__init__(workdir, APP, workers=workers, ready_path="/hello")
+        self.binary = binary
+
+    def command(self):
+        return [self.binary] + super().command()[1:]
+
+
+class GunicornServer(helpers.Server):
+    """gunicorn -k gthread, as close to the sluice arm as its options go."""
+
+    def __init__(self, workdir, workers):
+        super().__init__(workdir, APP, workers=workers, ready_path="/hello")
+
+    def command(self):
+        return ["/usr/bin/gunicorn", "-k", "gthread",
+                "-w", str(self.workers), "--threads", "1",
+                "-b", self.binds[0], "--pythonpath", str(APPS),
+                "--error-logfile", str(self.error_log), APP]
+
+    def describe(self):
+        return "gunicorn[%s workers=%d]" % (self.app, self.workers)
+
+
+def wait_answers(load, pids, n, timeout=30):
+    base = load.answered_by(pids)
+    helpers.wait_until(lambda: load.answered_by(pids) >= base + n, timeout,
+                       "%d answers from workers %s" % (n, sorted(pids)))
+
+
+def run_arm(name, server, args):
+    """Start SERVER, load it, HUP it ARGS.hups times; a result dict."""
+    server.start()
+    reloads = []
+    try:
+        n = server.workers
+        pids = set(helpers.wait_until(
+            lambda: len(server.worker_pids()) == n and server.worker_pids(),
+            30, "%d workers" % n))
+        with Load(server.host, server.port, conns=args.conns,
+                  paths=PATHS) as load:
+            wait_answers(load, pids, args.settle)
+            for i in range(args.hups):
+                t_hup = load.now()
+                load.event("HUP %d" % (i + 1))
+                os.kill(server.pid, signal.SIGHUP)
+
+                def replaced(old=pids):
+                    now = set(server.worker_pids())
+                    return len(now) == n and not now & old and now
+                new = helpers.wait_until(replaced, 60,
+                                         "every worker of %s replaced"
+                                         % sorted(pids))
+                t_new = load.now()
+                wait_answers(load, new, args.settle)
+                reloads.append({"hup": t_hup, "replaced": t_new - t_hup,
+                                "old": sorted(pids), "new": sorted(new)})
+                pids = new
+            t_end = load.now()
+    finally:
+        problems = server.stop()
+    fails = load.failed()
+    windows = [r["hup"] for r in reloads] + [t_end + 1]
+    for i, r in enumerate(reloads):
+        mine = [f for f in fails if windows[i] <= f[0] < windows[i + 1]]
+        r["failed"] = len(mine)
+        r["kinds"] = dict(Counter(f[1] for f in mine))
+    before = [f for f in fails if f[0] < windows[0]]
+    return {
+        "name": name,
+        "command": " ".join(server.command()),
+        "reloads": reloads,
+        "before": len(before),
+        "ok": load.count("ok"),
+        "failed": len(fails),
+        "kinds": dict(Counter(f[1] for f in fails)),
+        "refused": load.count("refused"),
+        "idle_closed": load.count("idle-closed-by-server"),
+        "told_to_close": load.count("told-to-close"),
+        "seconds": t_end,
+        "problems": problems,
+        "examples": fails[:10],
+        "log": str(server.error_log),
+    }
+
+
+def kinds_text(kinds):
+    return ", ".join("%s %d" % kv for kv in sorted(kinds.items())) or "-"
+
+
+def report(results, args):
+    lines = []
+    names = [r["name"] for r in results]
+    lines.append("# Failed requests per rolling restart (HUP)")
+    lines.append("")
+    lines.append("%s, %s, %d CPUs. %d workers each, app `%s` "
+                 "(paths %s), %d load connections (half keep-alive, half a "
+                 "fresh connection per request), %d HUPs; the next HUP once "
+                 "every worker pid was replaced and the new ones had "
+                 "answered %d `/pid` requests." % (
+                     datetime.date.today().isoformat(), platform.node(),
+                     os.cpu_count(), args.workers, APP, ", ".join(PATHS),
+                     args.conns, args.hups, args.settle))
+    lines.append("")
+    head = "| reload | " + " | ".join(
+        "%s failed (kinds) | %s s to replace" % (n, n) for n in names) + " |"
+    lines.append(head)
+    lines.append("|" + "---|" * (1 + 2 * len(names)))
+    for i in range(args.hups):
+        cells = []
+        for r in results:
+            rl = r["reloads"][i] if i < len(r["reloads"]) else None
+            if rl is None:
+                cells += ["n/a", "n/a"]
+            else:
+                cells += ["%d (%s)" % (rl["failed"], kinds_text(rl["kinds"])),
+                          "%.2f" % rl["replaced"]]
+        lines.append("| %d | %s |" % (i + 1, " | ".join(cells)))
+    lines.append("")
+    lines.append("| | " + " | ".join(names) + " |")
+    lines.append("|" + "---|" * (1 + len(names)))
+    rows = [
+        ("requests answered 2xx", lambda r: "%d" % r["ok"]),
+        ("failed, all", lambda r: "%d (%s)" % (r["failed"],
+                                               kinds_text(r["kinds"]))),
+        ("failed per reload", lambda r: "%.1f" % (r["failed"] /
+                                                   max(1, len(r["reloads"])))),
+        ("failed before the first HUP", lambda r: "%d" % r["before"]),
+        ("connections refused", lambda r: "%d" % r["refused"]),
+        ("idle keep-alive closed by the server",
+         lambda r: "%d" % r["idle_closed"]),
+        ("responses with Connection: close (keep-alive side)",
+         lambda r: "%d" % r["told_to_close"]),
+        ("load seconds", lambda r: "%.1f" % r["seconds"]),
+    ]
+    for label, fn in rows:
+        lines.append("| %s | %s |" % (label, " | ".join(fn(r)
+                                                      for r in results)))
+    lines.append("")
+    lines.append("Kinds: *reset* ECONNRESET while waiting for the response "
+                 "(the server closed the connection with the request unread); "
+                 "*eof* the connection closed before a complete response; "
+                 "*timeout*, *status* (non-2xx), *connect*, *idle-reset* "
+                 "(an idle keep-alive connection reset).")
+    lines.append("")
+    for r in results:
+        lines.append("- `%s`" % r["command"])
+        if r["problems"]:
+            lines.append("  - stopping: %s" % "; ".join(r["problems"]))
+        for t, kind, path, reused, detail in r["examples"]:
+            lines.append("  - t=%.3fs %s %s (%s connection): %s" % (
+                t, kind, path, "reused" if reused else "new", detail))
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hups", type=int, default=5)
+    ap.add_argument("--conns", type=int, default=64)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--settle", type=int, default=1000,
+                    help="/pid answers from the new workers before the "
+                    "next HUP [1000]")
+    ap.add_argument("--only", default="sluice,gunicorn")
+    ap.add_argument("--sluice-bin",
+                    default=os.environ.get("SLUICE_BIN", str(ROOT / "sluice")))
+    ap.add_argument("--out", default=str(BENCH / "results"))
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="sluice-reload-"))
+    print("server logs in %s" % tmp, flush=True)
+    results = []
+    for name in args.only.split(","):
+        if name == "sluice":
+            srv = SluiceServer(tmp / name, args.sluice_bin, args.workers)
+        elif name == "gunicorn":
+            srv = GunicornServer(tmp / name, args.workers)
+        else:
+            ap.error("unknown server %r" % name)
+        print("%s: %s" % (name, " ".join(srv.command())), flush=True)
+        res = run_arm(name, srv, args)
+        print("%s: %d failed of %d in %.1fs (%s)" % (
+            name, res["failed"], res["ok"] + res["failed"], res["seconds"],
+            kinds_text(res["kinds"])), flush=True)
+        results.append(res)
+    text = report(results, args)
+    print(text)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "reload.md").write_text(text)
+    print("wrote %s" % (out / "reload.md"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,682 @@
+"""Drain and rolling restarts that drop nothing (issue 4; DESIGN.md §4-§5).
+
+Worker side, in pump mode, inline mode and pump mode with four lanes:
+
+- a request sleeping 1.5 s when SIGTERM reaches the worker (sent to the
+  worker itself, or to the supervisor of one worker) is answered at 1.5 s
+  with "Connection: close", and the worker exits right after (0 when clean);
+- a request that outlives --graceful-timeout (2 s) is logged with its method
+  and path, and the worker exits at 2 s, non-zero;
+- --health-path says 200 while serving and 503 from the moment TERM arrives,
+  already during --shutdown-delay, while other requests are still served;
+- an idle keep-alive connection is closed at once on TERM; a request that is
+  on the wire of a keep-alive connection when TERM arrives is answered, with
+  "Connection: close".
+
+Supervisor side, under load (Load: threads speaking raw HTTP, keep-alive and
+fresh connections mixed, every failure counted and kept for the message):
+
+- five SIGHUPs to a two-worker supervisor: every worker pid replaced each
+  time, not one request failed, not one connection refused or reset;
+- SIGTERM to a socket-activated supervisor (systemd-socket-activate): every
+  request that got a connection is answered; refusals after the listening
+  socket is gone are counted apart and allowed;
+- a rolling restart whose replacement fails to import the app is abandoned
+  and the old workers serve on, without a failed request.
+
+Timings are measured from the moment the request is sent (the server has
+answered a request before, so start-up is not measured); processes are
+watched through /proc with short polls, never fixed sleeps.
+"""
+
+import os
+import random
+import re
+import signal
+import socket
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+import helpers
+from helpers import (HTTPError, PeerClosed, RawConn, ReadTimeout,
+                     build_request, children_of, wait_until)
+
+pytestmark = pytest.mark.sluice_only
+
+MODES = {
+    "pump": {"threads": 1, "inline": False},
+    "inline": {"threads": 1, "inline": True},
+    "pump-t4": {"threads": 4, "inline": False},
+}
+MODE_NAMES = list(MODES)
+
+SLOW = 1.5           # seconds the in-flight request sleeps
+SLOW_TOL = 0.1       # ... and how far off its answer may be
+EXIT_AFTER = 0.2     # a clean worker exits this soon after its last response
+GRACE = 2.0          # --graceful-timeout of the forced-drain tests
+GRACE_TOL = 0.2
+
+
+# ------------------------------------------------------------------ helpers
+
+def proc_state(pid):
+    """The state letter of PID, or None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            data = f.read().decode("latin-1")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return data[data.rindex(")") + 2:].split()[0]
+
+
+def wait_exit(pid, timeout, what="the worker"):
+    """Poll until PID is gone or a zombie; the monotonic time it was seen."""
+    def gone():
+        return proc_state(pid) in (None, "Z") and time.monotonic()
+    return wait_until(gone, timeout, "%s (pid %d) to exit" % (what, pid),
+                      interval=0.002)
+
+
+def only_worker(s):
+    pids = s.wait_workers(1)
+    return pids[0]
+
+
+def worker_exit_line(s, pid, timeout=5):
+    """The supervisor's log line about PID's exit: (line, exit code or None
+    when it was killed by a signal)."""
+    pat = re.compile(r"Worker \d+ \(pid %d\) (exited with code (\d+)|"
+                     r"was killed by signal \d+)[^\n]*" % pid)
+
+    def find():
+        return pat.search(s.error_log_text())
+    m = wait_until(find, timeout, "the supervisor to log pid %d's exit" % pid)
+    return m.group(0), (int(m.group(2)) if m.group(2) is not None else None)
+
+
+def start(make_server, mode, app="wsgi_app:app", **kw):
+    m = MODES[mode]
+    return make_server(app, threads=m["threads"], inline=m["inline"], **kw)
+
+
+def send_slow(s, t, tag):
+    """Open a connection and send GET /slow?t=T; (conn, send time) once the
+    application has started on it."""
+    c = s.connect()
+    t0 = time.monotonic()
+    c.send(build_request("GET", "/slow?t=%s&tag=%s" % (t, tag)))
+    s.wait_for_call("tag=%s" % tag, timeout=5)
+    return c, t0
+
+
+def keep_alive_conn(s):
+    """A connection that has been answered once and is kept alive."""
+    c = s.connect()
+    r = c.request("GET", "/hello")
+    assert r.status == 200 and not r.has_token("Connection", "close"), r
+    return c
+
+
+# ------------------------------------------------------------ 1. clean drain
+
+@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("target", ["worker", "supervisor"])
+def test_in_flight_request_answered_on_time_then_exit(make_server, mode,
+                                                      target):
+    s = start(make_server, mode)
+    wpid = only_worker(s)
+    mark = s.log_mark()
+    c, t0 = send_slow(s, SLOW, "bar1")
+    os.kill(wpid if target == "worker" else s.pid, signal.SIGTERM)
+    with c:
+        r = c.read_response()
+        answered = time.monotonic() - t0
+        exited = wait_exit(wpid, 10) - t0
+        rest = c.read_until_eof(timeout=2)
+    line, code = worker_exit_line(s, wpid)
+    if target == "supervisor":
+        rc = s.proc.wait(5)
+    problems = []
+    if not (r.status == 200 and r.body.startswith(b"slept 1.5")):
+        problems.append("response %r %r" % (r, r.body))
+    if not r.has_token("Connection", "close"):
+        problems.append("the response in flight at TERM has no "
+                        "Connection: close: %r" % r)
+    if rest:
+        problems.append("bytes after the response: %r" % rest[:300])
+    if abs(answered - SLOW) > SLOW_TOL:
+        problems.append("answered at %.3fs, not %.1fs" % (answered, SLOW))
+    if exited - answered > EXIT_AFTER:
+        problems.append("answered at %.3fs, the worker exited at %.3fs" % (
+            answered, exited))
+    if code != 0:
+        problems.append("worker exit: %s" % line)
+    if target == "supervisor" and rc != 0:
+        problems.append("supervisor exited with status %s" % rc)
+    assert not problems, "\n".join(problems) + "\n--- log after TERM:\n" + \
+        s.log_since(mark)
+
+
+# ----------------------------------------------------------- 2. forced drain
+
+@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("target", ["worker", "supervisor"])
+def test_graceful_timeout_cuts_the_drain(make_server, mode, target):
+    s = start(make_server, mode, args=["--graceful-timeout", str(GRACE)])
+    wpid = only_worker(s)
+    c, _ = send_slow(s, 30, "bar2")
+    mark = s.log_mark()
+    t_term = time.monotonic()
+    os.kill(wpid if target == "worker" else s.pid, signal.SIGTERM)
+    with c:
+        # The supervisor's own deadline is a little past GRACE: wait for
+        # that much, so that a worker that never drains shows as such.
+        try:
+            exited = wait_exit(wpid, GRACE + 5) - t_term
+        except AssertionError:
+            # Never drained (nor killed): end it here, or the server's
+            # stop would count the kill a second time.
+            exited = None
+            os.kill(wpid, signal.SIGKILL)
+            wait_exit(wpid, 5)
+        try:
+            r = c.read_response()
+        except PeerClosed as e:
+            r = e
+    if target == "worker":
+        line, code = worker_exit_line(s, wpid)
+    else:
+        rc = s.proc.wait(5)
+    log = s.log_since(mark)
+    problems = []
+    if isinstance(r, PeerClosed):
+        if r.data:
+            problems.append("half a response: %r" % r.data[:300])
+    elif r.status == 200:
+        problems.append("the abandoned request was answered 200: %r" % r)
+    if exited is None:
+        problems.append("the worker was still running %.1fs after TERM "
+                        "(killed by the test)" % (GRACE + 5))
+    elif abs(exited - GRACE) > GRACE_TOL:
+        problems.append("the worker exited %.3fs after TERM, "
+                        "--graceful-timeout %.1f" % (exited, GRACE))
+    if not re.search(r"GET /slow\b", log):
+        problems.append("the request still running is not logged with its "
+                        "method and path")
+    if target == "worker" and not code:
+        problems.append("a forced drain must end in a non-zero exit of the "
+                        "worker's own: %s" % line)
+    if target == "supervisor" and rc == 0:
+        problems.append("the supervisor exited 0 after a forced drain")
+    assert not problems, "\n".join(problems) + "\n--- log after TERM:\n" + \
+        log
+
+
+# ------------------------------------------------------------------ health
+
+@pytest.mark.parametrize("mode", MODE_NAMES)
+def test_health_path_503_from_term_through_shutdown_delay(make_server, mode):
+    delay = 1.0
+    s = start(make_server, mode, args=["--health-path", "/healthz",
+                                       "--shutdown-delay", str(delay)])
+    wpid = only_worker(s)
+    r = s.get("/healthz")
+    assert r.status == 200, r
+    ka = s.connect()
+    r = ka.request("GET", "/healthz")
+    assert r.status == 200 and not r.has_token("Connection", "close"), r
+
+    mark = s.log_mark()
+    t_term = time.monotonic()
+    os.kill(wpid, signal.SIGTERM)
+    seen = []
+
+    def says_503():
+        seen.append(s.get("/healthz").status)
+        return seen[-1] == 503
+    wait_until(says_503, 0.2, "/healthz to say 503 after TERM", interval=0)
+    assert set(seen) <= {200, 503}, seen
+    with ka:
+        r = ka.request("GET", "/healthz")
+        assert r.status == 503, \
+            "/healthz on a kept-alive connection after TERM: %r" % r
+        # Still serving: the delay has not run out.
+        r = s.get("/hello")
+        during = time.monotonic() - t_term
+        assert r.status == 200, r
+        assert during < delay, "took %.2fs to check the delay" % during
+        assert s.get("/healthz").status == 503
+        exited = wait_exit(wpid, delay + 10) - t_term
+    log = s.log_since(mark)
+    assert delay <= exited <= delay + 0.3, \
+        "worker exited %.3fs after TERM with --shutdown-delay %.1f\n%s" % (
+            exited, delay, log)
+    assert not s.called("/healthz"), "the health path reached the app"
+    line, code = worker_exit_line(s, wpid)
+    assert code == 0, line
+
+
+# -------------------------------------------------------------- keep-alive
+
+@pytest.mark.parametrize("mode", MODE_NAMES)
+def test_idle_keep_alive_closed_promptly(make_server, mode):
+    s = start(make_server, mode)
+    wpid = only_worker(s)
+    idle = keep_alive_conn(s)
+    busy = None
+    if not MODES[mode]["inline"]:
+        # The worker has a reason to stay: the idle close is the drain's
+        # doing, not the exit's. (Inline mode runs the app on the loop
+        # thread, which sees TERM only once the app returns.)
+        busy, _ = send_slow(s, SLOW, "ka-busy")
+    t_term = time.monotonic()
+    os.kill(wpid, signal.SIGTERM)
+    with idle:
+        rest = idle.read_until_eof(timeout=2)
+        closed = time.monotonic() - t_term
+    assert rest == b"", "bytes on an idle connection: %r" % rest[:300]
+    assert closed < 0.3, "idle keep-alive connection closed %.3fs after " \
+        "TERM" % closed
+    if busy is not None:
+        with busy:
+            assert proc_state(wpid) not in (None, "Z"), \
+                "the worker exited with a request in flight"
+            r = busy.read_response()
+            assert r.status == 200 and r.has_token("Connection", "close"), r
+    wait_exit(wpid, 10)
+    line, code = worker_exit_line(s, wpid)
+    assert code == 0, line
+
+
+@pytest.mark.parametrize("mode", MODE_NAMES)
+def test_request_on_the_wire_at_term_is_answered(make_server, mode):
+    s = start(make_server, mode)
+    wpid = only_worker(s)
+    ka = keep_alive_conn(s)
+    # A keeps the worker (and in pump mode its one lane, in inline mode its
+    # loop thread) busy, so the request on KA is still waiting when TERM
+    # arrives; its bytes are sent before the signal.
+    a, _ = send_slow(s, 0.5, "wire-a")
+    with ka, a:
+        ka.send(build_request("GET", "/slow?t=0.2&tag=wire-b"))
+        os.kill(wpid, signal.SIGTERM)
+        try:
+            r = ka.read_response()
+        except HTTPError as e:
+            raise AssertionError("request sent on a keep-alive connection "
+                                 "just before TERM was not answered: %s\n%s"
+                                 % (e, s.error_log_text()[-2000:]))
+        assert r.status == 200 and r.body.startswith(b"slept 0.2"), r
+        assert r.has_token("Connection", "close"), r
+        ka.expect_eof(2)
+        r = a.read_response()
+        assert r.status == 200 and r.has_token("Connection", "close"), r
+    wait_exit(wpid, 10)
+    line, code = worker_exit_line(s, wpid)
+    assert code == 0, line
+
+
+# ------------------------------------------------------------------ load
+
+class Reset(PeerClosed):
+    """The peer reset the connection."""
+
+
+class LoadConn(RawConn):
+    """RawConn that tells a reset from an orderly close."""
+
+    def _fill(self, what):
+        if self.eof:
+            raise PeerClosed("connection closed while reading %s" % what,
+                             self.consumed + self.buf)
+        try:
+            data = self.sock.recv(262144)
+        except socket.timeout:
+            raise ReadTimeout("no data for %.1fs while reading %s"
+                              % (self.sock.gettimeout(), what),
+                              self.consumed + self.buf)
+        except ConnectionResetError:
+            raise Reset("connection reset while reading %s" % what,
+                        self.consumed + self.buf)
+        if not data:
+            self.eof = True
+            raise PeerClosed("connection closed while reading %s" % what,
+                             self.consumed + self.buf)
+        self.buf += data
+
+    def peek_state(self):
+        """What the peer did to this idle connection: open, eof, reset or
+        data (bytes nobody asked for)."""
+        self.sock.settimeout(0)
+        try:
+            data = self.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return "open"
+        except ConnectionResetError:
+            return "reset"
+        finally:
+            self.sock.settimeout(self.timeout)
+        return "eof" if data == b"" else "data"
+
+
+class Load:
+    """CONNS threads each sending GETs to HOST:PORT, paced, until stop().
+
+    Even-numbered threads keep their connection alive (and open a new one
+    when the server closes it or says Connection: close); odd ones use a
+    fresh connection with Connection: close for every request. Before
+    reusing an idle connection a thread checks whether the server has closed
+    it meanwhile, as a client's connection pool does; that is not a failure.
+
+    Outcomes: ok (a complete 2xx response); refused (connect() refused);
+    failures, by kind: reset, eof (closed before a complete response),
+    timeout, bad (unparsable), status (non-2xx), connect (any other connect
+    error), idle-reset, unsolicited (bytes on an idle connection), error.
+    Each failure is kept with its time (since start), path and whether the
+    connection had been used before.
+    """
+
+    PATHS = ("/pid", "/pid", "/hello", "/slow?t=0.005")
+
+    def __init__(self, host, port, conns=64, pace=(0.01, 0.03),
+                 paths=PATHS, timeout=10.0):
+        self.host, self.port = host, port
+        self.conns = conns
+        self.pace = pace
+        self.paths = paths
+        self.timeout = timeout
+        self.counts = Counter()
+        self.failures = []
+        self.pids = Counter()     # pid -> /pid responses
+        self.lock = threading.Lock()
+        self.halt = threading.Event()
+        self.threads = []
+        self.events = []          # (time since start, what the test did)
+        self.t0 = None
+
+    # -- running
+
+    def start(self):
+        self.t0 = time.monotonic()
+        for i in range(self.conns):
+            t = threading.Thread(target=self._run, args=(i,), daemon=True,
+                                 name="load-%d" % i)
+            t.start()
+            self.threads.append(t)
+        return self
+
+    def stop(self):
+        self.halt.set()
+        for t in self.threads:
+            t.join(self.timeout + 5)
+        alive = [t.name for t in self.threads if t.is_alive()]
+        assert not alive, "load threads still running: %s" % alive
+        return self
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- results
+
+    def now(self):
+        return time.monotonic() - self.t0
+
+    def event(self, what):
+        """Note something the test did, for the failure report."""
+        with self.lock:
+            self.events.append((self.now(), what))
+
+    def count(self, what):
+        with self.lock:
+            return self.counts[what]
+
+    def answered_by(self, pids):
+        with self.lock:
+            return sum(self.pids[p] for p in pids)
+
+    def failed(self):
+        with self.lock:
+            return list(self.failures)
+
+    def summary(self):
+        with self.lock:
+            c = dict(self.counts)
+        return ", ".join("%s=%d" % kv for kv in sorted(c.items()))
+
+    def failure_report(self, limit=25):
+        fails = self.failed()
+        kinds = Counter(f[1] for f in fails)
+        lines = ["%d failed requests (%s); counts: %s" % (
+            len(fails), dict(kinds), self.summary())]
+        for t, kind, path, reused, detail in fails[:limit]:
+            lines.append("  t=%.3fs %s %s (%s connection): %s" % (
+                t, kind, path, "reused" if reused else "new", detail))
+        if len(fails) > limit:
+            lines.append("  ... and %d more" % (len(fails) - limit))
+        with self.lock:
+            events = list(self.events)
+        lines.append("events: " + ", ".join("t=%.3fs %s" % e
+                                            for e in events))
+        return "\n".join(lines)
+
+    # -- one thread
+
+    def _fail(self, kind, path, reused, detail):
+        with self.lock:
+            self.counts["failed"] += 1
+            self.counts["failed:" + kind] += 1
+            self.failures.append((self.now(), kind, path, reused,
+                                  str(detail)[:300]))
+
+    def _note(self, what, pid=None):
+        with self.lock:
+            self.counts[what] += 1
+            if pid is not None:
+                self.pids[pid] += 1
+
+    def _run(self, idx):
+        rng = random.Random(idx)
+        keep = idx % 2 == 0
+        conn = None
+        # Spread the first requests over one pacing interval.
+        self.halt.wait(rng.uniform(0, self.pace[1]))
+        while not self.halt.is_set():
+            path = rng.choice(self.paths)
+            if conn is not None:
+                state = conn.peek_state()
+                if state != "open":
+                    conn.close()
+                    conn = None
+                    if state == "eof":
+                        self._note("idle-closed-by-server")
+                    elif state == "reset":
+                        self._fail("idle-reset", "-", True,
+                                   "idle keep-alive connection reset")
+                    else:
+                        self._fail("unsolicited", "-", True,
+                                   "bytes on an idle connection")
+            reused = conn is not None
+            if conn is None:
+                try:
+                    conn = LoadConn.tcp(self.host, self.port, self.timeout)
+                except ConnectionRefusedError:
+                    self._note("refused")
+                    self.halt.wait(rng.uniform(*self.pace))
+                    continue
+                except OSError as e:
+                    self._fail("connect", path, False, repr(e))
+                    self.halt.wait(rng.uniform(*self.pace))
+                    continue
+            headers = [] if keep else [("Connection", "close")]
+            close = True
+            try:
+                conn.send(build_request("GET", path, headers))
+                r = conn.read_response()
+            except (Reset, ConnectionResetError, BrokenPipeError) as e:
+                self._fail("reset", path, reused, e)
+            except ReadTimeout as e:
+                self._fail("timeout", path, reused, e)
+            except PeerClosed as e:
+                self._fail("eof", path, reused,
+                           "%d bytes, then EOF" % len(e.data))
+            except HTTPError as e:
+                self._fail("bad", path, reused, e)
+            except OSError as e:
+                self._fail("error", path, reused, repr(e))
+            else:
+                pid = None
+                if path == "/pid" and r.body.isdigit():
+                    pid = int(r.body)
+                if 200 <= r.status < 300 and (pid or path != "/pid"):
+                    self._note("ok", pid)
+                    if not keep:
+                        pass
+                    elif r.has_token("Connection", "close"):
+                        self._note("told-to-close")
+                    else:
+                        close = False
+                else:
+                    self._fail("status", path, reused,
+                               "%d %r" % (r.status, r.body[:100]))
+                    close = True
+            if close:
+                conn.close()
+                conn = None
+            self.halt.wait(rng.uniform(*self.pace))
+        if conn is not None:
+            conn.close()
+
+
+def all_ready(s, n, since=0, timeout=20):
+    s.wait_for_log("All %d workers are ready" % n, timeout, since)
+    return set(s.wait_workers(n))
+
+
+def hup_and_wait(s, old, load, timeout=30):
+    """HUP the supervisor; wait for the rolling restart to finish and every
+    old worker to be gone; the new set of worker pids."""
+    mark = s.log_mark()
+    load.event("HUP")
+    os.kill(s.pid, signal.SIGHUP)
+    s.wait_for_log("Rolling restart done", timeout, mark)
+    load.event("restart done")
+
+    def replaced():
+        pids = set(s.worker_pids())
+        return len(pids) == len(old) and not pids & old and pids
+    new = wait_until(replaced, timeout,
+                     "every worker of %s to be replaced" % sorted(old))
+    load.event("old workers gone")
+    return new
+
+
+def wait_answers(load, pids, n=50, timeout=10):
+    """Wait until PIDS have answered N more /pid requests of LOAD."""
+    base = load.answered_by(pids)
+    wait_until(lambda: load.answered_by(pids) >= base + n, timeout,
+               "%d answers from workers %s" % (n, sorted(pids)))
+
+
+def test_rolling_restarts_under_load_drop_nothing(make_server, tmp_path):
+    s = make_server("drain_app:app", workers=2, ready_path="/hello")
+    pids = all_ready(s, 2)
+    history = [sorted(pids)]
+    with Load(s.host, s.port) as load:
+        wait_answers(load, pids, 200)
+        for i in range(5):
+            new = hup_and_wait(s, pids, load)
+            history.append(sorted(new))
+            # The new generation carries the load a while before the next
+            # HUP (about a second at this load).
+            wait_answers(load, new, 1000)
+            pids = new
+    fails = load.failed()
+    assert load.count("ok") > 1000, load.summary()
+    assert not fails and load.count("refused") == 0, \
+        load.failure_report() + "\nworker pids per generation: %s\n%s" % (
+            history, s.error_log_text()[-3000:])
+    assert load.count("idle-closed-by-server") + \
+        load.count("told-to-close") > 0, \
+        "no connection was ever closed by a drain: %s" % load.summary()
+
+
+class ActivatedServer(helpers.Server):
+    """A server started by systemd-socket-activate, which listens on the
+    port, waits for the first connection and execs sluice with LISTEN_FDS
+    (the same pid, so stopping and cleaning up work as for Server)."""
+
+    def command(self):
+        keep = ["E2E_CALL_LOG", "E2E_TMP"] + list(self.extra_env)
+        if self.inline:
+            keep.append("SLUICE_INLINE")
+        cmd = ["/usr/bin/systemd-socket-activate",
+               "-l", "%s:%d" % (self.host, self.port)]
+        for k in keep:
+            cmd += ["-E", k]
+        # sluice takes the socket from LISTEN_FDS; its -b is ignored.
+        return cmd + super().command()
+
+
+def test_term_under_load_with_socket_activation(tmp_path):
+    s = ActivatedServer(tmp_path / "srv", "drain_app:app", workers=2,
+                        ready_path="/hello")
+    s.start()
+    try:
+        assert "from systemd" in s.error_log_text(), s.diagnostics()
+        pids = all_ready(s, 2)
+        with Load(s.host, s.port) as load:
+            wait_answers(load, pids, 300)
+            load.event("TERM")
+            os.kill(s.pid, signal.SIGTERM)
+            rc = s.proc.wait(helpers.STOP_TIMEOUT)
+            load.event("supervisor reaped")
+            # Let the load meet the closed socket for a while.
+            wait_until(lambda: load.count("refused") >= 50, 10,
+                       "connections to be refused after the exit")
+    finally:
+        problems = s.stop()
+    fails = load.failed()
+    assert rc == 0, s.diagnostics()
+    assert not problems, problems
+    assert load.count("ok") > 300, load.summary()
+    assert not fails, load.failure_report() + "\n" + \
+        s.error_log_text()[-3000:]
+
+
+def test_replacement_that_fails_to_import_aborts_the_restart(make_server,
+                                                              tmp_path):
+    flag = tmp_path / "broken"
+    s = make_server("drain_app:app", workers=2, ready_path="/hello",
+                    env={"DRAIN_BROKEN_FLAG": str(flag)})
+    pids = all_ready(s, 2)
+    with Load(s.host, s.port) as load:
+        wait_answers(load, pids, 200)
+        flag.write_text("the next import fails\n")
+        mark = s.log_mark()
+        load.event("HUP with the app broken")
+        os.kill(s.pid, signal.SIGHUP)
+        s.wait_for_log("Rolling restart stopped", 30, mark)
+        load.event("restart stopped")
+        wait_answers(load, pids, 200)
+        after = set(s.worker_pids())
+    log = s.log_since(mark)
+    # The app can be loaded again: the next HUP (without load: the drain
+    # under load is the other test's) replaces everyone.
+    flag.unlink()
+    mark = s.log_mark()
+    os.kill(s.pid, signal.SIGHUP)
+    s.wait_for_log("Rolling restart done", 30, mark)
+    wait_until(lambda: not set(s.worker_pids()) & pids, 30,
+               "the old workers to exit after a good HUP")
+    assert after == pids, "workers %s became %s after the failed " \
+        "restart\n%s" % (sorted(pids), sorted(after), log)
+    assert "Rolling restart done" not in log, log
+    fails = load.failed()
+    assert not fails and load.count("refused") == 0, \
+        load.failure_report() + "\n" + log
