@@ -27,7 +27,6 @@ import platform
 import signal
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 

@@ -42,7 +42,7 @@ import pytest
 
 import helpers
 from helpers import (HTTPError, PeerClosed, RawConn, ReadTimeout,
-                     build_request, children_of, wait_until)
+                     build_request, wait_until)
 
 pytestmark = pytest.mark.sluice_only
 
