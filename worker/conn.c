@@ -293,7 +293,8 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
     llhttp_init(&c->parser, HTTP_REQUEST, &settings);
     c->parser.data = c;
     conn_reset_request(c);
-    c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
+    c->idle_since = ev_now(c->pump->loop);
+    c->deadline = c->idle_since + c->pump->opt->header_timeout;
     conn_watch(c, EV_READ);
 }
 
@@ -759,7 +760,8 @@ static void conn_finish_request(sl_conn_t *c)
         return;
     }
     c->state = SL_CONN_READING;
-    c->deadline = ev_now(c->pump->loop) + c->pump->opt->keep_alive;
+    c->idle_since = ev_now(c->pump->loop);
+    c->deadline = c->idle_since + c->pump->opt->keep_alive;
 }
 
 /* Hand a complete head to the executor, or run it inline. */
@@ -1056,11 +1058,24 @@ void sl_conn_sweep(sl_conn_t *c, ev_tstamp now)
     }
 }
 
-void sl_conn_drain(sl_conn_t *c)
+bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
 {
-    if (c->state == SL_CONN_READING && c->rbuf.off == c->rbuf.len && !c->in_msg)
+    int rc;
+
+    /* busy ones: conn_finish_request() sees pump->draining and closes */
+    if (c->state != SL_CONN_READING || c->rbuf.off != c->rbuf.len || c->in_msg)
+        return false;
+    /* a request may sit in the kernel, read but for us: serve it */
+    rc = conn_read(c, c->rbuf.off + max_head(c->pump->opt));
+    if (rc > 0 || (rc < 0 && c->peer_eof)) {
+        conn_process(c);
+        return c->state == SL_CONN_FREE;
+    }
+    if (rc < 0 || now - c->idle_since >= grace) {
         conn_close(c);
-    /* otherwise conn_finish_request() sees pump->draining and closes */
+        return true;
+    }
+    return false;
 }
 
 void sl_conn_abort(sl_conn_t *c)

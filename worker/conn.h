@@ -72,8 +72,9 @@ struct sl_conn {
     sl_pump_t *pump; /* borrowed */
     sl_conn_t *next; /* free list, or the active list */
     sl_conn_t *prev;
-    ev_tstamp deadline; /* header, keep-alive or linger deadline, 0 = none */
-    int listener;       /* index of the listener it came from */
+    ev_tstamp deadline;   /* header, keep-alive or linger deadline, 0 = none */
+    ev_tstamp idle_since; /* when it last became idle (accept, response) */
+    int listener;         /* index of the listener it came from */
     struct sockaddr_storage peer;
     socklen_t peerlen;
 
@@ -179,9 +180,11 @@ void sl_conn_complete(sl_conn_t *c);
 /* Housekeeping: act on an expired deadline at NOW. */
 void sl_conn_sweep(sl_conn_t *c, ev_tstamp now);
 
-/* Drain: close C now if it is idle; otherwise make its current response the
- * last one on it. */
-void sl_conn_drain(sl_conn_t *c);
+/* Drain step for C at NOW: a request already in the kernel is read and
+ * served (with Connection: close); an idle connection is closed once it has
+ * been idle GRACE seconds, so a client mid-way to its next request gets an
+ * answer rather than a reset. True when C was closed. */
+bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace);
 
 /* Close at once (fast stop). */
 void sl_conn_abort(sl_conn_t *c);

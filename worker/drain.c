@@ -9,6 +9,11 @@
  */
 #include "config.h"
 
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "common/ctl.h"
 #include "common/log.h"
 #include "common/options.h"
@@ -16,6 +21,20 @@
 #include "worker/drain.h"
 
 #define STEP_SECS 0.1
+/* An idle keep-alive connection is closed after this much quiet during a
+ * drain: a client that is about to send its next request gets it answered
+ * (with Connection: close) instead of finding the connection reset. */
+#define IDLE_GRACE 0.1
+
+/* Signal-handler state: TERM arrived; what an inline request is (for the
+ * backstop's last words). Written by the loop thread or the handler only. */
+static volatile sig_atomic_t term_seen;
+static const sl_options_t *backstop_opt;
+static timer_t backstop_timer;
+static bool backstop_ready;
+static const char *volatile inline_method;
+static const char *volatile inline_url;
+static volatile int inline_url_len;
 
 static void drain_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -69,8 +88,6 @@ void sl_drain_begin(sl_pump_t *p)
 
 void sl_drain_prepare(sl_pump_t *p)
 {
-    sl_conn_t *c, *next;
-
     if (p->draining)
         return;
     ev_timer_stop(p->loop, &p->delay_timer);
@@ -80,14 +97,13 @@ void sl_drain_prepare(sl_pump_t *p)
     p->drain_deadline = p->drain_started + p->opt->graceful_timeout;
     sl_info("draining: %u connections open, %u requests in flight", p->nactive,
             p->inflight);
-    sl_pump_stop_listening(p);
-    sl_pump_ctl(p, SL_CTL_DRAINING);
     ev_timer_init(&p->drain_timer, drain_timer_cb, STEP_SECS, STEP_SECS);
     ev_timer_start(p->loop, &p->drain_timer);
-    for (c = p->active.next; c != &p->active; c = next) {
-        next = c->next;
-        sl_conn_drain(c);
-    }
+    /* what completed its handshake is ours to answer: take it before our
+     * listener closes, in case ours is the last copy of the socket */
+    sl_pump_accept_pending(p);
+    sl_pump_stop_listening(p);
+    sl_pump_ctl(p, SL_CTL_DRAINING);
     sl_drain_step(p);
 }
 
@@ -104,8 +120,15 @@ static uint32_t busy_conns(sl_pump_t *p)
 
 void sl_drain_step(sl_pump_t *p)
 {
+    ev_tstamp now = ev_now(p->loop);
+    sl_conn_t *c, *next;
+
     if (!p->draining || p->stopping)
         return;
+    for (c = p->active.next; c != &p->active; c = next) {
+        next = c->next;
+        sl_conn_drain(c, now, IDLE_GRACE);
+    }
     if (p->inflight == 0 && busy_conns(p) == 0) {
         drain_finish(p, false);
         return;
@@ -115,6 +138,92 @@ void sl_drain_step(sl_pump_t *p)
                 p->opt->graceful_timeout, p->inflight);
         drain_finish(p, true);
     }
+}
+
+/* ---- signals: the parts that must work while the loop is held ---- */
+
+static void backstop_handler(int sig)
+{
+    static const char head[] = "sluice: worker graceful timeout: exiting";
+    static const char mid[] = "; abandoning ";
+    const char *m = inline_method, *u = inline_url;
+    int fd = sl_log_fd();
+    ssize_t rc;
+
+    (void)sig;
+    rc = write(fd, head, sizeof(head) - 1);
+    if (m != NULL && u != NULL) {
+        rc = write(fd, mid, sizeof(mid) - 1);
+        rc = write(fd, m, strlen(m));
+        rc = write(fd, " ", 1);
+        rc = write(fd, u, (size_t)inline_url_len);
+    }
+    rc = write(fd, "\n", 1);
+    (void)rc;
+    _exit(SL_EXIT_FAIL);
+}
+
+/* TERM: remember it where an inline app's response can see it, arm the
+ * backstop, then let libev deliver it to the loop as usual. */
+static void term_handler(int sig)
+{
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    double secs;
+
+    if (!term_seen && backstop_ready) {
+        secs = backstop_opt->shutdown_delay + backstop_opt->graceful_timeout +
+               (backstop_opt->inline_mode ? 0.0 : 1.0);
+        its.it_value.tv_sec = (time_t)secs;
+        its.it_value.tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9);
+        timer_settime(backstop_timer, 0, &its, NULL);
+    }
+    term_seen = 1;
+    ev_feed_signal(sig);
+}
+
+void sl_drain_signals(sl_pump_t *p)
+{
+    struct sigaction sa;
+    struct sigevent sev;
+
+    backstop_opt = p->opt;
+    memset(&sev, 0, sizeof(sev));
+    sev.sigev_notify = SIGEV_SIGNAL;
+    sev.sigev_signo = SIGALRM;
+    if (timer_create(CLOCK_MONOTONIC, &sev, &backstop_timer) < 0) {
+        sl_log_errno(SL_LOG_WARNING, "timer_create() failed: no drain "
+                                     "backstop");
+    } else {
+        backstop_ready = true;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = backstop_handler;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGALRM, &sa, NULL);
+    }
+    /* after libev's ev_signal_start, so ours is the handler that runs */
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = term_handler;
+    sigfillset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGTERM, &sa, NULL) < 0)
+        sl_log_errno(SL_LOG_WARNING, "sigaction(SIGTERM) failed");
+}
+
+bool sl_drain_closing(const sl_pump_t *p)
+{
+    return __atomic_load_n(&p->draining, __ATOMIC_RELAXED) ||
+           (term_seen && p->opt->shutdown_delay <= 0);
+}
+
+void sl_drain_note_inline(const sl_conn_t *c)
+{
+    if (c == NULL) {
+        inline_url = NULL;
+        return;
+    }
+    inline_method = llhttp_method_name(c->req.method);
+    inline_url_len = (int)c->req.url_len;
+    inline_url = c->req.hbuf.data + c->req.url_off;
 }
 
 void sl_drain_fast(sl_pump_t *p)

@@ -17,6 +17,20 @@ void sl_drain_prepare(sl_pump_t *p);
  * the cadence and whenever a request or connection ends. */
 void sl_drain_step(sl_pump_t *p);
 
+/* Take over SIGTERM's handler (after libev set its own): a flag that an
+ * inline response can see while the loop is held, and a backstop timer that
+ * ends the worker at --shutdown-delay + --graceful-timeout (+1 s in pump
+ * mode, where the loop keeps time itself) even if the app holds the loop. */
+void sl_drain_signals(sl_pump_t *p);
+
+/* Should a response now say Connection: close? (draining, or TERM arrived
+ * with no --shutdown-delay). Any thread. */
+bool sl_drain_closing(const sl_pump_t *p);
+
+/* Inline mode: the request the loop thread is running (NULL: none), for the
+ * backstop's log line. */
+void sl_drain_note_inline(const sl_conn_t *c);
+
 /* SIGINT/SIGQUIT: close everything now and leave the loop. */
 void sl_drain_fast(sl_pump_t *p);
 

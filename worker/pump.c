@@ -182,26 +182,26 @@ void sl_pump_stop_listening(sl_pump_t *p)
     }
 }
 
-static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+/* Accept up to MAX connections from L; false once its queue is empty. */
+static bool accept_some(sl_pump_t *p, sl_listener_t *l, unsigned max)
 {
-    sl_listener_t *l = (sl_listener_t *)w;
-    sl_pump_t *p = ev_userdata(loop);
+    struct ev_loop *loop = p->loop;
     struct sockaddr_storage ss;
     socklen_t len;
     sl_conn_t *c;
-    int i, fd, one = 1;
+    unsigned i;
+    int fd, one = 1;
 
-    (void)revents;
-    for (i = 0; i < ACCEPT_BATCH && p->free_list != NULL; i++) {
+    for (i = 0; i < max && p->free_list != NULL; i++) {
         len = sizeof(ss);
         fd = accept4(l->fd, (struct sockaddr *)&ss, &len,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
-                errno == ECONNABORTED)
-                return;
-            sl_log_errno(SL_LOG_ERROR, "accept4() failed on fd %d", l->fd);
-            return;
+            if (errno == ECONNABORTED || errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                sl_log_errno(SL_LOG_ERROR, "accept4() failed on fd %d", l->fd);
+            return false;
         }
         if (!l->unix_sock)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -219,6 +219,23 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
     }
     if (p->free_list == NULL)
         listeners_start(p, false);
+    return p->free_list != NULL;
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)revents;
+    accept_some(ev_userdata(loop), (sl_listener_t *)w, ACCEPT_BATCH);
+}
+
+void sl_pump_accept_pending(sl_pump_t *p)
+{
+    int i;
+
+    for (i = 0; i < p->nlisteners; i++)
+        if (p->listeners[i].fd >= 0)
+            while (accept_some(p, &p->listeners[i], ACCEPT_BATCH))
+                ;
 }
 
 void sl_pump_release(sl_pump_t *p, sl_conn_t *c)
@@ -507,6 +524,7 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds)
     ev_signal_start(p->loop, &p->sigquit);
     ev_signal_init(&p->sigusr1, signal_cb, SIGUSR1);
     ev_signal_start(p->loop, &p->sigusr1);
+    sl_drain_signals(p);
     p->ctl_fd = -1;
     p->lanes = o->threads;
     if (o->max_requests > 0) {

@@ -119,6 +119,10 @@ void sl_pump_notify(sl_pump_t *p, sl_conn_t *c);
 /* Loop side: C is done with its request (served count, drain step). */
 void sl_pump_request_done(sl_pump_t *p, sl_conn_t *c);
 
+/* Accept every connection waiting in the listen queues (drain: whoever
+ * closes a listener last would otherwise reset them). */
+void sl_pump_accept_pending(sl_pump_t *p);
+
 /* Stop accepting and close this worker's listeners (drain). */
 void sl_pump_stop_listening(sl_pump_t *p);
 

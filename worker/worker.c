@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "worker/asgi.h"
 #include "worker/asgi_lifespan.h"
+#include "worker/drain.h"
 #include "worker/lane.h"
 #include "worker/pump.h"
 #include "worker/py.h"
@@ -26,7 +27,9 @@ static sl_wsgi_lane_t *inline_lane;
 
 static void run_inline(sl_conn_t *c)
 {
+    sl_drain_note_inline(c);
     sl_wsgi_handle(inline_lane, c, c->gen);
+    sl_drain_note_inline(NULL);
 }
 
 static void reset_signals(void)
@@ -142,7 +145,9 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     status = sl_pump_run(&pump);
 
     if (!pump.inline_mode) {
-        stuck = sl_lane_stop(&pump, 1.0);
+        /* a forced drain already waited its graceful timeout: lanes
+         * still inside the app are not waited for again */
+        stuck = sl_lane_stop(&pump, status == SL_EXIT_OK ? 1.0 : 0.0);
         PyEval_RestoreThread(ts);
     }
     if (stuck == 0) {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "worker/drain.h"
 #include "worker/http.h"
 #include "worker/py.h"
 #include "worker/wsgi.h"
@@ -375,8 +376,7 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
     }
     /* an unread body too big to drop after the response ends the
      * connection, and the client must hear it */
-    keep = c->req.keep_alive && !l->close &&
-           !__atomic_load_n(&pump->draining, __ATOMIC_RELAXED) &&
+    keep = c->req.keep_alive && !l->close && !sl_drain_closing(pump) &&
            (!c->req.has_body ||
             sl_conn_body_left(c, l->gen) <= SL_CONN_DISCARD_MAX);
     if (!keep) {
