@@ -599,6 +599,18 @@ static void begin_stop(supervisor_t *s, stop_mode_t mode, int sig)
             sl_table_stop(w, SIGTERM, s->kill_at);
         }
     }
+    /* The draining workers take what waits in the accept queue before they
+     * close their copies of the listen sockets; the last copy to close
+     * resets whatever is still queued, so it must not be ours. */
+    if (mode == STOP_GRACEFUL) {
+        for (int i = 0; i < s->nls; i++) {
+            if (s->ls[i].fd != -1) {
+                close(s->ls[i].fd);
+                s->ls[i].fd = -1;
+            }
+            s->fds[i] = -1;
+        }
+    }
 }
 
 /* HUP: a new generation. Deferred while the first one is still booting:
