@@ -44,6 +44,7 @@
 
 #include "common/ctl.h"
 #include "common/log.h"
+#include "supervisor/health.h"
 #include "supervisor/notify.h"
 #include "supervisor/pidfile.h"
 #include "supervisor/proctitle.h"
@@ -145,10 +146,6 @@ static void resize(supervisor_t *s);
 static void maintain(supervisor_t *s);
 static void enforce_kills(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
 static void check_health(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
-static void check_booting(supervisor_t *s, sl_worker_t *w, ev_tstamp now,
-                          ev_tstamp *next);
-static void check_ready_worker(supervisor_t *s, sl_worker_t *w, ev_tstamp now,
-                               ev_tstamp *next);
 static void check_first_boot(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
 static void abort_worker(supervisor_t *s, sl_worker_t *w, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -157,11 +154,6 @@ static void trim_excess(supervisor_t *s);
 static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
 static void check_progress(supervisor_t *s);
 static void drain_worker(supervisor_t *s, sl_worker_t *w, const char *why);
-static sl_worker_t *pick_outdated(supervisor_t *s);
-static sl_worker_t *pick_excess(supervisor_t *s);
-static bool outdated(const supervisor_t *s, const sl_worker_t *w);
-static int count_current(const supervisor_t *s, bool ready_only);
-static int count_ready(const supervisor_t *s);
 static void status_text(const supervisor_t *s, char *buf, size_t size);
 static void update_title(const supervisor_t *s);
 static void earliest(ev_tstamp *next, ev_tstamp t);
@@ -364,6 +356,9 @@ static void on_message(void *ctx, sl_worker_t *w, const sl_ctl_msg_t *m)
         s->any_ready = true;
         sl_info("Worker %d (pid %ld) is ready (booted in %.2fs)", w->id,
                 (long)w->pid, now - w->started);
+        if (w->reopen_pending) {
+            sl_table_kill(w, SIGUSR1);
+        }
         break;
     case SL_CTL_RETIRE:
         if (w->state == SL_WORKER_READY && !w->retire) {
@@ -593,7 +588,12 @@ static void begin_stop(supervisor_t *s, stop_mode_t mode, int sig)
         if (w->state == SL_WORKER_FREE || w->aborted) {
             continue;
         }
-        if (mode == STOP_FAST) {
+        if (mode == STOP_FAST && w->state == SL_WORKER_BOOTING) {
+            /* Nothing to close yet; and INT would be lost in the window
+             * where Python's own SIGINT handler is installed. */
+            sl_table_stop(w, SIGKILL, s->kill_at);
+            w->killed = true;
+        } else if (mode == STOP_FAST) {
             sl_table_stop(w, sig ? sig : SIGQUIT, s->kill_at);
         } else if (sl_worker_live(w)) {
             sl_table_stop(w, SIGTERM, s->kill_at);
@@ -702,8 +702,11 @@ static void reopen_logs(supervisor_t *s)
     sl_info("Handling signal: usr1: log files reopened");
     for (int i = 0; i < s->table.high; i++) {
         sl_worker_t *w = &s->table.slots[i];
-        if (w->state != SL_WORKER_FREE) {
+        if (w->ready_at > 0) {
             sl_table_kill(w, SIGUSR1);
+        } else if (w->state == SL_WORKER_BOOTING) {
+            /* USR1 would kill it: no handler before READY */
+            w->reopen_pending = true;
         }
     }
 }
@@ -784,65 +787,28 @@ static void enforce_kills(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
     }
 }
 
+/* Every worker against --timeout and --boot-timeout; a replacement that
+ * is late ends its rolling restart. */
 static void check_health(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
 {
+    const sl_options_t *o = s->o;
+    char why[NOTE_MAX - 64];
+
     for (int i = 0; i < s->table.high; i++) {
         sl_worker_t *w = &s->table.slots[i];
-        if (w->state == SL_WORKER_BOOTING) {
-            check_booting(s, w, now, next);
-        } else if (w->state == SL_WORKER_READY) {
-            check_ready_worker(s, w, now, next);
+        sl_health_t h = sl_health_check(w, now, o->timeout, o->boot_timeout,
+                                        why, sizeof(why), next);
+        if (h == SL_HEALTH_OK) {
+            continue;
         }
-    }
-}
-
-/* --boot-timeout for one worker; a replacement that fails it ends its
- * rolling restart. */
-static void check_booting(supervisor_t *s, sl_worker_t *w, ev_tstamp now,
-                          ev_tstamp *next)
-{
-    double limit = s->o->boot_timeout;
-
-    if (limit <= 0) {
-        return;
-    }
-    if (now < w->started + limit) {
-        earliest(next, w->started + limit);
-        return;
-    }
-    int id = w->id;
-    long pid = (long)w->pid;
-    abort_worker(s, w, "did not become ready within %.1fs (--boot-timeout)",
-                 limit);
-    died_young(s, now - w->started);
-    if (s->reloading && w->gen == s->gen_next) {
-        reload_failed(s,
-                      "worker %d (pid %ld) did not become ready within"
-                      " %.1fs",
-                      id, pid, limit);
-    }
-}
-
-/* --timeout for one serving worker: silence, or every lane stuck. */
-static void check_ready_worker(supervisor_t *s, sl_worker_t *w, ev_tstamp now,
-                               ev_tstamp *next)
-{
-    double limit = s->o->timeout;
-    const sl_ctl_msg_t *m = &w->last;
-
-    if (limit <= 0) {
-        return;
-    }
-    if (now - w->heartbeat >= limit) {
-        abort_worker(s, w, "timed out: no heartbeat for %.1fs",
-                     now - w->heartbeat);
-    } else if (m->lanes > 0 && m->busy_lanes >= m->lanes &&
-               m->oldest >= limit) {
-        abort_worker(s, w,
-                     "timed out: all %u lanes busy with a request for %.1fs",
-                     m->lanes, m->oldest);
-    } else {
-        earliest(next, w->heartbeat + limit);
+        abort_worker(s, w, "%s", why);
+        if (h == SL_HEALTH_LATE) {
+            died_young(s, now - w->started);
+        }
+        if (h == SL_HEALTH_LATE && s->reloading && w->gen == s->gen_next) {
+            reload_failed(s, "worker %d (pid %ld) %s", w->id, (long)w->pid,
+                          why);
+        }
     }
 }
 
@@ -892,16 +858,11 @@ static void abort_worker(supervisor_t *s, sl_worker_t *w, const char *fmt, ...)
  * outdated ones left, still make the target. */
 static void replace_outdated(supervisor_t *s)
 {
-    int ready = count_current(s, true);
-    int old = 0;
+    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
 
-    for (int i = 0; i < s->table.high; i++) {
-        old += sl_worker_live(&s->table.slots[i]) &&
-               outdated(s, &s->table.slots[i]);
-    }
-    for (int excess = ready + old - s->target; excess > 0 && old > 0;
-         excess--, old--) {
-        sl_worker_t *w = pick_outdated(s);
+    for (int excess = c.current_ready + c.outdated - s->target;
+         excess > 0 && c.outdated > 0; excess--, c.outdated--) {
+        sl_worker_t *w = sl_table_pick_outdated(&s->table, s->gen_min);
         if (w->gen < s->gen_min) {
             s->reload_replaced++;
         }
@@ -913,8 +874,11 @@ static void replace_outdated(supervisor_t *s)
  * leftovers): TERM the extra ones. */
 static void trim_excess(supervisor_t *s)
 {
-    for (int n = count_current(s, false); n > s->target; n--) {
-        drain_worker(s, pick_excess(s), "not needed");
+    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
+
+    for (; c.current > s->target; c.current--) {
+        drain_worker(s, sl_table_pick_excess(&s->table, s->gen_min),
+                     "not needed");
     }
 }
 
@@ -922,13 +886,10 @@ static void trim_excess(supervisor_t *s)
  * surge above it, and not before a backoff delay has passed. */
 static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
 {
-    int cur = count_current(s, false);
-    int live = 0;
+    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
 
-    for (int i = 0; i < s->table.high; i++) {
-        live += sl_worker_live(&s->table.slots[i]);
-    }
-    while (cur < s->target && live < s->target + s->o->reload_surge) {
+    for (; c.current < s->target && c.live < s->target + s->o->reload_surge;
+         c.current++, c.live++) {
         if (now < s->spawn_at) {
             earliest(next, s->spawn_at);
             return;
@@ -941,8 +902,6 @@ static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
             return;
         }
         sl_info("Booting worker %d with pid: %ld", w->id, (long)w->pid);
-        cur++;
-        live++;
     }
 }
 
@@ -951,11 +910,11 @@ static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
 static void check_progress(supervisor_t *s)
 {
     char status[NOTE_MAX * 2];
-    int ready = count_current(s, true);
+    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
 
-    if (!s->ready_notified && ready >= s->target) {
+    if (!s->ready_notified && c.current_ready >= s->target) {
         s->ready_notified = true;
-        sl_info("All %d workers are ready", ready);
+        sl_info("All %d workers are ready", c.current_ready);
         status_text(s, status, sizeof(status));
         if (sl_upgrade_is_successor(&s->upgrade)) {
             if (s->o->pidfile != NULL) {
@@ -967,19 +926,12 @@ static void check_progress(supervisor_t *s)
             sl_notify_ready(status);
         }
     }
-    if (s->reloading && ready >= s->target) {
-        bool old_left = false;
-        for (int i = 0; i < s->table.high; i++) {
-            const sl_worker_t *w = &s->table.slots[i];
-            old_left |= sl_worker_live(w) && w->gen < s->gen_min;
-        }
-        if (!old_left) {
-            s->reloading = false;
-            sl_info("Rolling restart done: %d workers replaced in %.1fs",
-                    s->reload_replaced, ev_now(s->loop) - s->reload_started);
-            status_text(s, status, sizeof(status));
-            sl_notify_ready(status);
-        }
+    if (s->reloading && c.current_ready >= s->target && c.older == 0) {
+        s->reloading = false;
+        sl_info("Rolling restart done: %d workers replaced in %.1fs",
+                s->reload_replaced, ev_now(s->loop) - s->reload_started);
+        status_text(s, status, sizeof(status));
+        sl_notify_ready(status);
     }
     if (s->reload_pending && s->ready_notified) {
         s->reload_pending = false;
@@ -996,87 +948,6 @@ static void drain_worker(supervisor_t *s, sl_worker_t *w, const char *why)
 
     sl_info("Worker %d (pid %ld) %s: draining", w->id, (long)w->pid, why);
     sl_table_stop(w, SIGTERM, deadline);
-}
-
-/* The outdated worker to let go first: one still booting (no loss), then
- * one that asked to retire, then the oldest generation, then the oldest. */
-static sl_worker_t *pick_outdated(supervisor_t *s)
-{
-    sl_worker_t *best = NULL;
-
-    for (int i = 0; i < s->table.high; i++) {
-        sl_worker_t *w = &s->table.slots[i];
-        if (!sl_worker_live(w) || !outdated(s, w)) {
-            continue;
-        }
-        if (best == NULL || (w->state == SL_WORKER_BOOTING) !=
-                                (best->state == SL_WORKER_BOOTING)) {
-            if (best == NULL || w->state == SL_WORKER_BOOTING) {
-                best = w;
-            }
-            continue;
-        }
-        if (w->retire != best->retire) {
-            best = w->retire ? w : best;
-        } else if (w->gen != best->gen) {
-            best = w->gen < best->gen ? w : best;
-        } else if (w->started < best->started) {
-            best = w;
-        }
-    }
-    return best;
-}
-
-/* The up-to-date worker to let go first: one still booting, else the
- * oldest (gunicorn's TTOU does the same). */
-static sl_worker_t *pick_excess(supervisor_t *s)
-{
-    sl_worker_t *best = NULL;
-
-    for (int i = 0; i < s->table.high; i++) {
-        sl_worker_t *w = &s->table.slots[i];
-        if (!sl_worker_live(w) || outdated(s, w)) {
-            continue;
-        }
-        if (best == NULL ||
-            (w->state == SL_WORKER_BOOTING &&
-             best->state != SL_WORKER_BOOTING) ||
-            (w->state == best->state && w->started < best->started)) {
-            best = w;
-        }
-    }
-    return best;
-}
-
-static bool outdated(const supervisor_t *s, const sl_worker_t *w)
-{
-    return w->retire || w->gen < s->gen_min;
-}
-
-/* Live up-to-date workers; READY ones only when READY_ONLY. */
-static int count_current(const supervisor_t *s, bool ready_only)
-{
-    int n = 0;
-
-    for (int i = 0; i < s->table.high; i++) {
-        const sl_worker_t *w = &s->table.slots[i];
-        if (sl_worker_live(w) && !outdated(s, w) &&
-            (!ready_only || w->state == SL_WORKER_READY)) {
-            n++;
-        }
-    }
-    return n;
-}
-
-/* Every READY worker, outdated or not: what is serving. */
-static int count_ready(const supervisor_t *s)
-{
-    int n = 0;
-
-    for (int i = 0; i < s->table.high; i++) {
-        n += s->table.slots[i].state == SL_WORKER_READY;
-    }
-    return n;
 }
 
 /* STATUS=: "4/4 workers ready, 120.5 req/s", with what is going on. */
@@ -1097,7 +968,7 @@ static void status_text(const supervisor_t *s, char *buf, size_t size)
                  (long)s->upgrade.child);
     }
     snprintf(buf, size, "%s%d/%d workers ready, %.1f req/s%s%s", what,
-             count_ready(s), s->target, s->rps,
+             sl_table_counts(&s->table, s->gen_min).ready, s->target, s->rps,
              s->reload_note[0] ? "; last " : "", s->reload_note);
 }
 

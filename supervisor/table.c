@@ -20,6 +20,7 @@
 #include "supervisor/spawn.h"
 #include "supervisor/table.h"
 
+static bool goes_first(const sl_worker_t *a, const sl_worker_t *b);
 static void on_ctl(struct ev_loop *loop, ev_io *io, int revents);
 static void close_ctl(sl_table_t *t, sl_worker_t *w);
 
@@ -140,6 +141,84 @@ int sl_table_count(const sl_table_t *t)
         n += t->slots[i].state != SL_WORKER_FREE;
     }
     return n;
+}
+
+bool sl_worker_outdated(const sl_worker_t *w, unsigned gen_min)
+{
+    return w->retire || w->gen < gen_min;
+}
+
+sl_table_counts_t sl_table_counts(const sl_table_t *t, unsigned gen_min)
+{
+    sl_table_counts_t c = {0};
+
+    for (int i = 0; i < t->high; i++) {
+        const sl_worker_t *w = &t->slots[i];
+        if (!sl_worker_live(w)) {
+            continue;
+        }
+        bool ready = w->state == SL_WORKER_READY;
+        bool old = sl_worker_outdated(w, gen_min);
+        c.live++;
+        c.ready += ready;
+        c.current += !old;
+        c.current_ready += !old && ready;
+        c.outdated += old;
+        c.older += w->gen < gen_min;
+    }
+    return c;
+}
+
+sl_worker_t *sl_table_pick_outdated(sl_table_t *t, unsigned gen_min)
+{
+    sl_worker_t *best = NULL;
+
+    for (int i = 0; i < t->high; i++) {
+        sl_worker_t *w = &t->slots[i];
+        if (!sl_worker_live(w) || !sl_worker_outdated(w, gen_min)) {
+            continue;
+        }
+        if (best == NULL || goes_first(w, best)) {
+            best = w;
+        }
+    }
+    return best;
+}
+
+sl_worker_t *sl_table_pick_excess(sl_table_t *t, unsigned gen_min)
+{
+    sl_worker_t *best = NULL;
+
+    for (int i = 0; i < t->high; i++) {
+        sl_worker_t *w = &t->slots[i];
+        if (!sl_worker_live(w) || sl_worker_outdated(w, gen_min)) {
+            continue;
+        }
+        if (best == NULL || goes_first(w, best)) {
+            best = w;
+        }
+    }
+    return best;
+}
+
+/* Of two workers to let go, whether A goes before B: booting before
+ * ready, retiring before not, older generation before newer, older
+ * process before younger. */
+static bool goes_first(const sl_worker_t *a, const sl_worker_t *b)
+{
+    bool a_booting = a->state == SL_WORKER_BOOTING;
+    bool b_booting = b->state == SL_WORKER_BOOTING;
+
+    if (a_booting != b_booting) {
+        return a_booting;
+    }
+    if (a->retire != b->retire) {
+        return a->retire;
+    }
+    if (a->gen != b->gen) {
+        return a->gen < b->gen;
+    }
+    return a->started < b->started;
 }
 
 /* Everything the worker has sent, until the channel would block. EOF means

@@ -31,6 +31,7 @@ typedef struct {
     bool retire;         /* it sent RETIRE: replace it, then drain it */
     bool aborted;        /* sent SIGABRT for its Python tracebacks */
     bool killed;         /* sent SIGKILL */
+    bool reopen_pending; /* USR1 came while it booted: send it at READY */
     int stop_signal;     /* STOPPING: the signal it was sent (0: none) */
     ev_tstamp started;   /* fork time */
     ev_tstamp ready_at;  /* READY time */
@@ -84,5 +85,31 @@ bool sl_worker_live(const sl_worker_t *w);
 
 /* Slots in use (any state but FREE). */
 int sl_table_count(const sl_table_t *t);
+
+/* Outdated: W asked to retire, or a rolling restart began after it was
+ * spawned (its generation is older than GEN_MIN). It serves on until its
+ * replacement is ready. */
+bool sl_worker_outdated(const sl_worker_t *w, unsigned gen_min);
+
+typedef struct {
+    int live;          /* booting or ready */
+    int ready;         /* ready, outdated or not: serving now */
+    int current;       /* live and not outdated */
+    int current_ready; /* ready and not outdated */
+    int outdated;      /* live and outdated */
+    int older;         /* live, of a generation older than gen_min */
+} sl_table_counts_t;
+
+/* T's workers counted against GEN_MIN. */
+sl_table_counts_t sl_table_counts(const sl_table_t *t, unsigned gen_min);
+
+/* The live outdated worker to let go first: one still booting (nothing is
+ * lost), then one that asked to retire, then the oldest generation, then
+ * the oldest process. NULL when there is none. */
+sl_worker_t *sl_table_pick_outdated(sl_table_t *t, unsigned gen_min);
+
+/* The live up-to-date worker to let go first: one still booting, else the
+ * oldest (gunicorn's TTOU does the same). NULL when there is none. */
+sl_worker_t *sl_table_pick_excess(sl_table_t *t, unsigned gen_min);
 
 #endif

@@ -34,10 +34,12 @@
 #include "common/ctl.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "supervisor/health.h"
 #include "supervisor/listen.h"
 #include "supervisor/pidfile.h"
 #include "supervisor/proctitle.h"
 #include "supervisor/supervisor.h"
+#include "supervisor/table.h"
 
 #define MAX_EVENTS  512
 #define MAX_NOTES   256
@@ -50,9 +52,10 @@ typedef struct {
     double at; /* CLOCK_MONOTONIC seconds */
 } event_t;
 
-static char dir[] = "/tmp/sl-test-sup-XXXXXX";
-static char events_path[64];
-static char notify_path[64];
+static char base[64]; /* per test case, made by the runner */
+static char dir[96];  /* per test: base/PID */
+static char events_path[128];
+static char notify_path[128];
 static int notify_fd = -1;
 static char notes[MAX_NOTES][512]; /* sd_notify datagrams received */
 static int nnotes;
@@ -242,9 +245,36 @@ static int fake_worker(void)
 
 /* ---- the harness ------------------------------------------------------- */
 
+/* Unchecked fixture, in the runner process: it cleans up even after a test
+ * that failed or crashed before it could stop its supervisor. */
+static void base_make(void)
+{
+    snprintf(base, sizeof(base), "/tmp/sl-test-sup-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(base));
+}
+
+static void base_remove(void)
+{
+    char cmd[96];
+    char path[128];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/supervisors", base);
+    if ((f = fopen(path, "r")) != NULL) {
+        for (long pid; fscanf(f, "%ld", &pid) == 1;) {
+            kill((pid_t)pid, SIGKILL); /* its workers get SIGTERM */
+        }
+        fclose(f);
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Checked, in the forked test: its own directory under base. */
 static void setup(void)
 {
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(dir, sizeof(dir), "%s/%ld", base, (long)getpid());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
     snprintf(events_path, sizeof(events_path), "%s/events", dir);
     setenv("FAKE_DIR", dir, 1);
     unsetenv("NOTIFY_SOCKET");
@@ -256,16 +286,22 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[64];
-
     if (notify_fd != -1) {
         close(notify_fd);
         notify_fd = -1;
     }
-    unsetenv("NOTIFY_SOCKET");
-    unsetenv("WATCHDOG_USEC");
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Note PID for base_remove(). */
+static void remember_supervisor(pid_t pid)
+{
+    char path[128];
+
+    snprintf(path, sizeof(path), "%s/supervisors", base);
+    FILE *f = fopen(path, "a");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%ld\n", (long)pid);
+    fclose(f);
 }
 
 /* A datagram socket the supervisors forked after this call report to. */
@@ -369,6 +405,7 @@ static pid_t start_supervisor(const char *mode, ...)
         sl_listen_close(ls, 1, true);
         _exit(rc);
     }
+    remember_supervisor(pid);
     return pid;
 }
 
@@ -530,7 +567,7 @@ END_TEST
 
 START_TEST(test_pidfile)
 {
-    char path[96], buf[32] = "";
+    char path[160], buf[32] = "";
 
     snprintf(path, sizeof(path), "%s/sluice.pid", dir);
     pid_t sup = start_supervisor("ready", "--pid", path, NULL);
@@ -808,7 +845,7 @@ END_TEST
 
 START_TEST(test_pidfile_only_removes_its_own)
 {
-    char path[96], buf[32] = "";
+    char path[160], buf[32] = "";
 
     snprintf(path, sizeof(path), "%s/p.pid", dir);
     ck_assert_int_eq(sl_pidfile_write(path), 0);
@@ -835,7 +872,7 @@ START_TEST(test_listen_fdlist_round_trip)
 {
     sl_listener_t ls[2], back[2];
     sl_options_t o;
-    char list[64], want[64], unix_bind[96];
+    char list[64], want[64], unix_bind[160];
 
     snprintf(unix_bind, sizeof(unix_bind), "unix:%s/s.sock", dir);
     char *argv[] = {"t", "-b", "127.0.0.1:0", "-b", unix_bind, "m:a", NULL};
@@ -856,6 +893,86 @@ START_TEST(test_listen_fdlist_round_trip)
     ck_assert_int_eq(sl_listen_inherit("", back, 2), -1);
     sl_listen_close(ls, 2, true);
     ck_assert_int_eq(access(unix_bind + 5, F_OK), -1);
+}
+END_TEST
+
+START_TEST(test_health_verdicts)
+{
+    sl_worker_t w = {
+        .state = SL_WORKER_READY, .started = 100, .heartbeat = 110};
+    char why[128] = "";
+    ev_tstamp next = 0;
+
+    w.last = (sl_ctl_msg_t){.lanes = 2, .busy_lanes = 1, .oldest = 50};
+    ck_assert_int_eq(sl_health_check(&w, 115, 30, 30, why, sizeof(why), &next),
+                     SL_HEALTH_OK); /* one lane of two stuck: slow, not hung */
+    ck_assert(next == 140);
+    ck_assert_int_eq(
+        sl_health_check(&w, 140.5, 30, 30, why, sizeof(why), &next),
+        SL_HEALTH_HUNG);
+    ck_assert_str_eq(why, "timed out: no heartbeat for 30.5s");
+    w.last.busy_lanes = 2;
+    w.last.oldest = 29;
+    ck_assert_int_eq(sl_health_check(&w, 115, 30, 30, why, sizeof(why), &next),
+                     SL_HEALTH_OK);
+    w.last.oldest = 31;
+    ck_assert_int_eq(sl_health_check(&w, 115, 30, 30, why, sizeof(why), &next),
+                     SL_HEALTH_HUNG);
+    ck_assert_str_eq(why,
+                     "timed out: all 2 lanes busy with a request for 31.0s");
+    ck_assert_int_eq(sl_health_check(&w, 999, 0, 30, why, sizeof(why), &next),
+                     SL_HEALTH_OK); /* --timeout 0: never */
+    w.last = (sl_ctl_msg_t){.lanes = 0, .busy_lanes = 0, .oldest = 99};
+    ck_assert_int_eq(sl_health_check(&w, 115, 30, 30, why, sizeof(why), &next),
+                     SL_HEALTH_OK); /* no lanes reported: only silence counts */
+
+    w.state = SL_WORKER_BOOTING;
+    next = 0;
+    ck_assert_int_eq(sl_health_check(&w, 120, 30, 30, why, sizeof(why), &next),
+                     SL_HEALTH_OK);
+    ck_assert(next == 130);
+    ck_assert_int_eq(sl_health_check(&w, 130, 30, 30, why, sizeof(why), &next),
+                     SL_HEALTH_LATE);
+    ck_assert_ptr_nonnull(strstr(why, "within 30.0s"));
+    w.state = SL_WORKER_STOPPING;
+    ck_assert_int_eq(sl_health_check(&w, 999, 30, 30, why, sizeof(why), &next),
+                     SL_HEALTH_OK); /* draining workers send no heartbeat */
+}
+END_TEST
+
+static sl_table_t table; /* too big for the stack */
+
+START_TEST(test_table_counts_and_picks)
+{
+    sl_table_init(&table, NULL, NULL, NULL);
+    sl_worker_t *s = table.slots;
+    s[0] = (sl_worker_t){.state = SL_WORKER_READY, .gen = 0, .started = 1};
+    s[1] = (sl_worker_t){.state = SL_WORKER_READY, .gen = 1, .started = 2};
+    s[2] = (sl_worker_t){.state = SL_WORKER_BOOTING, .gen = 1, .started = 3};
+    s[3] = (sl_worker_t){
+        .state = SL_WORKER_READY, .gen = 0, .started = 5, .retire = true};
+    s[4] = (sl_worker_t){.state = SL_WORKER_STOPPING, .gen = 0};
+    table.high = 5;
+
+    sl_table_counts_t c = sl_table_counts(&table, 1);
+    ck_assert_int_eq(c.live, 4);
+    ck_assert_int_eq(c.ready, 3);
+    ck_assert_int_eq(c.current, 2);
+    ck_assert_int_eq(c.current_ready, 1);
+    ck_assert_int_eq(c.outdated, 2);
+    ck_assert_int_eq(c.older, 2);
+    ck_assert_int_eq(sl_table_count(&table), 5);
+    /* retiring before merely old */
+    ck_assert_ptr_eq(sl_table_pick_outdated(&table, 1), &s[3]);
+    s[3].retire = false;
+    ck_assert_ptr_eq(sl_table_pick_outdated(&table, 1), &s[0]); /* oldest */
+    ck_assert_ptr_eq(sl_table_pick_excess(&table, 1), &s[2]);   /* booting */
+    s[2].state = SL_WORKER_READY;
+    ck_assert_ptr_eq(sl_table_pick_excess(&table, 1), &s[1]);
+    ck_assert_ptr_null(sl_table_pick_outdated(&table, 0));
+    c = sl_table_counts(&table, 0);
+    ck_assert_int_eq(c.current_ready, 4);
+    ck_assert_int_eq(c.older, 0);
 }
 END_TEST
 
@@ -905,6 +1022,7 @@ static Suite *supervisor_suite(void)
 
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         tcase_set_timeout(all[i], 30);
+        tcase_add_unchecked_fixture(all[i], base_make, base_remove);
         tcase_add_checked_fixture(all[i], setup, teardown);
         suite_add_tcase(s, all[i]);
     }
@@ -925,6 +1043,8 @@ static Suite *supervisor_suite(void)
     tcase_add_test(replace, test_hup_replaces_new_before_old);
     tcase_add_test(replace, test_hup_failure_keeps_old_generation);
     tcase_add_test(sd, test_notify_sequence);
+    tcase_add_test(help, test_health_verdicts);
+    tcase_add_test(help, test_table_counts_and_picks);
     tcase_add_test(help, test_pidfile_only_removes_its_own);
     tcase_add_test(help, test_listen_fdlist_round_trip);
     tcase_add_test(help, test_proctitle);
