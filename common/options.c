@@ -103,11 +103,15 @@ static const opt_def_t opt_defs[] = {
     {"keep-alive", 0, OPT_SECONDS, FIELD(keep_alive), 0, MAX_SECONDS, "SECS",
      "idle keep-alive connection timeout [5]"},
     {"timeout", 't', OPT_SECONDS, FIELD(timeout), 0, MAX_SECONDS, "SECS",
-     "silent worker is killed and replaced after SECS [30]"},
+     "a worker silent for SECS, or with every lane inside one request"
+     " for SECS, has its Python tracebacks logged and is replaced; 0 ="
+     " never [30]"},
     {"graceful-timeout", 0, OPT_SECONDS, FIELD(graceful_timeout), 0,
      MAX_SECONDS, "SECS", "time a stopping worker may drain [30]"},
     {"boot-timeout", 0, OPT_SECONDS, FIELD(boot_timeout), 0, MAX_SECONDS,
-     "SECS", "time a new worker has to become ready [30]"},
+     "SECS",
+     "a worker not ready after SECS is replaced (tracebacks logged); if no"
+     " worker is ready SECS after start, exit 1; 0 = no limit [30]"},
     {"shutdown-delay", 0, OPT_SECONDS, FIELD(shutdown_delay), 0, MAX_SECONDS,
      "SECS", "keep accepting this long after SIGTERM [0]"},
     {"max-requests", 0, OPT_INT, FIELD(max_requests), 0, 2147483647.0, "N",
@@ -115,7 +119,8 @@ static const opt_def_t opt_defs[] = {
     {"max-requests-jitter", 0, OPT_INT, FIELD(max_requests_jitter), 0,
      2147483647.0, "N", "add up to N at random to --max-requests [0]"},
     {"reload-surge", 0, OPT_INT, FIELD(reload_surge), 1, MAX_WORKERS, "N",
-     "workers replaced at once on reload [1]"},
+     "rolling restart (HUP): new workers started at once beyond the"
+     " target [1]"},
     {"health-path", 0, OPT_STRING, FIELD(health_path), 0, 0, "PATH",
      "answer GET or HEAD of PATH without calling the app [none]"},
     {"pid", 'p', OPT_STRING, FIELD(pidfile), 0, 0, "FILE",
@@ -125,7 +130,7 @@ static const opt_def_t opt_defs[] = {
     {"umask", 'm', OPT_OCTAL, FIELD(umask), 0, 0777, "MODE",
      "umask (octal) for unix: sockets [unchanged]"},
     {"name", 'n', OPT_STRING, FIELD(proc_name), 0, 0, "NAME",
-     "process name shown in logs and ps [sluice]"},
+     "process name in ps: 'NAME: worker 3 [app]' [sluice]"},
     {"version", 'v', OPT_FLAG, NOFIELD, 0, 0, NULL,
      "print the version and exit"},
     {"help", 'h', OPT_FLAG, NOFIELD, 0, 0, NULL, "print this help and exit"},
