@@ -37,8 +37,9 @@ int main(int argc, char **argv)
     /* First, before anything keeps a pointer into argv or the environment:
      * process titles are written over that memory. ARGS is the copy every
      * exec uses as given; getopt_long() reorders PARSE, its twin. */
+    static char **parse; /* kept: the options borrow its strings */
     char **args = sl_proctitle_init(argc, argv);
-    char **parse = calloc((size_t)argc + 1, sizeof(*parse));
+    parse = calloc((size_t)argc + 1, sizeof(*parse));
     if (args == NULL || parse == NULL) {
         sl_log_usage("out of memory");
         return SL_EXIT_FAIL;

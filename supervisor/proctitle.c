@@ -19,6 +19,8 @@
 
 extern char **environ;
 
+static char **args;     /* owned: the copy of argv handed out */
+static char **env;      /* owned: the copy of the environment */
 static char *area;      /* borrowed: the original argv[0] */
 static size_t area_len; /* bytes from area to the end of the last string */
 
@@ -29,7 +31,7 @@ char **sl_proctitle_init(int argc, char **argv)
 {
     int nenv = 0;
 
-    char **args = copy_strings(argv, argc);
+    args = copy_strings(argv, argc);
     if (args == NULL || argc == 0) {
         return args;
     }
@@ -39,7 +41,7 @@ char **sl_proctitle_init(int argc, char **argv)
     char *end = contiguous_end(argv[0], argv, argc);
     char *env_end = contiguous_end(end, environ, nenv);
     if (env_end != end) {
-        char **env = copy_strings(environ, nenv);
+        env = copy_strings(environ, nenv);
         if (env == NULL) {
             return args; /* keep the old environment and a shorter area */
         }

@@ -487,7 +487,9 @@ static void worker_exited(supervisor_t *s, sl_worker_t *w, int status)
     ev_tstamp age = now - w->started;
 
     log_exit(w, status, appload && !s->any_ready);
-    if (s->stopping == STOP_GRACEFUL && !clean) {
+    /* Only a worker that served can have left something undone; one that
+     * was still booting has nothing to drain. */
+    if (s->stopping == STOP_GRACEFUL && !clean && w->ready_at > 0) {
         s->unclean = true;
     }
     sl_table_release(&s->table, w);
@@ -522,8 +524,7 @@ static void log_exit(const sl_worker_t *w, int status, bool quiet_appload)
         sl_log(level, "Worker %d (pid %ld) exited with code %d%s", w->id, pid,
                code,
                code == SL_EXIT_APPLOAD ? ": the application failed to load"
-               : code == SL_EXIT_FAIL && asked ? ": its drain was cut short"
-                                               : "");
+                                       : "");
         return;
     }
     if (WIFSIGNALED(status)) {

@@ -14,6 +14,7 @@ serving.
 import os
 import re
 import signal
+import threading
 import time
 
 import pytest
@@ -71,7 +72,6 @@ def test_hung_app_is_dumped_and_replaced(tmp_path, inline):
                     c.read_response()
             except Exception as e:  # noqa: BLE001 - the worker dies
                 hung["error"] = e
-        import threading
         t = threading.Thread(target=hang)
         t.start()
         s.wait_for_call("hang-start")

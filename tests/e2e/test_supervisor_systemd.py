@@ -46,11 +46,15 @@ def test_socket_activation_and_the_notify_sequence(tmp_path):
             open(tmp_path / "stderr.txt", "wb") as err:
         cmd = [ACTIVATE, "-l", "127.0.0.1:%d" % port, "--fdname", "web",
                "-E", "NOTIFY_SOCKET=" + notify.path,
-               "-E", "WATCHDOG_USEC=1000000",
-               helpers.sluice_bin(), "-w", "2", "--pythonpath", str(appdir),
-               "--error-logfile", str(log),
-               "-b", "127.0.0.1:%d" % unused,  # ignored: systemd's sockets
-               "sup_app:app"]
+               "-E", "WATCHDOG_USEC=1000000"]
+        # systemd-socket-activate passes on nothing it is not told to
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+            if k in os.environ:
+                cmd += ["-E", k]
+        cmd += [helpers.sluice_bin(), "-w", "2", "--pythonpath", str(appdir),
+                "--error-logfile", str(log),
+                "-b", "127.0.0.1:%d" % unused,  # ignored: systemd's sockets
+                "sup_app:app"]
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True)
