@@ -419,6 +419,32 @@ def test_usr2_upgrades_the_binary_while_serving(tmp_path):
         assert not pidfile.exists()
 
 
+def test_usr2_with_a_broken_binary_keeps_serving(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    binary = bindir / "sluice"
+    shutil.copy2(helpers.sluice_bin(), binary)
+    appdir = write_app(tmp_path / "app")
+    s = CopiedBinaryServer(binary, tmp_path / "srv", "sup_app:app",
+                           workers=2, pythonpath=(str(appdir),),
+                           ready_path="/pid").start()
+    try:
+        workers = set(s.wait_workers(2))
+        broken = bindir / "sluice.new"
+        broken.write_text("#!/bin/sh\nexit 7\n")
+        broken.chmod(0o755)
+        os.rename(broken, binary)
+        mark = s.log_mark()
+        os.kill(s.pid, signal.SIGUSR2)
+        s.wait_for_log("Binary upgrade failed: the new supervisor", since=mark)
+        assert "exited with code 7" in s.log_since(mark)
+        assert set(s.worker_pids()) == workers
+        assert worker_pid_of(s) in workers
+    finally:
+        problems = s.stop()
+    assert problems == []
+
+
 # ---------------------------------------------------------- --pid, titles
 
 def test_pid_file_and_process_titles(tmp_path):

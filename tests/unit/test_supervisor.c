@@ -788,6 +788,41 @@ START_TEST(test_hup_replaces_new_before_old)
 }
 END_TEST
 
+/* --reload-surge 2 with 3 workers: two replacements boot at once, and
+ * still never more than target + surge processes serve or boot. */
+START_TEST(test_hup_surge)
+{
+    event_t ev[MAX_EVENTS];
+    pid_t sup =
+        start_supervisor("late-ready", "-w", "3", "--reload-surge", "2", NULL);
+
+    wait_events("ready", 3, 10);
+    kill(sup, SIGHUP);
+    wait_events("term", 3, 10);
+    int n = read_events(ev, MAX_EVENTS);
+    int alive = 0, most = 0, starts = 0;
+    double second_start = 0, first_new_ready = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(ev[i].what, "start") == 0) {
+            alive++;
+            most = alive > most ? alive : most;
+            if (++starts == 5) {
+                second_start = ev[i].at;
+            }
+        } else if (strcmp(ev[i].what, "term") == 0) {
+            alive--;
+        } else if (strcmp(ev[i].what, "ready") == 0 && starts > 3 &&
+                   first_new_ready == 0) {
+            first_new_ready = ev[i].at;
+        }
+    }
+    ck_assert_msg(most == 5, "%d workers alive at once (3 + surge 2)", most);
+    ck_assert_msg(second_start < first_new_ready,
+                  "the second replacement waited for the first");
+    stop_supervisor(sup);
+}
+END_TEST
+
 /* A replacement that cannot load the app ends the rolling restart: the old
  * worker serves on, nothing else is tried, systemd hears why. */
 START_TEST(test_hup_failure_keeps_old_generation)
@@ -1041,6 +1076,7 @@ static Suite *supervisor_suite(void)
     tcase_add_test(health, test_some_lanes_busy_is_not_hung);
     tcase_add_test(replace, test_retire_replaces_before_term);
     tcase_add_test(replace, test_hup_replaces_new_before_old);
+    tcase_add_test(replace, test_hup_surge);
     tcase_add_test(replace, test_hup_failure_keeps_old_generation);
     tcase_add_test(sd, test_notify_sequence);
     tcase_add_test(help, test_health_verdicts);
