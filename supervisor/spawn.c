@@ -173,7 +173,10 @@ static void exec_supervisor(const char *exe, char *const argv[],
     }
     if (getenv("WATCHDOG_PID") != NULL) {
         snprintf(buf, sizeof(buf), "%ld", (long)getpid());
-        setenv("WATCHDOG_PID", buf, 1);
+        if (setenv("WATCHDOG_PID", buf, 1) == -1) {
+            sl_log_errno(SL_LOG_ERROR, "setenv(\"WATCHDOG_PID\") failed");
+            _exit(127);
+        }
     }
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
