@@ -1354,7 +1354,10 @@ START_TEST(test_drain_closes_idle)
     h_nactive_t none = {&pump, 0};
 
     UP(NULL);
-    sl_conn_drain(client.conn);
+    /* within the grace an idle connection stays: a request may be coming */
+    ck_assert(!sl_conn_drain(client.conn, client.conn->idle_since, 0.1));
+    ck_assert_uint_eq(pump.nactive, 1);
+    ck_assert(sl_conn_drain(client.conn, client.conn->idle_since + 1.0, 0.1));
     ck_assert(h_run_until(&pump, h_nactive_is, &none));
     ck_assert(h_wait_eof(&pump, &client));
 }
@@ -1369,7 +1372,7 @@ START_TEST(test_drain_keeps_partial_head)
     c = client.conn;
     h_sends(&client, "GET / HTTP/1.1\r\n");
     ck_assert(h_run_until(&pump, parsed_all, c));
-    sl_conn_drain(c);
+    ck_assert(!sl_conn_drain(c, c->idle_since + 1.0, 0.1));
     ck_assert_uint_eq(pump.nactive, 1);
     ck_assert_int_eq(c->state, SL_CONN_READING);
 }
