@@ -30,6 +30,7 @@
  * backstop's last words). Written by the loop thread or the handler only. */
 static volatile sig_atomic_t term_seen;
 static const sl_options_t *backstop_opt;
+static double backstop_margin; /* past the graceful timeout, see drain.h */
 static timer_t backstop_timer;
 static bool backstop_ready;
 static const char *volatile inline_method;
@@ -172,7 +173,7 @@ static void term_handler(int sig)
 
     if (!term_seen && backstop_ready) {
         secs = backstop_opt->shutdown_delay + backstop_opt->graceful_timeout +
-               (backstop_opt->inline_mode ? 0.0 : 1.0);
+               backstop_margin;
         its.it_value.tv_sec = (time_t)secs;
         its.it_value.tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9);
         timer_settime(backstop_timer, 0, &its, NULL);
@@ -187,6 +188,9 @@ void sl_drain_signals(sl_pump_t *p)
     struct sigevent sev;
 
     backstop_opt = p->opt;
+    /* an inline WSGI app can hold the loop past its timeout: only the
+     * backstop can keep the promise, a little after the loop would have */
+    backstop_margin = p->opt->inline_mode ? 0.1 : 1.0;
     memset(&sev, 0, sizeof(sev));
     sev.sigev_notify = SIGEV_SIGNAL;
     sev.sigev_signo = SIGALRM;
@@ -207,6 +211,11 @@ void sl_drain_signals(sl_pump_t *p)
     sa.sa_flags = SA_RESTART;
     if (sigaction(SIGTERM, &sa, NULL) < 0)
         sl_log_errno(SL_LOG_WARNING, "sigaction(SIGTERM) failed");
+}
+
+void sl_drain_backstop_margin(double secs)
+{
+    backstop_margin = secs;
 }
 
 bool sl_drain_closing(const sl_pump_t *p)

@@ -23,6 +23,11 @@ void sl_drain_step(sl_pump_t *p);
  * mode, where the loop keeps time itself) even if the app holds the loop. */
 void sl_drain_signals(sl_pump_t *p);
 
+/* Seconds past --graceful-timeout before the backstop fires (default 0.1
+ * inline, 1 in pump mode; ASGI, whose loop is never held by the app and
+ * runs lifespan shutdown after the drain, sets 1). */
+void sl_drain_backstop_margin(double secs);
+
 /* Should a response now say Connection: close? (draining, or TERM arrived
  * with no --shutdown-delay). Any thread. */
 bool sl_drain_closing(const sl_pump_t *p);

@@ -118,6 +118,7 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
         /* one asyncio lane runs many requests: a long request is not a
          * stuck lane, so only a missing heartbeat may call it hung */
         pump.lanes = 0;
+        sl_drain_backstop_margin(1.0);
         status = serve_asgi(&pump, app, worker_id, ctl_fd);
         sl_info("worker %d exiting (status %d)", worker_id, status);
         return status;
