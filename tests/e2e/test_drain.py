@@ -615,6 +615,10 @@ class ActivatedServer(helpers.Server):
         keep = ["E2E_CALL_LOG", "E2E_TMP"] + list(self.extra_env)
         if self.inline:
             keep.append("SLUICE_INLINE")
+        # the tool passes only what it is told to: a sanitized build needs
+        # its options (CI turns leak checks off) to get through too
+        keep += [k for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")
+                 if k in os.environ]
         cmd = ["/usr/bin/systemd-socket-activate",
                "-l", "%s:%d" % (self.host, self.port)]
         for k in keep:
