@@ -188,8 +188,15 @@ def expand(value, ctx):
 class Server:
     def __init__(self, arm, ctx, cpu, logdir, tag):
         self.arm = arm
-        self.ctx = ctx
         self.port = ctx["port"]
+        if arm.config is not None:
+            text = (APPS / arm.config).read_text()
+            text = text.replace("@PORT@", str(self.port))
+            text = text.replace("@DIR@", str(logdir))
+            conf = Path(logdir) / ("%s.conf" % tag)
+            conf.write_text(text)
+            ctx = dict(ctx, config=str(conf))
+        self.ctx = ctx
         self.argv = [expand(a, ctx) for a in arm.argv]
         self.cwd = expand(arm.cwd, ctx)
         self.env_extra = {k: expand(v, ctx) for k, v in arm.env.items()}
@@ -201,7 +208,11 @@ class Server:
         env = " ".join("%s=%s" % (k, shlex.quote(v))
                        for k, v in self.env_extra.items())
         cd = "cd %s && " % shlex.quote(self.cwd)
-        return cd + (env + " " if env else "") + shlex.join(self.full_argv)
+        line = cd + (env + " " if env else "") + shlex.join(self.full_argv)
+        if self.arm.config is not None:  # the template, not this start's copy
+            line = line.replace(self.ctx["config"],
+                                str(APPS / self.arm.config))
+        return line
 
     def log_tail(self, lines=6):
         try:
@@ -476,7 +487,8 @@ def machine_info():
 
     pkgs = ["python3", "python3-gunicorn", "uwsgi-core",
             "uwsgi-plugin-python3", "python3-waitress", "python3-uvicorn",
-            "python3-uvloop", "python3-httptools", "python3-hypercorn", "wrk"]
+            "python3-uvloop", "python3-httptools", "python3-hypercorn", "wrk",
+            "nginx-light"]
     versions = {}
     for line in cmd(["dpkg-query", "-W", "-f", "${Package} ${Version}\\n"]
                     + pkgs).splitlines():

@@ -7,6 +7,7 @@ are templates; run.py fills in:
     {apps}    absolute path of bench/apps
     {root}    absolute path of the repository root
     {sluice}  the sluice binary (--sluice-bin, $SLUICE_BIN, default ./sluice)
+    {config}  the arm's `config` file, written for this server start
 
 Every server runs as `taskset -c SERVER_CPU <argv>`, in its own session, with
 a cleaned environment (no PYTHON* variables, PATH limited to the system's
@@ -44,6 +45,9 @@ class Arm:
     skip_if_404: bool = False
     # One line for the report: why these flags.
     note: str = ""
+    # A file in bench/apps the server reads, with @PORT@ and @DIR@ (the
+    # run's log directory) filled in per server start; {config} names it.
+    config: Optional[str] = None
     # True for the project's own arms (the report says "peers only" when none
     # of them produced a number).
     ours: bool = False
@@ -130,6 +134,15 @@ WSGI = Suite(
             requires="/usr/bin/waitress-serve",
             note="default 4 threads; --connection-limit raised from 100 so "
                  "all 256 connections are served",
+        ),
+        Arm(
+            name="nginx",
+            argv=["/usr/sbin/nginx", "-e", "stderr", "-c", "{config}"],
+            config="nginx_hello.conf",
+            requires="/usr/sbin/nginx",
+            note="not a WSGI server: nginx answering the same bytes from its "
+                 "config (`return 200`), no Python; the ceiling of what wrk "
+                 "on one CPU can drive, for reading the ratio columns",
         ),
         _sluice("sluice", "hello_wsgi:app", note="pump mode (default)"),
         _sluice("sluice-inline", "hello_wsgi:app", env={"SLUICE_INLINE": "1"},
