@@ -89,6 +89,18 @@ def _sluice(name, app, extra=(), env=None, path="/", expect=HELLO,
     )
 
 
+# Not an app server: nginx answering the hello-world bytes itself. In both
+# suites it shows how fast wrk on one CPU can go (bench/README.md).
+NGINX = Arm(
+    name="nginx",
+    argv=["/usr/sbin/nginx", "-e", "stderr", "-c", "{config}"],
+    config="nginx_hello.conf",
+    requires="/usr/sbin/nginx",
+    note="not an app server: nginx answering the same bytes from its "
+         "config (`return 200`), no Python; the ceiling of what wrk on one "
+         "CPU can drive, for reading the ratio columns",
+)
+
 WSGI = Suite(
     name="wsgi",
     title="WSGI hello world, one worker",
@@ -135,15 +147,7 @@ WSGI = Suite(
             note="default 4 threads; --connection-limit raised from 100 so "
                  "all 256 connections are served",
         ),
-        Arm(
-            name="nginx",
-            argv=["/usr/sbin/nginx", "-e", "stderr", "-c", "{config}"],
-            config="nginx_hello.conf",
-            requires="/usr/sbin/nginx",
-            note="not a WSGI server: nginx answering the same bytes from its "
-                 "config (`return 200`), no Python; the ceiling of what wrk "
-                 "on one CPU can drive, for reading the ratio columns",
-        ),
+        NGINX,
         _sluice("sluice", "hello_wsgi:app", note="pump mode (default)"),
         _sluice("sluice-inline", "hello_wsgi:app", env={"SLUICE_INLINE": "1"},
                 note="inline mode: SLUICE_INLINE=1"),
@@ -182,6 +186,7 @@ ASGI = Suite(
             note="uvloop worker class; backlog raised from 100; access log "
                  "is off by default",
         ),
+        NGINX,
         _sluice("sluice-asgi", "hello_asgi:app", extra=["--interface", "asgi"],
                 note="pump mode (default), uvloop (the default when "
                      "installed)"),

@@ -129,7 +129,8 @@ void sl_pump_stop_listening(sl_pump_t *p);
 /* Loop side: return C to the pool. */
 void sl_pump_release(sl_pump_t *p, sl_conn_t *c);
 
-/* The cached "Date: ...\r\n" header line (37 bytes incl. CRLF). */
+/* The cached "Date: ...\r\n" header line, SL_DATE_LINE_LEN bytes. */
+#define SL_DATE_LINE_LEN 37
 const char *sl_pump_date(void);
 
 /* Queue primitives. */

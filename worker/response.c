@@ -173,28 +173,48 @@ static int copy_headers(sl_response_t *rs, sl_buf_t *b, PyObject *headers,
     return 0;
 }
 
+static void append_u64(sl_buf_t *b, uint64_t v)
+{
+    char digits[20];
+    size_t i = sizeof(digits);
+
+    do
+        digits[--i] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    sl_buf_append(b, digits + i, sizeof(digits) - i);
+}
+
+/* "HTTP/1.1 NNN Reason\r\n" (STATUS is 100..999: the caller checked). */
+static void status_line(sl_buf_t *b, int status)
+{
+    const char *r = reason(status);
+    char code[4] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
+                    (char)('0' + status % 10), ' '};
+
+    APPEND_LIT(b, "HTTP/1.1 ");
+    sl_buf_append(b, code, sizeof(code));
+    sl_buf_append(b, r, strlen(r));
+    APPEND_LIT(b, "\r\n");
+}
+
 int sl_response_head(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
                      int status, PyObject *headers, long long known,
                      bool trailers, bool close)
 {
     bool has_server = false, has_date = false;
-    char line[64];
-    int len;
 
     memset(rs, 0, sizeof(*rs));
     rs->status = status;
     rs->no_body = req->head || status < 200 || status == 204 || status == 304;
     rs->close = close;
     b->len = b->off = 0;
-    len = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status,
-                   reason(status));
-    sl_buf_append(b, line, (size_t)len);
+    status_line(b, status);
     if (copy_headers(rs, b, headers, &has_server, &has_date) < 0)
         return -1;
     if (!has_server)
         APPEND_LIT(b, "Server: sluice\r\n");
     if (!has_date)
-        sl_buf_append(b, sl_pump_date(), strlen(sl_pump_date()));
+        sl_buf_append(b, sl_pump_date(), SL_DATE_LINE_LEN);
 
     if (rs->app_cl) {
         trailers = false; /* a sized body has no room for them */
@@ -205,8 +225,9 @@ int sl_response_head(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
         if (rs->chunked)
             APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
     } else if (known >= 0 && status >= 200 && status != 204 && status != 304) {
-        len = snprintf(line, sizeof(line), "Content-Length: %lld\r\n", known);
-        sl_buf_append(b, line, (size_t)len);
+        APPEND_LIT(b, "Content-Length: ");
+        append_u64(b, (uint64_t)known);
+        APPEND_LIT(b, "\r\n");
         rs->app_cl = true;
         rs->cl = (uint64_t)known;
     } else if (!rs->no_body) {

@@ -358,7 +358,7 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
     if (!has_server)
         APPEND_LIT(b, "Server: sluice\r\n");
     if (!has_date)
-        sl_buf_append(b, sl_pump_date(), strlen(sl_pump_date()));
+        sl_buf_append(b, sl_pump_date(), SL_DATE_LINE_LEN);
 
     if (!l->app_cl && known >= 0 && l->code >= 200 && l->code != 204 &&
         l->code != 304) {

@@ -270,7 +270,7 @@ START_TEST(test_date_format)
     h_options(&opt, NULL);
     ck_assert_int_eq(sl_pump_init(&pump, &opt, NULL, 0), 0);
     d = sl_pump_date();
-    ck_assert_uint_eq(strlen(d), 37);
+    ck_assert_uint_eq(strlen(d), SL_DATE_LINE_LEN);
     ck_assert_int_eq(
         regcomp(&re,
                 "^Date: (Mon|Tue|Wed|Thu|Fri|Sat|Sun), [0-3][0-9] "
