@@ -1374,13 +1374,13 @@ static PyObject *scope_headers(const sl_req_t *q)
 
 static PyObject *scope_client(const sl_conn_t *c)
 {
-    char addr[64];
-    int port;
+    PyObject *client;
 
     if (c->peer.ss_family != AF_INET && c->peer.ss_family != AF_INET6)
         Py_RETURN_NONE;
-    sl_conn_peer(c, addr, sizeof(addr), &port);
-    return Py_BuildValue("(si)", addr, port);
+    if (sl_py_peer(c, NULL, NULL, &client) < 0)
+        return NULL;
+    return Py_NewRef(client);
 }
 
 static PyObject *build_scope(const sl_conn_t *c)

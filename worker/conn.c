@@ -279,6 +279,7 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
                    const struct sockaddr *sa, socklen_t salen)
 {
     c->fd = fd;
+    c->serial++;
     c->listener = listener;
     memcpy(&c->peer, sa, salen);
     c->peerlen = salen;

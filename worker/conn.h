@@ -66,8 +66,9 @@ enum {
 struct sl_conn {
     ev_io io; /* read/write readiness, embedded */
     int fd;
-    uint32_t idx; /* index in the pump's pool */
-    uint32_t gen; /* request generation, bumped per request */
+    uint32_t idx;    /* index in the pump's pool */
+    uint32_t gen;    /* request generation, bumped per request */
+    uint32_t serial; /* connection generation, bumped per accept */
     int state;
     sl_pump_t *pump; /* borrowed */
     sl_conn_t *next; /* free list, or the active list */

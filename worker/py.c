@@ -11,9 +11,11 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "worker/pump.h"
 #include "worker/py.h"
 
 static int prepend_path(PyConfig *cfg, const char *dir)
@@ -193,7 +195,70 @@ void sl_py_release_gil_in_poll(struct ev_loop *loop)
     ev_set_loop_release_cb(loop, release_gil, acquire_gil);
 }
 
+/* One slot per pooled connection, filled on a connection's first request. */
+static struct peer_cache {
+    uint32_t serial; /* of the connection the objects are for; 0 = none */
+    PyObject *addr, *port, *client; /* owned */
+} * peers;
+static uint32_t npeers;
+
+int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
+               PyObject **client)
+{
+    struct peer_cache *pc;
+    char text[64];
+    int num;
+
+    if (peers == NULL) {
+        peers = calloc(c->pump->nconns, sizeof(*peers));
+        if (peers == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        npeers = c->pump->nconns;
+    }
+    if (c->idx >= npeers) {
+        PyErr_SetString(PyExc_SystemError, "connection outside the pool");
+        return -1;
+    }
+    pc = &peers[c->idx];
+    if (pc->serial != c->serial || pc->addr == NULL) {
+        pc->serial = 0;
+        Py_CLEAR(pc->addr);
+        Py_CLEAR(pc->port);
+        Py_CLEAR(pc->client);
+        sl_conn_peer(c, text, sizeof(text), &num);
+        pc->addr = PyUnicode_FromString(text);
+        pc->port = PyUnicode_FromFormat("%d", num);
+        pc->client = Py_BuildValue("(Oi)", pc->addr ? pc->addr : Py_None, num);
+        if (pc->addr == NULL || pc->port == NULL || pc->client == NULL) {
+            Py_CLEAR(pc->addr);
+            Py_CLEAR(pc->port);
+            Py_CLEAR(pc->client);
+            return -1;
+        }
+        pc->serial = c->serial;
+    }
+    if (addr != NULL)
+        *addr = pc->addr;
+    if (port != NULL)
+        *port = pc->port;
+    if (client != NULL)
+        *client = pc->client;
+    return 0;
+}
+
 void sl_py_finalize(void)
 {
+    uint32_t i;
+
+    for (i = 0; i < npeers; i++) {
+        Py_CLEAR(peers[i].addr);
+        Py_CLEAR(peers[i].port);
+        Py_CLEAR(peers[i].client);
+    }
+    free(peers);
+    peers = NULL;
+    npeers = 0;
     Py_FinalizeEx();
 }

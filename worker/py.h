@@ -6,6 +6,7 @@
 #include <ev.h>
 
 #include "common/options.h"
+#include "worker/conn.h"
 
 /* Start CPython for O (venv, --pythonpath, --chdir) without Python's own
  * signal handlers. 0, or -1 after one clear log line. */
@@ -23,6 +24,15 @@ void sl_py_log_exception(const char *what, ...)
 
 /* Inline mode: let libev drop the GIL around its blocking poll. */
 void sl_py_release_gil_in_poll(struct ev_loop *loop);
+
+/* C's TCP client as Python objects, made once per connection (every
+ * keep-alive request shares them): ADDR the address and PORT the port as
+ * str (WSGI's REMOTE_ADDR/REMOTE_PORT), CLIENT the (address, port) tuple
+ * (ASGI's scope["client"]); pass NULL for what is not wanted. Borrowed
+ * references, good until C's slot takes another connection. 0, or -1 with
+ * a Python exception. GIL held; C must be an AF_INET/AF_INET6 connection. */
+int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
+               PyObject **client);
 
 /* Stop the interpreter (GIL held by this thread). */
 void sl_py_finalize(void);

@@ -691,9 +691,8 @@ static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
     const sl_req_t *r = &c->req;
     const char *url = r->hbuf.data + r->url_off, *q, *end, *path;
     size_t n = r->url_len;
-    PyObject *env, *input, *v;
-    char addr[64];
-    int port, rc, li = c->listener;
+    PyObject *env, *input;
+    int rc, li = c->listener;
 
     env = PyDict_Copy(proto);
     if (env == NULL)
@@ -735,19 +734,11 @@ static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
     }
 
     if (c->peer.ss_family != AF_UNIX) {
-        sl_conn_peer(c, addr, sizeof(addr), &port);
-        v = PyUnicode_FromString(addr);
-        if (v == NULL || PyDict_SetItem(env, keys[K_REMOTE_ADDR], v) < 0) {
-            Py_XDECREF(v);
+        PyObject *addr, *port;
+        if (sl_py_peer(c, &addr, &port, NULL) < 0 ||
+            PyDict_SetItem(env, keys[K_REMOTE_ADDR], addr) < 0 ||
+            PyDict_SetItem(env, keys[K_REMOTE_PORT], port) < 0)
             goto out_fail;
-        }
-        Py_DECREF(v);
-        v = PyUnicode_FromFormat("%d", port);
-        if (v == NULL || PyDict_SetItem(env, keys[K_REMOTE_PORT], v) < 0) {
-            Py_XDECREF(v);
-            goto out_fail;
-        }
-        Py_DECREF(v);
     }
     if (set_headers(env, r) < 0)
         goto out_fail;

@@ -92,6 +92,20 @@ def test_scope(server):
                                     "http.response.trailers"}
 
 
+def test_client_is_each_connections_own(server):
+    # the client tuple is made once per connection: a new connection in
+    # the same pool slot must not see the one before it
+    seen = []
+    for _ in range(4):
+        with server.connect() as c:
+            for _ in range(2):
+                r = c.request("GET", "/scope/x")
+                client = json.loads(r.body)["client"]
+                assert client == ["127.0.0.1", c.local_port]
+            seen.append(c.local_port)
+    assert len(set(seen)) == 4
+
+
 def test_http_10(server):
     with server.connect() as c:
         r = c.request("GET", "/scope", version="HTTP/1.0", host=None)

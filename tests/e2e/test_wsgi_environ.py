@@ -171,6 +171,18 @@ def test_request_methods(server):
         assert r.json()["REQUEST_METHOD"]["value"] == method
 
 
+def test_each_connection_reports_its_own_remote_port(server):
+    # REMOTE_ADDR/PORT are made once per connection: a new connection in
+    # the same pool slot must not see the one before it
+    seen = []
+    for _ in range(4):
+        env = env_of(server, "/environ")
+        assert val(env, "REMOTE_PORT") == str(env["_client_port"])
+        assert val(env, "REMOTE_ADDR") == "127.0.0.1"
+        seen.append(env["_client_port"])
+    assert len(set(seen)) == 4
+
+
 def test_same_connection_reports_same_remote_port(server):
     host = "127.0.0.1:%d" % server.port
     with server.connect() as c:
