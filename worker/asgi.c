@@ -31,7 +31,9 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1781,43 +1783,27 @@ static void run_inline(sl_conn_t *c)
     req_start(c, c->gen);
 }
 
-/* Does epoll instance FD watch TARGET? (/proc/self/fdinfo lists them.) */
-static bool epoll_watches(int fd, int target)
-{
-    char path[64], line[256], want[32];
-    bool found = false;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-    snprintf(want, sizeof(want), "tfd: %8d ", target);
-    f = fopen(path, "re");
-    if (f == NULL)
-        return false;
-    while (!found && fgets(line, sizeof(line), f) != NULL)
-        found = strncmp(line, want, strlen(want)) == 0;
-    fclose(f);
-    return found;
-}
-
-/* libev has no call that returns its backend fd (DESIGN assumed one): find
- * the epoll instance that watches our first listener. Call after an
- * ev_run() has registered the listeners. -1 when none is found. */
+/* libev has no call that returns its backend fd (DESIGN assumed one). It
+ * is the epoll instance that already watches our first listener: adding the
+ * listener to it fails with EEXIST, and no other epoll instance in the
+ * process watches it yet (one that takes the add is given it back at once).
+ * Call after an ev_run() has registered the listeners. -1 when none is. */
 static int find_backend_fd(sl_pump_t *p)
 {
-    char path[64], link[64];
-    int fd, target = -1, i;
-    ssize_t n;
+    struct epoll_event ev = {.events = 0};
+    struct rlimit rl;
+    int fd, target = -1, i, max = 4096;
 
     for (i = 0; i < p->nlisteners && target < 0; i++)
         target = p->listeners[i].fd;
-    for (fd = 0; fd < 4096 && target >= 0; fd++) {
-        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-        n = readlink(path, link, sizeof(link) - 1);
-        if (n <= 0)
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        max = rl.rlim_cur < 65536 ? (int)rl.rlim_cur : 65536;
+    for (fd = 0; fd < max && target >= 0; fd++) {
+        if (fd == target)
             continue;
-        link[n] = '\0';
-        if (strcmp(link, "anon_inode:[eventpoll]") == 0 &&
-            epoll_watches(fd, target))
+        if (epoll_ctl(fd, EPOLL_CTL_ADD, target, &ev) == 0)
+            epoll_ctl(fd, EPOLL_CTL_DEL, target, &ev);
+        else if (errno == EEXIST)
             return fd;
     }
     return -1;
