@@ -251,7 +251,10 @@ def test_health_path_503_from_term_through_shutdown_delay(make_server, mode):
         assert s.get("/healthz").status == 503
         exited = wait_exit(wpid, delay + 10) - t_term
     log = s.log_since(mark)
-    assert delay <= exited <= delay + 0.3, \
+    # after the delay: prepare, 0.1 s of idle grace for the kept-alive
+    # connection, a step. Not one of the bars; the slack is for an
+    # ASan build on a busy machine (1.48 s was seen once with 0.3).
+    assert delay <= exited <= delay + 0.6, \
         "worker exited %.3fs after TERM with --shutdown-delay %.1f\n%s" % (
             exited, delay, log)
     assert not s.called("/healthz"), "the health path reached the app"
