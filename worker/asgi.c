@@ -913,7 +913,7 @@ static void wake_receivers(req_t *r)
 
 static int head_build(req_t *r, long long known)
 {
-    bool close = __atomic_load_n(&L.p->draining, __ATOMIC_RELAXED);
+    bool close = sl_response_must_close(r->c, r->gen);
     int rc = sl_response_head(&r->rs, &L.scratch, &r->c->req, r->status,
                               r->headers, known, r->want_trailers, close);
 
@@ -982,8 +982,7 @@ static int emit(req_t *r, const void *data, size_t len, bool last)
     if (last && r->want_trailers) {
         r->state = RS_TRAILERS;
     } else if (last) {
-        /* a body shorter than its Content-Length: only a close ends it */
-        if (rs->close || (rs->app_cl && !rs->no_body && rs->sent < rs->cl))
+        if (sl_response_ends_connection(rs))
             flags |= SL_SEND_CLOSE;
         req_end(r, iov, n, flags);
         return 0;

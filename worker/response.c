@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "worker/drain.h"
 #include "worker/http.h"
 #include "worker/pump.h"
 #include "worker/response.h"
@@ -131,45 +132,37 @@ int sl_response_check_headers(PyObject *headers, const char *what)
     return 0;
 }
 
-/* Copy the app's headers into B, noting what the server must know. */
-static int copy_headers(sl_response_t *rs, sl_buf_t *b, PyObject *headers,
-                        bool *has_server, bool *has_date)
+void sl_response_begin(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
+                       int status)
 {
-    Py_ssize_t i, n = PySequence_Fast_GET_SIZE(headers), nn, vn;
-    PyObject *name, *value;
-    const char *np, *vp;
+    memset(rs, 0, sizeof(*rs));
+    rs->status = status;
+    rs->no_body = req->head || status < 200 || status == 204 || status == 304;
+    b->len = b->off = 0;
+}
 
-    for (i = 0; i < n; i++) {
-        if (pair_at(headers, i, &name, &value, "http.response.start") < 0)
+int sl_response_field(sl_response_t *rs, sl_buf_t *b, const char *name,
+                      size_t nn, const char *value, size_t vn)
+{
+    if (sl_http_name_is(name, nn, "content-length")) {
+        if (sl_http_parse_u64(value, vn, &rs->cl) < 0)
             return -1;
-        np = PyBytes_AS_STRING(name);
-        nn = PyBytes_GET_SIZE(name);
-        vp = PyBytes_AS_STRING(value);
-        vn = PyBytes_GET_SIZE(value);
-        if (sl_http_name_is(np, (size_t)nn, "content-length")) {
-            if (sl_http_parse_u64(vp, (size_t)vn, &rs->cl) < 0) {
-                PyErr_Format(PyExc_ValueError,
-                             "http.response.start: bad content-length %R",
-                             value);
-                return -1;
-            }
-            rs->app_cl = true;
-        } else if (sl_http_name_is(np, (size_t)nn, "connection")) {
-            if (vn == 5 && sl_http_name_is(vp, 5, "close"))
-                rs->close = true;
-            continue; /* hop-by-hop: the server's to send */
-        } else if (sl_http_name_is(np, (size_t)nn, "transfer-encoding")) {
-            continue; /* the server frames the body */
-        } else if (sl_http_name_is(np, (size_t)nn, "server")) {
-            *has_server = true;
-        } else if (sl_http_name_is(np, (size_t)nn, "date")) {
-            *has_date = true;
-        }
-        sl_buf_append(b, np, (size_t)nn);
-        APPEND_LIT(b, ": ");
-        sl_buf_append(b, vp, (size_t)vn);
-        APPEND_LIT(b, "\r\n");
+        rs->app_cl = true;
+    } else if (sl_http_name_is(name, nn, "connection")) {
+        if (vn == 5 && sl_http_name_is(value, 5, "close"))
+            rs->close = true;
+        return 0; /* hop-by-hop: the server's to send */
+    } else if (sl_http_name_is(name, nn, "transfer-encoding")) {
+        return 0; /* the server frames the body */
+    } else if (sl_http_name_is(name, nn, "server")) {
+        rs->has_server = true;
+    } else if (sl_http_name_is(name, nn, "date")) {
+        rs->has_date = true;
     }
+    sl_buf_append(b, name, nn);
+    APPEND_LIT(b, ": ");
+    sl_buf_append(b, value, vn);
+    APPEND_LIT(b, "\r\n");
     return 0;
 }
 
@@ -182,6 +175,57 @@ static void append_u64(sl_buf_t *b, uint64_t v)
         digits[--i] = (char)('0' + v % 10);
     while ((v /= 10) != 0);
     sl_buf_append(b, digits + i, sizeof(digits) - i);
+}
+
+void sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
+                     long long known, bool trailers, bool close)
+{
+    int status = rs->status;
+    bool framed = status >= 200 && status != 204 && status != 304;
+
+    if (!rs->has_server)
+        APPEND_LIT(b, "Server: sluice\r\n");
+    if (!rs->has_date)
+        sl_buf_append(b, sl_pump_date(), SL_DATE_LINE_LEN);
+    if (rs->app_cl) {
+        /* a sized body has no room for trailers */
+    } else if (trailers && req->minor >= 1 && framed) {
+        rs->chunked = !req->head;
+        rs->trailers = rs->chunked;
+        if (rs->chunked)
+            APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
+    } else if (known >= 0 && framed) {
+        APPEND_LIT(b, "Content-Length: ");
+        append_u64(b, (uint64_t)known);
+        APPEND_LIT(b, "\r\n");
+        rs->app_cl = true;
+        rs->cl = (uint64_t)known;
+    } else if (!rs->no_body) {
+        if (req->minor >= 1) {
+            rs->chunked = true;
+            APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
+        } else {
+            rs->close = true; /* HTTP/1.0: the close ends the body */
+        }
+    }
+    if (!req->keep_alive || rs->close || close) {
+        rs->close = true;
+        APPEND_LIT(b, "Connection: close\r\n");
+    } else if (req->minor == 0) {
+        APPEND_LIT(b, "Connection: keep-alive\r\n");
+    }
+    APPEND_LIT(b, "\r\n");
+}
+
+bool sl_response_must_close(sl_conn_t *c, uint32_t gen)
+{
+    return sl_drain_closing(c->pump) ||
+           (c->req.has_body && sl_conn_body_left(c, gen) > SL_CONN_DISCARD_MAX);
+}
+
+bool sl_response_ends_connection(const sl_response_t *rs)
+{
+    return rs->close || (rs->app_cl && !rs->no_body && rs->sent < rs->cl);
 }
 
 /* "HTTP/1.1 NNN Reason\r\n" (STATUS is 100..999: the caller checked). */
@@ -201,50 +245,25 @@ int sl_response_head(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
                      int status, PyObject *headers, long long known,
                      bool trailers, bool close)
 {
-    bool has_server = false, has_date = false;
+    Py_ssize_t i, n = PySequence_Fast_GET_SIZE(headers);
+    PyObject *name, *value;
 
-    memset(rs, 0, sizeof(*rs));
-    rs->status = status;
-    rs->no_body = req->head || status < 200 || status == 204 || status == 304;
-    rs->close = close;
-    b->len = b->off = 0;
+    sl_response_begin(rs, b, req, status);
     status_line(b, status);
-    if (copy_headers(rs, b, headers, &has_server, &has_date) < 0)
-        return -1;
-    if (!has_server)
-        APPEND_LIT(b, "Server: sluice\r\n");
-    if (!has_date)
-        sl_buf_append(b, sl_pump_date(), SL_DATE_LINE_LEN);
-
-    if (rs->app_cl) {
-        trailers = false; /* a sized body has no room for them */
-    } else if (trailers && req->minor >= 1 && status >= 200 && status != 204 &&
-               status != 304) {
-        rs->chunked = !req->head;
-        rs->trailers = rs->chunked;
-        if (rs->chunked)
-            APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
-    } else if (known >= 0 && status >= 200 && status != 204 && status != 304) {
-        APPEND_LIT(b, "Content-Length: ");
-        append_u64(b, (uint64_t)known);
-        APPEND_LIT(b, "\r\n");
-        rs->app_cl = true;
-        rs->cl = (uint64_t)known;
-    } else if (!rs->no_body) {
-        if (req->minor >= 1) {
-            rs->chunked = true;
-            APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
-        } else {
-            rs->close = true; /* HTTP/1.0: the close ends the body */
+    for (i = 0; i < n; i++) {
+        if (pair_at(headers, i, &name, &value, "http.response.start") < 0)
+            return -1;
+        if (sl_response_field(rs, b, PyBytes_AS_STRING(name),
+                              (size_t)PyBytes_GET_SIZE(name),
+                              PyBytes_AS_STRING(value),
+                              (size_t)PyBytes_GET_SIZE(value)) < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "http.response.start: bad content-length %R", value);
+            return -1;
         }
     }
-    if (!req->keep_alive || rs->close) {
-        rs->close = true;
-        APPEND_LIT(b, "Connection: close\r\n");
-    } else if (req->minor == 0) {
-        APPEND_LIT(b, "Connection: keep-alive\r\n");
-    }
-    return APPEND_LIT(b, "\r\n");
+    sl_response_end(rs, b, req, known, trailers, close);
+    return 0;
 }
 
 void sl_response_frame(sl_response_t *rs, struct iovec *iov, int *n,

@@ -1,10 +1,15 @@
-/* response.h - an ASGI response on the wire: head, body framing, trailers.
+/* response.h - a response on the wire: head, body framing, trailers.
  *
- * ASGI hands the server a status, a list of [name, value] byte pairs and
- * body messages; this module turns them into HTTP/1.1 bytes. The framing is
- * decided when the head is built, from what is known then: the app's
- * Content-Length, the whole body when the first body message is the last
+ * WSGI and ASGI apps hand the server a status, header fields and body
+ * parts; this module turns them into HTTP/1.1 bytes, the same way for both.
+ * The framing is decided when the head is built, from what is known then:
+ * the app's Content-Length, the whole body when the first part is the last
  * one, or chunked encoding (close-delimited for HTTP/1.0) otherwise.
+ *
+ * A head is built in three steps: sl_response_begin(), the status line
+ * (the caller's: WSGI sends the app's status text), one
+ * sl_response_field() per app header, then sl_response_end().
+ * sl_response_head() does all of it for ASGI's [bytes, bytes] pairs.
  */
 #ifndef SL_RESPONSE_H
 #define SL_RESPONSE_H
@@ -24,14 +29,43 @@ typedef struct {
     bool close;    /* Connection: close was sent */
     bool app_cl;   /* a Content-Length is in the head (the app's or ours) */
     bool trailers; /* a chunked body ends with trailer fields */
-    uint64_t cl;   /* that Content-Length */
-    uint64_t sent; /* body bytes framed so far */
+    bool has_server, has_date; /* the app gave these fields */
+    uint64_t cl;               /* that Content-Length */
+    uint64_t sent;             /* body bytes framed so far */
 } sl_response_t;
 
 /* Validate HEADERS, a list or tuple of [bytes, bytes] pairs, as the ASGI
  * app gave them (WHAT names the message in errors). 0, or -1 with a
  * TypeError/ValueError set. GIL held. */
 int sl_response_check_headers(PyObject *headers, const char *what);
+
+/* Start the head of REQ's response with STATUS: empties B and RS. */
+void sl_response_begin(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
+                       int status);
+
+/* One header field the app gave (already checked for bad bytes): appended
+ * to B, except Connection and Transfer-Encoding, which are the server's;
+ * notes Content-Length, Server, Date and "Connection: close" in RS.
+ * 0, or -1 when a Content-Length is not a number. */
+int sl_response_field(sl_response_t *rs, sl_buf_t *b, const char *name,
+                      size_t nn, const char *value, size_t vn);
+
+/* Finish the head in B: Server and Date unless the app gave them, the
+ * framing, Connection, the blank line. KNOWN is the whole body length when
+ * known, else -1; TRAILERS asks for a chunked body that trailers end;
+ * CLOSE ends the connection after this response. */
+void sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
+                     long long known, bool trailers, bool close);
+
+/* Must the connection close after the response to C's request GEN, whatever
+ * the app says? When the worker drains, or when the body the app left
+ * unread is too big to read and drop. Executor side. */
+bool sl_response_must_close(sl_conn_t *c, uint32_t gen);
+
+/* Does a response ending now leave the client short of bytes (a body
+ * shorter than its Content-Length) or promised a close? Then the
+ * connection must close. */
+bool sl_response_ends_connection(const sl_response_t *rs);
 
 /* Build the head of REQ's response into B (emptied first): STATUS,
  * HEADERS (checked), and the framing: KNOWN is the whole body length when

@@ -20,6 +20,7 @@
 #include "worker/drain.h"
 #include "worker/http.h"
 #include "worker/py.h"
+#include "worker/response.h"
 #include "worker/wsgi.h"
 #include "worker/wsgi_input.h"
 
@@ -33,16 +34,10 @@ struct sl_wsgi_lane {
     uint32_t gen;
     PyObject *status;  /* owned, set by start_response */
     PyObject *headers; /* owned, set by start_response */
-    int code;
-    bool sent;  /* the head is queued */
-    bool gone;  /* nothing more can be sent */
-    bool ended; /* END was queued: the loop may move on */
-    bool chunked;
-    bool close;
-    bool no_body; /* HEAD, 1xx, 204, 304 */
-    bool app_cl;  /* the app gave Content-Length */
-    uint64_t cl;
-    uint64_t body_sent;
+    sl_response_t rs;  /* the head's framing, once it is built */
+    bool sent;         /* the head is queued */
+    bool gone;         /* nothing more can be sent */
+    bool ended;        /* END was queued: the loop may move on */
 };
 
 typedef struct {
@@ -295,11 +290,7 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
     sl_buf_t *b = &l->head;
     Py_ssize_t i, n, sn, nn, vn;
     const char *s, *name, *val;
-    bool has_server = false, has_date = false, keep;
-    char line[64];
-    int len;
 
-    b->len = b->off = 0;
     s = latin1(l->status, &sn, "status");
     if (s == NULL)
         return -1;
@@ -309,12 +300,8 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
                      l->status);
         return -1;
     }
-    l->code = (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0');
-    l->no_body =
-        c->req.head || l->code < 200 || l->code == 204 || l->code == 304;
-    l->app_cl = false;
-    l->close = false;
-    l->chunked = false;
+    sl_response_begin(&l->rs, b, &c->req,
+                      (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0'));
     APPEND_LIT(b, "HTTP/1.1 ");
     sl_buf_append(b, s, (size_t)sn);
     APPEND_LIT(b, "\r\n");
@@ -333,59 +320,15 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
             PyErr_Format(PyExc_ValueError, "bad header %R", t);
             return -1;
         }
-        if (sl_http_name_is(name, (size_t)nn, "content-length")) {
-            if (sl_http_parse_u64(val, (size_t)vn, &l->cl) < 0) {
-                PyErr_Format(PyExc_ValueError, "bad Content-Length %R", t);
-                return -1;
-            }
-            l->app_cl = true;
-        } else if (sl_http_name_is(name, (size_t)nn, "connection")) {
-            if (vn == 5 && sl_http_name_is(val, 5, "close"))
-                l->close = true;
-            continue; /* hop-by-hop: ours to send */
-        } else if (sl_http_name_is(name, (size_t)nn, "transfer-encoding")) {
-            continue; /* ours too: we frame the body */
-        } else if (sl_http_name_is(name, (size_t)nn, "server")) {
-            has_server = true;
-        } else if (sl_http_name_is(name, (size_t)nn, "date")) {
-            has_date = true;
-        }
-        sl_buf_append(b, name, (size_t)nn);
-        APPEND_LIT(b, ": ");
-        sl_buf_append(b, val, (size_t)vn);
-        APPEND_LIT(b, "\r\n");
-    }
-    if (!has_server)
-        APPEND_LIT(b, "Server: sluice\r\n");
-    if (!has_date)
-        sl_buf_append(b, sl_pump_date(), SL_DATE_LINE_LEN);
-
-    if (!l->app_cl && known >= 0 && l->code >= 200 && l->code != 204 &&
-        l->code != 304) {
-        len = snprintf(line, sizeof(line), "Content-Length: %lld\r\n", known);
-        sl_buf_append(b, line, (size_t)len);
-        l->app_cl = true;
-        l->cl = (uint64_t)known;
-    } else if (!l->app_cl && !l->no_body) {
-        if (c->req.minor >= 1) {
-            l->chunked = true;
-            APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
-        } else {
-            l->close = true; /* HTTP/1.0: the close ends the body */
+        if (sl_response_field(&l->rs, b, name, (size_t)nn, val, (size_t)vn) <
+            0) {
+            PyErr_Format(PyExc_ValueError, "bad Content-Length %R", t);
+            return -1;
         }
     }
-    /* an unread body too big to drop after the response ends the
-     * connection, and the client must hear it */
-    keep = c->req.keep_alive && !l->close && !sl_drain_closing(pump) &&
-           (!c->req.has_body ||
-            sl_conn_body_left(c, l->gen) <= SL_CONN_DISCARD_MAX);
-    if (!keep) {
-        l->close = true;
-        APPEND_LIT(b, "Connection: close\r\n");
-    } else if (c->req.minor == 0) {
-        APPEND_LIT(b, "Connection: keep-alive\r\n");
-    }
-    return APPEND_LIT(b, "\r\n");
+    sl_response_end(&l->rs, b, &c->req, known, false,
+                    sl_response_must_close(c, l->gen));
+    return 0;
 }
 
 /* Queue DATA (and the head first if it is not out yet); END finishes the
@@ -395,7 +338,6 @@ static int emit(sl_wsgi_lane_t *l, const char *data, size_t len, bool end)
     struct iovec iov[4];
     char size_line[24];
     int n = 0, flags = 0, rc;
-    static const char crlf_end[] = "\r\n0\r\n\r\n";
 
     if (l->gone)
         return -1;
@@ -404,31 +346,10 @@ static int emit(sl_wsgi_lane_t *l, const char *data, size_t len, bool end)
         iov[n++].iov_len = l->head.len;
         l->sent = true;
     }
-    if (l->no_body)
-        len = 0;
-    if (l->app_cl && l->body_sent + len > l->cl)
-        len = (size_t)(l->cl - l->body_sent); /* never more than promised */
-    if (len > 0) {
-        if (l->chunked) {
-            iov[n].iov_base = size_line;
-            iov[n++].iov_len =
-                (size_t)snprintf(size_line, sizeof(size_line), "%zx\r\n", len);
-        }
-        iov[n].iov_base = (void *)data;
-        iov[n++].iov_len = len;
-        l->body_sent += len;
-    }
-    if (l->chunked && len > 0) {
-        iov[n].iov_base = (void *)crlf_end;
-        iov[n++].iov_len = end ? sizeof(crlf_end) - 1 : 2;
-    } else if (l->chunked && end) {
-        iov[n].iov_base = (void *)(crlf_end + 2);
-        iov[n++].iov_len = sizeof(crlf_end) - 3;
-    }
+    sl_response_frame(&l->rs, iov, &n, size_line, data, len, end);
     if (end) {
         flags |= SL_SEND_END;
-        /* a body shorter than its Content-Length: only a close ends it */
-        if (l->close || (l->app_cl && !l->no_body && l->body_sent < l->cl))
+        if (sl_response_ends_connection(&l->rs))
             flags |= SL_SEND_CLOSE;
     }
     rc = sl_conn_send(l->c, l->gen, iov, n, flags);
@@ -841,9 +762,9 @@ static int send_file(sl_wsgi_lane_t *l, file_wrapper_t *fw)
         if (head_build(l, (long long)len) < 0)
             return -1;
     }
-    if (l->app_cl && l->cl < len)
-        len = l->cl;
-    if (l->no_body || len == 0) {
+    if (l->rs.app_cl && l->rs.cl < len)
+        len = l->rs.cl;
+    if (l->rs.no_body || len == 0) {
         emit(l, NULL, 0, true);
         return 1;
     }
@@ -854,10 +775,10 @@ static int send_file(sl_wsgi_lane_t *l, file_wrapper_t *fw)
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
-    l->body_sent += len;
+    l->rs.sent += len;
     if (sl_conn_sendfile(l->c, l->gen, dup_fd, off, (size_t)len,
-                         (l->close || l->body_sent < l->cl) ? SL_SEND_CLOSE
-                                                            : 0) == 0)
+                         sl_response_ends_connection(&l->rs) ? SL_SEND_CLOSE
+                                                             : 0) == 0)
         l->ended = true;
     l->gone = true;
     return 1;
@@ -972,9 +893,7 @@ void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen)
     l->c = c;
     l->gen = gen;
     l->sent = l->gone = l->ended = false;
-    l->body_sent = 0;
-    l->cl = 0;
-    l->app_cl = false;
+    memset(&l->rs, 0, sizeof(l->rs));
 
     env = build_environ(c, gen);
     if (env == NULL) {

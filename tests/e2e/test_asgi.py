@@ -182,6 +182,27 @@ def test_body_sent_slowly(server):
         assert int(r.header("X-Messages")) >= 2
 
 
+def test_big_unread_body_ends_the_connection_openly(server):
+    # the app answers without reading a body too big to read and drop
+    # (over 1 MiB left): the response must say it closes, then close
+    size = 8 * 1024 * 1024
+    head = ("POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+            % size).encode()
+    with server.connect(timeout=10) as c:
+        c.send(head + b"x" * 65536)
+        r = c.read_response()
+        assert r.status == 200 and r.body == b"hello\n"
+        assert r.has_token("Connection", "close"), r.raw[:300]
+        c.expect_eof()
+    # a small unread body is dropped and the connection stays open
+    with server.connect(timeout=10) as c:
+        c.send(b"POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"
+               b"abcde")
+        r = c.read_response()
+        assert r.status == 200 and not r.has_token("Connection", "close")
+        assert c.request("GET", "/hello").body == b"hello\n"
+
+
 def test_expect_continue(server):
     with server.connect() as c:
         c.send(build_request("POST", "/echo",
