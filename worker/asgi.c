@@ -214,35 +214,8 @@ static const char *const key_names[K_COUNT] = {
 static PyObject *K[K_COUNT];
 static PyObject *method_names[64];
 
-/* Request header names as the scope has them, made once. */
-static struct {
-    const char *name;
-    PyObject *obj;
-} common_hdrs[] = {
-    {"host", NULL},
-    {"user-agent", NULL},
-    {"accept", NULL},
-    {"accept-encoding", NULL},
-    {"accept-language", NULL},
-    {"connection", NULL},
-    {"content-type", NULL},
-    {"content-length", NULL},
-    {"cookie", NULL},
-    {"referer", NULL},
-    {"cache-control", NULL},
-    {"authorization", NULL},
-    {"origin", NULL},
-    {"x-forwarded-for", NULL},
-    {"x-forwarded-proto", NULL},
-    {"x-request-id", NULL},
-    {"if-none-match", NULL},
-    {"if-modified-since", NULL},
-    {"transfer-encoding", NULL},
-    {"expect", NULL},
-    {"upgrade", NULL},
-    {"te", NULL},
-};
-#define NCOMMON (sizeof(common_hdrs) / sizeof(common_hdrs[0]))
+/* sl_http_common_names as the scope has them (bytes), made once. */
+static PyObject *common_names[SL_HTTP_NCOMMON];
 
 static PyTypeObject req_type, receive_type, send_type, done_type;
 
@@ -1331,10 +1304,10 @@ static PyObject *header_name(const char *name, size_t n)
     char stackbuf[256], *low = stackbuf;
     size_t i;
     PyObject *b;
+    int k = sl_http_common_index(name, n);
 
-    for (i = 0; i < NCOMMON; i++)
-        if (sl_http_name_is(name, n, common_hdrs[i].name))
-            return Py_NewRef(common_hdrs[i].obj);
+    if (k >= 0)
+        return Py_NewRef(common_names[k]);
     if (n > sizeof(stackbuf) && (low = malloc(n)) == NULL)
         return PyErr_NoMemory();
     for (i = 0; i < n; i++)
@@ -2074,9 +2047,9 @@ static int init_names(void)
     for (i = 0; i < K_COUNT; i++)
         if ((K[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
             return -1;
-    for (i = 0; i < NCOMMON; i++) {
-        common_hdrs[i].obj = PyBytes_FromString(common_hdrs[i].name);
-        if (common_hdrs[i].obj == NULL)
+    for (i = 0; i < SL_HTTP_NCOMMON; i++) {
+        common_names[i] = PyBytes_FromString(sl_http_common_names[i]);
+        if (common_names[i] == NULL)
             return -1;
     }
     for (i = 0; i < 64; i++)

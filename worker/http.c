@@ -30,6 +30,42 @@ bool sl_http_name_is(const char *p, size_t n, const char *name)
     return name[n] == '\0';
 }
 
+const char *const sl_http_common_names[SL_HTTP_NCOMMON] = {
+    "host",
+    "user-agent",
+    "accept",
+    "accept-encoding",
+    "accept-language",
+    "connection",
+    "cookie",
+    "content-type",
+    "content-length",
+    "referer",
+    "cache-control",
+    "authorization",
+    "origin",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-request-id",
+    "if-none-match",
+    "if-modified-since",
+    "upgrade-insecure-requests",
+    "transfer-encoding",
+    "expect",
+    "upgrade",
+    "te",
+};
+
+int sl_http_common_index(const char *p, size_t n)
+{
+    int i;
+
+    for (i = 0; i < SL_HTTP_NCOMMON; i++)
+        if (sl_http_name_is(p, n, sl_http_common_names[i]))
+            return i;
+    return -1;
+}
+
 static void trim_value(const char *base, sl_hdr_t *hd)
 {
     while (hd->val_len > 0 && (base[hd->val_off + hd->val_len - 1] == ' ' ||

@@ -21,6 +21,15 @@ void sl_http_error_head(sl_buf_t *b, int status);
 /* Case-insensitive compare of a header name slice with NAME (lower case). */
 bool sl_http_name_is(const char *p, size_t n, const char *name);
 
+/* Request header names common enough that the executors make their Python
+ * forms once (WSGI's environ keys, ASGI's lower-case bytes), lower case. */
+#define SL_HTTP_NCOMMON 23
+extern const char *const sl_http_common_names[SL_HTTP_NCOMMON];
+
+/* The index of header name P[0..N) (any case) in sl_http_common_names,
+ * or -1. */
+int sl_http_common_index(const char *p, size_t n);
+
 /* Is C's request for --health-path (GET or HEAD, no body)? */
 bool sl_http_is_health(const sl_conn_t *c);
 

@@ -88,33 +88,8 @@ static const char *const key_names[K_COUNT] = {
 };
 static PyObject *keys[K_COUNT];
 
-/* Common request headers and their environ keys. */
-static struct {
-    const char *name; /* lower case */
-    const char *key;
-    PyObject *obj;
-} common_hdrs[] = {
-    {"host", "HTTP_HOST", NULL},
-    {"user-agent", "HTTP_USER_AGENT", NULL},
-    {"accept", "HTTP_ACCEPT", NULL},
-    {"accept-encoding", "HTTP_ACCEPT_ENCODING", NULL},
-    {"accept-language", "HTTP_ACCEPT_LANGUAGE", NULL},
-    {"connection", "HTTP_CONNECTION", NULL},
-    {"cookie", "HTTP_COOKIE", NULL},
-    {"content-type", "CONTENT_TYPE", NULL},
-    {"content-length", "CONTENT_LENGTH", NULL},
-    {"referer", "HTTP_REFERER", NULL},
-    {"cache-control", "HTTP_CACHE_CONTROL", NULL},
-    {"authorization", "HTTP_AUTHORIZATION", NULL},
-    {"origin", "HTTP_ORIGIN", NULL},
-    {"x-forwarded-for", "HTTP_X_FORWARDED_FOR", NULL},
-    {"x-forwarded-proto", "HTTP_X_FORWARDED_PROTO", NULL},
-    {"x-request-id", "HTTP_X_REQUEST_ID", NULL},
-    {"if-none-match", "HTTP_IF_NONE_MATCH", NULL},
-    {"if-modified-since", "HTTP_IF_MODIFIED_SINCE", NULL},
-    {"upgrade-insecure-requests", "HTTP_UPGRADE_INSECURE_REQUESTS", NULL},
-};
-#define NCOMMON (sizeof(common_hdrs) / sizeof(common_hdrs[0]))
+/* The environ keys of sl_http_common_names, made once. */
+static PyObject *common_keys[SL_HTTP_NCOMMON];
 
 /* ------------------------------------------------------------------ */
 /* wsgi.errors                                                        */
@@ -540,35 +515,43 @@ static int set_path(PyObject *env, const char *p, size_t n)
 
 /* The environ key for a header name; new reference, NULL with an
  * exception, or Py_None (new ref) when the header is to be dropped. */
-static PyObject *header_key(const char *name, size_t n)
+/* HTTP_NAME_IN_CAPS, or CONTENT_TYPE / CONTENT_LENGTH (CGI's). */
+static PyObject *make_key(const char *name, size_t n)
 {
     char stackbuf[256], *key = stackbuf;
-    size_t i;
+    size_t i, pre = 5;
     PyObject *k;
 
-    for (i = 0; i < NCOMMON; i++) {
-        if (sl_http_name_is(name, n, common_hdrs[i].name)) {
-            Py_INCREF(common_hdrs[i].obj);
-            return common_hdrs[i].obj;
-        }
-    }
-    if (memchr(name, '_', n) != NULL)
-        Py_RETURN_NONE; /* would alias the dashed name in environ */
-    if (n + 5 > sizeof(stackbuf) && (key = malloc(n + 5)) == NULL)
+    if (sl_http_name_is(name, n, "content-type") ||
+        sl_http_name_is(name, n, "content-length"))
+        pre = 0;
+    if (n + pre > sizeof(stackbuf) && (key = malloc(n + pre)) == NULL)
         return PyErr_NoMemory();
-    memcpy(key, "HTTP_", 5);
+    memcpy(key, "HTTP_", pre);
     for (i = 0; i < n; i++) {
         char ch = name[i];
         if (ch >= 'a' && ch <= 'z')
             ch = (char)(ch - 32);
         else if (ch == '-')
             ch = '_';
-        key[5 + i] = ch;
+        key[pre + i] = ch;
     }
-    k = PyUnicode_DecodeLatin1(key, (Py_ssize_t)(n + 5), NULL);
+    k = PyUnicode_DecodeLatin1(key, (Py_ssize_t)(n + pre), NULL);
     if (key != stackbuf)
         free(key);
     return k;
+}
+
+/* The environ key of a request header, or None for one that is dropped. */
+static PyObject *header_key(const char *name, size_t n)
+{
+    int i = sl_http_common_index(name, n);
+
+    if (i >= 0)
+        return Py_NewRef(common_keys[i]);
+    if (memchr(name, '_', n) != NULL)
+        Py_RETURN_NONE; /* would alias the dashed name in environ */
+    return make_key(name, n);
 }
 
 static int set_headers(PyObject *env, const sl_req_t *r)
@@ -993,10 +976,11 @@ int sl_wsgi_init(PyObject *the_app, sl_pump_t *p)
     for (i = 0; i < K_COUNT; i++)
         if ((keys[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
             goto out_fail;
-    for (i = 0; i < NCOMMON; i++) {
-        common_hdrs[i].obj = PyUnicode_InternFromString(common_hdrs[i].key);
-        if (common_hdrs[i].obj == NULL)
+    for (i = 0; i < SL_HTTP_NCOMMON; i++) {
+        const char *name = sl_http_common_names[i];
+        if ((common_keys[i] = make_key(name, strlen(name))) == NULL)
             goto out_fail;
+        PyUnicode_InternInPlace(&common_keys[i]);
     }
     for (i = 0; i < 64; i++)
         method_names[i] = PyUnicode_InternFromString("UNKNOWN");

@@ -126,6 +126,26 @@ START_TEST(test_name_is)
 }
 END_TEST
 
+START_TEST(test_common_index)
+{
+    int i;
+
+    ck_assert_int_eq(sl_http_common_index("Host", 4), 0);
+    ck_assert_int_eq(sl_http_common_index("CONTENT-length", 14),
+                     sl_http_common_index("content-length", 14));
+    ck_assert_int_ge(sl_http_common_index("te", 2), 0);
+    ck_assert_int_eq(sl_http_common_index("hos", 3), -1);
+    ck_assert_int_eq(sl_http_common_index("hostx", 5), -1);
+    ck_assert_int_eq(sl_http_common_index("x-custom", 8), -1);
+    ck_assert_int_eq(sl_http_common_index("", 0), -1);
+    /* every name is found at its own index, so none shadows another */
+    for (i = 0; i < SL_HTTP_NCOMMON; i++)
+        ck_assert_int_eq(sl_http_common_index(sl_http_common_names[i],
+                                              strlen(sl_http_common_names[i])),
+                         i);
+}
+END_TEST
+
 START_TEST(test_reason)
 {
     ck_assert_str_eq(sl_http_reason(200), "OK");
@@ -489,6 +509,7 @@ static Suite *http_suite(void)
     TCase *tc = tcase_create("helpers");
 
     tcase_add_test(tc, test_name_is);
+    tcase_add_test(tc, test_common_index);
     tcase_add_test(tc, test_reason);
     tcase_add_test(tc, test_error_head);
     tcase_add_test(tc, test_error_head_appends);
