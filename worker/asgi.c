@@ -1784,13 +1784,9 @@ static int find_backend_fd(sl_pump_t *p)
 int sl_asgi_run_inline(sl_pump_t *p)
 {
     PyObject *res;
-    int i, bfd;
+    int bfd;
 
-    /* what sl_pump_run() does before its ev_run(): start accepting */
-    for (i = 0; i < p->nlisteners; i++)
-        if (p->listeners[i].fd >= 0)
-            ev_io_start(p->loop, &p->listeners[i].io);
-    p->accepting = true;
+    sl_pump_start(p);
     ev_run(p->loop, EVRUN_NOWAIT);
     bfd = find_backend_fd(p);
     if (bfd < 0) {

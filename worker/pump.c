@@ -543,9 +543,14 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds)
     return 0;
 }
 
-int sl_pump_run(sl_pump_t *p)
+void sl_pump_start(sl_pump_t *p)
 {
     listeners_start(p, true);
+}
+
+int sl_pump_run(sl_pump_t *p)
+{
+    sl_pump_start(p);
     ev_run(p->loop, 0);
     return p->exit_status;
 }

@@ -101,6 +101,10 @@ void sl_pump_set_ctl(sl_pump_t *p, int fd);
 /* Send a control message of TYPE with the current counters. */
 void sl_pump_ctl(sl_pump_t *p, uint32_t type);
 
+/* Start accepting: sl_pump_run() does it first; a loop that drives libev
+ * itself (ASGI inline mode) calls it before its first ev_run(). */
+void sl_pump_start(sl_pump_t *p);
+
 /* Run until drained; returns the worker's exit status. */
 int sl_pump_run(sl_pump_t *p);
 
