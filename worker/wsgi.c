@@ -594,7 +594,7 @@ static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
 {
     const sl_req_t *r = &c->req;
     const char *url = r->hbuf.data + r->url_off, *q, *end, *path;
-    size_t n = r->url_len;
+    size_t n = r->url_len, off;
     PyObject *env, *input;
     int rc, li = c->listener;
 
@@ -612,15 +612,16 @@ static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
 
     /* absolute-form (a proxy's request): keep only path and query; a
      * target with no path has the path "/" */
-    path = url;
-    end = url + n;
+    off = 0;
     if (n > 0 && url[0] != '/' && (q = memchr(url, ':', n)) != NULL &&
         (size_t)(q - url) + 3 <= n && q[1] == '/' && q[2] == '/') {
-        path = q + 3;
-        while (path < end && *path != '/' && *path != '?' && *path != '#')
-            path++;
+        off = (size_t)(q - url) + 3;
+        while (off < n && url[off] != '/' && url[off] != '?' && url[off] != '#')
+            off++;
     }
-    if ((q = memchr(path, '#', (size_t)(end - path))) != NULL)
+    path = url + off;
+    end = url + n;
+    if ((q = memchr(path, '#', n - off)) != NULL)
         end = q;
     q = memchr(path, '?', (size_t)(end - path));
     if (path == (q ? q : end) && path != url)
