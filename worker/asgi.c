@@ -1694,6 +1694,7 @@ static void check_credit(void)
 
 static void ev_drive(void)
 {
+    sl_ticket_t batch[TICKET_BATCH];
     uint32_t i, n;
     int round;
 
@@ -1702,11 +1703,11 @@ static void ev_drive(void)
     for (round = 0; round < 4; round++) {
         flush_dirty();
         ev_run(L.p->loop, EVRUN_NOWAIT);
-        /* wake tickets the pass queued: ours to take, no handoff */
-        n = L.p->npending;
-        L.p->npending = 0;
+        /* wake tickets the pass queued: ours to take, no handoff (a copy:
+         * handling one may queue another) */
+        n = sl_pump_take_tickets(L.p, batch, TICKET_BATCH);
         for (i = 0; i < n; i++)
-            handle_ticket(&L.p->pending[i]);
+            handle_ticket(&batch[i]);
         check_credit();
         if (L.ndirty == 0 || L.p->stopping)
             break;

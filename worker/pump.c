@@ -310,6 +310,16 @@ void sl_pump_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind)
     t->kind = kind;
 }
 
+uint32_t sl_pump_take_tickets(sl_pump_t *p, sl_ticket_t *out, uint32_t max)
+{
+    uint32_t n = p->npending < max ? p->npending : max;
+
+    memcpy(out, p->pending, n * sizeof(*out));
+    memmove(p->pending, p->pending + n, (p->npending - n) * sizeof(*out));
+    p->npending -= n;
+    return n;
+}
+
 void sl_pump_submit(sl_pump_t *p, sl_conn_t *c)
 {
     sl_pump_queue_ticket(p, c, SL_TICKET_SUBMIT);

@@ -117,6 +117,11 @@ void sl_pump_submit(sl_pump_t *p, sl_conn_t *c);
 /* Loop side: queue a ticket of KIND for C, sent with this pass's batch. */
 void sl_pump_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind);
 
+/* Loop side, for an executor that runs on the loop thread (ASGI inline):
+ * take up to MAX of this pass's queued tickets into OUT now, rather than
+ * through the queue at the end of the pass. Returns how many. */
+uint32_t sl_pump_take_tickets(sl_pump_t *p, sl_ticket_t *out, uint32_t max);
+
 /* Executor side: C has something for the loop. Thread-safe. */
 void sl_pump_notify(sl_pump_t *p, sl_conn_t *c);
 

@@ -494,6 +494,39 @@ START_TEST(test_submits_batched_per_pass)
 }
 END_TEST
 
+/* An executor on the loop thread takes the pass's tickets at once, in
+ * order, as many as it asks for; the rest stay for the end of the pass. */
+START_TEST(test_take_tickets)
+{
+    h_client_t other;
+    sl_ticket_t got[4];
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    h_connect(&pump, &client);
+    h_connect(&pump, &other);
+    ck_assert_uint_eq(sl_pump_take_tickets(&pump, got, 4), 0);
+    sl_pump_queue_ticket(&pump, client.conn, SL_TICKET_WAKE);
+    sl_pump_queue_ticket(&pump, other.conn, SL_TICKET_WAKE);
+    sl_pump_queue_ticket(&pump, client.conn, SL_TICKET_SUBMIT);
+    ck_assert_uint_eq(sl_pump_take_tickets(&pump, got, 2), 2);
+    ck_assert_uint_eq(got[0].idx, client.conn->idx);
+    ck_assert_uint_eq(got[0].kind, SL_TICKET_WAKE);
+    ck_assert_uint_eq(got[1].idx, other.conn->idx);
+    ck_assert_uint_eq(pump.npending, 1);
+    /* one queued while the first ones are handled goes after the rest */
+    sl_pump_queue_ticket(&pump, other.conn, SL_TICKET_WAKE);
+    ck_assert_uint_eq(sl_pump_take_tickets(&pump, got, 4), 2);
+    ck_assert_uint_eq(got[0].idx, client.conn->idx);
+    ck_assert_uint_eq(got[0].kind, SL_TICKET_SUBMIT);
+    ck_assert_uint_eq(got[1].idx, other.conn->idx);
+    ck_assert_uint_eq(pump.npending, 0);
+    ev_run(pump.loop, EVRUN_NOWAIT);
+    ck_assert_uint_eq(queue_count(&pump.work), 0); /* nothing left over */
+    h_client_close(&other);
+}
+END_TEST
+
 /* More tickets in one pass than the batch holds are dropped (and said
  * so in the log), never written past the batch. */
 START_TEST(test_batch_overflow_is_bounded)
@@ -805,6 +838,7 @@ static Suite *pump_suite(void)
     tcase_add_test(tc, test_pool_limit);
     tcase_add_test(tc, test_stop_listening);
     tcase_add_test(tc, test_submits_batched_per_pass);
+    tcase_add_test(tc, test_take_tickets);
     tcase_add_test(tc, test_batch_overflow_is_bounded);
     tcase_add_test(tc, test_completion_from_another_thread);
     tcase_add_test(tc, test_completion_for_free_slot);
