@@ -41,6 +41,7 @@
 #include "common/log.h"
 #include "worker/asgi.h"
 #include "worker/asgi_lifespan.h"
+#include "worker/asgi_scope.h"
 #include "worker/http.h"
 #include "worker/py.h"
 #include "worker/response.h"
@@ -103,15 +104,13 @@ static struct {
     PyObject *base_ctx;        /* owned: the context every Task copies */
     PyObject *cancelled_error; /* owned: asyncio.CancelledError */
     PyObject *state;           /* owned: lifespan state, or NULL */
-    PyObject *proto;           /* owned: the prototype scope */
     PyObject *done_none;       /* owned: the completed awaitable of None */
     PyObject *empty;           /* owned: b"" */
     PyObject *empty_tuple;     /* owned: () */
-    PyObject *server[SL_MAX_LISTENERS]; /* owned: (host, port) or None */
-    req_t **slots;                      /* per connection: the request whose
-                                           response it carries (borrowed) */
-    req_t *live;                        /* every request whose app still runs */
-    sl_buf_t scratch;                   /* a head or trailers being sent */
+    req_t **slots;             /* per connection: the request whose
+                                  response it carries (borrowed) */
+    req_t *live;               /* every request whose app still runs */
+    sl_buf_t scratch;          /* a head or trailers being sent */
     const char *loop_name;
     bool started;
     bool inline_mode;
@@ -142,27 +141,13 @@ static struct {
 /* Interned names, built once from this table. */
 enum {
     K_TYPE,
-    K_ASGI,
-    K_HTTP_VERSION,
-    K_METHOD,
-    K_SCHEME,
     K_PATH,
-    K_RAW_PATH,
-    K_QUERY_STRING,
-    K_ROOT_PATH,
     K_HEADERS,
-    K_CLIENT,
-    K_SERVER,
-    K_STATE,
-    K_EXTENSIONS,
     K_BODY,
     K_MORE_BODY,
     K_STATUS,
     K_TRAILERS,
     K_MORE_TRAILERS,
-    K_HTTP,
-    K_1_0,
-    K_1_1,
     K_HTTP_REQUEST,
     K_HTTP_DISCONNECT,
     K_RESPONSE_START,
@@ -178,27 +163,13 @@ enum {
 };
 static const char *const key_names[K_COUNT] = {
     "type",
-    "asgi",
-    "http_version",
-    "method",
-    "scheme",
     "path",
-    "raw_path",
-    "query_string",
-    "root_path",
     "headers",
-    "client",
-    "server",
-    "state",
-    "extensions",
     "body",
     "more_body",
     "status",
     "trailers",
     "more_trailers",
-    "http",
-    "1.0",
-    "1.1",
     "http.request",
     "http.disconnect",
     "http.response.start",
@@ -212,10 +183,6 @@ static const char *const key_names[K_COUNT] = {
     "close",
 };
 static PyObject *K[K_COUNT];
-static PyObject *method_names[64];
-
-/* sl_http_common_names as the scope has them (bytes), made once. */
-static PyObject *common_names[SL_HTTP_NCOMMON];
 
 static PyTypeObject req_type, receive_type, send_type, done_type;
 
@@ -1267,158 +1234,7 @@ static PyTypeObject send_type = {
 };
 
 /* ------------------------------------------------------------------ */
-/* the scope                                                          */
-
-static int set_steal(PyObject *d, PyObject *key, PyObject *v)
-{
-    int rc;
-
-    if (v == NULL)
-        return -1;
-    rc = PyDict_SetItem(d, key, v);
-    Py_DECREF(v);
-    return rc;
-}
-
-/* path: percent-decoded, then UTF-8 (bad bytes replaced, as uvicorn). */
-static PyObject *decode_path(const char *p, size_t n)
-{
-    size_t o;
-    char *buf;
-    PyObject *s;
-
-    if (memchr(p, '%', n) == NULL)
-        return PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, "replace");
-    buf = malloc(n); /* only for a path with escapes in it */
-    if (buf == NULL)
-        return PyErr_NoMemory();
-    o = sl_http_unquote(p, n, buf);
-    s = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)o, "replace");
-    free(buf);
-    return s;
-}
-
-/* A header name in lower case, as bytes (shared for the common ones). */
-static PyObject *header_name(const char *name, size_t n)
-{
-    char stackbuf[256], *low = stackbuf;
-    size_t i;
-    PyObject *b;
-    int k = sl_http_common_index(name, n);
-
-    if (k >= 0)
-        return Py_NewRef(common_names[k]);
-    if (n > sizeof(stackbuf) && (low = malloc(n)) == NULL)
-        return PyErr_NoMemory();
-    for (i = 0; i < n; i++)
-        low[i] =
-            (name[i] >= 'A' && name[i] <= 'Z') ? (char)(name[i] + 32) : name[i];
-    b = PyBytes_FromStringAndSize(low, (Py_ssize_t)n);
-    if (low != stackbuf)
-        free(low);
-    return b;
-}
-
-static PyObject *scope_headers(const sl_req_t *q)
-{
-    const char *hb = q->hbuf.data;
-    PyObject *list = PyList_New(q->nhdrs), *t, *name, *val;
-    int i;
-
-    if (list == NULL)
-        return NULL;
-    for (i = 0; i < q->nhdrs; i++) {
-        const sl_hdr_t *hd = &q->hdrs[i];
-        name = header_name(hb + hd->name_off, hd->name_len);
-        val = PyBytes_FromStringAndSize(hb + hd->val_off, hd->val_len);
-        t = PyTuple_New(2);
-        if (name == NULL || val == NULL || t == NULL) {
-            Py_XDECREF(name);
-            Py_XDECREF(val);
-            Py_XDECREF(t);
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, 0, name);
-        PyTuple_SET_ITEM(t, 1, val);
-        PyList_SET_ITEM(list, i, t);
-    }
-    return list;
-}
-
-static PyObject *scope_client(const sl_conn_t *c)
-{
-    PyObject *client;
-
-    if (c->peer.ss_family != AF_INET && c->peer.ss_family != AF_INET6)
-        Py_RETURN_NONE;
-    if (sl_py_peer(c, NULL, NULL, &client) < 0)
-        return NULL;
-    return Py_NewRef(client);
-}
-
-static PyObject *build_scope(const sl_conn_t *c)
-{
-    const sl_req_t *q = &c->req;
-    const char *url = q->hbuf.data + q->url_off, *qs, *end;
-    size_t n = q->url_len, pn;
-    PyObject *scope = PyDict_Copy(L.proto);
-
-    if (scope == NULL)
-        return NULL;
-    /* absolute-form (a proxy's request): keep only path and query */
-    if (n > 0 && url[0] != '/' && (qs = memchr(url, ':', n)) != NULL &&
-        (size_t)(qs - url) + 3 <= n && qs[1] == '/' && qs[2] == '/') {
-        const char *p = qs + 3;
-        const char *slash = memchr(p, '/', n - (size_t)(p - url));
-        end = url + n;
-        url = slash ? slash : end;
-        n = (size_t)(end - url);
-    }
-    end = memchr(url, '#', n);
-    if (end != NULL)
-        n = (size_t)(end - url);
-    qs = memchr(url, '?', n);
-    pn = qs ? (size_t)(qs - url) : n;
-    if (PyDict_SetItem(scope, K[K_HTTP_VERSION], K[q->minor ? K_1_1 : K_1_0]) <
-            0 ||
-        PyDict_SetItem(scope, K[K_METHOD], method_names[q->method & 63]) < 0 ||
-        set_steal(scope, K[K_PATH], decode_path(url, pn)) < 0 ||
-        set_steal(scope, K[K_RAW_PATH],
-                  PyBytes_FromStringAndSize(url, (Py_ssize_t)pn)) < 0 ||
-        set_steal(
-            scope, K[K_QUERY_STRING],
-            qs ? PyBytes_FromStringAndSize(qs + 1, (Py_ssize_t)(n - pn - 1))
-               : Py_NewRef(L.empty)) < 0 ||
-        set_steal(scope, K[K_HEADERS], scope_headers(q)) < 0 ||
-        set_steal(scope, K[K_CLIENT], scope_client(c)) < 0 ||
-        PyDict_SetItem(scope, K[K_SERVER], L.server[c->listener]) < 0 ||
-        (L.state != NULL &&
-         set_steal(scope, K[K_STATE], PyDict_Copy(L.state)) < 0)) {
-        Py_DECREF(scope);
-        return NULL;
-    }
-    return scope;
-}
-
-/* ------------------------------------------------------------------ */
 /* starting a request                                                 */
-
-/* Upgrade: websocket is for a later version; answer it, never hang. */
-static bool is_websocket(const sl_req_t *q)
-{
-    int i;
-
-    for (i = 0; i < q->nhdrs; i++) {
-        const sl_hdr_t *hd = &q->hdrs[i];
-        if (sl_http_name_is(q->hbuf.data + hd->name_off, hd->name_len,
-                            "upgrade") &&
-            hd->val_len == 9 &&
-            sl_http_name_is(q->hbuf.data + hd->val_off, 9, "websocket"))
-            return true;
-    }
-    return false;
-}
 
 static void refuse(sl_conn_t *c, uint32_t gen, int status)
 {
@@ -1490,7 +1306,7 @@ static void req_start(sl_conn_t *c, uint32_t gen)
     PyObject *args[3] = {NULL, NULL, NULL}, *aw, *targs[3];
     req_t *r;
 
-    if (is_websocket(&c->req)) {
+    if (sl_asgi_scope_is_websocket(&c->req)) {
         sl_debug("refusing a WebSocket upgrade: not supported yet");
         refuse(c, gen, 501);
         return;
@@ -1502,7 +1318,7 @@ static void req_start(sl_conn_t *c, uint32_t gen)
         return;
     }
     live_insert(r);
-    args[0] = build_scope(c);
+    args[0] = sl_asgi_scope_new(c, L.state);
     args[1] = chan_new(&receive_type, r);
     args[2] = chan_new(&send_type, r);
     if (args[0] == NULL || args[1] == NULL || args[2] == NULL)
@@ -2044,55 +1860,6 @@ static int init_names(void)
     for (i = 0; i < K_COUNT; i++)
         if ((K[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
             return -1;
-    for (i = 0; i < SL_HTTP_NCOMMON; i++) {
-        common_names[i] = PyBytes_FromString(sl_http_common_names[i]);
-        if (common_names[i] == NULL)
-            return -1;
-    }
-    for (i = 0; i < 64; i++)
-        method_names[i] = PyUnicode_InternFromString("UNKNOWN");
-#define XX(num, name, string)                                                  \
-    Py_XSETREF(method_names[num], PyUnicode_InternFromString(#string));
-    HTTP_METHOD_MAP(XX)
-#undef XX
-    for (i = 0; i < 64; i++)
-        if (method_names[i] == NULL)
-            return -1;
-    return 0;
-}
-
-/* The parts of every scope that never change. */
-static int init_proto(sl_pump_t *p)
-{
-    PyObject *asgi, *ext;
-    int k, rc;
-
-    L.proto = PyDict_New();
-    asgi = Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.3");
-    ext = Py_BuildValue("{s{}s{}}", "http.response.pathsend",
-                        "http.response.trailers");
-    if (L.proto == NULL || asgi == NULL || ext == NULL) {
-        Py_XDECREF(asgi);
-        Py_XDECREF(ext);
-        return -1;
-    }
-    rc = PyDict_SetItem(L.proto, K[K_TYPE], K[K_HTTP]) < 0 ||
-         set_steal(L.proto, K[K_ASGI], asgi) < 0 ||
-         PyDict_SetItem(L.proto, K[K_SCHEME], K[K_HTTP]) < 0 ||
-         set_steal(L.proto, K[K_ROOT_PATH],
-                   PyUnicode_FromString(p->opt->root_path)) < 0 ||
-         set_steal(L.proto, K[K_EXTENSIONS], ext) < 0;
-    if (rc)
-        return -1;
-    for (k = 0; k < p->nlisteners; k++) {
-        if (p->listeners[k].unix_sock)
-            L.server[k] = Py_NewRef(Py_None);
-        else
-            L.server[k] = Py_BuildValue("(si)", p->listeners[k].server_name,
-                                        atoi(p->listeners[k].server_port));
-        if (L.server[k] == NULL)
-            return -1;
-    }
     return 0;
 }
 
@@ -2136,7 +1903,7 @@ int sl_asgi_init(PyObject *app, sl_pump_t *p)
     }
     if (PyType_Ready(&done_type) < 0 || PyType_Ready(&req_type) < 0 ||
         PyType_Ready(&receive_type) < 0 || PyType_Ready(&send_type) < 0 ||
-        init_names() < 0 || init_proto(p) < 0 || init_asyncio() < 0)
+        init_names() < 0 || sl_asgi_scope_init(p) < 0 || init_asyncio() < 0)
         goto out_fail;
     L.empty = PyBytes_FromStringAndSize(NULL, 0);
     L.empty_tuple = PyTuple_New(0);

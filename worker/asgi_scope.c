@@ -1,0 +1,267 @@
+/* asgi_scope.c - the http scope of an ASGI request, built in C.
+ *
+ * What never changes (type, asgi, scheme, root_path, extensions) sits in a
+ * prototype dict made once; a request copies it and adds its own parts from
+ * the parsed head: method, path, query, headers with their names in lower
+ * case (the common names are shared objects), client and server. The
+ * client tuple is made once per connection (sl_py_peer()).
+ */
+#include "config.h"
+
+#include <Python.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/asgi_scope.h"
+#include "worker/http.h"
+#include "worker/py.h"
+
+/* Interned names, built once from this table. */
+enum {
+    K_TYPE,
+    K_ASGI,
+    K_HTTP_VERSION,
+    K_METHOD,
+    K_SCHEME,
+    K_PATH,
+    K_RAW_PATH,
+    K_QUERY_STRING,
+    K_ROOT_PATH,
+    K_HEADERS,
+    K_CLIENT,
+    K_SERVER,
+    K_STATE,
+    K_EXTENSIONS,
+    K_HTTP,
+    K_1_0,
+    K_1_1,
+    K_COUNT
+};
+static const char *const key_names[K_COUNT] = {
+    "type",     "asgi",         "http_version", "method",  "scheme", "path",
+    "raw_path", "query_string", "root_path",    "headers", "client", "server",
+    "state",    "extensions",   "http",         "1.0",     "1.1",
+};
+static PyObject *K[K_COUNT];
+static PyObject *method_names[64];
+
+/* sl_http_common_names as the scope has them (bytes), made once. */
+static PyObject *common_names[SL_HTTP_NCOMMON];
+
+static struct {
+    PyObject *proto;                    /* owned: the prototype scope */
+    PyObject *server[SL_MAX_LISTENERS]; /* owned: (host, port) or None */
+    PyObject *empty;                    /* owned: b"" */
+} S;
+
+static int set_steal(PyObject *d, PyObject *key, PyObject *v)
+{
+    int rc;
+
+    if (v == NULL)
+        return -1;
+    rc = PyDict_SetItem(d, key, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* path: percent-decoded, then UTF-8 (bad bytes replaced, as uvicorn). */
+static PyObject *decode_path(const char *p, size_t n)
+{
+    size_t o;
+    char *buf;
+    PyObject *s;
+
+    if (memchr(p, '%', n) == NULL)
+        return PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, "replace");
+    buf = malloc(n); /* only for a path with escapes in it */
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    o = sl_http_unquote(p, n, buf);
+    s = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)o, "replace");
+    free(buf);
+    return s;
+}
+
+/* A header name in lower case, as bytes (shared for the common ones). */
+static PyObject *header_name(const char *name, size_t n)
+{
+    char stackbuf[256], *low = stackbuf;
+    size_t i;
+    PyObject *b;
+    int k = sl_http_common_index(name, n);
+
+    if (k >= 0)
+        return Py_NewRef(common_names[k]);
+    if (n > sizeof(stackbuf) && (low = malloc(n)) == NULL)
+        return PyErr_NoMemory();
+    for (i = 0; i < n; i++)
+        low[i] =
+            (name[i] >= 'A' && name[i] <= 'Z') ? (char)(name[i] + 32) : name[i];
+    b = PyBytes_FromStringAndSize(low, (Py_ssize_t)n);
+    if (low != stackbuf)
+        free(low);
+    return b;
+}
+
+static PyObject *scope_headers(const sl_req_t *q)
+{
+    const char *hb = q->hbuf.data;
+    PyObject *list = PyList_New(q->nhdrs), *t, *name, *val;
+    int i;
+
+    if (list == NULL)
+        return NULL;
+    for (i = 0; i < q->nhdrs; i++) {
+        const sl_hdr_t *hd = &q->hdrs[i];
+        name = header_name(hb + hd->name_off, hd->name_len);
+        val = PyBytes_FromStringAndSize(hb + hd->val_off, hd->val_len);
+        t = PyTuple_New(2);
+        if (name == NULL || val == NULL || t == NULL) {
+            Py_XDECREF(name);
+            Py_XDECREF(val);
+            Py_XDECREF(t);
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, 0, name);
+        PyTuple_SET_ITEM(t, 1, val);
+        PyList_SET_ITEM(list, i, t);
+    }
+    return list;
+}
+
+static PyObject *scope_client(const sl_conn_t *c)
+{
+    PyObject *client;
+
+    if (c->peer.ss_family != AF_INET && c->peer.ss_family != AF_INET6)
+        Py_RETURN_NONE;
+    if (sl_py_peer(c, NULL, NULL, &client) < 0)
+        return NULL;
+    return Py_NewRef(client);
+}
+
+PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
+{
+    const sl_req_t *q = &c->req;
+    const char *url = q->hbuf.data + q->url_off, *qs, *end;
+    size_t n = q->url_len, pn;
+    PyObject *scope = PyDict_Copy(S.proto);
+
+    if (scope == NULL)
+        return NULL;
+    /* absolute-form (a proxy's request): keep only path and query */
+    if (n > 0 && url[0] != '/' && (qs = memchr(url, ':', n)) != NULL &&
+        (size_t)(qs - url) + 3 <= n && qs[1] == '/' && qs[2] == '/') {
+        const char *p = qs + 3;
+        const char *slash = memchr(p, '/', n - (size_t)(p - url));
+        end = url + n;
+        url = slash ? slash : end;
+        n = (size_t)(end - url);
+    }
+    end = memchr(url, '#', n);
+    if (end != NULL)
+        n = (size_t)(end - url);
+    qs = memchr(url, '?', n);
+    pn = qs ? (size_t)(qs - url) : n;
+    if (PyDict_SetItem(scope, K[K_HTTP_VERSION], K[q->minor ? K_1_1 : K_1_0]) <
+            0 ||
+        PyDict_SetItem(scope, K[K_METHOD], method_names[q->method & 63]) < 0 ||
+        set_steal(scope, K[K_PATH], decode_path(url, pn)) < 0 ||
+        set_steal(scope, K[K_RAW_PATH],
+                  PyBytes_FromStringAndSize(url, (Py_ssize_t)pn)) < 0 ||
+        set_steal(
+            scope, K[K_QUERY_STRING],
+            qs ? PyBytes_FromStringAndSize(qs + 1, (Py_ssize_t)(n - pn - 1))
+               : Py_NewRef(S.empty)) < 0 ||
+        set_steal(scope, K[K_HEADERS], scope_headers(q)) < 0 ||
+        set_steal(scope, K[K_CLIENT], scope_client(c)) < 0 ||
+        PyDict_SetItem(scope, K[K_SERVER], S.server[c->listener]) < 0 ||
+        (state != NULL &&
+         set_steal(scope, K[K_STATE], PyDict_Copy(state)) < 0)) {
+        Py_DECREF(scope);
+        return NULL;
+    }
+    return scope;
+}
+
+bool sl_asgi_scope_is_websocket(const sl_req_t *q)
+{
+    int i;
+
+    for (i = 0; i < q->nhdrs; i++) {
+        const sl_hdr_t *hd = &q->hdrs[i];
+        if (sl_http_name_is(q->hbuf.data + hd->name_off, hd->name_len,
+                            "upgrade") &&
+            hd->val_len == 9 &&
+            sl_http_name_is(q->hbuf.data + hd->val_off, 9, "websocket"))
+            return true;
+    }
+    return false;
+}
+
+/* The parts of every scope that never change. */
+static int init_proto(const sl_pump_t *p)
+{
+    PyObject *asgi, *ext;
+    int k, rc;
+
+    S.proto = PyDict_New();
+    asgi = Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.3");
+    ext = Py_BuildValue("{s{}s{}}", "http.response.pathsend",
+                        "http.response.trailers");
+    if (S.proto == NULL || asgi == NULL || ext == NULL) {
+        Py_XDECREF(asgi);
+        Py_XDECREF(ext);
+        return -1;
+    }
+    rc = PyDict_SetItem(S.proto, K[K_TYPE], K[K_HTTP]) < 0 ||
+         set_steal(S.proto, K[K_ASGI], asgi) < 0 ||
+         PyDict_SetItem(S.proto, K[K_SCHEME], K[K_HTTP]) < 0 ||
+         set_steal(S.proto, K[K_ROOT_PATH],
+                   PyUnicode_FromString(p->opt->root_path)) < 0 ||
+         set_steal(S.proto, K[K_EXTENSIONS], ext) < 0;
+    if (rc)
+        return -1;
+    for (k = 0; k < p->nlisteners; k++) {
+        if (p->listeners[k].unix_sock)
+            S.server[k] = Py_NewRef(Py_None);
+        else
+            S.server[k] = Py_BuildValue("(si)", p->listeners[k].server_name,
+                                        atoi(p->listeners[k].server_port));
+        if (S.server[k] == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+static int init_names(void)
+{
+    size_t i;
+
+    for (i = 0; i < K_COUNT; i++)
+        if ((K[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
+            return -1;
+    for (i = 0; i < SL_HTTP_NCOMMON; i++) {
+        common_names[i] = PyBytes_FromString(sl_http_common_names[i]);
+        if (common_names[i] == NULL)
+            return -1;
+    }
+    for (i = 0; i < 64; i++)
+        method_names[i] = PyUnicode_InternFromString("UNKNOWN");
+#define XX(num, name, string)                                                  \
+    Py_XSETREF(method_names[num], PyUnicode_InternFromString(#string));
+    HTTP_METHOD_MAP(XX)
+#undef XX
+    for (i = 0; i < 64; i++)
+        if (method_names[i] == NULL)
+            return -1;
+    S.empty = PyBytes_FromStringAndSize(NULL, 0);
+    return S.empty != NULL ? 0 : -1;
+}
+
+int sl_asgi_scope_init(const sl_pump_t *p)
+{
+    return init_names() < 0 || init_proto(p) < 0 ? -1 : 0;
+}

@@ -1,0 +1,23 @@
+/* asgi_scope.h - the http scope of an ASGI request (asgi_scope.c). */
+#ifndef SL_ASGI_SCOPE_H
+#define SL_ASGI_SCOPE_H
+
+#include <Python.h>
+#include <stdbool.h>
+
+#include "worker/conn.h"
+#include "worker/pump.h"
+
+/* Build the names and the prototype scope for pump P (--root-path, its
+ * listeners). 0, or -1 with a Python exception. GIL held. */
+int sl_asgi_scope_init(const sl_pump_t *p);
+
+/* The scope of C's request: a new dict, or NULL with an exception. STATE,
+ * the lifespan state or NULL, goes in as a shallow copy. GIL held. */
+PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state);
+
+/* Does Q ask for a WebSocket upgrade? (Not served yet: the caller answers
+ * it, never hangs it.) */
+bool sl_asgi_scope_is_websocket(const sl_req_t *q);
+
+#endif
