@@ -40,6 +40,7 @@
 
 #include "common/log.h"
 #include "worker/asgi.h"
+#include "worker/asgi_done.h"
 #include "worker/asgi_lifespan.h"
 #include "worker/asgi_scope.h"
 #include "worker/http.h"
@@ -89,11 +90,6 @@ typedef struct {
     req_t *req; /* owned */
 } chan_t;
 
-/* An awaitable that is already complete: `await` returns VALUE at once. */
-typedef struct {
-    PyObject_HEAD PyObject *value; /* owned */
-} done_t;
-
 static struct {
     sl_pump_t *p;              /* borrowed */
     PyObject *app;             /* owned */
@@ -104,7 +100,6 @@ static struct {
     PyObject *base_ctx;        /* owned: the context every Task copies */
     PyObject *cancelled_error; /* owned: asyncio.CancelledError */
     PyObject *state;           /* owned: lifespan state, or NULL */
-    PyObject *done_none;       /* owned: the completed awaitable of None */
     PyObject *empty;           /* owned: b"" */
     PyObject *empty_tuple;     /* owned: () */
     req_t **slots;             /* per connection: the request whose
@@ -184,7 +179,7 @@ static const char *const key_names[K_COUNT] = {
 };
 static PyObject *K[K_COUNT];
 
-static PyTypeObject req_type, receive_type, send_type, done_type;
+static PyTypeObject req_type, receive_type, send_type;
 
 static void req_finish(req_t *r, bool raised);
 static void mark_dirty(sl_conn_t *c);
@@ -261,124 +256,12 @@ static void efd_write(void)
         sl_log_errno(SL_LOG_ERROR, "write() to the ASGI lane's eventfd");
 }
 
-/* ------------------------------------------------------------------ */
-/* the completed awaitable                                            */
-
-/* Steals VALUE. A new reference, or NULL with an exception. */
-static PyObject *done_new(PyObject *value)
+/* The request is its own awaitable (a Task's coroutine never is awaited,
+ * but asyncio's checks want am_await). */
+static PyObject *self_await(PyObject *o)
 {
-    done_t *d;
-
-    if (value == NULL)
-        return NULL;
-    if (value == Py_None) {
-        Py_DECREF(value);
-        Py_INCREF(L.done_none);
-        return L.done_none;
-    }
-    d = PyObject_New(done_t, &done_type);
-    if (d == NULL) {
-        Py_DECREF(value);
-        return NULL;
-    }
-    d->value = value;
-    return (PyObject *)d;
+    return Py_NewRef(o);
 }
-
-static void done_dealloc(done_t *d)
-{
-    Py_XDECREF(d->value);
-    PyObject_Free(d);
-}
-
-static PyObject *done_await(done_t *d)
-{
-    Py_INCREF(d);
-    return (PyObject *)d;
-}
-
-static PySendResult done_am_send(done_t *d, PyObject *arg, PyObject **result)
-{
-    (void)arg;
-    Py_INCREF(d->value);
-    *result = d->value;
-    return PYGEN_RETURN;
-}
-
-/* Raise StopIteration(V): a generator's way of returning V. */
-static void set_stop_value(PyObject *v)
-{
-    PyObject *e;
-
-    if (v == Py_None) {
-        PyErr_SetNone(PyExc_StopIteration);
-        return;
-    }
-    e = PyObject_CallOneArg(PyExc_StopIteration, v);
-    if (e != NULL) {
-        PyErr_SetObject(PyExc_StopIteration, e);
-        Py_DECREF(e);
-    }
-}
-
-static PyObject *done_iternext(done_t *d)
-{
-    if (d->value != Py_None)
-        set_stop_value(d->value);
-    return NULL;
-}
-
-static PyObject *done_send(done_t *d, PyObject *arg)
-{
-    (void)arg;
-    set_stop_value(d->value);
-    return NULL;
-}
-
-static PyObject *done_throw(done_t *d, PyObject *const *args, Py_ssize_t n)
-{
-    (void)d;
-    if (n < 1) {
-        PyErr_SetString(PyExc_TypeError, "throw() takes an exception");
-        return NULL;
-    }
-    if (PyExceptionInstance_Check(args[0]))
-        PyErr_SetObject((PyObject *)Py_TYPE(args[0]), args[0]);
-    else
-        PyErr_SetObject(args[0], n > 1 ? args[1] : NULL);
-    return NULL;
-}
-
-static PyObject *done_close(done_t *d, PyObject *unused)
-{
-    (void)d;
-    (void)unused;
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef done_methods[] = {
-    {"send", (PyCFunction)done_send, METH_O, NULL},
-    {"throw", (PyCFunction)(void (*)(void))done_throw, METH_FASTCALL, NULL},
-    {"close", (PyCFunction)done_close, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyAsyncMethods done_async = {
-    .am_await = (unaryfunc)done_await,
-    .am_send = (sendfunc)done_am_send,
-};
-
-static PyTypeObject done_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.Done",
-    .tp_basicsize = sizeof(done_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "the result of an ASGI receive() or send() that needs no wait",
-    .tp_dealloc = (destructor)done_dealloc,
-    .tp_as_async = &done_async,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = (iternextfunc)done_iternext,
-    .tp_methods = done_methods,
-};
 
 /* ------------------------------------------------------------------ */
 /* the live list and the slots                                        */
@@ -621,7 +504,7 @@ static PyObject *req_throw(req_t *r, PyObject *const *args, Py_ssize_t n)
         return NULL;
     }
     if (r->coro == NULL)
-        return done_throw(NULL, args, n);
+        return sl_asgi_done_raise(args, n);
     a[0] = r->coro;
     for (i = 0; i < n; i++)
         a[i + 1] = args[i];
@@ -680,7 +563,7 @@ static PyMethodDef req_methods[] = {
 };
 
 static PyAsyncMethods req_async = {
-    .am_await = (unaryfunc)done_await, /* itself */
+    .am_await = self_await,
     .am_send = (sendfunc)req_am_send,
 };
 
@@ -792,7 +675,7 @@ static PyObject *req_receive(req_t *r)
     if (r->recv_waiters == NULL || PyList_GET_SIZE(r->recv_waiters) == 0) {
         m = recv_try(r);
         if (m != NULL)
-            return done_new(m);
+            return sl_asgi_done_new(m);
         if (PyErr_Occurred())
             return NULL;
     }
@@ -875,13 +758,13 @@ static PyObject *wait_credit(req_t *r)
 
     if (L.inline_mode) {
         if (inline_credit_ok(r->c))
-            return done_new(Py_NewRef(Py_None));
+            return sl_asgi_done_new(Py_NewRef(Py_None));
     } else {
         int rc = sl_conn_await(r->c, r->gen, SL_AWAIT_CREDIT);
         if (rc < 0)
             r->gone = true;
         if (rc != 1)
-            return done_new(Py_NewRef(Py_None));
+            return sl_asgi_done_new(Py_NewRef(Py_None));
     }
     fut = PyObject_CallNoArgs(L.create_future);
     if (fut == NULL)
@@ -988,8 +871,7 @@ static PyObject *send_start(req_t *r, PyObject *msg)
     r->headers = seq;
     r->want_trailers = t;
     r->state = RS_STARTED;
-    Py_INCREF(L.done_none);
-    return L.done_none;
+    return sl_asgi_done_none();
 }
 
 static PyObject *send_body(req_t *r, PyObject *msg)
@@ -1025,8 +907,7 @@ static PyObject *send_body(req_t *r, PyObject *msg)
         return proto_error(r);
     if (rc == 1)
         return wait_credit(r);
-    Py_INCREF(L.done_none);
-    return L.done_none;
+    return sl_asgi_done_none();
 }
 
 static PyObject *send_trailers(req_t *r, PyObject *msg)
@@ -1072,8 +953,7 @@ static PyObject *send_trailers(req_t *r, PyObject *msg)
             req_end(r, &iov, 1, r->rs.close ? SL_SEND_CLOSE : 0);
         }
     }
-    Py_INCREF(L.done_none);
-    return L.done_none;
+    return sl_asgi_done_none();
 
 out_fail:
     Py_DECREF(seq);
@@ -1139,8 +1019,7 @@ static PyObject *send_pathsend(req_t *r, PyObject *msg)
         r->rs.sent = len;
         req_end(r, NULL, -1, 0); /* sendfile carried the END */
     }
-    Py_INCREF(L.done_none);
-    return L.done_none;
+    return sl_asgi_done_none();
 }
 
 static PyObject *req_send(req_t *r, PyObject *msg)
@@ -1901,16 +1780,14 @@ int sl_asgi_init(PyObject *app, sl_pump_t *p)
         sl_error("out of memory for %u connections", p->nconns);
         return -1;
     }
-    if (PyType_Ready(&done_type) < 0 || PyType_Ready(&req_type) < 0 ||
+    if (sl_asgi_done_init() < 0 || PyType_Ready(&req_type) < 0 ||
         PyType_Ready(&receive_type) < 0 || PyType_Ready(&send_type) < 0 ||
         init_names() < 0 || sl_asgi_scope_init(p) < 0 || init_asyncio() < 0)
         goto out_fail;
     L.empty = PyBytes_FromStringAndSize(NULL, 0);
     L.empty_tuple = PyTuple_New(0);
-    L.done_none = (PyObject *)PyObject_New(done_t, &done_type);
-    if (L.empty == NULL || L.empty_tuple == NULL || L.done_none == NULL)
+    if (L.empty == NULL || L.empty_tuple == NULL)
         goto out_fail;
-    ((done_t *)L.done_none)->value = Py_NewRef(Py_None);
     return 0;
 
 out_fail:
