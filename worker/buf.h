@@ -96,4 +96,7 @@ static inline void sl_buf_free(sl_buf_t *b)
     b->len = b->off = b->cap = 0;
 }
 
+/* Append the string literal S (without its NUL). */
+#define SL_BUF_APPEND_LIT(b, s) sl_buf_append((b), (s), sizeof(s) - 1)
+
 #endif

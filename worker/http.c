@@ -161,6 +161,8 @@ const char *sl_http_reason(int status)
         return "Accepted";
     case 204:
         return "No Content";
+    case 205:
+        return "Reset Content";
     case 206:
         return "Partial Content";
     case 301:
@@ -179,22 +181,50 @@ const char *sl_http_reason(int status)
         return "Bad Request";
     case 401:
         return "Unauthorized";
+    case 402:
+        return "Payment Required";
     case 403:
         return "Forbidden";
     case 404:
         return "Not Found";
     case 405:
         return "Method Not Allowed";
+    case 406:
+        return "Not Acceptable";
     case 408:
         return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 411:
+        return "Length Required";
+    case 412:
+        return "Precondition Failed";
     case 413:
         return "Content Too Large";
     case 414:
         return "URI Too Long";
+    case 415:
+        return "Unsupported Media Type";
+    case 416:
+        return "Range Not Satisfiable";
     case 417:
         return "Expectation Failed";
+    case 418:
+        return "I'm a teapot";
+    case 422:
+        return "Unprocessable Entity";
+    case 425:
+        return "Too Early";
+    case 428:
+        return "Precondition Required";
+    case 429:
+        return "Too Many Requests";
     case 431:
         return "Request Header Fields Too Large";
+    case 451:
+        return "Unavailable For Legal Reasons";
     case 500:
         return "Internal Server Error";
     case 501:
@@ -203,6 +233,8 @@ const char *sl_http_reason(int status)
         return "Bad Gateway";
     case 503:
         return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
     case 505:
         return "HTTP Version Not Supported";
     default:

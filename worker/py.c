@@ -222,19 +222,16 @@ int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
         return -1;
     }
     pc = &peers[c->idx];
-    if (pc->serial != c->serial || pc->addr == NULL) {
-        pc->serial = 0;
+    if (pc->serial != c->serial) { /* serials start at 1: 0 is "none" */
         Py_CLEAR(pc->addr);
         Py_CLEAR(pc->port);
         Py_CLEAR(pc->client);
         sl_conn_peer(c, text, sizeof(text), &num);
         pc->addr = PyUnicode_FromString(text);
         pc->port = PyUnicode_FromFormat("%d", num);
-        pc->client = Py_BuildValue("(Oi)", pc->addr ? pc->addr : Py_None, num);
-        if (pc->addr == NULL || pc->port == NULL || pc->client == NULL) {
-            Py_CLEAR(pc->addr);
-            Py_CLEAR(pc->port);
-            Py_CLEAR(pc->client);
+        if (pc->addr == NULL || pc->port == NULL ||
+            (pc->client = Py_BuildValue("(Oi)", pc->addr, num)) == NULL) {
+            pc->serial = 0;
             return -1;
         }
         pc->serial = c->serial;

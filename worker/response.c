@@ -1,11 +1,11 @@
-/* response.c - ASGI status, headers and body as HTTP/1.1 bytes.
+/* response.c - a WSGI or ASGI response as HTTP/1.1 bytes.
  *
- * Headers arrive as byte strings, so the head is copied, never encoded;
- * the checks are the ones a response splitter would exploit (CR, LF, NUL,
- * a colon in a name). Connection and Transfer-Encoding belong to the
- * server: the app's are read for intent and dropped, and the framing is
- * chosen here so a hello-world response goes out with a Content-Length in
- * the same write as its head.
+ * The head is copied, never re-encoded (WSGI's latin-1 str and ASGI's bytes
+ * are both one byte per character); the checks are the ones a response
+ * splitter would exploit (CR, LF, NUL, a colon in a name). Connection and
+ * Transfer-Encoding belong to the server: the app's are read for intent and
+ * dropped, and the framing is chosen here so a hello-world response goes out
+ * with a Content-Length in the same write as its head.
  */
 #include "config.h"
 
@@ -17,54 +17,7 @@
 #include "worker/pump.h"
 #include "worker/response.h"
 
-#define APPEND_LIT(b, s) sl_buf_append((b), (s), sizeof(s) - 1)
-
-/* Reasons sl_http_reason() does not know, for the statuses apps use. */
-static const char *reason(int status)
-{
-    const char *r = sl_http_reason(status);
-
-    if (strcmp(r, "Unknown") != 0)
-        return r;
-    switch (status) {
-    case 205:
-        return "Reset Content";
-    case 402:
-        return "Payment Required";
-    case 406:
-        return "Not Acceptable";
-    case 409:
-        return "Conflict";
-    case 410:
-        return "Gone";
-    case 411:
-        return "Length Required";
-    case 412:
-        return "Precondition Failed";
-    case 415:
-        return "Unsupported Media Type";
-    case 416:
-        return "Range Not Satisfiable";
-    case 418:
-        return "I'm a teapot";
-    case 422:
-        return "Unprocessable Entity";
-    case 425:
-        return "Too Early";
-    case 428:
-        return "Precondition Required";
-    case 429:
-        return "Too Many Requests";
-    case 451:
-        return "Unavailable For Legal Reasons";
-    case 504:
-        return "Gateway Timeout";
-    default:
-        return "Unknown";
-    }
-}
-
-static bool bad_bytes(const char *p, Py_ssize_t n)
+bool sl_response_bad_bytes(const char *p, Py_ssize_t n)
 {
     Py_ssize_t i;
 
@@ -121,7 +74,8 @@ int sl_response_check_headers(PyObject *headers, const char *what)
         if (pair_at(headers, i, &name, &value, what) < 0)
             return -1;
         if (bad_name(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)) ||
-            bad_bytes(PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))) {
+            sl_response_bad_bytes(PyBytes_AS_STRING(value),
+                                  PyBytes_GET_SIZE(value))) {
             PyErr_Format(PyExc_ValueError,
                          "%s: invalid header %R: a name must be a token and "
                          "neither may hold CR, LF or NUL",
@@ -160,9 +114,9 @@ int sl_response_field(sl_response_t *rs, sl_buf_t *b, const char *name,
         rs->has_date = true;
     }
     sl_buf_append(b, name, nn);
-    APPEND_LIT(b, ": ");
+    SL_BUF_APPEND_LIT(b, ": ");
     sl_buf_append(b, value, vn);
-    APPEND_LIT(b, "\r\n");
+    SL_BUF_APPEND_LIT(b, "\r\n");
     return 0;
 }
 
@@ -184,7 +138,7 @@ void sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
     bool framed = status >= 200 && status != 204 && status != 304;
 
     if (!rs->has_server)
-        APPEND_LIT(b, "Server: sluice\r\n");
+        SL_BUF_APPEND_LIT(b, "Server: sluice\r\n");
     if (!rs->has_date)
         sl_buf_append(b, sl_pump_date(), SL_DATE_LINE_LEN);
     if (rs->app_cl) {
@@ -193,28 +147,28 @@ void sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
         rs->chunked = !req->head;
         rs->trailers = rs->chunked;
         if (rs->chunked)
-            APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
+            SL_BUF_APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
     } else if (known >= 0 && framed) {
-        APPEND_LIT(b, "Content-Length: ");
+        SL_BUF_APPEND_LIT(b, "Content-Length: ");
         append_u64(b, (uint64_t)known);
-        APPEND_LIT(b, "\r\n");
+        SL_BUF_APPEND_LIT(b, "\r\n");
         rs->app_cl = true;
         rs->cl = (uint64_t)known;
     } else if (!rs->no_body) {
         if (req->minor >= 1) {
             rs->chunked = true;
-            APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
+            SL_BUF_APPEND_LIT(b, "Transfer-Encoding: chunked\r\n");
         } else {
             rs->close = true; /* HTTP/1.0: the close ends the body */
         }
     }
     if (!req->keep_alive || rs->close || close) {
         rs->close = true;
-        APPEND_LIT(b, "Connection: close\r\n");
+        SL_BUF_APPEND_LIT(b, "Connection: close\r\n");
     } else if (req->minor == 0) {
-        APPEND_LIT(b, "Connection: keep-alive\r\n");
+        SL_BUF_APPEND_LIT(b, "Connection: keep-alive\r\n");
     }
-    APPEND_LIT(b, "\r\n");
+    SL_BUF_APPEND_LIT(b, "\r\n");
 }
 
 bool sl_response_must_close(sl_conn_t *c, uint32_t gen)
@@ -231,14 +185,14 @@ bool sl_response_ends_connection(const sl_response_t *rs)
 /* "HTTP/1.1 NNN Reason\r\n" (STATUS is 100..999: the caller checked). */
 static void status_line(sl_buf_t *b, int status)
 {
-    const char *r = reason(status);
+    const char *r = sl_http_reason(status);
     char code[4] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
                     (char)('0' + status % 10), ' '};
 
-    APPEND_LIT(b, "HTTP/1.1 ");
+    SL_BUF_APPEND_LIT(b, "HTTP/1.1 ");
     sl_buf_append(b, code, sizeof(code));
     sl_buf_append(b, r, strlen(r));
-    APPEND_LIT(b, "\r\n");
+    SL_BUF_APPEND_LIT(b, "\r\n");
 }
 
 int sl_response_head(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
@@ -303,17 +257,17 @@ int sl_response_trailers(sl_buf_t *b, PyObject *headers)
     PyObject *name, *value;
 
     b->len = b->off = 0;
-    APPEND_LIT(b, "0\r\n");
+    SL_BUF_APPEND_LIT(b, "0\r\n");
     n = headers != NULL ? PySequence_Fast_GET_SIZE(headers) : 0;
     for (i = 0; i < n; i++) {
         if (pair_at(headers, i, &name, &value, "http.response.trailers") < 0)
             return -1;
         sl_buf_append(b, PyBytes_AS_STRING(name),
                       (size_t)PyBytes_GET_SIZE(name));
-        APPEND_LIT(b, ": ");
+        SL_BUF_APPEND_LIT(b, ": ");
         sl_buf_append(b, PyBytes_AS_STRING(value),
                       (size_t)PyBytes_GET_SIZE(value));
-        APPEND_LIT(b, "\r\n");
+        SL_BUF_APPEND_LIT(b, "\r\n");
     }
-    return APPEND_LIT(b, "\r\n");
+    return SL_BUF_APPEND_LIT(b, "\r\n");
 }

@@ -34,6 +34,9 @@ typedef struct {
     uint64_t sent;             /* body bytes framed so far */
 } sl_response_t;
 
+/* Does P[0..N) hold CR, LF or NUL (bytes that would split a head)? */
+bool sl_response_bad_bytes(const char *p, Py_ssize_t n);
+
 /* Validate HEADERS, a list or tuple of [bytes, bytes] pairs, as the ASGI
  * app gave them (WHAT names the message in errors). 0, or -1 with a
  * TypeError/ValueError set. GIL held. */

@@ -245,18 +245,6 @@ static const char *latin1(PyObject *s, Py_ssize_t *n, const char *what)
     return (const char *)PyUnicode_1BYTE_DATA(s);
 }
 
-static bool has_ctl(const char *p, Py_ssize_t n)
-{
-    Py_ssize_t i;
-
-    for (i = 0; i < n; i++)
-        if (p[i] == '\r' || p[i] == '\n' || p[i] == '\0')
-            return true;
-    return false;
-}
-
-#define APPEND_LIT(b, s) sl_buf_append((b), (s), sizeof(s) - 1)
-
 /* Format the head into l->head. KNOWN is the body length when the server
  * knows it (a list result), or -1. 0, or -1 with a Python exception. */
 static int head_build(sl_wsgi_lane_t *l, long long known)
@@ -270,16 +258,17 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
     if (s == NULL)
         return -1;
     if (sn < 4 || s[3] != ' ' || s[0] < '1' || s[0] > '5' || s[1] < '0' ||
-        s[1] > '9' || s[2] < '0' || s[2] > '9' || has_ctl(s, sn)) {
+        s[1] > '9' || s[2] < '0' || s[2] > '9' ||
+        sl_response_bad_bytes(s, sn)) {
         PyErr_Format(PyExc_ValueError, "bad status %R: want '200 OK'",
                      l->status);
         return -1;
     }
     sl_response_begin(&l->rs, b, &c->req,
                       (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0'));
-    APPEND_LIT(b, "HTTP/1.1 ");
+    SL_BUF_APPEND_LIT(b, "HTTP/1.1 ");
     sl_buf_append(b, s, (size_t)sn);
-    APPEND_LIT(b, "\r\n");
+    SL_BUF_APPEND_LIT(b, "\r\n");
 
     n = PyList_GET_SIZE(l->headers);
     for (i = 0; i < n; i++) {
@@ -290,8 +279,8 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
         val = latin1(PyTuple_GET_ITEM(t, 1), &vn, "header value");
         if (val == NULL)
             return -1;
-        if (nn == 0 || has_ctl(name, nn) || memchr(name, ':', (size_t)nn) ||
-            has_ctl(val, vn)) {
+        if (nn == 0 || sl_response_bad_bytes(name, nn) ||
+            memchr(name, ':', (size_t)nn) || sl_response_bad_bytes(val, vn)) {
             PyErr_Format(PyExc_ValueError, "bad header %R", t);
             return -1;
         }
