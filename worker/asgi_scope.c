@@ -145,36 +145,23 @@ static PyObject *scope_client(const sl_conn_t *c)
 PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
 {
     const sl_req_t *q = &c->req;
-    const char *url = q->hbuf.data + q->url_off, *qs, *end;
-    size_t n = q->url_len, pn;
+    sl_target_t t;
     PyObject *scope = PyDict_Copy(S.proto);
 
     if (scope == NULL)
         return NULL;
-    /* absolute-form (a proxy's request): keep only path and query */
-    if (n > 0 && url[0] != '/' && (qs = memchr(url, ':', n)) != NULL &&
-        (size_t)(qs - url) + 3 <= n && qs[1] == '/' && qs[2] == '/') {
-        const char *p = qs + 3;
-        const char *slash = memchr(p, '/', n - (size_t)(p - url));
-        end = url + n;
-        url = slash ? slash : end;
-        n = (size_t)(end - url);
-    }
-    end = memchr(url, '#', n);
-    if (end != NULL)
-        n = (size_t)(end - url);
-    qs = memchr(url, '?', n);
-    pn = qs ? (size_t)(qs - url) : n;
+    sl_http_target(q->hbuf.data + q->url_off, q->url_len, &t);
     if (PyDict_SetItem(scope, K[K_HTTP_VERSION], K[q->minor ? K_1_1 : K_1_0]) <
             0 ||
         PyDict_SetItem(scope, K[K_METHOD], method_names[q->method & 63]) < 0 ||
-        set_steal(scope, K[K_PATH], decode_path(url, pn)) < 0 ||
+        set_steal(scope, K[K_PATH], decode_path(t.path, t.path_len)) < 0 ||
         set_steal(scope, K[K_RAW_PATH],
-                  PyBytes_FromStringAndSize(url, (Py_ssize_t)pn)) < 0 ||
-        set_steal(
-            scope, K[K_QUERY_STRING],
-            qs ? PyBytes_FromStringAndSize(qs + 1, (Py_ssize_t)(n - pn - 1))
-               : Py_NewRef(S.empty)) < 0 ||
+                  PyBytes_FromStringAndSize(t.path, (Py_ssize_t)t.path_len)) <
+            0 ||
+        set_steal(scope, K[K_QUERY_STRING],
+                  t.query ? PyBytes_FromStringAndSize(t.query,
+                                                      (Py_ssize_t)t.query_len)
+                          : Py_NewRef(S.empty)) < 0 ||
         set_steal(scope, K[K_HEADERS], scope_headers(q)) < 0 ||
         set_steal(scope, K[K_CLIENT], scope_client(c)) < 0 ||
         PyDict_SetItem(scope, K[K_SERVER], S.server[c->listener]) < 0 ||

@@ -302,6 +302,33 @@ void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
         sl_buf_append(b, head, (size_t)n);
 }
 
+void sl_http_target(const char *url, size_t n, sl_target_t *t)
+{
+    const char *p, *end, *q;
+    size_t off = 0;
+
+    /* absolute-form (a proxy's request): skip scheme and authority */
+    if (n > 0 && url[0] != '/' && (p = memchr(url, ':', n)) != NULL &&
+        (size_t)(p - url) + 3 <= n && p[1] == '/' && p[2] == '/') {
+        off = (size_t)(p - url) + 3;
+        while (off < n && url[off] != '/' && url[off] != '?' && url[off] != '#')
+            off++;
+    }
+    p = url + off;
+    end = memchr(p, '#', n - off);
+    if (end == NULL)
+        end = url + n;
+    q = memchr(p, '?', (size_t)(end - p));
+    t->path = p;
+    t->path_len = (size_t)((q ? q : end) - p);
+    t->query = q ? q + 1 : NULL;
+    t->query_len = q ? (size_t)(end - q - 1) : 0;
+    if (t->path_len == 0 && off > 0) {
+        t->path = "/";
+        t->path_len = 1;
+    }
+}
+
 static int hexval(char ch)
 {
     if (ch >= '0' && ch <= '9')

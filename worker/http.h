@@ -36,6 +36,17 @@ bool sl_http_is_health(const sl_conn_t *c);
 /* Append the health answer: 200 while serving, 503 once TERM arrived. */
 void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c);
 
+/* A request target cut into its parts: the path (in absolute-form, what
+ * follows the authority, "/" when nothing does) and the query after '?'
+ * (QUERY NULL when there is no '?'); a fragment is dropped. Pointers into
+ * the target, or to a static "/". */
+typedef struct {
+    const char *path, *query;
+    size_t path_len, query_len;
+} sl_target_t;
+
+void sl_http_target(const char *url, size_t n, sl_target_t *t);
+
 /* Percent-decode N bytes at P into OUT (room for N bytes); a '%' not
  * followed by two hex digits stays as it is. Returns the decoded length. */
 size_t sl_http_unquote(const char *p, size_t n, char *out);

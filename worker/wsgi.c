@@ -582,10 +582,11 @@ static int set_headers(PyObject *env, const sl_req_t *r)
 static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
 {
     const sl_req_t *r = &c->req;
-    const char *url = r->hbuf.data + r->url_off, *q, *end, *path;
-    size_t n = r->url_len, off;
+    const char *url = r->hbuf.data + r->url_off;
+    size_t n = r->url_len;
+    sl_target_t t;
     PyObject *env, *input;
-    int rc, li = c->listener;
+    int li = c->listener;
 
     env = PyDict_Copy(proto);
     if (env == NULL)
@@ -599,29 +600,12 @@ static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
         set_str(env, keys[K_RAW_URI], url, (Py_ssize_t)n) < 0)
         goto out_fail;
 
-    /* absolute-form (a proxy's request): keep only path and query; a
-     * target with no path has the path "/" */
-    off = 0;
-    if (n > 0 && url[0] != '/' && (q = memchr(url, ':', n)) != NULL &&
-        (size_t)(q - url) + 3 <= n && q[1] == '/' && q[2] == '/') {
-        off = (size_t)(q - url) + 3;
-        while (off < n && url[off] != '/' && url[off] != '?' && url[off] != '#')
-            off++;
-    }
-    path = url + off;
-    end = url + n;
-    if ((q = memchr(path, '#', n - off)) != NULL)
-        end = q;
-    q = memchr(path, '?', (size_t)(end - path));
-    if (path == (q ? q : end) && path != url)
-        rc = set_str(env, keys[K_PATH_INFO], "/", 1);
-    else
-        rc = set_path(env, path, (size_t)((q ? q : end) - path));
-    if (rc < 0)
+    sl_http_target(url, n, &t);
+    if (set_path(env, t.path, t.path_len) < 0)
         goto out_fail;
-    if (q != NULL) {
-        if (set_str(env, keys[K_QUERY_STRING], q + 1,
-                    (Py_ssize_t)(end - q - 1)) < 0)
+    if (t.query != NULL) {
+        if (set_str(env, keys[K_QUERY_STRING], t.query,
+                    (Py_ssize_t)t.query_len) < 0)
             goto out_fail;
     } else if (PyDict_SetItem(env, keys[K_QUERY_STRING], keys[K_EMPTY]) < 0) {
         goto out_fail;

@@ -92,6 +92,25 @@ def test_scope(server):
                                     "http.response.trailers"}
 
 
+def test_absolute_form_target(server):
+    # a proxy's absolute-form target: path and query as in origin-form; no
+    # path means "/", and a slash inside the query is not the path
+    for target, path, query in [
+            ("http://example.com/scope/a?x=1", "/scope/a", "x=1"),
+            ("http://example.com?x=/scope", "/", "x=/scope"),
+            ("http://example.com", "/", "")]:
+        with server.connect() as c:
+            c.send(("GET %s HTTP/1.1\r\nHost: example.com\r\n\r\n"
+                    % target).encode())
+            r = c.read_response()
+        if path == "/":  # the app answers "/" with its hello route
+            assert (r.status, r.body) == (200, b"hello\n"), r.raw[:300]
+            continue
+        s = json.loads(r.body)
+        assert (s["path"], s["raw_path"], s["query_string"]) == \
+            (path, path, query)
+
+
 def test_client_is_each_connections_own(server):
     # the client tuple is made once per connection: a new connection in
     # the same pool slot must not see the one before it

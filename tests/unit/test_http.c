@@ -146,6 +146,38 @@ START_TEST(test_common_index)
 }
 END_TEST
 
+static void check_target(const char *url, const char *path, const char *query)
+{
+    sl_target_t t;
+
+    sl_http_target(url, strlen(url), &t);
+    ck_assert_msg(
+        t.path_len == strlen(path) && memcmp(t.path, path, t.path_len) == 0,
+        "%s: path '%.*s', want '%s'", url, (int)t.path_len, t.path, path);
+    if (query == NULL) {
+        ck_assert_msg(t.query == NULL, "%s: unexpected query", url);
+    } else {
+        ck_assert_msg(t.query != NULL && t.query_len == strlen(query) &&
+                          memcmp(t.query, query, t.query_len) == 0,
+                      "%s: query wrong, want '%s'", url, query);
+    }
+}
+
+START_TEST(test_target)
+{
+    check_target("/a/b?x=1", "/a/b", "x=1");
+    check_target("/a", "/a", NULL);
+    check_target("/a?", "/a", "");
+    check_target("/a#frag?no", "/a", NULL);
+    check_target("/a?x#f", "/a", "x");
+    check_target("*", "*", NULL);
+    check_target("http://h:8/p/q?x=1", "/p/q", "x=1");
+    check_target("http://h", "/", NULL);
+    check_target("http://h?x=/y", "/", "x=/y");
+    check_target("http://h#f", "/", NULL);
+}
+END_TEST
+
 START_TEST(test_reason)
 {
     ck_assert_str_eq(sl_http_reason(200), "OK");
@@ -510,6 +542,7 @@ static Suite *http_suite(void)
 
     tcase_add_test(tc, test_name_is);
     tcase_add_test(tc, test_common_index);
+    tcase_add_test(tc, test_target);
     tcase_add_test(tc, test_reason);
     tcase_add_test(tc, test_error_head);
     tcase_add_test(tc, test_error_head_appends);
