@@ -65,24 +65,6 @@ static int set_steal(PyObject *d, PyObject *key, PyObject *v)
     return rc;
 }
 
-/* path: percent-decoded, then UTF-8 (bad bytes replaced, as uvicorn). */
-static PyObject *decode_path(const char *p, size_t n)
-{
-    size_t o;
-    char *buf;
-    PyObject *s;
-
-    if (memchr(p, '%', n) == NULL)
-        return PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, "replace");
-    buf = malloc(n); /* only for a path with escapes in it */
-    if (buf == NULL)
-        return PyErr_NoMemory();
-    o = sl_http_unquote(p, n, buf);
-    s = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)o, "replace");
-    free(buf);
-    return s;
-}
-
 /* A header name in lower case, as bytes (shared for the common ones). */
 static PyObject *header_name(const char *name, size_t n)
 {
@@ -154,7 +136,8 @@ PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
     if (PyDict_SetItem(scope, K[K_HTTP_VERSION], K[q->minor ? K_1_1 : K_1_0]) <
             0 ||
         PyDict_SetItem(scope, K[K_METHOD], method_names[q->method & 63]) < 0 ||
-        set_steal(scope, K[K_PATH], decode_path(t.path, t.path_len)) < 0 ||
+        set_steal(scope, K[K_PATH],
+                  sl_py_unquote_path(t.path, t.path_len, true)) < 0 ||
         set_steal(scope, K[K_RAW_PATH],
                   PyBytes_FromStringAndSize(t.path, (Py_ssize_t)t.path_len)) <
             0 ||

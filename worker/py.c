@@ -12,9 +12,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "worker/http.h"
 #include "worker/pump.h"
 #include "worker/py.h"
 
@@ -193,6 +195,27 @@ static void acquire_gil(struct ev_loop *loop)
 void sl_py_release_gil_in_poll(struct ev_loop *loop)
 {
     ev_set_loop_release_cb(loop, release_gil, acquire_gil);
+}
+
+static PyObject *decode(const char *p, size_t n, bool utf8)
+{
+    return utf8 ? PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, "replace")
+                : PyUnicode_DecodeLatin1(p, (Py_ssize_t)n, NULL);
+}
+
+PyObject *sl_py_unquote_path(const char *p, size_t n, bool utf8)
+{
+    char stackbuf[1024], *buf = stackbuf;
+    PyObject *s;
+
+    if (memchr(p, '%', n) == NULL)
+        return decode(p, n, utf8);
+    if (n > sizeof(stackbuf) && (buf = malloc(n)) == NULL)
+        return PyErr_NoMemory();
+    s = decode(buf, sl_http_unquote(p, n, buf), utf8);
+    if (buf != stackbuf)
+        free(buf);
+    return s;
 }
 
 /* One slot per pooled connection, filled on a connection's first request. */

@@ -34,6 +34,11 @@ void sl_py_release_gil_in_poll(struct ev_loop *loop);
 int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
                PyObject **client);
 
+/* A request path percent-decoded, as str: UTF-8 with bad bytes replaced
+ * (ASGI's path, as uvicorn), or latin-1 (WSGI's PATH_INFO). A new
+ * reference, or NULL with an exception. */
+PyObject *sl_py_unquote_path(const char *p, size_t n, bool utf8);
+
 /* Stop the interpreter (GIL held by this thread). */
 void sl_py_finalize(void);
 

@@ -482,28 +482,6 @@ static int set_str(PyObject *env, PyObject *key, const char *s, Py_ssize_t n)
     return rc;
 }
 
-/* PATH_INFO: the path percent-decoded, as latin-1. */
-static int set_path(PyObject *env, const char *p, size_t n)
-{
-    char stackbuf[1024] = {0}, *buf = stackbuf; /* zeroed: only on %-paths */
-    size_t o;
-    int rc;
-
-    if (memchr(p, '%', n) == NULL)
-        return set_str(env, keys[K_PATH_INFO], p, (Py_ssize_t)n);
-    if (n > sizeof(stackbuf) && (buf = malloc(n)) == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    o = sl_http_unquote(p, n, buf);
-    rc = set_str(env, keys[K_PATH_INFO], buf, (Py_ssize_t)o);
-    if (buf != stackbuf)
-        free(buf);
-    return rc;
-}
-
-/* The environ key for a header name; new reference, NULL with an
- * exception, or Py_None (new ref) when the header is to be dropped. */
 /* HTTP_NAME_IN_CAPS, or CONTENT_TYPE / CONTENT_LENGTH (CGI's). */
 static PyObject *make_key(const char *name, size_t n)
 {
@@ -531,7 +509,8 @@ static PyObject *make_key(const char *name, size_t n)
     return k;
 }
 
-/* The environ key of a request header, or None for one that is dropped. */
+/* The environ key for a header name; new reference, NULL with an
+ * exception, or Py_None (new ref) when the header is to be dropped. */
 static PyObject *header_key(const char *name, size_t n)
 {
     int i = sl_http_common_index(name, n);
@@ -585,7 +564,7 @@ static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
     const char *url = r->hbuf.data + r->url_off;
     size_t n = r->url_len;
     sl_target_t t;
-    PyObject *env, *input;
+    PyObject *env, *input, *v;
     int li = c->listener;
 
     env = PyDict_Copy(proto);
@@ -601,8 +580,12 @@ static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
         goto out_fail;
 
     sl_http_target(url, n, &t);
-    if (set_path(env, t.path, t.path_len) < 0)
+    v = sl_py_unquote_path(t.path, t.path_len, false);
+    if (v == NULL || PyDict_SetItem(env, keys[K_PATH_INFO], v) < 0) {
+        Py_XDECREF(v);
         goto out_fail;
+    }
+    Py_DECREF(v);
     if (t.query != NULL) {
         if (set_str(env, keys[K_QUERY_STRING], t.query,
                     (Py_ssize_t)t.query_len) < 0)
