@@ -418,16 +418,33 @@ static void notify_locked(sl_conn_t *c)
     }
 }
 
+/* Move what the executor queued in out behind wbuf (mu held): a swap of
+ * the buffers when wbuf is empty, a copy otherwise. 0, or -1 when out of
+ * memory. */
+static int take_out(sl_conn_t *c)
+{
+    int rc = 0;
+
+    if (sl_buf_pending(&c->wbuf) == 0) {
+        sl_buf_t t = c->wbuf;
+        c->wbuf = c->out;
+        c->out = t;
+    } else {
+        rc = sl_buf_append(&c->wbuf, c->out.data + c->out.off,
+                           sl_buf_pending(&c->out));
+    }
+    sl_buf_reset(&c->out, BUF_KEEP);
+    return rc;
+}
+
 /* Inline mode: write out what the app queued, waiting on the socket. */
 static int inline_drain_out(sl_conn_t *c)
 {
     struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
     int rc, ms = (int)(c->pump->opt->timeout * 1000);
 
-    if (sl_buf_append(&c->wbuf, c->out.data + c->out.off,
-                      sl_buf_pending(&c->out)) < 0)
+    if (take_out(c) < 0)
         return -1;
-    sl_buf_reset(&c->out, BUF_KEEP);
     while ((rc = conn_flush(c)) == 0) {
         if (poll(&pfd, 1, ms > 0 ? ms : -1) <= 0)
             return -1;
@@ -442,10 +459,8 @@ static int inline_push_out(sl_conn_t *c)
 {
     int rc;
 
-    if (sl_buf_append(&c->wbuf, c->out.data + c->out.off,
-                      sl_buf_pending(&c->out)) < 0)
+    if (take_out(c) < 0)
         return -1;
-    sl_buf_reset(&c->out, BUF_KEEP);
     rc = conn_flush(c);
     if (rc < 0) {
         c->aborted = true;
@@ -896,16 +911,7 @@ void sl_conn_complete(sl_conn_t *c)
     pthread_mutex_lock(&c->mu);
     c->notified = false;
     if (sl_buf_pending(&c->out) > 0) {
-        if (sl_buf_pending(&c->wbuf) == 0) {
-            sl_buf_t t = c->wbuf;
-            c->wbuf = c->out;
-            c->out = t;
-            sl_buf_reset(&c->out, BUF_KEEP);
-        } else {
-            sl_buf_append(&c->wbuf, c->out.data + c->out.off,
-                          sl_buf_pending(&c->out));
-            sl_buf_reset(&c->out, BUF_KEEP);
-        }
+        take_out(c); /* out of memory: those bytes are lost */
         c->inflight = sl_buf_pending(&c->wbuf);
     }
     if (c->resp_done && c->file_fd >= 0) {
