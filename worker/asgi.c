@@ -758,13 +758,13 @@ static PyObject *wait_credit(req_t *r)
 
     if (L.inline_mode) {
         if (inline_credit_ok(r->c))
-            return sl_asgi_done_new(Py_NewRef(Py_None));
+            return sl_asgi_done_none();
     } else {
         int rc = sl_conn_await(r->c, r->gen, SL_AWAIT_CREDIT);
         if (rc < 0)
             r->gone = true;
         if (rc != 1)
-            return sl_asgi_done_new(Py_NewRef(Py_None));
+            return sl_asgi_done_none();
     }
     fut = PyObject_CallNoArgs(L.create_future);
     if (fut == NULL)
