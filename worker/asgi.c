@@ -59,7 +59,8 @@ enum { RS_INIT, RS_STARTED, RS_BODY, RS_TRAILERS, RS_DONE };
 
 /* One request: the Task's coroutine and the state of its response. */
 typedef struct req {
-    PyObject_HEAD sl_conn_t *c; /* borrowed: pool slots outlive requests */
+    PyObject_HEAD
+    sl_conn_t *c; /* borrowed: pool slots outlive requests */
     uint32_t gen;
     struct req *prev, *next; /* the live list, which holds a reference */
     PyObject *coro;          /* owned: the app's awaitable, while it runs */
@@ -86,7 +87,8 @@ typedef struct req {
 
 /* receive and send: one small callable each per request. */
 typedef struct {
-    PyObject_HEAD vectorcallfunc vectorcall;
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
     req_t *req; /* owned */
 } chan_t;
 
@@ -1626,12 +1628,13 @@ static int start_lane(sl_pump_t *p)
         sl_log_errno(SL_LOG_ERROR, "pthread_create() for the ASGI lane");
         return -1;
     }
-    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&L.mu);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&L.mu);
     while (L.boot == 0)
         pthread_cond_wait(&L.cv, &L.mu);
     pthread_mutex_unlock(&L.mu);
-    Py_END_ALLOW_THREADS if (L.boot < 0)
-    {
+    Py_END_ALLOW_THREADS
+    if (L.boot < 0) {
         pthread_join(L.tid, NULL);
         return -1;
     }

@@ -14,7 +14,8 @@
 
 /* An awaitable that is already complete: `await` returns VALUE at once. */
 typedef struct {
-    PyObject_HEAD PyObject *value; /* owned */
+    PyObject_HEAD
+    PyObject *value; /* owned */
 } done_t;
 
 static PyTypeObject done_type;

@@ -45,8 +45,11 @@ static void *lane_main(void *arg)
     }
     for (;;) {
         if (!sl_queue_try_pop(&p->work, &t)) {
-            Py_BEGIN_ALLOW_THREADS ok = sl_queue_pop_wait(&p->work, &t);
-            Py_END_ALLOW_THREADS if (!ok) break;
+            Py_BEGIN_ALLOW_THREADS
+            ok = sl_queue_pop_wait(&p->work, &t);
+            Py_END_ALLOW_THREADS
+            if (!ok)
+                break;
         }
         if (t.kind == SL_TICKET_SUBMIT)
             sl_wsgi_handle(wl, &p->conns[t.idx], t.gen);

@@ -41,12 +41,13 @@ struct sl_wsgi_lane {
 };
 
 typedef struct {
-    PyObject_HEAD sl_wsgi_lane_t
-        *lane; /* borrowed: lanes outlive their callables */
+    PyObject_HEAD
+    sl_wsgi_lane_t *lane; /* borrowed: lanes outlive their callables */
 } lane_fn_t;
 
 typedef struct {
-    PyObject_HEAD PyObject *filelike; /* owned */
+    PyObject_HEAD
+    PyObject *filelike; /* owned */
     Py_ssize_t blksize;
 } file_wrapper_t;
 
@@ -318,7 +319,8 @@ static int emit(sl_wsgi_lane_t *l, const char *data, size_t len, bool end)
     }
     rc = sl_conn_send(l->c, l->gen, iov, n, flags);
     if (rc == 1) {
-        Py_BEGIN_ALLOW_THREADS rc = sl_conn_wait_credit(l->c, l->gen);
+        Py_BEGIN_ALLOW_THREADS
+        rc = sl_conn_wait_credit(l->c, l->gen);
         Py_END_ALLOW_THREADS
     }
     if (end && rc >= 0)

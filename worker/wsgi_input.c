@@ -11,8 +11,8 @@
 #include "worker/wsgi_input.h"
 
 typedef struct {
-    PyObject_HEAD sl_conn_t
-        *conn; /* borrowed: pool slots outlive every request */
+    PyObject_HEAD
+    sl_conn_t *conn; /* borrowed: pool slots outlive every request */
     uint32_t gen;
 } input_t;
 
@@ -26,8 +26,8 @@ static long input_fill(input_t *in, char *dst, size_t n, bool line)
     long rc = sl_conn_read_body(in->conn, in->gen, dst, n, line, false);
 
     if (rc == -2) {
-        Py_BEGIN_ALLOW_THREADS rc =
-            sl_conn_read_body(in->conn, in->gen, dst, n, line, true);
+        Py_BEGIN_ALLOW_THREADS
+        rc = sl_conn_read_body(in->conn, in->gen, dst, n, line, true);
         Py_END_ALLOW_THREADS
     }
     if (rc < 0) {
