@@ -14,14 +14,14 @@
 
 #include "common/ctl.h"
 #include "common/log.h"
-#include "worker/asgi.h"
-#include "worker/asgi_lifespan.h"
-#include "worker/drain.h"
-#include "worker/lane.h"
-#include "worker/pump.h"
-#include "worker/py.h"
+#include "worker/python/asgi.h"
+#include "worker/python/asgi_lifespan.h"
+#include "worker/loop/drain.h"
+#include "worker/python/lane.h"
+#include "worker/loop/pump.h"
+#include "worker/python/py.h"
 #include "worker/worker.h"
-#include "worker/wsgi.h"
+#include "worker/python/wsgi.h"
 
 static sl_wsgi_lane_t *inline_lane;
 

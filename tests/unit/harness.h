@@ -30,8 +30,8 @@
 
 #include "common/log.h"
 #include "common/options.h"
-#include "worker/conn.h"
-#include "worker/pump.h"
+#include "worker/loop/conn.h"
+#include "worker/loop/pump.h"
 
 #define H_DEADLINE 2.5 /* seconds any h_run_until() may take */
 #define H_MAX_ARGS 32

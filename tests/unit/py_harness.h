@@ -13,7 +13,7 @@
 #include <Python.h>
 
 #include "tests/unit/harness.h"
-#include "worker/py.h"
+#include "worker/python/py.h"
 
 static char hp_logpath[128];
 

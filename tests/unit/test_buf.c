@@ -1,4 +1,4 @@
-/* test_buf.c - check suite for worker/buf.h, the growable byte buffer.
+/* test_buf.c - check suite for common/buf.h, the growable byte buffer.
  *
  * The buffer is all inline functions, so the tests poke at its fields: what
  * matters to its users (connections keep offsets into it) is exactly when
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/buf.h"
+#include "common/buf.h"
 
 START_TEST(test_empty)
 {

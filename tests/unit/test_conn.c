@@ -1,4 +1,4 @@
-/* test_conn.c - check suite for worker/conn.c.
+/* test_conn.c - check suite for worker/loop/conn.c.
  *
  * A real pump in pump mode serves real loopback connections; the test
  * thread is both the loop thread (it runs libev passes until what it waits
@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 
 #include "tests/unit/harness.h"
-#include "worker/http.h"
+#include "worker/loop/http.h"
 
 static sl_options_t opt;
 static sl_pump_t pump;

@@ -1,4 +1,4 @@
-/* test_drain.c - check suite for worker/drain.c.
+/* test_drain.c - check suite for worker/loop/drain.c.
  *
  * A real pump in pump mode with real loopback clients; the test thread is
  * the loop (and, where a request is in flight, its executor). The drain is
@@ -13,7 +13,7 @@
 
 #include "common/ctl.h"
 #include "tests/unit/harness.h"
-#include "worker/drain.h"
+#include "worker/loop/drain.h"
 
 static sl_options_t opt;
 static sl_pump_t pump;

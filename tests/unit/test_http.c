@@ -1,4 +1,4 @@
-/* test_http.c - check suite for worker/http.c.
+/* test_http.c - check suite for worker/loop/http.c.
  *
  * sl_http_head_complete() is driven the way the worker drives it: request
  * bytes go over a real loopback connection to a real pump (pump mode), and
@@ -13,7 +13,7 @@
 #include <regex.h>
 
 #include "tests/unit/harness.h"
-#include "worker/http.h"
+#include "worker/loop/http.h"
 
 static sl_options_t opt;
 static sl_pump_t pump;

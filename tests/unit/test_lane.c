@@ -12,8 +12,8 @@
 #include <pthread.h>
 
 #include "tests/unit/py_harness.h"
-#include "worker/lane.h"
-#include "worker/wsgi.h"
+#include "worker/python/lane.h"
+#include "worker/python/wsgi.h"
 
 static const char APP[] =
     "import hashlib, signal, threading\n"

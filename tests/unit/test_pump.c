@@ -1,4 +1,4 @@
-/* test_pump.c - check suite for worker/pump.c.
+/* test_pump.c - check suite for worker/loop/pump.c.
  *
  * The ticket queues are tested as plain data structures and across real
  * threads (waiters are observed through the queue's idle count, never by
@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "common/date.h"
 #include "common/ctl.h"
 #include "tests/unit/harness.h"
 
@@ -254,7 +255,7 @@ static void assert_date_current(void)
 {
     char now[64], before[64];
     time_t t = time(NULL);
-    const char *d = sl_pump_date();
+    const char *d = sl_date_line();
 
     format_date(t, now, sizeof(now));
     format_date(t - 1, before, sizeof(before));
@@ -269,7 +270,7 @@ START_TEST(test_date_format)
 
     h_options(&opt, NULL);
     ck_assert_int_eq(sl_pump_init(&pump, &opt, NULL, 0), 0);
-    d = sl_pump_date();
+    d = sl_date_line();
     ck_assert_uint_eq(strlen(d), SL_DATE_LINE_LEN);
     ck_assert_int_eq(
         regcomp(&re,
@@ -286,7 +287,7 @@ END_TEST
 
 static bool date_changed(void *arg)
 {
-    return strcmp(sl_pump_date(), arg) != 0;
+    return strcmp(sl_date_line(), arg) != 0;
 }
 
 /* The 1 Hz housekeeping keeps it current: it changes with the second. */
@@ -296,7 +297,7 @@ START_TEST(test_date_follows_the_clock)
 
     h_options(&opt, NULL);
     h_pump_up(&pump, &opt);
-    snprintf(first, sizeof(first), "%s", sl_pump_date());
+    snprintf(first, sizeof(first), "%s", sl_date_line());
     ck_assert(h_run_until(&pump, date_changed, first));
     assert_date_current();
 }

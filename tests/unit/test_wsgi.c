@@ -15,7 +15,7 @@
 #include <regex.h>
 
 #include "tests/unit/py_harness.h"
-#include "worker/wsgi.h"
+#include "worker/python/wsgi.h"
 
 static const char APP[] =
     "import io, sys\n"

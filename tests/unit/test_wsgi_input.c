@@ -11,8 +11,8 @@
 #include <pthread.h>
 
 #include "tests/unit/py_harness.h"
-#include "worker/wsgi.h"
-#include "worker/wsgi_input.h"
+#include "worker/python/wsgi.h"
+#include "worker/python/wsgi_input.h"
 
 static const char APP[] =
     "import hashlib\n"

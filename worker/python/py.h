@@ -6,7 +6,7 @@
 #include <ev.h>
 
 #include "common/options.h"
-#include "worker/conn.h"
+#include "worker/loop/conn.h"
 
 /* Start CPython for O (venv, --pythonpath, --chdir) without Python's own
  * signal handlers. 0, or -1 after one clear log line. */

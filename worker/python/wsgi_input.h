@@ -5,7 +5,7 @@
 
 #include <Python.h>
 
-#include "worker/conn.h"
+#include "worker/loop/conn.h"
 
 /* Ready the type. 0, or -1 with a Python exception. GIL held. */
 int sl_wsgi_input_init(void);

@@ -4,7 +4,7 @@
 #ifndef SL_DRAIN_H
 #define SL_DRAIN_H
 
-#include "worker/pump.h"
+#include "worker/loop/pump.h"
 
 /* SIGTERM: fail the health check at once, keep serving for
  * --shutdown-delay, then prepare. */

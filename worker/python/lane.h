@@ -2,7 +2,7 @@
 #ifndef SL_LANE_H
 #define SL_LANE_H
 
-#include "worker/pump.h"
+#include "worker/loop/pump.h"
 
 /* Start N lanes taking requests from P's work queue. Called with the GIL
  * held by the main thread, which must release it before the lanes can run.

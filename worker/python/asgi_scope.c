@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/asgi_scope.h"
-#include "worker/http.h"
-#include "worker/py.h"
+#include "worker/python/asgi_scope.h"
+#include "worker/loop/http.h"
+#include "worker/python/py.h"
 
 /* Interned names, built once from this table. */
 enum {

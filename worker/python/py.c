@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "worker/http.h"
-#include "worker/pump.h"
-#include "worker/py.h"
+#include "worker/loop/http.h"
+#include "worker/loop/pump.h"
+#include "worker/python/py.h"
 
 static int prepend_path(PyConfig *cfg, const char *dir)
 {

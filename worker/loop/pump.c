@@ -23,137 +23,12 @@
 #include <unistd.h>
 
 #include "common/ctl.h"
+#include "common/date.h"
 #include "common/log.h"
-#include "worker/drain.h"
-#include "worker/pump.h"
+#include "worker/loop/drain.h"
+#include "worker/loop/pump.h"
 
 #define ACCEPT_BATCH 64
-
-/* ------------------------------------------------------------------ */
-/* the cached Date header: two buffers, readers take the current one  */
-
-static char date_lines[2][48];
-static atomic_int date_cur;
-
-/* IMF-fixdate in English whatever the locale (an app may call setlocale()),
- * so the line is always SL_DATE_LINE_LEN bytes. */
-static void date_update(void)
-{
-    static const char days[] = "SunMonTueWedThuFriSat";
-    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
-    int next = 1 - atomic_load(&date_cur);
-    time_t now = time(NULL);
-    struct tm tm;
-
-    gmtime_r(&now, &tm);
-    snprintf(date_lines[next], sizeof(date_lines[next]),
-             "Date: %.3s, %02d %.3s %04d %02d:%02d:%02d GMT\r\n",
-             days + 3 * tm.tm_wday, tm.tm_mday, months + 3 * tm.tm_mon,
-             tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    atomic_store(&date_cur, next);
-}
-
-const char *sl_pump_date(void)
-{
-    return date_lines[atomic_load(&date_cur)];
-}
-
-/* ------------------------------------------------------------------ */
-/* queues                                                             */
-
-int sl_queue_init(sl_queue_t *q, uint32_t cap)
-{
-    memset(q, 0, sizeof(*q));
-    q->items = calloc(cap, sizeof(*q->items));
-    if (q->items == NULL)
-        return -1;
-    q->cap = cap;
-    if (pthread_mutex_init(&q->mu, NULL) != 0 ||
-        pthread_cond_init(&q->cv, NULL) != 0)
-        return -1;
-    return 0;
-}
-
-void sl_queue_destroy(sl_queue_t *q)
-{
-    free(q->items);
-    q->items = NULL;
-    pthread_mutex_destroy(&q->mu);
-    pthread_cond_destroy(&q->cv);
-}
-
-int sl_queue_push(sl_queue_t *q, const sl_ticket_t *t, uint32_t n)
-{
-    uint32_t i, wake;
-
-    pthread_mutex_lock(&q->mu);
-    if (q->count + n > q->cap) {
-        pthread_mutex_unlock(&q->mu);
-        return -1;
-    }
-    for (i = 0; i < n; i++)
-        q->items[(q->head + q->count + i) % q->cap] = t[i];
-    q->count += n;
-    wake = (uint32_t)q->idle < n ? (uint32_t)q->idle : n;
-    for (i = 0; i < wake; i++)
-        pthread_cond_signal(&q->cv);
-    pthread_mutex_unlock(&q->mu);
-    return 0;
-}
-
-static bool pop_locked(sl_queue_t *q, sl_ticket_t *t)
-{
-    if (q->count == 0)
-        return false;
-    *t = q->items[q->head];
-    q->head = (q->head + 1) % q->cap;
-    q->count--;
-    return true;
-}
-
-bool sl_queue_pop_wait(sl_queue_t *q, sl_ticket_t *t)
-{
-    bool ok;
-
-    pthread_mutex_lock(&q->mu);
-    while (q->count == 0 && !q->closed) {
-        q->idle++;
-        pthread_cond_wait(&q->cv, &q->mu);
-        q->idle--;
-    }
-    ok = pop_locked(q, t);
-    pthread_mutex_unlock(&q->mu);
-    return ok;
-}
-
-bool sl_queue_try_pop(sl_queue_t *q, sl_ticket_t *t)
-{
-    bool ok;
-
-    pthread_mutex_lock(&q->mu);
-    ok = pop_locked(q, t);
-    pthread_mutex_unlock(&q->mu);
-    return ok;
-}
-
-uint32_t sl_queue_pop_all(sl_queue_t *q, sl_ticket_t *out, uint32_t n)
-{
-    uint32_t i = 0;
-
-    pthread_mutex_lock(&q->mu);
-    while (i < n && pop_locked(q, &out[i]))
-        i++;
-    pthread_mutex_unlock(&q->mu);
-    return i;
-}
-
-void sl_queue_close(sl_queue_t *q)
-{
-    pthread_mutex_lock(&q->mu);
-    q->closed = true;
-    pthread_cond_broadcast(&q->cv);
-    pthread_mutex_unlock(&q->mu);
-}
 
 /* ------------------------------------------------------------------ */
 /* listeners and the pool                                             */
@@ -434,7 +309,7 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
     (void)w;
     (void)revents;
-    date_update();
+    sl_date_update();
     /* A late tick means the loop was held (an inline app, a stop in a
      * debugger): that time was nobody's idleness, so deadlines move with it
      * and bytes waiting in the kernel get read before anyone times out. */
@@ -491,7 +366,7 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds)
         return -1;
     }
     ev_set_userdata(p->loop, p);
-    date_update();
+    sl_date_update();
 
     p->nconns = (uint32_t)o->worker_connections;
     p->conns = calloc(p->nconns, sizeof(sl_conn_t));

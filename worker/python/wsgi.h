@@ -4,9 +4,9 @@
 
 #include <Python.h>
 
-#include "worker/buf.h"
-#include "worker/conn.h"
-#include "worker/pump.h"
+#include "common/buf.h"
+#include "worker/loop/conn.h"
+#include "worker/loop/pump.h"
 
 /* One executor lane's WSGI state; one request at a time. */
 typedef struct sl_wsgi_lane sl_wsgi_lane_t;

@@ -8,7 +8,7 @@
  */
 #include "config.h"
 
-#include "worker/wsgi_input.h"
+#include "worker/python/wsgi_input.h"
 
 typedef struct {
     PyObject_HEAD

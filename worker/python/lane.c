@@ -12,9 +12,9 @@
 #include <time.h>
 
 #include "common/log.h"
-#include "worker/lane.h"
-#include "worker/py.h"
-#include "worker/wsgi.h"
+#include "worker/python/lane.h"
+#include "worker/python/py.h"
+#include "worker/python/wsgi.h"
 
 #define MAX_LANES 256
 

@@ -29,9 +29,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "worker/conn.h"
-#include "worker/http.h"
-#include "worker/pump.h"
+#include "worker/loop/conn.h"
+#include "worker/loop/http.h"
+#include "worker/loop/pump.h"
 
 #define READ_CHUNK    16384
 #define BODY_WINDOW   (256 * 1024) /* request body buffered per request */

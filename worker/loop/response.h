@@ -9,18 +9,17 @@
  * A head is built in three steps: sl_response_begin(), the status line
  * (the caller's: WSGI sends the app's status text), one
  * sl_response_field() per app header, then sl_response_end().
- * sl_response_head() does all of it for ASGI's [bytes, bytes] pairs.
+ * The Python side (worker/python/writer.c) feeds it from header lists.
  */
 #ifndef SL_RESPONSE_H
 #define SL_RESPONSE_H
 
-#include <Python.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "worker/buf.h"
-#include "worker/conn.h"
+#include "common/buf.h"
+#include "worker/loop/conn.h"
 
 typedef struct {
     int status;
@@ -35,12 +34,14 @@ typedef struct {
 } sl_response_t;
 
 /* Does P[0..N) hold CR, LF or NUL (bytes that would split a head)? */
-bool sl_response_bad_bytes(const char *p, Py_ssize_t n);
+bool sl_response_bad_bytes(const char *p, size_t n);
 
-/* Validate HEADERS, a list or tuple of [bytes, bytes] pairs, as the ASGI
- * app gave them (WHAT names the message in errors). 0, or -1 with a
- * TypeError/ValueError set. GIL held. */
-int sl_response_check_headers(PyObject *headers, const char *what);
+/* Is P[0..N) not a header name we send (empty, or holding a separator or
+ * a byte that would split the head)? */
+bool sl_response_bad_name(const char *p, size_t n);
+
+/* Append "HTTP/1.1 NNN Reason\r\n" for STATUS (100..999) to B. */
+void sl_response_status_line(sl_buf_t *b, int status);
 
 /* Start the head of REQ's response with STATUS: empties B and RS. */
 void sl_response_begin(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
@@ -70,22 +71,10 @@ bool sl_response_must_close(sl_conn_t *c, uint32_t gen);
  * connection must close. */
 bool sl_response_ends_connection(const sl_response_t *rs);
 
-/* Build the head of REQ's response into B (emptied first): STATUS,
- * HEADERS (checked), and the framing: KNOWN is the whole body length when
- * known, else -1; TRAILERS asks for a chunked body that trailers end;
- * CLOSE forces Connection: close. Fills RS. 0, or -1 with an exception. */
-int sl_response_head(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
-                     int status, PyObject *headers, long long known,
-                     bool trailers, bool close);
-
 /* Frame LEN body bytes at DATA into IOV[*N...] (up to 3 entries; SIZE_LINE
  * is the caller's scratch of at least 24 bytes). END ends the body unless
  * RS->trailers. Never more than a Content-Length promised. */
 void sl_response_frame(sl_response_t *rs, struct iovec *iov, int *n,
                        char *size_line, const void *data, size_t len, bool end);
-
-/* Append the last chunk, the trailer fields of HEADERS (checked; NULL for
- * none) and the final CRLF to B. 0, or -1 with an exception. */
-int sl_response_trailers(sl_buf_t *b, PyObject *headers);
 
 #endif

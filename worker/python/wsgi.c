@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "worker/drain.h"
-#include "worker/http.h"
-#include "worker/py.h"
-#include "worker/response.h"
-#include "worker/wsgi.h"
-#include "worker/wsgi_input.h"
+#include "worker/loop/drain.h"
+#include "worker/loop/http.h"
+#include "worker/python/py.h"
+#include "worker/loop/response.h"
+#include "worker/python/wsgi.h"
+#include "worker/python/wsgi_input.h"
 
 #define MAX_IOV 64
 
@@ -260,7 +260,7 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
         return -1;
     if (sn < 4 || s[3] != ' ' || s[0] < '1' || s[0] > '5' || s[1] < '0' ||
         s[1] > '9' || s[2] < '0' || s[2] > '9' ||
-        sl_response_bad_bytes(s, sn)) {
+        sl_response_bad_bytes(s, (size_t)sn)) {
         PyErr_Format(PyExc_ValueError, "bad status %R: want '200 OK'",
                      l->status);
         return -1;
@@ -280,8 +280,9 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
         val = latin1(PyTuple_GET_ITEM(t, 1), &vn, "header value");
         if (val == NULL)
             return -1;
-        if (nn == 0 || sl_response_bad_bytes(name, nn) ||
-            memchr(name, ':', (size_t)nn) || sl_response_bad_bytes(val, vn)) {
+        if (nn == 0 || sl_response_bad_bytes(name, (size_t)nn) ||
+            memchr(name, ':', (size_t)nn) ||
+            sl_response_bad_bytes(val, (size_t)vn)) {
             PyErr_Format(PyExc_ValueError, "bad header %R", t);
             return -1;
         }

@@ -5,8 +5,8 @@
 #include <Python.h>
 #include <stdbool.h>
 
-#include "worker/conn.h"
-#include "worker/pump.h"
+#include "worker/loop/conn.h"
+#include "worker/loop/pump.h"
 
 /* Build the names and the prototype scope for pump P (--root-path, its
  * listeners). 0, or -1 with a Python exception. GIL held. */

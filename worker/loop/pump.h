@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 #include "common/options.h"
-#include "worker/conn.h"
+#include "common/queue.h"
+#include "worker/loop/conn.h"
 
 #define SL_MAX_LISTENERS 16
 
@@ -25,26 +26,6 @@ typedef struct {
     char server_port[8];
     bool unix_sock;
 } sl_listener_t;
-
-enum {
-    SL_TICKET_SUBMIT = 0, /* a new request for the executor */
-    SL_TICKET_WAKE = 1,   /* ASGI: something the request awaited happened */
-};
-
-typedef struct {
-    uint32_t idx, gen;
-    uint32_t kind; /* SL_TICKET_* */
-} sl_ticket_t;
-
-/* A queue of tickets under its own mutex. */
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    sl_ticket_t *items; /* owned ring */
-    uint32_t cap, head, count;
-    int idle; /* consumers waiting on cv */
-    bool closed;
-} sl_queue_t;
 
 struct sl_pump {
     struct ev_loop *loop;    /* owned */
@@ -137,24 +118,5 @@ void sl_pump_stop_listening(sl_pump_t *p);
 
 /* Loop side: return C to the pool. */
 void sl_pump_release(sl_pump_t *p, sl_conn_t *c);
-
-/* The cached "Date: ...\r\n" header line, SL_DATE_LINE_LEN bytes. */
-#define SL_DATE_LINE_LEN 37
-const char *sl_pump_date(void);
-
-/* Queue primitives. */
-int sl_queue_init(sl_queue_t *q, uint32_t cap);
-void sl_queue_destroy(sl_queue_t *q);
-/* Push N tickets; wakes up to N waiting consumers. 0, or -1 when full. */
-int sl_queue_push(sl_queue_t *q, const sl_ticket_t *t, uint32_t n);
-/* Pop one, waiting while empty; false when closed. Caller must not hold the
- * GIL. */
-bool sl_queue_pop_wait(sl_queue_t *q, sl_ticket_t *t);
-/* Pop one without waiting; false when empty. */
-bool sl_queue_try_pop(sl_queue_t *q, sl_ticket_t *t);
-/* Pop up to N without waiting; returns the count. */
-uint32_t sl_queue_pop_all(sl_queue_t *q, sl_ticket_t *out, uint32_t n);
-/* Wake every waiter and make pop_wait return false. */
-void sl_queue_close(sl_queue_t *q);
 
 #endif

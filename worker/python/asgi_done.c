@@ -10,7 +10,7 @@
 
 #include <Python.h>
 
-#include "worker/asgi_done.h"
+#include "worker/python/asgi_done.h"
 
 /* An awaitable that is already complete: `await` returns VALUE at once. */
 typedef struct {

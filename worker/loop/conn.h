@@ -20,7 +20,7 @@
 #include <sys/uio.h>
 
 #include "llhttp.h"
-#include "worker/buf.h"
+#include "common/buf.h"
 
 typedef struct sl_pump sl_pump_t;
 typedef struct sl_conn sl_conn_t;

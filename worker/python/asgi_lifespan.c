@@ -11,8 +11,8 @@
 #include "config.h"
 
 #include "common/log.h"
-#include "worker/asgi_lifespan.h"
-#include "worker/py.h"
+#include "worker/python/asgi_lifespan.h"
+#include "worker/python/py.h"
 
 static const char helper_src[] =
     "import asyncio, inspect\n"

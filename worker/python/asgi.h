@@ -8,7 +8,7 @@
 #ifndef SL_ASGI_H
 #define SL_ASGI_H
 
-#include "worker/pump.h"
+#include "worker/loop/pump.h"
 
 struct _object; /* PyObject */
 

@@ -12,14 +12,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "worker/drain.h"
-#include "worker/http.h"
-#include "worker/pump.h"
-#include "worker/response.h"
+#include "common/date.h"
+#include "worker/loop/drain.h"
+#include "worker/loop/http.h"
+#include "worker/loop/pump.h"
+#include "worker/loop/response.h"
 
-bool sl_response_bad_bytes(const char *p, Py_ssize_t n)
+bool sl_response_bad_bytes(const char *p, size_t n)
 {
-    Py_ssize_t i;
+    size_t i;
 
     for (i = 0; i < n; i++)
         if (p[i] == '\r' || p[i] == '\n' || p[i] == '\0')
@@ -27,9 +28,9 @@ bool sl_response_bad_bytes(const char *p, Py_ssize_t n)
     return false;
 }
 
-static bool bad_name(const char *p, Py_ssize_t n)
+bool sl_response_bad_name(const char *p, size_t n)
 {
-    Py_ssize_t i;
+    size_t i;
 
     if (n == 0)
         return true;
@@ -38,52 +39,6 @@ static bool bad_name(const char *p, Py_ssize_t n)
             p[i] == '\n' || p[i] == '\0')
             return true;
     return false;
-}
-
-/* The pair at HEADERS[I] as name and value bytes; -1 with an exception. */
-static int pair_at(PyObject *headers, Py_ssize_t i, PyObject **name,
-                   PyObject **value, const char *what)
-{
-    PyObject *t = PySequence_Fast_GET_ITEM(headers, i);
-
-    if ((!PyTuple_Check(t) && !PyList_Check(t)) ||
-        PySequence_Fast_GET_SIZE(t) != 2) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: each header must be a [name, value] pair of "
-                     "bytes, got %R",
-                     what, t);
-        return -1;
-    }
-    *name = PySequence_Fast_GET_ITEM(t, 0);
-    *value = PySequence_Fast_GET_ITEM(t, 1);
-    if (!PyBytes_Check(*name) || !PyBytes_Check(*value)) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: header names and values must be bytes, got %R", what,
-                     t);
-        return -1;
-    }
-    return 0;
-}
-
-int sl_response_check_headers(PyObject *headers, const char *what)
-{
-    Py_ssize_t i, n = PySequence_Fast_GET_SIZE(headers);
-    PyObject *name, *value;
-
-    for (i = 0; i < n; i++) {
-        if (pair_at(headers, i, &name, &value, what) < 0)
-            return -1;
-        if (bad_name(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)) ||
-            sl_response_bad_bytes(PyBytes_AS_STRING(value),
-                                  PyBytes_GET_SIZE(value))) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s: invalid header %R: a name must be a token and "
-                         "neither may hold CR, LF or NUL",
-                         what, PySequence_Fast_GET_ITEM(headers, i));
-            return -1;
-        }
-    }
-    return 0;
 }
 
 void sl_response_begin(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
@@ -140,7 +95,7 @@ void sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
     if (!rs->has_server)
         SL_BUF_APPEND_LIT(b, "Server: sluice\r\n");
     if (!rs->has_date)
-        sl_buf_append(b, sl_pump_date(), SL_DATE_LINE_LEN);
+        sl_buf_append(b, sl_date_line(), SL_DATE_LINE_LEN);
     if (rs->app_cl) {
         /* a sized body has no room for trailers */
     } else if (trailers && req->minor >= 1 && framed) {
@@ -183,7 +138,7 @@ bool sl_response_ends_connection(const sl_response_t *rs)
 }
 
 /* "HTTP/1.1 NNN Reason\r\n" (STATUS is 100..999: the caller checked). */
-static void status_line(sl_buf_t *b, int status)
+void sl_response_status_line(sl_buf_t *b, int status)
 {
     const char *r = sl_http_reason(status);
     char code[4] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
@@ -193,31 +148,6 @@ static void status_line(sl_buf_t *b, int status)
     sl_buf_append(b, code, sizeof(code));
     sl_buf_append(b, r, strlen(r));
     SL_BUF_APPEND_LIT(b, "\r\n");
-}
-
-int sl_response_head(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
-                     int status, PyObject *headers, long long known,
-                     bool trailers, bool close)
-{
-    Py_ssize_t i, n = PySequence_Fast_GET_SIZE(headers);
-    PyObject *name, *value;
-
-    sl_response_begin(rs, b, req, status);
-    status_line(b, status);
-    for (i = 0; i < n; i++) {
-        if (pair_at(headers, i, &name, &value, "http.response.start") < 0)
-            return -1;
-        if (sl_response_field(rs, b, PyBytes_AS_STRING(name),
-                              (size_t)PyBytes_GET_SIZE(name),
-                              PyBytes_AS_STRING(value),
-                              (size_t)PyBytes_GET_SIZE(value)) < 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "http.response.start: bad content-length %R", value);
-            return -1;
-        }
-    }
-    sl_response_end(rs, b, req, known, trailers, close);
-    return 0;
 }
 
 void sl_response_frame(sl_response_t *rs, struct iovec *iov, int *n,
@@ -249,25 +179,4 @@ void sl_response_frame(sl_response_t *rs, struct iovec *iov, int *n,
         iov[*n].iov_base = (void *)(crlf_end + 2);
         iov[(*n)++].iov_len = sizeof(crlf_end) - 3;
     }
-}
-
-int sl_response_trailers(sl_buf_t *b, PyObject *headers)
-{
-    Py_ssize_t i, n;
-    PyObject *name, *value;
-
-    b->len = b->off = 0;
-    SL_BUF_APPEND_LIT(b, "0\r\n");
-    n = headers != NULL ? PySequence_Fast_GET_SIZE(headers) : 0;
-    for (i = 0; i < n; i++) {
-        if (pair_at(headers, i, &name, &value, "http.response.trailers") < 0)
-            return -1;
-        sl_buf_append(b, PyBytes_AS_STRING(name),
-                      (size_t)PyBytes_GET_SIZE(name));
-        SL_BUF_APPEND_LIT(b, ": ");
-        sl_buf_append(b, PyBytes_AS_STRING(value),
-                      (size_t)PyBytes_GET_SIZE(value));
-        SL_BUF_APPEND_LIT(b, "\r\n");
-    }
-    return SL_BUF_APPEND_LIT(b, "\r\n");
 }

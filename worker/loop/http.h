@@ -3,8 +3,8 @@
 #ifndef SL_HTTP_H
 #define SL_HTTP_H
 
-#include "worker/buf.h"
-#include "worker/conn.h"
+#include "common/buf.h"
+#include "worker/loop/conn.h"
 
 /* Finish the head of C's request once llhttp has parsed it: derive method,
  * version, keep-alive and body framing, enforce Host and the body limit, and

@@ -17,8 +17,8 @@
 #include "common/ctl.h"
 #include "common/log.h"
 #include "common/options.h"
-#include "worker/asgi.h"
-#include "worker/drain.h"
+#include "worker/python/asgi.h"
+#include "worker/loop/drain.h"
 
 #define STEP_SECS 0.1
 /* An idle keep-alive connection is closed after this much quiet during a

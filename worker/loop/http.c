@@ -11,8 +11,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "worker/http.h"
-#include "worker/pump.h"
+#include "common/date.h"
+#include "worker/loop/http.h"
+#include "worker/loop/pump.h"
 
 /* Called per header against tables of names: it stops at the first
  * differing byte (usually the first) instead of measuring NAME each time. */
@@ -257,7 +258,7 @@ void sl_http_error_head(sl_buf_t *b, int status)
                  "Connection: close\r\n"
                  "\r\n"
                  "%s\n",
-                 status, reason, sl_pump_date(), strlen(reason) + 1, reason);
+                 status, reason, sl_date_line(), strlen(reason) + 1, reason);
     if (n > 0 && (size_t)n < sizeof(head))
         sl_buf_append(b, head, (size_t)n);
 }
@@ -292,7 +293,7 @@ void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
                  "%s"
                  "\r\n"
                  "%s",
-                 ok ? "200 OK" : "503 Service Unavailable", sl_pump_date(),
+                 ok ? "200 OK" : "503 Service Unavailable", sl_date_line(),
                  strlen(body),
                  !c->req.keep_alive  ? "Connection: close\r\n"
                  : c->req.minor == 0 ? "Connection: keep-alive\r\n"

@@ -39,13 +39,13 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "worker/asgi.h"
-#include "worker/asgi_done.h"
-#include "worker/asgi_lifespan.h"
-#include "worker/asgi_scope.h"
-#include "worker/http.h"
-#include "worker/py.h"
-#include "worker/response.h"
+#include "worker/python/asgi.h"
+#include "worker/python/asgi_done.h"
+#include "worker/python/asgi_lifespan.h"
+#include "worker/python/asgi_scope.h"
+#include "worker/loop/http.h"
+#include "worker/python/py.h"
+#include "worker/python/writer.h"
 
 #define BODY_MSG_MAX    (256 * 1024) /* a sized body message, at most */
 #define BODY_MSG_CHUNK  (64 * 1024)  /* a chunked body message, at most */
@@ -739,8 +739,8 @@ static void wake_receivers(req_t *r)
 static int head_build(req_t *r, long long known)
 {
     bool close = sl_response_must_close(r->c, r->gen);
-    int rc = sl_response_head(&r->rs, &L.scratch, &r->c->req, r->status,
-                              r->headers, known, r->want_trailers, close);
+    int rc = sl_writer_head(&r->rs, &L.scratch, &r->c->req, r->status,
+                            r->headers, known, r->want_trailers, close);
 
     Py_CLEAR(r->headers);
     return rc;
@@ -859,7 +859,7 @@ static PyObject *send_start(req_t *r, PyObject *msg)
                           "list of [name, value] pairs");
     if (seq == NULL)
         return proto_error(r);
-    if (sl_response_check_headers(seq, "ASGI: http.response.start") < 0) {
+    if (sl_writer_check_headers(seq, "ASGI: http.response.start") < 0) {
         Py_DECREF(seq);
         return proto_error(r);
     }
@@ -934,7 +934,7 @@ static PyObject *send_trailers(req_t *r, PyObject *msg)
                           "a list of [name, value] pairs");
     if (seq == NULL)
         return proto_error(r);
-    if (sl_response_check_headers(seq, "ASGI: http.response.trailers") < 0)
+    if (sl_writer_check_headers(seq, "ASGI: http.response.trailers") < 0)
         goto out_fail;
     if (r->trailers == NULL && (r->trailers = PyList_New(0)) == NULL)
         goto out_fail;
@@ -948,7 +948,7 @@ static PyObject *send_trailers(req_t *r, PyObject *msg)
         if (!r->rs.trailers) { /* not chunked: no place for them */
             req_end(r, NULL, 0, r->rs.close ? SL_SEND_CLOSE : 0);
         } else {
-            if (sl_response_trailers(&L.scratch, r->trailers) < 0)
+            if (sl_writer_trailers(&L.scratch, r->trailers) < 0)
                 return proto_error(r);
             iov.iov_base = L.scratch.data;
             iov.iov_len = L.scratch.len;
