@@ -14,23 +14,14 @@
 
 #include "common/ctl.h"
 #include "common/log.h"
+#include "worker/loop/drain.h"
+#include "worker/loop/pump.h"
 #include "worker/python/asgi.h"
 #include "worker/python/asgi_lifespan.h"
-#include "worker/loop/drain.h"
 #include "worker/python/lane.h"
-#include "worker/loop/pump.h"
 #include "worker/python/py.h"
-#include "worker/worker.h"
 #include "worker/python/wsgi.h"
-
-static sl_wsgi_lane_t *inline_lane;
-
-static void run_inline(sl_conn_t *c)
-{
-    sl_drain_note_inline(c);
-    sl_wsgi_handle(inline_lane, c, c->gen);
-    sl_drain_note_inline(NULL);
-}
+#include "worker/worker.h"
 
 static void reset_signals(void)
 {
@@ -54,39 +45,47 @@ static int is_asgi(const sl_options_t *o, PyObject *app)
     return sl_asgi_lifespan_detect(app);
 }
 
-/* ASGI: lifespan startup before READY, one event loop, its shutdown after
- * the drain. Returns the exit status. */
-static int serve_asgi(sl_pump_t *p, PyObject *app, int worker_id, int ctl_fd)
-{
-    PyThreadState *ts = NULL;
-    int status, stuck;
+/* The one choice of executor, made once: [ASGI?][inline?]. */
+static const sl_exec_t *const executors[2][2] = {
+    {&sl_lane_exec, &sl_lane_inline_exec},
+    {&sl_asgi_lane_exec, &sl_asgi_inline_exec},
+};
 
-    if (sl_asgi_init(app, p) < 0)
-        return SL_EXIT_FAIL;
+/* Set the executor up and take APP (its reference is passed on): the
+ * lanes, or the event loop and lifespan startup. The exit status to leave
+ * with on failure (a failed ASGI boot is the app's, not a crash), else 0. */
+static int exec_start(sl_pump_t *p, PyObject *app, bool asgi)
+{
+    int rc;
+
+    if (asgi) {
+        rc = sl_asgi_init(app, p);
+        Py_DECREF(app);
+        if (rc < 0)
+            return SL_EXIT_FAIL;
+        return sl_asgi_start(p) < 0 ? SL_EXIT_APPLOAD : 0;
+    }
+    rc = sl_wsgi_init(app, p);
     Py_DECREF(app);
-    if (sl_asgi_start(p) < 0)
-        return SL_EXIT_APPLOAD; /* a failed boot, not a crash */
-    sl_pump_set_ctl(p, ctl_fd);
-    sl_pump_ctl(p, SL_CTL_READY);
-    sl_info("worker %d serving %s (ASGI on %s, %s mode)", worker_id,
-            p->opt->app, sl_asgi_loop_name(),
-            p->inline_mode ? "inline" : "pump");
-    if (p->inline_mode) {
-        status = sl_asgi_run_inline(p);
-        sl_asgi_stop(p);
-        sl_py_finalize();
-        return status;
-    }
-    ts = PyEval_SaveThread();
-    status = sl_pump_run(p);
-    stuck = sl_asgi_stop(p);
-    if (stuck) {
-        sl_warn("the ASGI lane is still inside the app at exit");
-        return status;
-    }
-    PyEval_RestoreThread(ts);
-    sl_py_finalize();
-    return status;
+    if (rc < 0)
+        return SL_EXIT_FAIL;
+    if (p->exec == &sl_lane_inline_exec)
+        rc = sl_lane_start_inline(p);
+    else
+        rc = sl_lane_start(p, p->opt->threads);
+    return rc < 0 ? SL_EXIT_FAIL : 0;
+}
+
+/* Serve until drained: lane threads need the GIL given up while the loop
+ * runs; an executor on the loop thread keeps it (WSGI inline releases it
+ * in libev's poll; ASGI inline runs its event loop here). */
+static int serve(sl_pump_t *p, bool asgi, PyThreadState **ts)
+{
+    if (asgi && p->exec->run != NULL)
+        return sl_asgi_run_inline(p);
+    if (p->exec->run == NULL)
+        *ts = PyEval_SaveThread();
+    return sl_pump_run(p);
 }
 
 int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
@@ -95,7 +94,7 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     static sl_pump_t pump;
     PyThreadState *ts = NULL;
     PyObject *app;
-    int status, asgi, stuck = 0;
+    int status, asgi, stuck;
 
     reset_signals();
     if (sl_log_fd() != STDERR_FILENO)
@@ -112,53 +111,36 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     asgi = is_asgi(o, app);
     if (asgi < 0)
         return SL_EXIT_APPLOAD;
-    if (sl_pump_init(&pump, o, listen_fds, nfds) < 0)
+    if (sl_pump_init(&pump, o, executors[asgi][o->inline_mode], listen_fds,
+                     nfds) < 0)
         return SL_EXIT_FAIL;
-    if (asgi) {
-        /* one asyncio lane runs many requests: a long request is not a
-         * stuck lane, so only a missing heartbeat may call it hung */
-        pump.lanes = 0;
-        sl_drain_backstop_margin(1.0);
-        status = serve_asgi(&pump, app, worker_id, ctl_fd);
-        sl_info("worker %d exiting (status %d)", worker_id, status);
+    /* one asyncio lane runs many requests: a long request is not a stuck
+     * lane, so only a missing heartbeat may call it hung */
+    pump.lanes = asgi ? 0 : o->threads;
+    status = exec_start(&pump, app, asgi);
+    if (status != 0)
         return status;
-    }
-    if (sl_wsgi_init(app, &pump) < 0)
-        return SL_EXIT_FAIL;
-    Py_DECREF(app);
-
-    if (pump.inline_mode) {
-        inline_lane = sl_wsgi_lane_new();
-        if (inline_lane == NULL) {
-            sl_py_log_exception("cannot set up the inline lane");
-            return SL_EXIT_FAIL;
-        }
-        pump.run_inline = run_inline;
-        sl_py_release_gil_in_poll(pump.loop);
-    } else {
-        if (sl_lane_start(&pump, o->threads) < 0)
-            return SL_EXIT_FAIL;
-        ts = PyEval_SaveThread();
-    }
     sl_pump_set_ctl(&pump, ctl_fd);
     sl_pump_ctl(&pump, SL_CTL_READY);
-    sl_info("worker %d serving %s (%s mode, %d lane%s)", worker_id, o->app,
-            pump.inline_mode ? "inline" : "pump", o->threads,
-            o->threads == 1 ? "" : "s");
+    if (asgi)
+        sl_info("worker %d serving %s (ASGI on %s, %s mode)", worker_id, o->app,
+                sl_asgi_loop_name(), pump.exec->name);
+    else
+        sl_info("worker %d serving %s (%s mode, %d lane%s)", worker_id, o->app,
+                pump.exec->name, o->threads, o->threads == 1 ? "" : "s");
 
-    status = sl_pump_run(&pump);
+    status = serve(&pump, asgi, &ts);
 
-    if (!pump.inline_mode) {
-        /* a forced drain already waited its graceful timeout: lanes
-         * still inside the app are not waited for again */
-        stuck = sl_lane_stop(&pump, status == SL_EXIT_OK ? 1.0 : 0.0);
-        PyEval_RestoreThread(ts);
-    }
-    if (stuck == 0) {
-        sl_wsgi_lane_free(inline_lane);
-        sl_py_finalize();
+    /* a forced drain already waited its graceful timeout: lanes still
+     * inside the app are not waited for again */
+    stuck = pump.exec->stop(&pump, status == SL_EXIT_OK ? 1.0 : 0.0);
+    if (stuck > 0) {
+        sl_warn("%d lane%s still inside the app at exit", stuck,
+                stuck == 1 ? "" : "s");
     } else {
-        sl_warn("%d lanes still inside the app at exit", stuck);
+        if (ts != NULL)
+            PyEval_RestoreThread(ts);
+        sl_py_finalize();
     }
     sl_info("worker %d exiting (status %d)", worker_id, status);
     return status;

@@ -31,6 +31,7 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "worker/loop/conn.h"
+#include "worker/loop/exec.h"
 #include "worker/loop/pump.h"
 
 #define H_DEADLINE 2.5 /* seconds any h_run_until() may take */
@@ -152,13 +153,50 @@ static inline int h_listen(void)
     return fd;
 }
 
+/* ------------------------------------------------------------------ */
+/* executors                                                          */
+
+static inline int h_exec_stop(sl_pump_t *p, double timeout)
+{
+    (void)p;
+    (void)timeout;
+    return 0;
+}
+
+/* The loop-side suites' executor: a lane thread's operations, with the
+ * test thread as the lane (it pops p->work itself, h_take_ticket()). */
+static const sl_exec_t h_exec_lanes = {
+    .name = "test lanes",
+    .hand_over = sl_exec_hand_over_queue,
+    .notify = sl_exec_notify_handoff,
+    .wake = sl_exec_wake_cv,
+    .wait = sl_exec_wait_cv,
+    .finish = sl_exec_finish_nothing,
+    .stop = h_exec_stop,
+};
+
+/* The same, for an executor that awaits instead of blocking (ASGI's
+ * shape): waits end with a SL_TICKET_WAKE in p->work. */
+static const sl_exec_t h_exec_await = {
+    .name = "test await",
+    .hand_over = sl_exec_hand_over_queue,
+    .notify = sl_exec_notify_handoff,
+    .wake = sl_exec_wake_ticket,
+    .wait = sl_exec_wait_never,
+    .finish = sl_exec_finish_nothing,
+    .stop = h_exec_stop,
+};
+
+/* What h_pump_up() gives the pump; a suite may point it elsewhere first. */
+static const sl_exec_t *h_exec = &h_exec_lanes;
+
 /* sl_pump_init() P for O on a fresh loopback listener, accepting (what
- * sl_pump_run() does before it enters the loop). */
+ * sl_pump_run() does before it enters the loop), with h_exec. */
 static inline void h_pump_up(sl_pump_t *p, const sl_options_t *o)
 {
     int fd = h_listen();
 
-    ck_assert_int_eq(sl_pump_init(p, o, &fd, 1), 0);
+    ck_assert_int_eq(sl_pump_init(p, o, h_exec, &fd, 1), 0);
     ck_assert_int_eq(p->nlisteners, 1);
     p->accepting = true;
     ev_io_start(p->loop, &p->listeners[0].io);

@@ -204,7 +204,7 @@ START_TEST(test_error_head)
     regex_t re;
 
     h_options(&opt, NULL);
-    ck_assert_int_eq(sl_pump_init(&pump, &opt, NULL, 0), 0);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, h_exec, NULL, 0), 0);
     ck_assert_int_eq(
         regcomp(&re,
                 "^HTTP/1\\.1 [0-9]{3} [A-Za-z ]+\r\n"

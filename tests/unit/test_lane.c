@@ -103,7 +103,7 @@ static void gil_give(void)
 static void teardown(void)
 {
     if (stuck < 0)
-        ck_assert_int_eq(sl_lane_stop(&pump, 2.0), 0);
+        ck_assert_int_eq(sl_lane_exec.stop(&pump, 2.0), 0);
     h_resp_free(&resp);
     h_client_close(&client);
 }
@@ -119,8 +119,9 @@ static void up(const char *lanes)
     hp_module("testapp", APP);
     app = sl_py_load_app(&opt);
     hp_check(app, "load the app");
+    h_exec = &sl_lane_exec;
     h_pump_up(&pump, &opt);
-    ck_assert(!pump.inline_mode);
+    ck_assert_ptr_eq(pump.exec, &sl_lane_exec);
     ck_assert_int_eq(sl_wsgi_init(app, &pump), 0);
     Py_DECREF(app);
     ck_assert_int_eq(sl_lane_start(&pump, opt.threads), 0);
@@ -330,7 +331,7 @@ START_TEST(test_stop_reports_stuck_lane)
     get(&client, "/block");
     ck_assert(h_run_until(&pump, app_entered, NULL));
     t0 = h_now();
-    stuck = sl_lane_stop(&pump, 0.2);
+    stuck = sl_lane_exec.stop(&pump, 0.2);
     ck_assert_int_eq(stuck, 1);
     ck_assert(h_now() - t0 >= 0.19);
     ck_assert(h_now() - t0 < 1.5);
@@ -347,7 +348,7 @@ START_TEST(test_stop_idle_lanes)
 
     up("3");
     t0 = h_now();
-    stuck = sl_lane_stop(&pump, 2.0);
+    stuck = sl_lane_exec.stop(&pump, 2.0);
     ck_assert_int_eq(stuck, 0);
     ck_assert(h_now() - t0 < 1.0);
     ck_assert(pump.work.closed);

@@ -11,6 +11,7 @@
 
 #include <check.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <regex.h>
 #include <signal.h>
@@ -269,7 +270,7 @@ START_TEST(test_date_format)
     const char *d;
 
     h_options(&opt, NULL);
-    ck_assert_int_eq(sl_pump_init(&pump, &opt, NULL, 0), 0);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, h_exec, NULL, 0), 0);
     d = sl_date_line();
     ck_assert_uint_eq(strlen(d), SL_DATE_LINE_LEN);
     ck_assert_int_eq(
@@ -311,7 +312,7 @@ START_TEST(test_init)
     uint32_t n = 0;
 
     h_options(&opt, "--worker-connections", "7", "--threads", "3", NULL);
-    ck_assert_int_eq(sl_pump_init(&pump, &opt, NULL, 0), 0);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, h_exec, NULL, 0), 0);
     ck_assert_ptr_nonnull(pump.loop);
     ck_assert_uint_eq(pump.nconns, 7);
     for (sl_conn_t *c = pump.free_list; c != NULL; c = c->next) {
@@ -324,10 +325,9 @@ START_TEST(test_init)
     ck_assert_uint_eq(pump.nactive, 0);
     ck_assert_ptr_eq(pump.active.next, &pump.active);
     ck_assert_int_eq(pump.nlisteners, 0);
-    ck_assert_int_eq(pump.exec_efd, -1);
+    ck_assert_ptr_eq(pump.exec, &h_exec_lanes);
     ck_assert_int_eq(pump.ctl_fd, -1);
     ck_assert_int_eq(pump.lanes, 3);
-    ck_assert(!pump.inline_mode);
     ck_assert_uint_eq(pump.retire_at, 0);
     ck_assert_uint_ge(pump.work.cap, 7);
     ck_assert_uint_ge(pump.done.cap, 7);
@@ -361,7 +361,7 @@ START_TEST(test_unix_listener)
     ck_assert_int_eq(bind(fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
     ck_assert_int_eq(listen(fd, 8), 0);
     h_options(&opt, NULL);
-    ck_assert_int_eq(sl_pump_init(&pump, &opt, &fd, 1), 0);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, h_exec, &fd, 1), 0);
     ck_assert(pump.listeners[0].unix_sock);
     ck_assert_str_eq(pump.listeners[0].server_name, "localhost");
 }
@@ -456,75 +456,113 @@ END_TEST
 /* ------------------------------------------------------------------ */
 /* passes: submits out in one batch, completions back through one async */
 
-/* Every submit of a pass goes out in one push with one wake-up. */
+/* An executor that records what it is handed; on its first batch it
+ * queues one more ticket, as an executor on the loop thread may. */
+static sl_ticket_t handed[8];
+static uint32_t nhanded, nbatches;
+static sl_conn_t *requeue; /* queued again while the first batch is handed */
+
+static void record_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
+{
+    uint32_t i;
+
+    for (i = 0; i < n && nhanded < 8; i++)
+        handed[nhanded++] = t[i];
+    if (nbatches++ == 0 && requeue != NULL)
+        sl_pump_queue_ticket(p, requeue, SL_TICKET_WAKE);
+}
+
+static const sl_exec_t record_exec = {
+    .name = "record",
+    .hand_over = record_hand_over,
+    .notify = sl_exec_notify_handoff,
+    .wake = sl_exec_wake_ticket,
+    .wait = sl_exec_wait_never,
+    .finish = sl_exec_finish_nothing,
+    .stop = h_exec_stop,
+};
+
+/* Every ticket of a pass goes to the executor in one batch, at the end of
+ * the pass; a pass without tickets hands over nothing. */
 START_TEST(test_submits_batched_per_pass)
 {
     h_client_t other;
-    uint64_t wakes = 0;
-    int efd = eventfd(0, EFD_NONBLOCK);
-    sl_ticket_t t;
 
+    h_exec = &record_exec;
     h_options(&opt, NULL);
     h_pump_up(&pump, &opt);
-    pump.exec_efd = efd;
     h_connect(&pump, &client);
     h_connect(&pump, &other);
     sl_pump_submit(&pump, client.conn);
     sl_pump_queue_ticket(&pump, other.conn, SL_TICKET_WAKE);
     ck_assert_uint_eq(pump.inflight, 1);
     ck_assert_uint_eq(pump.npending, 2);
-    ck_assert_uint_eq(queue_count(&pump.work), 0); /* not before the pass */
+    ck_assert_uint_eq(nbatches, 0); /* not before the pass */
     ev_run(pump.loop, EVRUN_NOWAIT);
     ck_assert_uint_eq(pump.npending, 0);
-    ck_assert_uint_eq(queue_count(&pump.work), 2);
-    ck_assert_int_eq(read(efd, &wakes, sizeof(wakes)), sizeof(wakes));
-    ck_assert(wakes == 1);
-    ck_assert(sl_queue_try_pop(&pump.work, &t));
-    ck_assert_uint_eq(t.idx, client.conn->idx);
-    ck_assert_uint_eq(t.kind, SL_TICKET_SUBMIT);
-    ck_assert(sl_queue_try_pop(&pump.work, &t));
-    ck_assert_uint_eq(t.idx, other.conn->idx);
-    ck_assert_uint_eq(t.kind, SL_TICKET_WAKE);
-    /* a pass without submits wakes nobody */
+    ck_assert_uint_eq(nbatches, 1);
+    ck_assert_uint_eq(nhanded, 2);
+    ck_assert_uint_eq(handed[0].idx, client.conn->idx);
+    ck_assert_uint_eq(handed[0].kind, SL_TICKET_SUBMIT);
+    ck_assert_uint_eq(handed[1].idx, other.conn->idx);
+    ck_assert_uint_eq(handed[1].kind, SL_TICKET_WAKE);
     ev_run(pump.loop, EVRUN_NOWAIT);
-    ck_assert_int_eq(read(efd, &wakes, sizeof(wakes)), -1);
-    ck_assert_int_eq(errno, EAGAIN);
-    pump.exec_efd = -1;
-    close(efd);
+    ck_assert_uint_eq(nbatches, 1);
     h_client_close(&other);
 }
 END_TEST
 
-/* An executor on the loop thread takes the pass's tickets at once, in
- * order, as many as it asks for; the rest stay for the end of the pass. */
-START_TEST(test_take_tickets)
+/* A ticket queued while a batch is handed over (an executor on the loop
+ * thread handling a wake) goes with the next batch, after the rest, and is
+ * never lost or handed twice; sl_pump_run_once() hands over what its pass
+ * queued without waiting for another pass. */
+START_TEST(test_hand_over_during_hand_over)
 {
     h_client_t other;
-    sl_ticket_t got[4];
 
+    h_exec = &record_exec;
     h_options(&opt, NULL);
     h_pump_up(&pump, &opt);
     h_connect(&pump, &client);
     h_connect(&pump, &other);
-    ck_assert_uint_eq(sl_pump_take_tickets(&pump, got, 4), 0);
+    requeue = other.conn;
     sl_pump_queue_ticket(&pump, client.conn, SL_TICKET_WAKE);
-    sl_pump_queue_ticket(&pump, other.conn, SL_TICKET_WAKE);
     sl_pump_queue_ticket(&pump, client.conn, SL_TICKET_SUBMIT);
-    ck_assert_uint_eq(sl_pump_take_tickets(&pump, got, 2), 2);
-    ck_assert_uint_eq(got[0].idx, client.conn->idx);
-    ck_assert_uint_eq(got[0].kind, SL_TICKET_WAKE);
-    ck_assert_uint_eq(got[1].idx, other.conn->idx);
-    ck_assert_uint_eq(pump.npending, 1);
-    /* one queued while the first ones are handled goes after the rest */
-    sl_pump_queue_ticket(&pump, other.conn, SL_TICKET_WAKE);
-    ck_assert_uint_eq(sl_pump_take_tickets(&pump, got, 4), 2);
-    ck_assert_uint_eq(got[0].idx, client.conn->idx);
-    ck_assert_uint_eq(got[0].kind, SL_TICKET_SUBMIT);
-    ck_assert_uint_eq(got[1].idx, other.conn->idx);
+    ck_assert(sl_pump_run_once(&pump));
+    ck_assert_uint_eq(nbatches, 2);
+    ck_assert_uint_eq(nhanded, 3);
+    ck_assert_uint_eq(handed[0].kind, SL_TICKET_WAKE);
+    ck_assert_uint_eq(handed[1].kind, SL_TICKET_SUBMIT);
+    ck_assert_uint_eq(handed[2].idx, other.conn->idx);
     ck_assert_uint_eq(pump.npending, 0);
-    ev_run(pump.loop, EVRUN_NOWAIT);
-    ck_assert_uint_eq(queue_count(&pump.work), 0); /* nothing left over */
+    ck_assert(sl_pump_run_once(&pump));
+    ck_assert_uint_eq(nhanded, 3); /* nothing left over */
     h_client_close(&other);
+}
+END_TEST
+
+/* The backend fd found at init is libev's epoll instance: it turns
+ * readable when a watched descriptor does, and only then. */
+START_TEST(test_backend_fd)
+{
+    struct pollfd pfd;
+    ev_io w;
+    int fds[2];
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    ck_assert_int_ge(pump.backend_fd, 0);
+    ck_assert_int_eq(pipe(fds), 0);
+    ev_io_init(&w, NULL, fds[0], EV_READ);
+    ev_io_start(pump.loop, &w);
+    ev_run(pump.loop, EVRUN_NOWAIT); /* libev registers the fd */
+    pfd = (struct pollfd){.fd = pump.backend_fd, .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, 0), 0);
+    ck_assert_int_eq(write(fds[1], "x", 1), 1);
+    ck_assert_int_eq(poll(&pfd, 1, 1000), 1);
+    ev_io_stop(pump.loop, &w);
+    close(fds[0]);
+    close(fds[1]);
 }
 END_TEST
 
@@ -699,7 +737,7 @@ END_TEST
 START_TEST(test_retire_jitter)
 {
     h_options(&opt, "--max-requests", "10", "--max-requests-jitter", "5", NULL);
-    ck_assert_int_eq(sl_pump_init(&pump, &opt, NULL, 0), 0);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, h_exec, NULL, 0), 0);
     ck_assert_uint_ge(pump.retire_at, 10);
     ck_assert_uint_le(pump.retire_at, 15);
 }
@@ -799,7 +837,7 @@ START_TEST(test_run_until_term)
     int fd = h_listen();
 
     h_options(&opt, NULL);
-    ck_assert_int_eq(sl_pump_init(&pump, &opt, &fd, 1), 0);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, h_exec, &fd, 1), 0);
     ck_assert(!pump.accepting);
     ck_assert_int_eq(kill(getpid(), SIGTERM), 0);
     alarm(5);
@@ -839,7 +877,8 @@ static Suite *pump_suite(void)
     tcase_add_test(tc, test_pool_limit);
     tcase_add_test(tc, test_stop_listening);
     tcase_add_test(tc, test_submits_batched_per_pass);
-    tcase_add_test(tc, test_take_tickets);
+    tcase_add_test(tc, test_hand_over_during_hand_over);
+    tcase_add_test(tc, test_backend_fd);
     tcase_add_test(tc, test_batch_overflow_is_bounded);
     tcase_add_test(tc, test_completion_from_another_thread);
     tcase_add_test(tc, test_completion_for_free_slot);

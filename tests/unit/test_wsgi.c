@@ -15,6 +15,7 @@
 #include <regex.h>
 
 #include "tests/unit/py_harness.h"
+#include "worker/python/lane.h"
 #include "worker/python/wsgi.h"
 
 static const char APP[] =
@@ -264,6 +265,8 @@ static h_resp_t resp;
 static sl_wsgi_lane_t *lane;
 static char v[256]; /* header values read back */
 
+static sl_exec_t inline_exec; /* WSGI inline's, running on our lane */
+
 static void run_inline(sl_conn_t *c)
 {
     sl_wsgi_handle(lane, c, c->gen);
@@ -297,9 +300,10 @@ static void up(void)
     hp_module("testapp", APP);
     app = sl_py_load_app(&opt);
     hp_check(app, "load the app");
+    inline_exec = sl_lane_inline_exec;
+    inline_exec.run = run_inline; /* this suite's own lane */
+    h_exec = &inline_exec;
     h_pump_up(&pump, &opt);
-    pump.inline_mode = true;
-    pump.run_inline = run_inline;
     ck_assert_int_eq(sl_wsgi_init(app, &pump), 0);
     Py_DECREF(app);
     lane = sl_wsgi_lane_new();

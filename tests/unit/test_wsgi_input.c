@@ -11,6 +11,7 @@
 #include <pthread.h>
 
 #include "tests/unit/py_harness.h"
+#include "worker/python/lane.h"
 #include "worker/python/wsgi.h"
 #include "worker/python/wsgi_input.h"
 
@@ -112,6 +113,8 @@ static h_client_t client;
 static h_resp_t resp;
 static sl_wsgi_lane_t *lane;
 
+static sl_exec_t inline_exec; /* WSGI inline's, running on our lane */
+
 static void run_inline(sl_conn_t *c)
 {
     sl_wsgi_handle(lane, c, c->gen);
@@ -128,9 +131,10 @@ static void setup(void)
     hp_module("testapp", APP);
     app = sl_py_load_app(&opt);
     hp_check(app, "load the app");
+    inline_exec = sl_lane_inline_exec;
+    inline_exec.run = run_inline; /* this suite's own lane */
+    h_exec = &inline_exec;
     h_pump_up(&pump, &opt);
-    pump.inline_mode = true;
-    pump.run_inline = run_inline;
     ck_assert_int_eq(sl_wsgi_init(app, &pump), 0);
     Py_DECREF(app);
     lane = sl_wsgi_lane_new();

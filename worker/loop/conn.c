@@ -33,9 +33,7 @@
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 
-#define READ_CHUNK    16384
 #define BODY_WINDOW   (256 * 1024) /* request body buffered per request */
-#define OUT_CREDIT    (256 * 1024) /* response bytes queued per request */
 #define LINGER_SECS   2.0
 #define BUF_KEEP      (64 * 1024) /* buffers above this are freed when idle */
 #define MAX_HEAD_HARD (4 * 1024 * 1024)
@@ -43,7 +41,7 @@
 static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents);
 static void conn_wake(sl_conn_t *c);
 static void conn_process(sl_conn_t *c);
-static int conn_parse(sl_conn_t *c);
+static void conn_take(sl_conn_t *c);
 static void conn_close(sl_conn_t *c);
 
 /* ------------------------------------------------------------------ */
@@ -323,9 +321,9 @@ static void fd_close(int *fd)
     }
 }
 
-/* Write what the loop holds for C. 1 when all is written, 0 when the socket
- * is full, -1 when the client is gone. */
-static int conn_flush(sl_conn_t *c)
+/* Write what the loop holds for C, adding the count to *WRITTEN. 1 when
+ * all is written, 0 when the socket is full, -1 when the client is gone. */
+static int conn_write(sl_conn_t *c, size_t *written_out)
 {
     sl_buf_t *w = &c->wbuf;
     ssize_t n;
@@ -366,13 +364,40 @@ static int conn_flush(sl_conn_t *c)
     }
     if (rc == 1)
         fd_close(&c->wfile_fd);
-    if (written > 0 && c->state == SL_CONN_SERVING && !c->pump->inline_mode) {
+    *written_out = written;
+    return rc;
+}
+
+/* WRITTEN bytes of C's response left: their credit comes back, and an
+ * executor waiting for it hears so below half the credit (mu held). */
+static void credit_back(sl_conn_t *c, size_t written)
+{
+    if (written == 0 || c->state != SL_CONN_SERVING)
+        return;
+    c->inflight -= written < c->inflight ? written : c->inflight;
+    if (c->inflight + c->out.len <= SL_CONN_CREDIT / 2)
+        conn_wake(c);
+}
+
+int sl_conn_flush(sl_conn_t *c)
+{
+    size_t written;
+    int rc = conn_write(c, &written);
+
+    if (written > 0 && c->state == SL_CONN_SERVING) {
         pthread_mutex_lock(&c->mu);
-        c->inflight -= written < c->inflight ? written : c->inflight;
-        if (c->inflight + c->out.len <= OUT_CREDIT / 2)
-            conn_wake(c);
+        credit_back(c, written);
         pthread_mutex_unlock(&c->mu);
     }
+    return rc;
+}
+
+int sl_conn_flush_locked(sl_conn_t *c)
+{
+    size_t written;
+    int rc = conn_write(c, &written);
+
+    credit_back(c, written);
     return rc;
 }
 
@@ -388,40 +413,17 @@ static void conn_error_response(sl_conn_t *c, int status)
 /* ------------------------------------------------------------------ */
 /* executor side                                                      */
 
-/* Wake the executor if it waits on C (mu held): a WSGI lane sleeps on the
- * condition variable; an ASGI lane awaits a future, resolved from a wake
- * ticket that travels with this pass's batch. */
+/* Wake the executor if it waits on C (mu held). */
 static void conn_wake(sl_conn_t *c)
 {
-    if (!c->waiting)
-        return;
-    if (c->pump->exec_efd < 0) {
-        pthread_cond_signal(&c->cv);
-        return;
-    }
-    c->waiting = false;
-    sl_pump_queue_ticket(c->pump, c, SL_TICKET_WAKE);
-}
-
-static void wait_cv(sl_conn_t *c)
-{
-    c->waiting = true;
-    pthread_cond_wait(&c->cv, &c->mu);
-    c->waiting = false;
-}
-
-static void notify_locked(sl_conn_t *c)
-{
-    if (!c->notified && !c->pump->inline_mode) {
-        c->notified = true;
-        sl_pump_notify(c->pump, c);
-    }
+    if (c->waiting)
+        c->pump->exec->wake(c);
 }
 
 /* Move what the executor queued in out behind wbuf (mu held): a swap of
  * the buffers when wbuf is empty, a copy otherwise. 0, or -1 when out of
  * memory. */
-static int take_out(sl_conn_t *c)
+int sl_conn_take_out(sl_conn_t *c)
 {
     int rc = 0;
 
@@ -434,39 +436,14 @@ static int take_out(sl_conn_t *c)
                            sl_buf_pending(&c->out));
     }
     sl_buf_reset(&c->out, BUF_KEEP);
+    c->inflight = sl_buf_pending(&c->wbuf);
     return rc;
 }
 
-/* Inline mode: write out what the app queued, waiting on the socket. */
-static int inline_drain_out(sl_conn_t *c)
+/* Response bytes of C's request queued and not yet written (mu held). */
+static size_t credit_used(const sl_conn_t *c)
 {
-    struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
-    int rc, ms = (int)(c->pump->opt->timeout * 1000);
-
-    if (take_out(c) < 0)
-        return -1;
-    while ((rc = conn_flush(c)) == 0) {
-        if (poll(&pfd, 1, ms > 0 ? ms : -1) <= 0)
-            return -1;
-    }
-    return rc < 0 ? -1 : 0;
-}
-
-/* Inline mode, mid-response: what the app streams goes out now (an SSE
- * event must not sit in a buffer), and a write error ends the stream at
- * once. 0, 1 when the socket is full past the credit, -1 when gone. */
-static int inline_push_out(sl_conn_t *c)
-{
-    int rc;
-
-    if (take_out(c) < 0)
-        return -1;
-    rc = conn_flush(c);
-    if (rc < 0) {
-        c->aborted = true;
-        return -1;
-    }
-    return rc == 0 && sl_buf_pending(&c->wbuf) > OUT_CREDIT ? 1 : 0;
+    return c->out.len + c->inflight;
 }
 
 int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
@@ -483,7 +460,7 @@ int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
         /* nothing more goes out, but END still frees the request */
         if (flags & SL_SEND_END) {
             c->resp_done = true;
-            notify_locked(c);
+            c->pump->exec->notify(c);
         }
         rc = -1;
         goto out_unlock;
@@ -499,10 +476,10 @@ int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
         c->close_after = true;
     if (flags & SL_SEND_END)
         c->resp_done = true;
-    notify_locked(c);
-    if (c->pump->inline_mode && !(flags & SL_SEND_END))
-        rc = inline_push_out(c);
-    else if (!(flags & SL_SEND_END) && c->out.len + c->inflight > OUT_CREDIT)
+    c->pump->exec->notify(c);
+    if (c->aborted)
+        rc = -1;
+    else if (!(flags & SL_SEND_END) && credit_used(c) > SL_CONN_CREDIT)
         rc = 1;
 out_unlock:
     pthread_mutex_unlock(&c->mu);
@@ -514,14 +491,9 @@ int sl_conn_wait_credit(sl_conn_t *c, uint32_t gen)
     int rc = 0;
 
     pthread_mutex_lock(&c->mu);
-    if (c->pump->inline_mode) {
-        if (c->gen == gen && !c->aborted)
-            rc = inline_drain_out(c);
-    } else {
-        while (c->gen == gen && !c->aborted &&
-               c->out.len + c->inflight > OUT_CREDIT / 2)
-            wait_cv(c);
-    }
+    while (rc == 0 && c->gen == gen && !c->aborted &&
+           credit_used(c) > SL_CONN_CREDIT / 2)
+        rc = c->pump->exec->wait(c, SL_AWAIT_CREDIT);
     if (c->gen != gen || c->aborted)
         rc = -1;
     pthread_mutex_unlock(&c->mu);
@@ -558,13 +530,13 @@ int sl_conn_await(sl_conn_t *c, uint32_t gen, int what)
                (sl_buf_pending(&c->body) > 0 || c->body_done)) {
         rc = 0;
     } else if (what == SL_AWAIT_CREDIT &&
-               c->out.len + c->inflight <= OUT_CREDIT / 2) {
+               credit_used(c) <= SL_CONN_CREDIT / 2) {
         rc = 0;
     } else {
         c->waiting = true;
         /* the loop may have stopped reading at a full body window */
         if (what == SL_AWAIT_BODY)
-            notify_locked(c);
+            c->pump->exec->notify(c);
     }
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -604,45 +576,10 @@ int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,
     c->resp_done = true;
     if (flags & SL_SEND_CLOSE)
         c->close_after = true;
-    notify_locked(c);
+    c->pump->exec->notify(c);
 out_unlock:
     pthread_mutex_unlock(&c->mu);
     return rc;
-}
-
-/* Inline mode: read and parse until the body has bytes or ends. */
-static int inline_pull_body(sl_conn_t *c)
-{
-    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-    int ms = (int)(c->pump->opt->timeout * 1000);
-    ssize_t n;
-
-    while (sl_buf_pending(&c->body) == 0 && !c->body_done && !c->aborted) {
-        if (sl_buf_pending(&c->rbuf) > 0) {
-            pthread_mutex_unlock(&c->mu);
-            n = conn_parse(c);
-            pthread_mutex_lock(&c->mu);
-            if (n < 0)
-                return -1;
-            continue;
-        }
-        sl_buf_compact(&c->rbuf);
-        if (sl_buf_reserve(&c->rbuf, READ_CHUNK) < 0)
-            return -1;
-        n = recv(c->fd, c->rbuf.data + c->rbuf.len, READ_CHUNK, 0);
-        if (n > 0) {
-            c->rbuf.len += (size_t)n;
-        } else if (n == 0) {
-            c->peer_eof = true;
-            c->aborted = true;
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (poll(&pfd, 1, ms > 0 ? ms : -1) <= 0)
-                c->aborted = true;
-        } else if (errno != EINTR) {
-            c->aborted = true;
-        }
-    }
-    return c->aborted && sl_buf_pending(&c->body) == 0 ? -1 : 0;
 }
 
 long sl_conn_read_body(sl_conn_t *c, uint32_t gen, char *dst, size_t n,
@@ -673,13 +610,9 @@ long sl_conn_read_body(sl_conn_t *c, uint32_t gen, char *dst, size_t n,
             rc = -2;
             goto out_unlock;
         }
-        if (c->pump->inline_mode) {
-            if (inline_pull_body(c) < 0) {
-                rc = -1;
-                goto out_unlock;
-            }
-        } else {
-            wait_cv(c);
+        if (c->pump->exec->wait(c, SL_AWAIT_BODY) < 0) {
+            rc = -1;
+            goto out_unlock;
         }
     }
     avail = sl_buf_pending(b);
@@ -692,7 +625,7 @@ long sl_conn_read_body(sl_conn_t *c, uint32_t gen, char *dst, size_t n,
     rc = (long)n;
     /* the loop stopped reading when the window filled: let it go on */
     if (sl_buf_pending(b) < BODY_WINDOW / 2 && !c->body_done)
-        notify_locked(c);
+        c->pump->exec->notify(c);
 out_unlock:
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -703,7 +636,7 @@ out_unlock:
 
 /* Run llhttp over the unparsed bytes until it needs more, a message or a
  * head completes, or it fails. 0, or -1 when an error response is due. */
-static int conn_parse(sl_conn_t *c)
+int sl_conn_parse(sl_conn_t *c)
 {
     sl_buf_t *b = &c->rbuf;
     llhttp_errno_t err;
@@ -796,15 +729,15 @@ static void conn_dispatch(sl_conn_t *c)
         sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1);
         c->interim = sizeof(cont) - 1; /* not part of the response */
     }
-    if (c->pump->inline_mode) {
-        if (sl_buf_pending(&c->wbuf) > 0 && conn_flush(c) < 0)
+    if (c->pump->exec->run != NULL) {
+        if (sl_buf_pending(&c->wbuf) > 0 && sl_conn_flush(c) < 0)
             c->aborted = true;
         c->pump->inflight++;
-        c->pump->run_inline(c);
+        c->pump->exec->run(c);
         /* the app held the loop: deadlines set from here on need the real
          * time, not the time the pass began */
         ev_now_update(c->pump->loop);
-        sl_conn_complete(c);
+        conn_take(c);
         return;
     }
     sl_pump_submit(c->pump, c);
@@ -821,7 +754,7 @@ static int conn_read(sl_conn_t *c, size_t limit)
         b->off = b->len = 0;
     if (c->state == SL_CONN_READING && b->off == b->len && !c->in_msg)
         sl_buf_compact(b);
-    room = READ_CHUNK;
+    room = SL_CONN_READ_CHUNK;
     if (b->len + room > limit)
         room = limit > b->len ? limit - b->len : 0;
     if (room == 0)
@@ -906,13 +839,12 @@ static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 }
 
 /* Take what the executor queued: output, END, and its close request. */
-void sl_conn_complete(sl_conn_t *c)
+static void conn_take(sl_conn_t *c)
 {
     pthread_mutex_lock(&c->mu);
     c->notified = false;
     if (sl_buf_pending(&c->out) > 0) {
-        take_out(c); /* out of memory: those bytes are lost */
-        c->inflight = sl_buf_pending(&c->wbuf);
+        sl_conn_take_out(c); /* out of memory: those bytes are lost */
     }
     if (c->resp_done && c->file_fd >= 0) {
         c->wfile_fd = c->file_fd;
@@ -939,8 +871,12 @@ void sl_conn_complete(sl_conn_t *c)
         conn_close(c);
         return;
     }
-    if (!c->pump->inline_mode)
-        conn_process(c);
+}
+
+void sl_conn_complete(sl_conn_t *c)
+{
+    conn_take(c);
+    conn_process(c);
 }
 
 /* The one driver: advance C as far as it can go without waiting. */
@@ -952,13 +888,13 @@ static void conn_process(sl_conn_t *c)
     for (;;) {
         switch (c->state) {
         case SL_CONN_READING:
-            if (conn_parse(c) < 0) {
+            if (sl_conn_parse(c) < 0) {
                 conn_error_response(c, c->http_error);
                 continue;
             }
             /* a body already here is checked before the app sees it, so
              * a bad chunk in the first packet never reaches the app */
-            if (c->head_done && c->req.has_body && conn_parse(c) < 0) {
+            if (c->head_done && c->req.has_body && sl_conn_parse(c) < 0) {
                 conn_error_response(c, c->http_error);
                 continue;
             }
@@ -983,13 +919,13 @@ static void conn_process(sl_conn_t *c)
 
         case SL_CONN_SERVING:
             /* pump mode: stream the body in, the response out */
-            if (!c->msg_done && conn_parse(c) < 0) {
+            if (!c->msg_done && sl_conn_parse(c) < 0) {
                 pthread_mutex_lock(&c->mu);
                 c->aborted = true;
                 conn_wake(c);
                 pthread_mutex_unlock(&c->mu);
             }
-            rc = conn_flush(c);
+            rc = sl_conn_flush(c);
             if (rc < 0) {
                 pthread_mutex_lock(&c->mu);
                 c->aborted = true;
@@ -1008,7 +944,7 @@ static void conn_process(sl_conn_t *c)
             return;
 
         case SL_CONN_WRITING:
-            rc = conn_flush(c);
+            rc = sl_conn_flush(c);
             if (rc < 0) {
                 sl_pump_request_done(c->pump, c);
                 conn_close(c);
@@ -1020,7 +956,7 @@ static void conn_process(sl_conn_t *c)
             }
             /* a body the app did not read: drop it, then go on */
             if (!c->msg_done && !c->close_after && !c->aborted) {
-                if (conn_parse(c) < 0) {
+                if (sl_conn_parse(c) < 0) {
                     c->close_after = true;
                 } else if (!c->msg_done) {
                     if (c->peer_eof) {

@@ -5,8 +5,10 @@
  * response, and only through the calls below, which take the connection's
  * mutex and check the request generation, so an executor that holds on to a
  * stale request (an app keeping wsgi.input around) can never touch the next
- * one. In inline mode the executor *is* the loop thread and the same calls
- * run without the handoff.
+ * one. An on-loop executor (inline mode) *is* the loop thread: the same
+ * calls run without the handoff, and where they would wait they ask the
+ * executor's wait operation (worker/loop/exec.h), which for it means the
+ * socket.
  */
 #ifndef SL_CONN_H
 #define SL_CONN_H
@@ -153,6 +155,14 @@ enum {
  * most; past this the response should close the connection instead. */
 #define SL_CONN_DISCARD_MAX (1024 * 1024)
 
+/* Response bytes a request may have queued and not yet written, for every
+ * executor: past it sl_conn_send() answers 1, and the executor waits
+ * (sl_conn_wait_credit(), or SL_AWAIT_CREDIT) until half of it is written. */
+#define SL_CONN_CREDIT (256 * 1024)
+
+/* Bytes read from a socket at once. */
+#define SL_CONN_READ_CHUNK 16384
+
 /* Body bytes of request GEN not yet received: 0 when complete, UINT64_MAX
  * when unknown (chunked). */
 uint64_t sl_conn_body_left(sl_conn_t *c, uint32_t gen);
@@ -189,5 +199,24 @@ bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace);
 
 /* Close at once (fast stop). */
 void sl_conn_abort(sl_conn_t *c);
+
+/* ---- loop side, for the executors that run on the loop thread ---- */
+
+/* Run llhttp over C's unparsed bytes until it needs more, a head or a
+ * message completes, or it fails. 0, or -1 when an error response is due
+ * (c->http_error says which). */
+int sl_conn_parse(sl_conn_t *c);
+
+/* Write what the loop holds for C. 1 when all is written, 0 when the
+ * socket is full, -1 when the client is gone. */
+int sl_conn_flush(sl_conn_t *c);
+
+/* The same, for a caller that holds c->mu (an executor on the loop
+ * thread, inside one of the calls above). */
+int sl_conn_flush_locked(sl_conn_t *c);
+
+/* Move what the executor queued in c->out behind the loop's write buffer
+ * (mu held). 0, or -1 when out of memory (those bytes are lost). */
+int sl_conn_take_out(sl_conn_t *c);
 
 #endif

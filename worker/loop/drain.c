@@ -17,7 +17,6 @@
 #include "common/ctl.h"
 #include "common/log.h"
 #include "common/options.h"
-#include "worker/python/asgi.h"
 #include "worker/loop/drain.h"
 
 #define STEP_SECS 0.1
@@ -26,16 +25,17 @@
  * (with Connection: close) instead of finding the connection reset. */
 #define IDLE_GRACE 0.1
 
-/* Signal-handler state: TERM arrived; what an inline request is (for the
- * backstop's last words). Written by the loop thread or the handler only. */
+/* Signal-handler state: TERM arrived; the request an executor runs on the
+ * loop thread (for the backstop's last words). Written by the loop thread or
+ * the handler only. */
 static volatile sig_atomic_t term_seen;
 static const sl_options_t *backstop_opt;
 static double backstop_margin; /* past the graceful timeout, see drain.h */
 static timer_t backstop_timer;
 static bool backstop_ready;
-static const char *volatile inline_method;
-static const char *volatile inline_url;
-static volatile int inline_url_len;
+static const char *volatile running_method;
+static const char *volatile running_url;
+static volatile int running_url_len;
 
 static void drain_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -52,7 +52,7 @@ static void drain_finish(sl_pump_t *p, bool forced)
     /* first: connections released below must not step the drain again */
     p->stopping = true;
     ev_timer_stop(p->loop, &p->drain_timer);
-    sl_asgi_finish(p); /* ASGI: cancel the request tasks still running */
+    p->exec->finish(p); /* cancel what still runs in the executor */
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
         if (c->state == SL_CONN_SERVING || c->state == SL_CONN_WRITING)
@@ -147,7 +147,7 @@ static void backstop_handler(int sig)
 {
     static const char head[] = "sluice: worker graceful timeout: exiting";
     static const char mid[] = "; abandoning ";
-    const char *m = inline_method, *u = inline_url;
+    const char *m = running_method, *u = running_url;
     int fd = sl_log_fd();
     ssize_t rc;
 
@@ -157,14 +157,14 @@ static void backstop_handler(int sig)
         rc = write(fd, mid, sizeof(mid) - 1);
         rc = write(fd, m, strlen(m));
         rc = write(fd, " ", 1);
-        rc = write(fd, u, (size_t)inline_url_len);
+        rc = write(fd, u, (size_t)running_url_len);
     }
     rc = write(fd, "\n", 1);
     (void)rc;
     _exit(SL_EXIT_FAIL);
 }
 
-/* TERM: remember it where an inline app's response can see it, arm the
+/* TERM: remember it where a response made on the loop thread sees it, arm the
  * backstop, then let libev deliver it to the loop as usual. */
 static void term_handler(int sig)
 {
@@ -188,9 +188,9 @@ void sl_drain_signals(sl_pump_t *p)
     struct sigevent sev;
 
     backstop_opt = p->opt;
-    /* an inline WSGI app can hold the loop past its timeout: only the
+    /* an app that holds the loop can hold it past its timeout: only the
      * backstop can keep the promise, a little after the loop would have */
-    backstop_margin = p->opt->inline_mode ? 0.1 : 1.0;
+    backstop_margin = p->exec->holds_loop ? 0.1 : 1.0;
     memset(&sev, 0, sizeof(sev));
     sev.sigev_notify = SIGEV_SIGNAL;
     sev.sigev_signo = SIGALRM;
@@ -213,26 +213,21 @@ void sl_drain_signals(sl_pump_t *p)
         sl_log_errno(SL_LOG_WARNING, "sigaction(SIGTERM) failed");
 }
 
-void sl_drain_backstop_margin(double secs)
-{
-    backstop_margin = secs;
-}
-
 bool sl_drain_closing(const sl_pump_t *p)
 {
-    return __atomic_load_n(&p->draining, __ATOMIC_RELAXED) ||
+    return atomic_load_explicit(&p->draining, memory_order_relaxed) ||
            (term_seen && p->opt->shutdown_delay <= 0);
 }
 
-void sl_drain_note_inline(const sl_conn_t *c)
+void sl_drain_note_running(const sl_conn_t *c)
 {
     if (c == NULL) {
-        inline_url = NULL;
+        running_url = NULL;
         return;
     }
-    inline_method = llhttp_method_name(c->req.method);
-    inline_url_len = (int)c->req.url_len;
-    inline_url = c->req.hbuf.data + c->req.url_off;
+    running_method = llhttp_method_name(c->req.method);
+    running_url_len = (int)c->req.url_len;
+    running_url = c->req.hbuf.data + c->req.url_off;
 }
 
 void sl_drain_fast(sl_pump_t *p)

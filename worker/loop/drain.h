@@ -17,24 +17,21 @@ void sl_drain_prepare(sl_pump_t *p);
  * the cadence and whenever a request or connection ends. */
 void sl_drain_step(sl_pump_t *p);
 
-/* Take over SIGTERM's handler (after libev set its own): a flag that an
- * inline response can see while the loop is held, and a backstop timer that
- * ends the worker at --shutdown-delay + --graceful-timeout (+1 s in pump
- * mode, where the loop keeps time itself) even if the app holds the loop. */
+/* Take over SIGTERM's handler (after libev set its own): a flag that a
+ * response made while the loop is held can see, and a backstop timer that
+ * ends the worker at --shutdown-delay + --graceful-timeout even if the app
+ * holds the loop: 0.1 s later when the executor says it may hold the loop
+ * (exec.h: holds_loop), 1 s later otherwise, where the loop keeps time
+ * itself (and ASGI runs lifespan shutdown after the drain). */
 void sl_drain_signals(sl_pump_t *p);
-
-/* Seconds past --graceful-timeout before the backstop fires (default 0.1
- * inline, 1 in pump mode; ASGI, whose loop is never held by the app and
- * runs lifespan shutdown after the drain, sets 1). */
-void sl_drain_backstop_margin(double secs);
 
 /* Should a response now say Connection: close? (draining, or TERM arrived
  * with no --shutdown-delay). Any thread. */
 bool sl_drain_closing(const sl_pump_t *p);
 
-/* Inline mode: the request the loop thread is running (NULL: none), for the
- * backstop's log line. */
-void sl_drain_note_inline(const sl_conn_t *c);
+/* The request the loop thread itself is running (an on-loop executor;
+ * NULL: none), for the backstop's log line. */
+void sl_drain_note_running(const sl_conn_t *c);
 
 /* SIGINT/SIGQUIT: close everything now and leave the loop. */
 void sl_drain_fast(sl_pump_t *p);

@@ -17,6 +17,9 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -185,38 +188,33 @@ void sl_pump_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind)
     t->kind = kind;
 }
 
-uint32_t sl_pump_take_tickets(sl_pump_t *p, sl_ticket_t *out, uint32_t max)
-{
-    uint32_t n = p->npending < max ? p->npending : max;
-
-    memcpy(out, p->pending, n * sizeof(*out));
-    memmove(p->pending, p->pending + n, (p->npending - n) * sizeof(*out));
-    p->npending -= n;
-    return n;
-}
-
 void sl_pump_submit(sl_pump_t *p, sl_conn_t *c)
 {
     sl_pump_queue_ticket(p, c, SL_TICKET_SUBMIT);
     p->inflight++;
 }
 
+/* Give the executor this pass's tickets. The batch moves to its own array
+ * first: an executor on the loop thread may queue new tickets while it
+ * handles these, and those belong to the next batch. */
+static void hand_over(sl_pump_t *p)
+{
+    sl_ticket_t *batch = p->pending;
+    uint32_t n = p->npending;
+
+    if (n == 0)
+        return;
+    p->pending = p->handing;
+    p->handing = batch;
+    p->npending = 0;
+    p->exec->hand_over(p, batch, n);
+}
+
 static void flush_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
-    sl_pump_t *p = ev_userdata(loop);
-
     (void)w;
     (void)revents;
-    if (p->npending == 0)
-        return;
-    if (sl_queue_push(&p->work, p->pending, p->npending) < 0)
-        sl_error("executor queue overflow: %u tickets", p->npending);
-    p->npending = 0;
-    if (p->exec_efd >= 0) {
-        uint64_t one = 1;
-        if (write(p->exec_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-            sl_log_errno(SL_LOG_ERROR, "write() to the executor's eventfd");
-    }
+    hand_over(ev_userdata(loop));
 }
 
 void sl_pump_notify(sl_pump_t *p, sl_conn_t *c)
@@ -352,20 +350,56 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 
 /* ------------------------------------------------------------------ */
 
-int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds)
+/* The descriptor the next open() would get: where ev_loop_new() will put
+ * its epoll instance. -1 when none can be opened. */
+static int lowest_free_fd(void)
+{
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+    if (fd >= 0)
+        close(fd);
+    return fd;
+}
+
+/* libev has no call that returns its backend fd, which a loop that drives
+ * the pump from its own needs (to know when a pass is due). With the epoll
+ * backend, ev_loop_new() opens exactly one descriptor, the epoll instance,
+ * and it opens it first; at init nothing else runs that could take PROBE,
+ * the slot it will have used. Checked: PROBE must be an epoll instance. */
+static int backend_fd(struct ev_loop *loop, int probe)
+{
+    struct epoll_event ev = {.events = EPOLLIN};
+    int efd, rc;
+
+    if (probe < 0 || ev_backend(loop) != EVBACKEND_EPOLL)
+        return -1;
+    efd = eventfd(0, EFD_CLOEXEC);
+    if (efd < 0)
+        return -1;
+    rc = epoll_ctl(probe, EPOLL_CTL_ADD, efd, &ev);
+    if (rc == 0)
+        epoll_ctl(probe, EPOLL_CTL_DEL, efd, &ev);
+    close(efd);
+    return rc == 0 ? probe : -1;
+}
+
+int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
+                 const int *fds, int nfds)
 {
     uint32_t i;
-    int k;
+    int k, probe;
 
     memset(p, 0, sizeof(*p));
     p->opt = o;
-    p->inline_mode = o->inline_mode;
+    p->exec = exec;
+    probe = lowest_free_fd();
     p->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
     if (p->loop == NULL) {
         sl_error("ev_loop_new() failed");
         return -1;
     }
     ev_set_userdata(p->loop, p);
+    p->backend_fd = backend_fd(p->loop, probe);
     sl_date_update();
 
     p->nconns = (uint32_t)o->worker_connections;
@@ -373,8 +407,8 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds)
     /* a submit and a wake per connection at most in one pass */
     p->npending_cap = p->nconns * 2;
     p->pending = calloc(p->npending_cap, sizeof(sl_ticket_t));
-    p->exec_efd = -1;
-    if (p->conns == NULL || p->pending == NULL) {
+    p->handing = calloc(p->npending_cap, sizeof(sl_ticket_t));
+    if (p->conns == NULL || p->pending == NULL || p->handing == NULL) {
         sl_error("out of memory for %u connections", p->nconns);
         return -1;
     }
@@ -440,6 +474,15 @@ int sl_pump_run(sl_pump_t *p)
     return p->exit_status;
 }
 
+bool sl_pump_run_once(sl_pump_t *p)
+{
+    ev_run(p->loop, EVRUN_NOWAIT);
+    /* what the pass's callbacks queued would wait for the next pass's
+     * prepare, which only comes when the driver runs us again */
+    hand_over(p);
+    return !p->stopping;
+}
+
 void sl_pump_destroy(sl_pump_t *p)
 {
     uint32_t i;
@@ -459,6 +502,7 @@ void sl_pump_destroy(sl_pump_t *p)
     }
     free(p->conns);
     free(p->pending);
+    free(p->handing);
     sl_queue_destroy(&p->work);
     sl_queue_destroy(&p->done);
     if (p->loop != NULL)

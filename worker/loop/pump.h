@@ -3,19 +3,22 @@
  * One libev loop owns the listeners, the connection pool, the 1 Hz
  * housekeeping (cached Date header, timeouts) and the two queues that join it
  * to the executor: submits go out once per loop pass, completions come back
- * through one ev_async, which coalesces wake-ups.
+ * through one ev_async, which coalesces wake-ups. The executor is a table of
+ * operations (exec.h) given at init; the pump never asks which one it is.
  */
 #ifndef SL_PUMP_H
 #define SL_PUMP_H
 
 #include <ev.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "common/options.h"
 #include "common/queue.h"
 #include "worker/loop/conn.h"
+#include "worker/loop/exec.h"
 
 #define SL_MAX_LISTENERS 16
 
@@ -40,10 +43,12 @@ struct sl_pump {
     sl_conn_t active; /* sentinel of the active list */
     uint32_t nactive;
 
-    bool inline_mode;
-    sl_queue_t work;      /* pump -> lanes (pump mode) */
-    int exec_efd;         /* ASGI lane eventfd, -1 for WSGI lanes */
-    sl_ticket_t *pending; /* this pass's submits, flushed in prepare */
+    const sl_exec_t *exec; /* borrowed: the executor's operations */
+    int backend_fd;        /* libev's epoll fd, -1 when not epoll */
+    sl_queue_t work;       /* pump -> lane threads */
+    sl_ticket_t *pending;  /* owned: this pass's tickets, handed over in
+                              prepare */
+    sl_ticket_t *handing;  /* owned: the batch being handed over */
     uint32_t npending;
     uint32_t npending_cap;
     sl_queue_t done;  /* lanes -> pump */
@@ -55,26 +60,25 @@ struct sl_pump {
     ev_io ctl_io;       /* embedded: EOF = supervisor gone */
     uint64_t retire_at; /* served count that asks for RETIRE */
     bool retired;
-    int lanes; /* executor lanes (1 inline) */
+    int lanes; /* executor lanes a request can hold (0: none, ASGI) */
 
     ev_tstamp last_tick;
-    uint64_t served;   /* requests completed */
-    uint32_t inflight; /* requests with the executor */
-    bool terminating;  /* TERM arrived: health answers 503 */
-    bool draining;
+    uint64_t served;      /* requests completed */
+    uint32_t inflight;    /* requests with the executor */
+    bool terminating;     /* TERM arrived: health answers 503 */
+    atomic_bool draining; /* executors read it (Connection: close) */
     ev_timer delay_timer; /* embedded: --shutdown-delay */
-    bool stopping;
+    atomic_bool stopping; /* the drain finished: executors stop too */
     int exit_status;
     ev_tstamp drain_deadline;
     ev_tstamp drain_started;
     ev_timer drain_timer; /* embedded: the drain's step cadence */
-
-    /* inline mode: called on the loop thread to run one request */
-    void (*run_inline)(sl_conn_t *c);
 };
 
-/* Set up the loop, pool and listeners. 0, or -1 after logging. */
-int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const int *fds, int nfds);
+/* Set up the loop, pool and listeners for EXEC (borrowed: a table that
+ * outlives the pump). 0, or -1 after logging. */
+int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
+                 const int *fds, int nfds);
 
 /* Attach the control channel FD (from the supervisor; -1 for none). */
 void sl_pump_set_ctl(sl_pump_t *p, int fd);
@@ -82,12 +86,17 @@ void sl_pump_set_ctl(sl_pump_t *p, int fd);
 /* Send a control message of TYPE with the current counters. */
 void sl_pump_ctl(sl_pump_t *p, uint32_t type);
 
-/* Start accepting: sl_pump_run() does it first; a loop that drives libev
- * itself (ASGI inline mode) calls it before its first ev_run(). */
+/* Start accepting: sl_pump_run() does it first; a loop that drives the
+ * pump itself (sl_pump_run_once()) calls it before its first pass. */
 void sl_pump_start(sl_pump_t *p);
 
 /* Run until drained; returns the worker's exit status. */
 int sl_pump_run(sl_pump_t *p);
+
+/* For a loop that drives the pump from its own (an event loop on the loop
+ * thread): one pass without waiting, then hand over the tickets the pass
+ * queued. False once the drain has finished (leave; p->exit_status). */
+bool sl_pump_run_once(sl_pump_t *p);
 
 /* Free what init allocated. */
 void sl_pump_destroy(sl_pump_t *p);
@@ -97,11 +106,6 @@ void sl_pump_submit(sl_pump_t *p, sl_conn_t *c);
 
 /* Loop side: queue a ticket of KIND for C, sent with this pass's batch. */
 void sl_pump_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind);
-
-/* Loop side, for an executor that runs on the loop thread (ASGI inline):
- * take up to MAX of this pass's queued tickets into OUT now, rather than
- * through the queue at the end of the pass. Returns how many. */
-uint32_t sl_pump_take_tickets(sl_pump_t *p, sl_ticket_t *out, uint32_t max);
 
 /* Executor side: C has something for the loop. Thread-safe. */
 void sl_pump_notify(sl_pump_t *p, sl_conn_t *c);

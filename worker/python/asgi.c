@@ -49,7 +49,6 @@
 
 #define BODY_MSG_MAX    (256 * 1024) /* a sized body message, at most */
 #define BODY_MSG_CHUNK  (64 * 1024)  /* a chunked body message, at most */
-#define INLINE_CREDIT   (128 * 1024) /* inline: queued output a send waits on */
 #define INLINE_TICK     0.1          /* inline: libev timers run this often */
 #define CANCEL_SECS     1.0          /* time cancelled requests get to unwind */
 #define LIFESPAN_BUDGET 5.0          /* lifespan shutdown, at most */
@@ -81,7 +80,6 @@ typedef struct req {
     bool finished;      /* the app's coroutine is over */
     bool on_slot;       /* slots[] points here */
     bool cancelled;     /* cancelled by the drain */
-    bool credit_wait;   /* inline mode: on the credit list */
     char what[96];      /* "GET /path", for the log */
 } req_t;
 
@@ -128,8 +126,6 @@ static struct {
     sl_conn_t **dirty; /* connections with output or a window to reopen */
     bool *is_dirty;
     uint32_t ndirty;
-    req_t **credit; /* requests whose send() waits for the socket */
-    uint32_t ncredit;
     bool kick_scheduled;
     PyObject *on_ev;   /* owned: drive libev */
     PyObject *on_tick; /* owned: the 100 ms timer */
@@ -343,8 +339,6 @@ static void req_end(req_t *r, const struct iovec *iov, int n, int flags)
     r->state = RS_DONE;
     Py_CLEAR(r->headers);
     Py_CLEAR(r->trailers);
-    if (L.inline_mode)
-        mark_dirty(r->c);
     slot_clear(r);
     release_waiters(r);
 }
@@ -632,8 +626,6 @@ static PyObject *read_body(req_t *r)
         return NULL;
     if (end)
         r->body_done = true;
-    if (L.inline_mode)
-        mark_dirty(r->c); /* the loop may reopen a full body window */
     return request_msg(b, !end);
 }
 
@@ -663,6 +655,7 @@ static PyObject *recv_try(req_t *r)
         if (rc < 0)
             r->gone = true;
         if (rc == 1) {
+            /* inline: the loop must run to see the bytes or the EOF */
             if (L.inline_mode)
                 mark_dirty(r->c);
             return NULL;
@@ -746,28 +739,17 @@ static int head_build(req_t *r, long long known)
     return rc;
 }
 
-/* Inline mode: is the connection's queued output under the credit? The
- * loop thread is ours, so its buffers may be read directly. */
-static bool inline_credit_ok(sl_conn_t *c)
-{
-    return sl_buf_pending(&c->wbuf) + sl_buf_pending(&c->out) <= INLINE_CREDIT;
-}
-
 /* send() must wait until the client took enough of the output. */
 static PyObject *wait_credit(req_t *r)
 {
     PyObject *fut;
 
-    if (L.inline_mode) {
-        if (inline_credit_ok(r->c))
-            return sl_asgi_done_none();
-    } else {
-        int rc = sl_conn_await(r->c, r->gen, SL_AWAIT_CREDIT);
-        if (rc < 0)
-            r->gone = true;
-        if (rc != 1)
-            return sl_asgi_done_none();
-    }
+    int rc = sl_conn_await(r->c, r->gen, SL_AWAIT_CREDIT);
+
+    if (rc < 0)
+        r->gone = true;
+    if (rc != 1)
+        return sl_asgi_done_none();
     fut = PyObject_CallNoArgs(L.create_future);
     if (fut == NULL)
         return NULL;
@@ -777,12 +759,6 @@ static PyObject *wait_credit(req_t *r)
     }
     Py_INCREF(fut);
     r->send_waiter = fut;
-    if (L.inline_mode && !r->credit_wait) {
-        r->credit_wait = true;
-        Py_INCREF(r);
-        L.credit[L.ncredit++] = r;
-        mark_dirty(r->c);
-    }
     return fut;
 }
 
@@ -818,11 +794,6 @@ static int emit(req_t *r, const void *data, size_t len, bool last)
     rc = sl_conn_send(r->c, r->gen, iov, n, 0);
     if (rc < 0)
         r->gone = true;
-    if (L.inline_mode) {
-        mark_dirty(r->c);
-        if (!inline_credit_ok(r->c))
-            rc = 1;
-    }
     return rc == 1 ? 1 : 0;
 }
 
@@ -1126,8 +1097,6 @@ static void refuse(sl_conn_t *c, uint32_t gen, int status)
     iov.iov_base = L.scratch.data;
     iov.iov_len = L.scratch.len;
     sl_conn_send(c, gen, &iov, 1, SL_SEND_END | SL_SEND_CLOSE);
-    if (L.inline_mode)
-        mark_dirty(c);
 }
 
 /* "GET /path" into BUF (cut to fit): every request has one for the log,
@@ -1242,7 +1211,7 @@ static void req_wake(req_t *r)
     Py_INCREF(r);
     wake_receivers(r);
     fut = r->send_waiter;
-    if (fut != NULL && !L.inline_mode) {
+    if (fut != NULL) {
         rc = fut_done(fut) ? -1 : sl_conn_await(r->c, r->gen, SL_AWAIT_CREDIT);
         if (rc != 1) {
             r->send_waiter = NULL;
@@ -1356,57 +1325,38 @@ static void flush_dirty(void)
     for (i = 0; i < L.ndirty; i++) {
         sl_conn_t *c = L.dirty[i];
         L.is_dirty[c->idx] = false;
-        if (c->state == SL_CONN_FREE)
-            continue;
-        sl_conn_complete(c);
         if (c->state != SL_CONN_FREE)
-            ev_feed_event(L.p->loop, &c->io, EV_WRITE);
+            sl_conn_complete(c);
     }
     L.ndirty = 0;
 }
 
-/* send()s waiting for the socket to take their output. */
-static void check_credit(void)
+/* notify (exec.h) of the inline executor: the connection is dirty. */
+static void inline_notify(sl_conn_t *c)
 {
-    uint32_t i, k = 0;
+    mark_dirty(c);
+}
 
-    for (i = 0; i < L.ncredit; i++) {
-        req_t *r = L.credit[i];
-        if (r->send_waiter != NULL && !r->ended &&
-            r->c->state != SL_CONN_FREE && !inline_credit_ok(r->c)) {
-            L.credit[k++] = r;
-            continue;
-        }
-        r->credit_wait = false;
-        if (r->send_waiter != NULL) {
-            PyObject *fut = r->send_waiter;
-            r->send_waiter = NULL;
-            fut_resolve(fut, Py_None);
-            Py_DECREF(fut);
-        }
-        Py_DECREF(r);
-    }
-    L.ncredit = k;
+/* hand_over (exec.h) of the inline executor: the tickets are handled at
+ * once, on this thread. */
+static void inline_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
+{
+    uint32_t i;
+
+    (void)p;
+    for (i = 0; i < n; i++)
+        handle_ticket(&t[i]);
 }
 
 static void ev_drive(void)
 {
-    sl_ticket_t batch[TICKET_BATCH];
-    uint32_t i, n;
     int round;
 
     if (L.stopping)
         return;
     for (round = 0; round < 4; round++) {
         flush_dirty();
-        ev_run(L.p->loop, EVRUN_NOWAIT);
-        /* wake tickets the pass queued: ours to take, no handoff (a copy:
-         * handling one may queue another) */
-        n = sl_pump_take_tickets(L.p, batch, TICKET_BATCH);
-        for (i = 0; i < n; i++)
-            handle_ticket(&batch[i]);
-        check_credit();
-        if (L.ndirty == 0 || L.p->stopping)
+        if (!sl_pump_run_once(L.p) || L.ndirty == 0)
             break;
     }
     if (L.p->stopping) {
@@ -1453,42 +1403,15 @@ static void run_inline(sl_conn_t *c)
     req_start(c, c->gen);
 }
 
-/* libev has no call that returns its backend fd (DESIGN assumed one). It
- * is the epoll instance that already watches our first listener: adding the
- * listener to it fails with EEXIST, and no other epoll instance in the
- * process watches it yet (one that takes the add is given it back at once).
- * Call after an ev_run() has registered the listeners. -1 when none is. */
-static int find_backend_fd(sl_pump_t *p)
-{
-    struct epoll_event ev = {.events = 0};
-    struct rlimit rl;
-    int fd, target = -1, i, max = 4096;
-
-    for (i = 0; i < p->nlisteners && target < 0; i++)
-        target = p->listeners[i].fd;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-        max = rl.rlim_cur < 65536 ? (int)rl.rlim_cur : 65536;
-    for (fd = 0; fd < max && target >= 0; fd++) {
-        if (fd == target)
-            continue;
-        if (epoll_ctl(fd, EPOLL_CTL_ADD, target, &ev) == 0)
-            epoll_ctl(fd, EPOLL_CTL_DEL, target, &ev);
-        else if (errno == EEXIST)
-            return fd;
-    }
-    return -1;
-}
-
 int sl_asgi_run_inline(sl_pump_t *p)
 {
     PyObject *res;
     int bfd;
 
     sl_pump_start(p);
-    ev_run(p->loop, EVRUN_NOWAIT);
-    bfd = find_backend_fd(p);
+    bfd = p->backend_fd;
     if (bfd < 0) {
-        sl_error("ASGI inline mode: cannot find libev's epoll fd");
+        sl_error("ASGI inline mode needs libev's epoll backend");
         return SL_EXIT_FAIL;
     }
     res = PyObject_CallMethod(L.loop, "add_reader", "iO", bfd, L.on_ev);
@@ -1526,16 +1449,18 @@ static int lane_boot(void)
     if (L.base_ctx == NULL)
         goto out_pyerr;
     L.create_future = PyObject_GetAttrString(L.loop, "create_future");
-    fn = PyCFunction_New(&on_tickets_def, NULL);
-    if (L.create_future == NULL || fn == NULL) {
-        Py_XDECREF(fn);
+    if (L.create_future == NULL)
         goto out_pyerr;
+    if (L.efd >= 0) {
+        fn = PyCFunction_New(&on_tickets_def, NULL);
+        if (fn == NULL)
+            goto out_pyerr;
+        res = PyObject_CallMethod(L.loop, "add_reader", "iO", L.efd, fn);
+        Py_DECREF(fn);
+        if (res == NULL)
+            goto out_pyerr;
+        Py_DECREF(res);
     }
-    res = PyObject_CallMethod(L.loop, "add_reader", "iO", L.efd, fn);
-    Py_DECREF(fn);
-    if (res == NULL)
-        goto out_pyerr;
-    Py_DECREF(res);
     return sl_asgi_lifespan_startup(L.loop, L.app, L.p->opt->lifespan,
                                     &L.state);
 
@@ -1551,10 +1476,12 @@ static void lane_shutdown(void)
     req_t *r;
 
     L.stopping = true;
-    res = PyObject_CallMethod(L.loop, "remove_reader", "i", L.efd);
-    if (res == NULL)
-        PyErr_Clear();
-    Py_XDECREF(res);
+    if (L.efd >= 0) {
+        res = PyObject_CallMethod(L.loop, "remove_reader", "i", L.efd);
+        if (res == NULL)
+            PyErr_Clear();
+        Py_XDECREF(res);
+    }
     for (r = L.live; r != NULL && tasks != NULL; r = r->next) {
         r->cancelled = true;
         if (r->task != NULL && PyList_Append(tasks, r->task) < 0)
@@ -1605,7 +1532,7 @@ static void *lane_main(void *arg)
     return NULL;
 }
 
-static int start_lane(sl_pump_t *p)
+static int start_lane(void)
 {
     sigset_t all, old;
     int rc;
@@ -1615,7 +1542,6 @@ static int start_lane(sl_pump_t *p)
         sl_log_errno(SL_LOG_ERROR, "eventfd() for the ASGI lane");
         return -1;
     }
-    p->exec_efd = L.efd;
     pthread_mutex_init(&L.mu, NULL);
     pthread_cond_init(&L.cv, NULL);
     /* the lane never takes signals: the loop thread owns them */
@@ -1641,20 +1567,13 @@ static int start_lane(sl_pump_t *p)
     return 0;
 }
 
-/* Inline: the loop runs here; the eventfd takes tickets a pass could not
- * hand over directly. */
+/* Inline: the loop runs here and takes its tickets straight from the
+ * pump. */
 static int start_inline(sl_pump_t *p)
 {
-    L.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (L.efd < 0) {
-        sl_log_errno(SL_LOG_ERROR, "eventfd() for ASGI");
-        return -1;
-    }
-    p->exec_efd = L.efd;
     L.dirty = calloc(p->nconns, sizeof(*L.dirty));
     L.is_dirty = calloc(p->nconns, sizeof(*L.is_dirty));
-    L.credit = calloc(p->nconns, sizeof(*L.credit));
-    if (L.dirty == NULL || L.is_dirty == NULL || L.credit == NULL) {
+    if (L.dirty == NULL || L.is_dirty == NULL) {
         sl_error("out of memory for %u connections", p->nconns);
         return -1;
     }
@@ -1664,13 +1583,12 @@ static int start_inline(sl_pump_t *p)
         sl_py_log_exception("ASGI: inline mode");
         return -1;
     }
-    p->run_inline = run_inline;
     return lane_boot();
 }
 
 int sl_asgi_start(sl_pump_t *p)
 {
-    int rc = L.inline_mode ? start_inline(p) : start_lane(p);
+    int rc = L.inline_mode ? start_inline(p) : start_lane();
 
     L.started = rc == 0;
     return rc;
@@ -1681,12 +1599,22 @@ const char *sl_asgi_loop_name(void)
     return L.loop_name ? L.loop_name : "?";
 }
 
-void sl_asgi_finish(sl_pump_t *p)
+/* finish (exec.h) of the lane: cancel the tasks on the lane's thread.
+ * Inline, the driver sees p->stopping after its pass and cancels them. */
+static void lane_finish(sl_pump_t *p)
 {
     (void)p;
-    if (!L.started || L.inline_mode)
-        return; /* inline: the driver sees p->stopping */
+    if (!L.started)
+        return;
     atomic_store(&L.finish_asked, true);
+    efd_write();
+}
+
+/* hand_over (exec.h) of the lane: the batch goes to the work queue, the
+ * eventfd wakes the event loop once for all of it. */
+static void lane_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
+{
+    sl_exec_hand_over_queue(p, t, n);
     efd_write();
 }
 
@@ -1706,11 +1634,12 @@ static double shutdown_budget(sl_pump_t *p)
     return left;
 }
 
-int sl_asgi_stop(sl_pump_t *p)
+static int asgi_stop(sl_pump_t *p, double timeout)
 {
     struct timespec ts;
     int rc = 0;
 
+    (void)timeout; /* lifespan shutdown has its own budget */
     if (!L.started)
         return 0;
     L.budget = shutdown_budget(p);
@@ -1777,7 +1706,7 @@ int sl_asgi_init(PyObject *app, sl_pump_t *p)
 {
     L.p = p;
     L.app = Py_NewRef(app);
-    L.inline_mode = p->inline_mode;
+    L.inline_mode = p->exec->run != NULL;
     L.slots = calloc(p->nconns, sizeof(*L.slots));
     if (L.slots == NULL) {
         sl_error("out of memory for %u connections", p->nconns);
@@ -1797,3 +1726,24 @@ out_fail:
     sl_py_log_exception("cannot set up ASGI");
     return -1;
 }
+
+const sl_exec_t sl_asgi_lane_exec = {
+    .name = "pump",
+    .hand_over = lane_hand_over,
+    .notify = sl_exec_notify_handoff,
+    .wake = sl_exec_wake_ticket,
+    .wait = sl_exec_wait_never,
+    .finish = lane_finish,
+    .stop = asgi_stop,
+};
+
+const sl_exec_t sl_asgi_inline_exec = {
+    .name = "inline",
+    .hand_over = inline_hand_over,
+    .notify = inline_notify,
+    .wake = sl_exec_wake_ticket,
+    .wait = sl_exec_wait_never,
+    .run = run_inline,
+    .finish = sl_exec_finish_nothing,
+    .stop = asgi_stop,
+};

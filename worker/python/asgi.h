@@ -2,15 +2,24 @@
  *
  * Pump mode: one lane thread runs the event loop and takes the pump's
  * tickets in batches. Inline mode (SLUICE_INLINE=1): the event loop runs on
- * the loop thread and drives libev. Kept free of Python.h so drain.c can
- * call the finish hook.
+ * the loop thread and drives the pump.
  */
 #ifndef SL_ASGI_H
 #define SL_ASGI_H
 
+#include "worker/loop/exec.h"
 #include "worker/loop/pump.h"
 
 struct _object; /* PyObject */
+
+/* The operations of the two ASGI executors (exec.h): one lane thread
+ * running the event loop (pump mode), or the event loop on the loop thread
+ * (inline mode). Their stop() cancels what is left, runs lifespan shutdown
+ * within its budget and closes the event loop: for the lane, called without
+ * the GIL (returns 1 when the lane did not exit in time); inline, GIL
+ * held. */
+extern const sl_exec_t sl_asgi_lane_exec;
+extern const sl_exec_t sl_asgi_inline_exec;
 
 /* Take APP (a new reference is kept) and build the interned names, the
  * prototype scope and the types for pump P. 0, or -1 after logging. GIL
@@ -29,15 +38,5 @@ const char *sl_asgi_loop_name(void);
 /* Inline mode: serve until the drain ends, the event loop driving libev.
  * Returns the worker's exit status. GIL held. */
 int sl_asgi_run_inline(sl_pump_t *p);
-
-/* Drain finish (loop thread): cancel every request task still running.
- * Does nothing when ASGI is not in use. */
-void sl_asgi_finish(sl_pump_t *p);
-
-/* After the pump loop ended: cancel what is left, run lifespan shutdown
- * within its budget, close the event loop. Pump mode: call without the
- * GIL; returns 0, or 1 when the lane did not exit in time. Inline mode:
- * GIL held; returns 0. */
-int sl_asgi_stop(sl_pump_t *p);
 
 #endif

@@ -1,9 +1,13 @@
-/* lane.c - the executor lanes of pump mode.
+/* lane.c - WSGI's executors: lane threads, or the loop thread itself.
  *
  * A lane is a plain pthread that holds the GIL while it has work and waits
  * on the work queue without it. It pops without releasing the GIL first: when
  * a batch arrived, the next request is already there and a release/acquire
  * pair per request would only buy a chance for a context switch.
+ *
+ * Inline mode has one lane and no thread: the connection calls run() from
+ * its dispatch on the loop thread, and the app's waits work the socket
+ * (worker/loop/inline.c) instead of sleeping on the connection.
  */
 #include "config.h"
 
@@ -12,6 +16,8 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "worker/loop/drain.h"
+#include "worker/loop/inline.h"
 #include "worker/python/lane.h"
 #include "worker/python/py.h"
 #include "worker/python/wsgi.h"
@@ -29,6 +35,7 @@ static int nlanes;
 static pthread_mutex_t exit_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t exit_cv = PTHREAD_COND_INITIALIZER;
 static int nrunning;
+static sl_wsgi_lane_t *inline_lane; /* owned: inline mode's one lane */
 
 static void *lane_main(void *arg)
 {
@@ -94,7 +101,7 @@ int sl_lane_start(sl_pump_t *p, int n)
     return i == n ? 0 : -1;
 }
 
-int sl_lane_stop(sl_pump_t *p, double timeout)
+static int lane_stop(sl_pump_t *p, double timeout)
 {
     struct timespec ts;
     int i, left;
@@ -117,3 +124,52 @@ int sl_lane_stop(sl_pump_t *p, double timeout)
             pthread_join(lanes[i].tid, NULL);
     return left;
 }
+
+int sl_lane_start_inline(sl_pump_t *p)
+{
+    inline_lane = sl_wsgi_lane_new();
+    if (inline_lane == NULL) {
+        sl_py_log_exception("cannot set up the inline lane");
+        return -1;
+    }
+    sl_py_release_gil_in_poll(p->loop);
+    return 0;
+}
+
+static void inline_run(sl_conn_t *c)
+{
+    sl_drain_note_running(c);
+    sl_wsgi_handle(inline_lane, c, c->gen);
+    sl_drain_note_running(NULL);
+}
+
+static int inline_stop(sl_pump_t *p, double timeout)
+{
+    (void)p;
+    (void)timeout;
+    sl_wsgi_lane_free(inline_lane);
+    inline_lane = NULL;
+    return 0;
+}
+
+const sl_exec_t sl_lane_exec = {
+    .name = "pump",
+    .hand_over = sl_exec_hand_over_queue,
+    .notify = sl_exec_notify_handoff,
+    .wake = sl_exec_wake_cv,
+    .wait = sl_exec_wait_cv,
+    .finish = sl_exec_finish_nothing,
+    .stop = lane_stop,
+};
+
+const sl_exec_t sl_lane_inline_exec = {
+    .name = "inline",
+    .holds_loop = true,
+    .hand_over = sl_exec_hand_over_queue, /* never used: run() instead */
+    .notify = sl_inline_notify,
+    .wake = sl_inline_wake,
+    .wait = sl_inline_wait,
+    .run = inline_run,
+    .finish = sl_exec_finish_nothing,
+    .stop = inline_stop,
+};

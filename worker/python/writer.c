@@ -59,8 +59,8 @@ int sl_writer_check_headers(PyObject *headers, const char *what)
 }
 
 int sl_writer_head(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
-                     int status, PyObject *headers, long long known,
-                     bool trailers, bool close)
+                   int status, PyObject *headers, long long known,
+                   bool trailers, bool close)
 {
     Py_ssize_t i, n = PySequence_Fast_GET_SIZE(headers);
     PyObject *name, *value;

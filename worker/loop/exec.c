@@ -1,0 +1,61 @@
+/* exec.c - the executor operations that several executors share.
+ *
+ * Handoff executors (lane threads) differ only in how they sleep: a WSGI
+ * lane blocks on the connection's condition variable, an ASGI lane awaits a
+ * future that a wake ticket resolves. Both take their work from p->work and
+ * give output back through the pump's inbox, so those parts live here once.
+ */
+#include "config.h"
+
+#include "common/log.h"
+#include "worker/loop/conn.h"
+#include "worker/loop/exec.h"
+#include "worker/loop/pump.h"
+
+void sl_exec_hand_over_queue(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
+{
+    if (sl_queue_push(&p->work, t, n) < 0)
+        sl_error("executor queue overflow: %u tickets", n);
+}
+
+void sl_exec_notify_handoff(sl_conn_t *c)
+{
+    if (c->notified)
+        return;
+    c->notified = true;
+    sl_pump_notify(c->pump, c);
+}
+
+void sl_exec_wake_cv(sl_conn_t *c)
+{
+    pthread_cond_signal(&c->cv);
+}
+
+void sl_exec_wake_ticket(sl_conn_t *c)
+{
+    c->waiting = false;
+    sl_pump_queue_ticket(c->pump, c, SL_TICKET_WAKE);
+}
+
+int sl_exec_wait_cv(sl_conn_t *c, int what)
+{
+    (void)what;
+    c->waiting = true;
+    pthread_cond_wait(&c->cv, &c->mu);
+    c->waiting = false;
+    return 0;
+}
+
+int sl_exec_wait_never(sl_conn_t *c, int what)
+{
+    (void)c;
+    sl_error("executor error: a blocking wait (%d) from an executor that "
+             "must not block",
+             what);
+    return -1;
+}
+
+void sl_exec_finish_nothing(sl_pump_t *p)
+{
+    (void)p;
+}

@@ -1,0 +1,94 @@
+/* exec.h - the executor interface: what the loop side asks of whoever runs
+ * the application.
+ *
+ * The loop side (pump, connections, drain) never knows whether WSGI or ASGI
+ * is served, nor whether the app runs on lane threads or on the loop thread
+ * itself. It knows one table of operations, chosen once at worker start
+ * (worker/worker.c picks one of four: WSGI lanes, WSGI inline, ASGI lane,
+ * ASGI inline) and reached through p->exec. This is the one place where the
+ * four differ; everything downstream asks the table, never "which one".
+ *
+ * Two families share most of their operations, and the loop side offers
+ * those shared implementations below:
+ *   - handoff executors run the app on other threads: the pass's tickets go
+ *     to the work queue, output comes back through the pump's inbox;
+ *   - on-loop executors (inline mode) run the app on the loop thread: run()
+ *     is called straight from the connection, and blocking waits become
+ *     loops over the socket (worker/loop/inline.c).
+ */
+#ifndef SL_EXEC_H
+#define SL_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/queue.h"
+
+typedef struct sl_pump sl_pump_t;
+typedef struct sl_conn sl_conn_t;
+
+typedef struct sl_exec {
+    const char *name; /* "WSGI lanes", ... for the log */
+
+    /* The app runs on the loop thread and may hold it for a whole request
+     * (WSGI inline): the drain's backstop must fire close to the graceful
+     * timeout, since the loop cannot keep time itself meanwhile. */
+    bool holds_loop;
+
+    /* Take this pass's tickets (SL_TICKET_SUBMIT, SL_TICKET_WAKE), at the
+     * end of the pass; T is only valid during the call. Loop thread. */
+    void (*hand_over)(sl_pump_t *p, const sl_ticket_t *t, uint32_t n);
+
+    /* The executor queued something for the loop on C (output, END, a body
+     * window to reopen). Called by the executor side with c->mu held. */
+    void (*notify)(sl_conn_t *c);
+
+    /* Something the executor waits for on C may have changed (body bytes,
+     * credit, the client leaving). Loop thread, c->mu held, c->waiting set. */
+    void (*wake)(sl_conn_t *c);
+
+    /* Block until C's request may have what SL_AWAIT_* WHAT asks for; c->mu
+     * held (released while waiting). 0, or -1: stop waiting, the client is
+     * gone. Never called by executors that cannot block (ASGI). */
+    int (*wait)(sl_conn_t *c, int what);
+
+    /* On-loop executors: run C's request now, on the loop thread. NULL for
+     * handoff executors, whose requests are submitted as tickets. */
+    void (*run)(sl_conn_t *c);
+
+    /* Drain finish: cancel what still runs (its clients are being closed).
+     * Loop thread. */
+    void (*finish)(sl_pump_t *p);
+
+    /* After the loop ended (worker life, not the loop side): stop taking
+     * work and wait up to TIMEOUT seconds for what still runs. Returns how
+     * many lanes are still inside the app. */
+    int (*stop)(sl_pump_t *p, double timeout);
+} sl_exec_t;
+
+/* ---- shared implementations ---- */
+
+/* hand_over for lane threads: push the tickets to p->work. */
+void sl_exec_hand_over_queue(sl_pump_t *p, const sl_ticket_t *t, uint32_t n);
+
+/* notify for handoff executors: C goes to the pump's inbox once per
+ * completion (thread-safe; coalesced by c->notified). */
+void sl_exec_notify_handoff(sl_conn_t *c);
+
+/* wake for executors that sleep on c->cv (WSGI lanes). */
+void sl_exec_wake_cv(sl_conn_t *c);
+
+/* wake for executors that await (ASGI): a SL_TICKET_WAKE for C travels
+ * with this pass's batch. */
+void sl_exec_wake_ticket(sl_conn_t *c);
+
+/* wait for lane threads: sleep on c->cv until woken. */
+int sl_exec_wait_cv(sl_conn_t *c, int what);
+
+/* wait for executors that never block: refuses (-1). */
+int sl_exec_wait_never(sl_conn_t *c, int what);
+
+/* finish for executors with nothing to cancel. */
+void sl_exec_finish_nothing(sl_pump_t *p);
+
+#endif

@@ -1,0 +1,97 @@
+/* inline.c - blocking on the socket instead of on a lane's condition
+ * variable.
+ *
+ * In inline mode the app runs on the loop thread, inside the connection's
+ * dispatch: nobody else will read its body or write its response while it
+ * waits, so its waits must do that work themselves, with poll(2) on the one
+ * socket. This is the only place on the loop side that blocks, and only an
+ * executor that says so (exec.h: wait) ever gets here. The GIL is released
+ * around these waits by the caller, as for a lane.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "common/options.h"
+#include "worker/loop/inline.h"
+#include "worker/loop/pump.h"
+
+/* Wait up to --timeout for EVENTS on C's socket. false: the client is
+ * silent or the socket broke. */
+static bool poll_socket(sl_conn_t *c, short events)
+{
+    struct pollfd pfd = {.fd = c->fd, .events = events};
+    int ms = (int)(c->pump->opt->timeout * 1000);
+
+    return poll(&pfd, 1, ms > 0 ? ms : -1) > 0;
+}
+
+void sl_inline_notify(sl_conn_t *c)
+{
+    /* the end of the response waits for the dispatch to take it, which
+     * may still replace it with an error answer (a bad body) */
+    if (c->aborted || c->resp_done || sl_buf_pending(&c->out) == 0)
+        return;
+    if (sl_conn_take_out(c) < 0 || sl_conn_flush_locked(c) < 0)
+        c->aborted = true;
+}
+
+void sl_inline_wake(sl_conn_t *c)
+{
+    (void)c;
+}
+
+/* Write out everything queued, waiting on the socket. */
+static int drain_out(sl_conn_t *c)
+{
+    int rc;
+
+    if (sl_conn_take_out(c) < 0)
+        return -1;
+    while ((rc = sl_conn_flush_locked(c)) == 0)
+        if (!poll_socket(c, POLLOUT))
+            return -1;
+    return rc < 0 ? -1 : 0;
+}
+
+/* Read and parse until the body has bytes or ends. The parser's body
+ * callback takes mu, so it is dropped around the parse. */
+static int pull_body(sl_conn_t *c)
+{
+    ssize_t n;
+    int rc;
+
+    while (sl_buf_pending(&c->body) == 0 && !c->body_done && !c->aborted) {
+        if (sl_buf_pending(&c->rbuf) > 0) {
+            pthread_mutex_unlock(&c->mu);
+            rc = sl_conn_parse(c);
+            pthread_mutex_lock(&c->mu);
+            if (rc < 0)
+                return -1;
+            continue;
+        }
+        sl_buf_compact(&c->rbuf);
+        if (sl_buf_reserve(&c->rbuf, SL_CONN_READ_CHUNK) < 0)
+            return -1;
+        n = recv(c->fd, c->rbuf.data + c->rbuf.len, SL_CONN_READ_CHUNK, 0);
+        if (n > 0) {
+            c->rbuf.len += (size_t)n;
+        } else if (n == 0) {
+            c->peer_eof = true;
+            c->aborted = true;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (!poll_socket(c, POLLIN))
+                c->aborted = true;
+        } else if (errno != EINTR) {
+            c->aborted = true;
+        }
+    }
+    return c->aborted && sl_buf_pending(&c->body) == 0 ? -1 : 0;
+}
+
+int sl_inline_wait(sl_conn_t *c, int what)
+{
+    return what == SL_AWAIT_BODY ? pull_body(c) : drain_out(c);
+}
