@@ -1,8 +1,9 @@
 /* conn.c - one connection: read, parse, hand off, write, keep alive.
  *
  * A connection is a small state machine driven by conn_process(), the one
- * place that moves it from state to state, so pipelined requests, inline
- * requests and completions from the executor all take the same path:
+ * place that moves it from state to state, so pipelined requests, requests
+ * run on the loop thread and completions from the executor all take the
+ * same path:
  *
  *   READING  --head parsed-->  SERVING  --executor END-->  WRITING
  *      ^                                                      |
@@ -15,14 +16,13 @@
  * what keeps responses in order. Request heads are parsed as offsets into the
  * read buffer and copied once into the request's own buffer when complete,
  * which frees the read buffer to move while the body streams.
+ *
+ * The parser's callbacks live in conn_parse.c, the calls an executor makes
+ * in conn_exec.c; this file is the state machine, reading and writing.
  */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/sendfile.h>
@@ -33,189 +33,13 @@
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 
-#define BODY_WINDOW   (256 * 1024) /* request body buffered per request */
 #define LINGER_SECS   2.0
-#define BUF_KEEP      (64 * 1024) /* buffers above this are freed when idle */
 #define MAX_HEAD_HARD (4 * 1024 * 1024)
 
 static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents);
-static void conn_wake(sl_conn_t *c);
 static void conn_process(sl_conn_t *c);
 static void conn_take(sl_conn_t *c);
 static void conn_close(sl_conn_t *c);
-
-/* ------------------------------------------------------------------ */
-/* llhttp callbacks: they record offsets and flags, never act.        */
-
-static int fail(sl_conn_t *c, int status)
-{
-    if (c->http_error == 0)
-        c->http_error = status;
-    return HPE_USER;
-}
-
-static int on_message_begin(llhttp_t *h)
-{
-    sl_conn_t *c = h->data;
-    sl_req_t *r = &c->req;
-
-    r->url_len = 0;
-    r->nhdrs = 0;
-    c->in_value = false;
-    c->head_done = false;
-    c->msg_done = false;
-    c->in_msg = true;
-    c->req_start = c->rbuf.off;
-    c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
-    return 0;
-}
-
-static int on_url(llhttp_t *h, const char *at, size_t len)
-{
-    sl_conn_t *c = h->data;
-    sl_req_t *r = &c->req;
-    int limit = c->pump->opt->limit_request_line;
-    size_t mlen;
-
-    if (r->url_len == 0)
-        r->url_off = (uint32_t)(at - c->rbuf.data);
-    r->url_len += (uint32_t)len;
-    /* method, two spaces and "HTTP/1.1" make up the rest of the line */
-    mlen = strlen(llhttp_method_name(llhttp_get_method(h)));
-    if (limit > 0 && mlen + r->url_len + 10 > (uint32_t)limit)
-        return fail(c, 414);
-    return 0;
-}
-
-static bool field_too_big(sl_conn_t *c, const sl_hdr_t *hd)
-{
-    int limit = c->pump->opt->limit_request_field_size;
-
-    return limit > 0 && hd->name_len + hd->val_len + 2 > (uint32_t)limit;
-}
-
-static int on_header_field(llhttp_t *h, const char *at, size_t len)
-{
-    sl_conn_t *c = h->data;
-    sl_req_t *r = &c->req;
-    sl_hdr_t *hd;
-
-    if (c->head_done)
-        return 0; /* chunked trailers: the executor is reading the head */
-    if (r->nhdrs == 0 || c->in_value) {
-        if (r->nhdrs >= c->pump->opt->limit_request_fields)
-            return fail(c, 431);
-        hd = &r->hdrs[r->nhdrs++];
-        hd->name_off = (uint32_t)(at - c->rbuf.data);
-        hd->name_len = 0;
-        hd->val_off = 0;
-        hd->val_len = 0;
-        c->in_value = false;
-    }
-    hd = &r->hdrs[r->nhdrs - 1];
-    if (at != c->rbuf.data + hd->name_off + hd->name_len)
-        return fail(c, 400);
-    hd->name_len += (uint32_t)len;
-    return field_too_big(c, hd) ? fail(c, 431) : 0;
-}
-
-static int on_header_value(llhttp_t *h, const char *at, size_t len)
-{
-    sl_conn_t *c = h->data;
-    sl_hdr_t *hd = &c->req.hdrs[c->req.nhdrs - 1];
-    size_t i;
-
-    if (c->head_done)
-        return 0; /* trailers, ignored as above */
-    for (i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)at[i];
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-            return fail(c, 400);
-    }
-    if (!c->in_value) {
-        hd->val_off = (uint32_t)(at - c->rbuf.data);
-        hd->val_len = 0;
-        c->in_value = true;
-    } else if (at != c->rbuf.data + hd->val_off + hd->val_len) {
-        return fail(c, 400); /* a piece after a gap: obs-fold */
-    }
-    hd->val_len += (uint32_t)len;
-    return field_too_big(c, hd) ? fail(c, 431) : 0;
-}
-
-/* llhttp reports ": v" as a header with an empty name: refuse it */
-static int on_header_field_complete(llhttp_t *h)
-{
-    sl_conn_t *c = h->data;
-
-    if (c->head_done)
-        return 0;
-    if (c->req.nhdrs == 0 || c->req.hdrs[c->req.nhdrs - 1].name_len == 0)
-        return fail(c, 400);
-    return 0;
-}
-
-static int on_headers_complete(llhttp_t *h)
-{
-    sl_conn_t *c = h->data;
-    int status = sl_http_head_complete(c);
-
-    if (status != 0)
-        return fail(c, status);
-    c->head_done = true;
-    c->deadline = 0;
-    /* With a body, stop here so the request is handed over before its body
-     * is parsed; without one, message_complete follows at once. */
-    return c->req.has_body ? HPE_PAUSED : 0;
-}
-
-static int on_body(llhttp_t *h, const char *at, size_t len)
-{
-    sl_conn_t *c = h->data;
-    long long limit = c->pump->opt->limit_request_body;
-    int rc = 0;
-
-    pthread_mutex_lock(&c->mu);
-    c->body_total += len;
-    if (limit > 0 && c->body_total > (unsigned long long)limit &&
-        c->req.chunked) {
-        /* a chunked body only shows its size as it arrives */
-        c->aborted = true;
-        rc = -1;
-    } else if (c->resp_done) {
-        /* answered already: the rest of the body is read and dropped so
-         * the connection can carry the next request */
-    } else if (sl_buf_append(&c->body, at, len) < 0) {
-        c->aborted = true;
-        rc = -1;
-    }
-    conn_wake(c);
-    pthread_mutex_unlock(&c->mu);
-    return rc < 0 ? fail(c, 413) : 0;
-}
-
-static int on_message_complete(llhttp_t *h)
-{
-    sl_conn_t *c = h->data;
-
-    c->msg_done = true;
-    pthread_mutex_lock(&c->mu);
-    c->body_done = true;
-    conn_wake(c);
-    pthread_mutex_unlock(&c->mu);
-    return HPE_PAUSED;
-}
-
-static llhttp_settings_t settings = {
-    .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
-    .on_header_field_complete = on_header_field_complete,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_message_complete = on_message_complete,
-};
 
 /* ------------------------------------------------------------------ */
 /* watcher and buffers                                                */
@@ -260,10 +84,10 @@ static void conn_reset_request(sl_conn_t *c)
     c->req.nhdrs = 0;
     c->req.url_len = 0;
     c->req.has_body = false;
-    sl_buf_reset(&c->req.hbuf, BUF_KEEP);
+    sl_buf_reset(&c->req.hbuf, SL_CONN_BUF_KEEP);
     pthread_mutex_lock(&c->mu);
-    sl_buf_reset(&c->body, BUF_KEEP);
-    sl_buf_reset(&c->out, BUF_KEEP);
+    sl_buf_reset(&c->body, SL_CONN_BUF_KEEP);
+    sl_buf_reset(&c->out, SL_CONN_BUF_KEEP);
     c->body_done = false;
     c->body_total = 0;
     c->resp_done = false;
@@ -289,8 +113,7 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
     c->notified = false;
     c->waiting = false;
     c->rbuf.len = c->rbuf.off = 0;
-    llhttp_init(&c->parser, HTTP_REQUEST, &settings);
-    c->parser.data = c;
+    sl_conn_parser_init(c);
     conn_reset_request(c);
     c->idle_since = ev_now(c->pump->loop);
     c->deadline = c->idle_since + c->pump->opt->header_timeout;
@@ -376,7 +199,7 @@ static void credit_back(sl_conn_t *c, size_t written)
         return;
     c->inflight -= written < c->inflight ? written : c->inflight;
     if (c->inflight + c->out.len <= SL_CONN_CREDIT / 2)
-        conn_wake(c);
+        sl_conn_wake(c);
 }
 
 int sl_conn_flush(sl_conn_t *c)
@@ -411,263 +234,7 @@ static void conn_error_response(sl_conn_t *c, int status)
 }
 
 /* ------------------------------------------------------------------ */
-/* executor side                                                      */
-
-/* Wake the executor if it waits on C (mu held). */
-static void conn_wake(sl_conn_t *c)
-{
-    if (c->waiting)
-        c->pump->exec->wake(c);
-}
-
-/* Move what the executor queued in out behind wbuf (mu held): a swap of
- * the buffers when wbuf is empty, a copy otherwise. 0, or -1 when out of
- * memory. */
-int sl_conn_take_out(sl_conn_t *c)
-{
-    int rc = 0;
-
-    if (sl_buf_pending(&c->wbuf) == 0) {
-        sl_buf_t t = c->wbuf;
-        c->wbuf = c->out;
-        c->out = t;
-    } else {
-        rc = sl_buf_append(&c->wbuf, c->out.data + c->out.off,
-                           sl_buf_pending(&c->out));
-    }
-    sl_buf_reset(&c->out, BUF_KEEP);
-    c->inflight = sl_buf_pending(&c->wbuf);
-    return rc;
-}
-
-/* Response bytes of C's request queued and not yet written (mu held). */
-static size_t credit_used(const sl_conn_t *c)
-{
-    return c->out.len + c->inflight;
-}
-
-int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
-                 int iovcnt, int flags)
-{
-    int i, rc = 0;
-
-    pthread_mutex_lock(&c->mu);
-    if (c->gen != gen || c->resp_done) {
-        rc = -1;
-        goto out_unlock;
-    }
-    if (c->aborted) {
-        /* nothing more goes out, but END still frees the request */
-        if (flags & SL_SEND_END) {
-            c->resp_done = true;
-            c->pump->exec->notify(c);
-        }
-        rc = -1;
-        goto out_unlock;
-    }
-    for (i = 0; i < iovcnt; i++) {
-        if (sl_buf_append(&c->out, iov[i].iov_base, iov[i].iov_len) < 0) {
-            c->aborted = true;
-            rc = -1;
-            goto out_unlock;
-        }
-    }
-    if (flags & SL_SEND_CLOSE)
-        c->close_after = true;
-    if (flags & SL_SEND_END)
-        c->resp_done = true;
-    c->pump->exec->notify(c);
-    if (c->aborted)
-        rc = -1;
-    else if (!(flags & SL_SEND_END) && credit_used(c) > SL_CONN_CREDIT)
-        rc = 1;
-out_unlock:
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-int sl_conn_wait_credit(sl_conn_t *c, uint32_t gen)
-{
-    int rc = 0;
-
-    pthread_mutex_lock(&c->mu);
-    while (rc == 0 && c->gen == gen && !c->aborted &&
-           credit_used(c) > SL_CONN_CREDIT / 2)
-        rc = c->pump->exec->wait(c, SL_AWAIT_CREDIT);
-    if (c->gen != gen || c->aborted)
-        rc = -1;
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-uint64_t sl_conn_body_left(sl_conn_t *c, uint32_t gen)
-{
-    uint64_t left;
-
-    pthread_mutex_lock(&c->mu);
-    if (c->gen != gen || c->body_done)
-        left = 0;
-    else if (c->req.chunked)
-        left = UINT64_MAX;
-    else
-        left = c->req.content_length > c->body_total
-                   ? c->req.content_length - c->body_total
-                   : 0;
-    pthread_mutex_unlock(&c->mu);
-    return left;
-}
-
-int sl_conn_await(sl_conn_t *c, uint32_t gen, int what)
-{
-    int rc = 1;
-
-    pthread_mutex_lock(&c->mu);
-    if (c->gen != gen) {
-        rc = -1;
-    } else if (c->aborted || (c->peer_gone && what == SL_AWAIT_DISCONNECT)) {
-        rc = what == SL_AWAIT_DISCONNECT ? 0 : -1;
-    } else if (what == SL_AWAIT_BODY &&
-               (sl_buf_pending(&c->body) > 0 || c->body_done)) {
-        rc = 0;
-    } else if (what == SL_AWAIT_CREDIT &&
-               credit_used(c) <= SL_CONN_CREDIT / 2) {
-        rc = 0;
-    } else {
-        c->waiting = true;
-        /* the loop may have stopped reading at a full body window */
-        if (what == SL_AWAIT_BODY)
-            c->pump->exec->notify(c);
-    }
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port)
-{
-    const struct sockaddr_in *in = (const struct sockaddr_in *)&c->peer;
-    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&c->peer;
-
-    *port = 0;
-    buf[0] = '\0';
-    if (c->peer.ss_family == AF_INET) {
-        inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)n);
-        *port = ntohs(in->sin_port);
-    } else if (c->peer.ss_family == AF_INET6) {
-        inet_ntop(AF_INET6, &in6->sin6_addr, buf, (socklen_t)n);
-        *port = ntohs(in6->sin6_port);
-    }
-    return buf;
-}
-
-int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,
-                     int flags)
-{
-    int rc = 0;
-
-    pthread_mutex_lock(&c->mu);
-    if (c->gen != gen || c->aborted || c->resp_done || c->file_fd >= 0) {
-        close(fd);
-        rc = -1;
-        goto out_unlock;
-    }
-    c->file_fd = fd;
-    c->file_off = off;
-    c->file_len = len;
-    c->resp_done = true;
-    if (flags & SL_SEND_CLOSE)
-        c->close_after = true;
-    c->pump->exec->notify(c);
-out_unlock:
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-long sl_conn_read_body(sl_conn_t *c, uint32_t gen, char *dst, size_t n,
-                       bool stop_at_lf, bool wait)
-{
-    sl_buf_t *b = &c->body;
-    long rc;
-    size_t avail;
-    char *nl;
-
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        if (c->gen != gen) {
-            rc = -1;
-            goto out_unlock;
-        }
-        if (sl_buf_pending(b) > 0 || n == 0)
-            break;
-        if (c->body_done) {
-            rc = 0;
-            goto out_unlock;
-        }
-        if (c->aborted) {
-            rc = -1;
-            goto out_unlock;
-        }
-        if (!wait) {
-            rc = -2;
-            goto out_unlock;
-        }
-        if (c->pump->exec->wait(c, SL_AWAIT_BODY) < 0) {
-            rc = -1;
-            goto out_unlock;
-        }
-    }
-    avail = sl_buf_pending(b);
-    if (n > avail)
-        n = avail;
-    if (stop_at_lf && (nl = memchr(b->data + b->off, '\n', n)) != NULL)
-        n = (size_t)(nl - (b->data + b->off)) + 1;
-    memcpy(dst, b->data + b->off, n);
-    sl_buf_consume(b, n);
-    rc = (long)n;
-    /* the loop stopped reading when the window filled: let it go on */
-    if (sl_buf_pending(b) < BODY_WINDOW / 2 && !c->body_done)
-        c->pump->exec->notify(c);
-out_unlock:
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-/* ------------------------------------------------------------------ */
 /* loop side                                                          */
-
-/* Run llhttp over the unparsed bytes until it needs more, a message or a
- * head completes, or it fails. 0, or -1 when an error response is due. */
-int sl_conn_parse(sl_conn_t *c)
-{
-    sl_buf_t *b = &c->rbuf;
-    llhttp_errno_t err;
-    const char *start, *pos;
-
-    while (sl_buf_pending(b) > 0 && !c->msg_done) {
-        start = b->data + b->off;
-        err = llhttp_execute(&c->parser, start, sl_buf_pending(b));
-        if (err == HPE_OK) {
-            b->off = b->len;
-            break;
-        }
-        if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
-            pos = llhttp_get_error_pos(&c->parser);
-            b->off = (size_t)(pos - b->data);
-            if (err == HPE_PAUSED)
-                llhttp_resume(&c->parser);
-            else
-                c->req.keep_alive = false; /* no upgrades: answer, close */
-            if (c->head_done && c->state == SL_CONN_READING)
-                return 0; /* a head to dispatch */
-            continue;
-        }
-        if (c->http_error == 0)
-            c->http_error = 400;
-        sl_debug("bad request from fd %d: %s", c->fd,
-                 llhttp_get_error_reason(&c->parser));
-        return -1;
-    }
-    return 0;
-}
 
 static void conn_close(sl_conn_t *c)
 {
@@ -676,8 +243,8 @@ static void conn_close(sl_conn_t *c)
     pthread_mutex_lock(&c->mu);
     fd_close(&c->file_fd);
     pthread_mutex_unlock(&c->mu);
-    sl_buf_reset(&c->wbuf, BUF_KEEP);
-    sl_buf_reset(&c->rbuf, BUF_KEEP);
+    sl_buf_reset(&c->wbuf, SL_CONN_BUF_KEEP);
+    sl_buf_reset(&c->rbuf, SL_CONN_BUF_KEEP);
     sl_pump_release(c->pump, c);
 }
 
@@ -713,7 +280,8 @@ static void conn_finish_request(sl_conn_t *c)
     c->deadline = c->idle_since + c->pump->opt->keep_alive;
 }
 
-/* Hand a complete head to the executor, or run it inline. */
+/* Hand a complete head to the executor, or have it run the request here
+ * on the loop thread (exec->run). */
 static void conn_dispatch(sl_conn_t *c)
 {
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -800,17 +368,17 @@ static void on_readable(sl_conn_t *c)
         }
         break;
     default: /* SERVING or WRITING: body bytes, pipelined requests, EOF */
-        rc = conn_read(c, c->rbuf.off + BODY_WINDOW);
+        rc = conn_read(c, c->rbuf.off + SL_CONN_BODY_WINDOW);
         if (rc < 0 && !c->peer_eof) {
             pthread_mutex_lock(&c->mu);
             c->aborted = true;
-            conn_wake(c);
+            sl_conn_wake(c);
             pthread_mutex_unlock(&c->mu);
         } else if (rc < 0 && !c->msg_done) {
             /* the client hung up half way through its body */
             pthread_mutex_lock(&c->mu);
             c->aborted = true;
-            conn_wake(c);
+            sl_conn_wake(c);
             pthread_mutex_unlock(&c->mu);
         } else if (rc < 0) {
             /* EOF after a whole request: a WSGI response still goes out
@@ -818,7 +386,7 @@ static void on_readable(sl_conn_t *c)
              * awaiting http.disconnect hears of it, as under uvicorn */
             pthread_mutex_lock(&c->mu);
             c->peer_gone = true;
-            conn_wake(c);
+            sl_conn_wake(c);
             pthread_mutex_unlock(&c->mu);
         }
         break;
@@ -861,7 +429,7 @@ static void conn_take(sl_conn_t *c)
     pthread_mutex_unlock(&c->mu);
     if (c->state == SL_CONN_WRITING && c->http_error && !c->wrote_any) {
         /* the body was bad and the app's answer never left: say so */
-        sl_buf_reset(&c->wbuf, BUF_KEEP);
+        sl_buf_reset(&c->wbuf, SL_CONN_BUF_KEEP);
         fd_close(&c->wfile_fd);
         conn_error_response(c, c->http_error);
         c->aborted = false;
@@ -922,22 +490,23 @@ static void conn_process(sl_conn_t *c)
             if (!c->msg_done && sl_conn_parse(c) < 0) {
                 pthread_mutex_lock(&c->mu);
                 c->aborted = true;
-                conn_wake(c);
+                sl_conn_wake(c);
                 pthread_mutex_unlock(&c->mu);
             }
             rc = sl_conn_flush(c);
             if (rc < 0) {
                 pthread_mutex_lock(&c->mu);
                 c->aborted = true;
-                conn_wake(c);
+                sl_conn_wake(c);
                 pthread_mutex_unlock(&c->mu);
                 conn_watch(c, 0);
                 return;
             }
             events = rc == 0 ? EV_WRITE : 0;
             pthread_mutex_lock(&c->mu);
-            if (sl_buf_pending(&c->body) < BODY_WINDOW && !c->peer_eof &&
-                !c->aborted && sl_buf_pending(&c->rbuf) < BODY_WINDOW)
+            if (sl_buf_pending(&c->body) < SL_CONN_BODY_WINDOW &&
+                !c->peer_eof && !c->aborted &&
+                sl_buf_pending(&c->rbuf) < SL_CONN_BODY_WINDOW)
                 events |= EV_READ;
             pthread_mutex_unlock(&c->mu);
             conn_watch(c, events);
@@ -1025,7 +594,7 @@ void sl_conn_abort(sl_conn_t *c)
 {
     pthread_mutex_lock(&c->mu);
     c->aborted = true;
-    conn_wake(c);
+    sl_conn_wake(c);
     pthread_mutex_unlock(&c->mu);
     if (c->state == SL_CONN_SERVING) {
         conn_watch(c, 0);

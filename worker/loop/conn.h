@@ -163,6 +163,13 @@ enum {
 /* Bytes read from a socket at once. */
 #define SL_CONN_READ_CHUNK 16384
 
+/* Request body buffered for the executor, at most: past it the loop stops
+ * reading the socket until the app has read some. */
+#define SL_CONN_BODY_WINDOW (256 * 1024)
+
+/* Buffers above this size are freed when their request ends. */
+#define SL_CONN_BUF_KEEP (64 * 1024)
+
 /* Body bytes of request GEN not yet received: 0 when complete, UINT64_MAX
  * when unknown (chunked). */
 uint64_t sl_conn_body_left(sl_conn_t *c, uint32_t gen);
@@ -200,7 +207,13 @@ bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace);
 /* Close at once (fast stop). */
 void sl_conn_abort(sl_conn_t *c);
 
-/* ---- loop side, for the executors that run on the loop thread ---- */
+/* ---- the connection's own files (conn*.c) and on-loop executors ---- */
+
+/* Set up C's parser for a new connection. */
+void sl_conn_parser_init(sl_conn_t *c);
+
+/* Wake the executor if it waits on C (mu held): exec->wake. */
+void sl_conn_wake(sl_conn_t *c);
 
 /* Run llhttp over C's unparsed bytes until it needs more, a head or a
  * message completes, or it fails. 0, or -1 when an error response is due

@@ -1,0 +1,235 @@
+/* conn_exec.c - a connection as the executor sees it.
+ *
+ * Every call here may come from another thread (a lane) while the loop
+ * thread works the same connection, so each takes the connection's mutex
+ * and first compares the request generation: a call for a request that is
+ * over (an app that kept wsgi.input, a send() after the client left)
+ * touches nothing. The executor never writes to the socket; it queues
+ * bytes in c->out and notifies the loop (exec.h), which takes them.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "worker/loop/conn.h"
+#include "worker/loop/pump.h"
+
+void sl_conn_wake(sl_conn_t *c)
+{
+    if (c->waiting)
+        c->pump->exec->wake(c);
+}
+
+/* Move what the executor queued in out behind wbuf (mu held): a swap of
+ * the buffers when wbuf is empty, a copy otherwise. 0, or -1 when out of
+ * memory. */
+int sl_conn_take_out(sl_conn_t *c)
+{
+    int rc = 0;
+
+    if (sl_buf_pending(&c->wbuf) == 0) {
+        sl_buf_t t = c->wbuf;
+        c->wbuf = c->out;
+        c->out = t;
+    } else {
+        rc = sl_buf_append(&c->wbuf, c->out.data + c->out.off,
+                           sl_buf_pending(&c->out));
+    }
+    sl_buf_reset(&c->out, SL_CONN_BUF_KEEP);
+    c->inflight = sl_buf_pending(&c->wbuf);
+    return rc;
+}
+
+/* Response bytes of C's request queued and not yet written (mu held). */
+static size_t credit_used(const sl_conn_t *c)
+{
+    return c->out.len + c->inflight;
+}
+
+int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
+                 int iovcnt, int flags)
+{
+    int i, rc = 0;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->gen != gen || c->resp_done) {
+        rc = -1;
+        goto out_unlock;
+    }
+    if (c->aborted) {
+        /* nothing more goes out, but END still frees the request */
+        if (flags & SL_SEND_END) {
+            c->resp_done = true;
+            c->pump->exec->notify(c);
+        }
+        rc = -1;
+        goto out_unlock;
+    }
+    for (i = 0; i < iovcnt; i++) {
+        if (sl_buf_append(&c->out, iov[i].iov_base, iov[i].iov_len) < 0) {
+            c->aborted = true;
+            rc = -1;
+            goto out_unlock;
+        }
+    }
+    if (flags & SL_SEND_CLOSE)
+        c->close_after = true;
+    if (flags & SL_SEND_END)
+        c->resp_done = true;
+    c->pump->exec->notify(c);
+    if (c->aborted)
+        rc = -1;
+    else if (!(flags & SL_SEND_END) && credit_used(c) > SL_CONN_CREDIT)
+        rc = 1;
+out_unlock:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int sl_conn_wait_credit(sl_conn_t *c, uint32_t gen)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&c->mu);
+    while (rc == 0 && c->gen == gen && !c->aborted &&
+           credit_used(c) > SL_CONN_CREDIT / 2)
+        rc = c->pump->exec->wait(c, SL_AWAIT_CREDIT);
+    if (c->gen != gen || c->aborted)
+        rc = -1;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+uint64_t sl_conn_body_left(sl_conn_t *c, uint32_t gen)
+{
+    uint64_t left;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->gen != gen || c->body_done)
+        left = 0;
+    else if (c->req.chunked)
+        left = UINT64_MAX;
+    else
+        left = c->req.content_length > c->body_total
+                   ? c->req.content_length - c->body_total
+                   : 0;
+    pthread_mutex_unlock(&c->mu);
+    return left;
+}
+
+int sl_conn_await(sl_conn_t *c, uint32_t gen, int what)
+{
+    int rc = 1;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->gen != gen) {
+        rc = -1;
+    } else if (c->aborted || (c->peer_gone && what == SL_AWAIT_DISCONNECT)) {
+        rc = what == SL_AWAIT_DISCONNECT ? 0 : -1;
+    } else if (what == SL_AWAIT_BODY &&
+               (sl_buf_pending(&c->body) > 0 || c->body_done)) {
+        rc = 0;
+    } else if (what == SL_AWAIT_CREDIT &&
+               credit_used(c) <= SL_CONN_CREDIT / 2) {
+        rc = 0;
+    } else {
+        c->waiting = true;
+        /* the loop may have stopped reading at a full body window */
+        if (what == SL_AWAIT_BODY)
+            c->pump->exec->notify(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port)
+{
+    const struct sockaddr_in *in = (const struct sockaddr_in *)&c->peer;
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&c->peer;
+
+    *port = 0;
+    buf[0] = '\0';
+    if (c->peer.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)n);
+        *port = ntohs(in->sin_port);
+    } else if (c->peer.ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &in6->sin6_addr, buf, (socklen_t)n);
+        *port = ntohs(in6->sin6_port);
+    }
+    return buf;
+}
+
+int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,
+                     int flags)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->gen != gen || c->aborted || c->resp_done || c->file_fd >= 0) {
+        close(fd);
+        rc = -1;
+        goto out_unlock;
+    }
+    c->file_fd = fd;
+    c->file_off = off;
+    c->file_len = len;
+    c->resp_done = true;
+    if (flags & SL_SEND_CLOSE)
+        c->close_after = true;
+    c->pump->exec->notify(c);
+out_unlock:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+long sl_conn_read_body(sl_conn_t *c, uint32_t gen, char *dst, size_t n,
+                       bool stop_at_lf, bool wait)
+{
+    sl_buf_t *b = &c->body;
+    long rc;
+    size_t avail;
+    char *nl;
+
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        if (c->gen != gen) {
+            rc = -1;
+            goto out_unlock;
+        }
+        if (sl_buf_pending(b) > 0 || n == 0)
+            break;
+        if (c->body_done) {
+            rc = 0;
+            goto out_unlock;
+        }
+        if (c->aborted) {
+            rc = -1;
+            goto out_unlock;
+        }
+        if (!wait) {
+            rc = -2;
+            goto out_unlock;
+        }
+        if (c->pump->exec->wait(c, SL_AWAIT_BODY) < 0) {
+            rc = -1;
+            goto out_unlock;
+        }
+    }
+    avail = sl_buf_pending(b);
+    if (n > avail)
+        n = avail;
+    if (stop_at_lf && (nl = memchr(b->data + b->off, '\n', n)) != NULL)
+        n = (size_t)(nl - (b->data + b->off)) + 1;
+    memcpy(dst, b->data + b->off, n);
+    sl_buf_consume(b, n);
+    rc = (long)n;
+    /* the loop stopped reading when the window filled: let it go on */
+    if (sl_buf_pending(b) < SL_CONN_BODY_WINDOW / 2 && !c->body_done)
+        c->pump->exec->notify(c);
+out_unlock:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
