@@ -195,11 +195,6 @@ def test_bad_error_logfile(tmp_path):
 
 # ------------------------------------------------ options that change imports
 
-@pytest.fixture(params=["pump", "inline"])
-def inline(request):
-    return request.param == "inline"
-
-
 def test_chdir_makes_cwd_importable(make_server, tmp_path, inline):
     appdir = tmp_path / "chdir_app"
     appdir.mkdir()

@@ -41,17 +41,11 @@ from collections import Counter
 import pytest
 
 import helpers
+from conftest import WSGI_MODE_PARAMS
 from helpers import (HTTPError, PeerClosed, RawConn, ReadTimeout,
                      build_request, wait_until)
 
 pytestmark = pytest.mark.sluice_only
-
-MODES = {
-    "pump": {"threads": 1, "inline": False},
-    "inline": {"threads": 1, "inline": True},
-    "pump-t4": {"threads": 4, "inline": False},
-}
-MODE_NAMES = list(MODES)
 
 SLOW = 1.5           # seconds the in-flight request sleeps
 SLOW_TOL = 0.1       # ... and how far off its answer may be
@@ -97,11 +91,6 @@ def worker_exit_line(s, pid, timeout=5):
     return m.group(0), (int(m.group(2)) if m.group(2) is not None else None)
 
 
-def start(make_server, mode, app="wsgi_app:app", **kw):
-    m = MODES[mode]
-    return make_server(app, threads=m["threads"], inline=m["inline"], **kw)
-
-
 def send_slow(s, t, tag):
     """Open a connection and send GET /slow?t=T; (conn, send time) once the
     application has started on it."""
@@ -122,11 +111,11 @@ def keep_alive_conn(s):
 
 # ------------------------------------------------------------ 1. clean drain
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
 @pytest.mark.parametrize("target", ["worker", "supervisor"])
 def test_in_flight_request_answered_on_time_then_exit(make_server, mode,
                                                       target):
-    s = start(make_server, mode)
+    s = make_server(mode=mode)
     wpid = only_worker(s)
     mark = s.log_mark()
     c, t0 = send_slow(s, SLOW, "bar1")
@@ -162,10 +151,10 @@ def test_in_flight_request_answered_on_time_then_exit(make_server, mode,
 
 # ----------------------------------------------------------- 2. forced drain
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
 @pytest.mark.parametrize("target", ["worker", "supervisor"])
 def test_graceful_timeout_cuts_the_drain(make_server, mode, target):
-    s = start(make_server, mode, args=["--graceful-timeout", str(GRACE)])
+    s = make_server(mode=mode, args=["--graceful-timeout", str(GRACE)])
     wpid = only_worker(s)
     c, _ = send_slow(s, 30, "bar2")
     mark = s.log_mark()
@@ -217,10 +206,10 @@ def test_graceful_timeout_cuts_the_drain(make_server, mode, target):
 
 # ------------------------------------------------------------------ health
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
 def test_health_path_503_from_term_through_shutdown_delay(make_server, mode):
     delay = 1.0
-    s = start(make_server, mode, args=["--health-path", "/healthz",
+    s = make_server(mode=mode, args=["--health-path", "/healthz",
                                        "--shutdown-delay", str(delay)])
     wpid = only_worker(s)
     r = s.get("/healthz")
@@ -264,13 +253,13 @@ def test_health_path_503_from_term_through_shutdown_delay(make_server, mode):
 
 # -------------------------------------------------------------- keep-alive
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
 def test_idle_keep_alive_closed_promptly(make_server, mode):
-    s = start(make_server, mode)
+    s = make_server(mode=mode)
     wpid = only_worker(s)
     idle = keep_alive_conn(s)
     busy = None
-    if not MODES[mode]["inline"]:
+    if not mode["inline"]:
         # The worker has a reason to stay: the idle close is the drain's
         # doing, not the exit's. (Inline mode runs the app on the loop
         # thread, which sees TERM only once the app returns.)
@@ -294,9 +283,9 @@ def test_idle_keep_alive_closed_promptly(make_server, mode):
     assert code == 0, line
 
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
 def test_request_on_the_wire_at_term_is_answered(make_server, mode):
-    s = start(make_server, mode)
+    s = make_server(mode=mode)
     wpid = only_worker(s)
     ka = keep_alive_conn(s)
     # A keeps the worker (and in pump mode its one lane, in inline mode its

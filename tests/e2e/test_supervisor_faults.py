@@ -56,7 +56,6 @@ def test_kill9_worker_under_load(tmp_path):
     assert problems == []
 
 
-@pytest.mark.parametrize("inline", [False, True], ids=["pump", "inline"])
 def test_hung_app_is_dumped_and_replaced(tmp_path, inline):
     s = sup_server(tmp_path, workers=2, args=["--timeout", "2"],
                    inline=inline).start()
