@@ -11,6 +11,11 @@ RawConn is a socket with a parser for exactly what came back: status line,
 headers in order, and a body framed by Content-Length, chunked encoding, or
 the close of the connection. Every read has a timeout.
 
+Also here, for the tests that share them: the supervisor tests' app
+(tests/apps/sup_app.py, served from a copy) and its Server, a NOTIFY_SOCKET
+recorder, a server started by systemd-socket-activate, and http.client
+calls.
+
 With SLUICE_E2E_PEER=gunicorn the same tests run against Debian's gunicorn
 (gthread worker), which is how the test logic was checked before sluice
 could serve; tests of sluice-only behaviour skip there.
@@ -19,10 +24,13 @@ could serve; tests of sluice-only behaviour skip there.
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -115,6 +123,19 @@ def children_of(pid):
                   if (_proc_stat(p) or ("Z",))[0] != "Z")
 
 
+def alive(pid):
+    """PID exists and is not a zombie."""
+    st = _proc_stat(pid)
+    return st is not None and st[0] != "Z"
+
+
+def wait_gone(pids, timeout, what="processes to exit", interval=0.01):
+    """Poll until none of PIDS is alive; the monotonic time that was seen."""
+    return wait_until(lambda: (not [p for p in pids if alive(p)]
+                               and time.monotonic()),
+                      timeout, what, interval=interval)
+
+
 def vm_rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -161,7 +182,7 @@ class Server:
     def __init__(self, workdir, app="wsgi_app:app", *, args=(), env=None,
                  threads=1, inline=False, workers=1, binds=None,
                  pythonpath=(str(APPS),), ready_path="/__ready",
-                 host="127.0.0.1"):
+                 host="127.0.0.1", binary=None):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.app = app
@@ -186,13 +207,14 @@ class Server:
         self.args = [str(a) for a in args]
         self.extra_env = dict(env or {})
         self.pythonpath = list(pythonpath)
+        self.binary = binary  # instead of SLUICE_BIN: a copy a test replaces
         self.proc = None
         self.stop_problems = []
 
     # -- life cycle
 
     def command(self):
-        cmd = base_command()
+        cmd = [str(self.binary)] if self.binary else base_command()
         for b in self.binds:
             cmd += ["-b", b]
         cmd += ["-w", str(self.workers), "--threads", str(self.threads)]
@@ -381,6 +403,130 @@ def running(workdir, app="wsgi_app:app", **kw):
         raise AssertionError("; ".join(problems) + "\n" + s.diagnostics())
 
 
+# ------------------------------------------------------------ supervisor tests
+
+SANITIZER_ENV = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")
+ACTIVATE = shutil.which("systemd-socket-activate") or \
+    "/usr/bin/systemd-socket-activate"
+
+
+def write_app(directory):
+    """A copy of tests/apps/sup_app.py in DIRECTORY (created); returns the
+    directory, where a test may put BROKEN or IMPORT_SLEEP."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(APPS / "sup_app.py", directory / "sup_app.py")
+    return directory
+
+
+def sup_server(tmp_path, workers=1, args=(), env=None, inline=False,
+               name="srv", binary=None):
+    """A Server for sup_app (not started) with its own app directory,
+    TMP_PATH/NAME-app."""
+    appdir = write_app(tmp_path / (name + "-app"))
+    return Server(tmp_path / name, "sup_app:app", workers=workers,
+                  args=list(args), env=env, inline=inline,
+                  pythonpath=(str(appdir),), ready_path="/pid",
+                  binary=binary)
+
+
+def worker_pid_of(server, timeout=5):
+    """The pid of the worker that answers a GET /pid (sup_app, drain_app)."""
+    return int(server.get("/pid", timeout=timeout).body)
+
+
+def activate_command(listen, env=(), fdname=None):
+    """The systemd-socket-activate command that listens on LISTEN
+    (host:port) and execs the command appended to it with LISTEN_FDS.
+    ENV: NAME or NAME=VALUE to pass on; the tool passes nothing it is not
+    told to, so a sanitized build's options are added here."""
+    cmd = [ACTIVATE, "-l", listen]
+    if fdname:
+        cmd += ["--fdname", fdname]
+    for k in list(env) + [k for k in SANITIZER_ENV if k in os.environ]:
+        cmd += ["-E", k]
+    return cmd
+
+
+class ActivatedServer(Server):
+    """A server started by systemd-socket-activate, which listens on the
+    port, waits for the first connection and execs sluice with LISTEN_FDS
+    (the same pid, so stopping and cleaning up work as for Server)."""
+
+    def command(self):
+        keep = ["E2E_CALL_LOG", "E2E_TMP"] + list(self.extra_env)
+        if self.inline:
+            keep.append("SLUICE_INLINE")
+        # sluice takes the socket from LISTEN_FDS; its -b is ignored.
+        return activate_command("%s:%d" % (self.host, self.port), keep) + \
+            super().command()
+
+
+class NotifySocket:
+    """A NOTIFY_SOCKET owned by the test: every datagram, with its sender's
+    pid (SO_PASSCRED), in arrival order."""
+
+    def __init__(self):
+        # sun_path is short: not under pytest's long tmp_path
+        self.dir = tempfile.mkdtemp(prefix="sl-notify-")
+        self.path = os.path.join(self.dir, "notify")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.sock.setblocking(False)
+        self.messages = []  # (pid, {key: value}, monotonic time)
+
+    def close(self):
+        self.sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def poll(self):
+        while True:
+            try:
+                data, anc, _, _ = self.sock.recvmsg(
+                    4096, socket.CMSG_SPACE(struct.calcsize("iII")))
+            except BlockingIOError:
+                return self.messages
+            pid = None
+            for level, kind, payload in anc:
+                if level == socket.SOL_SOCKET and \
+                        kind == socket.SCM_CREDENTIALS:
+                    pid = struct.unpack("iII", payload[:12])[0]
+            fields = dict(line.split("=", 1)
+                          for line in data.decode().split("\n") if "=" in line)
+            self.messages.append((pid, fields, time.monotonic()))
+
+    def find(self, key, value=None, start=0):
+        """Index of the first message from START on that has KEY (=VALUE)."""
+        for i, (_, f, _) in enumerate(self.poll()[start:], start):
+            if key in f and (value is None or f[key] == value):
+                return i
+        return None
+
+    def wait(self, key, value=None, start=0, timeout=20):
+        return wait_until(
+            lambda: (lambda i: i + 1 if i is not None else None)(
+                self.find(key, value, start)),
+            timeout, "%s=%s from index %d in %s"
+            % (key, value or "*", start, self.messages)) - 1
+
+    def states(self):
+        """The sequence of READY/RELOADING/STOPPING/MAINPID messages."""
+        out = []
+        for _, f, _ in self.poll():
+            for k in ("MAINPID", "RELOADING", "READY", "STOPPING"):
+                if k in f:
+                    out.append(k)
+        return out
+
+
+# ------------------------------------------------------------------ the CLI
+
 def run_cli(args, timeout=20, env=None, cwd=None):
     """Run the binary to completion with ARGS; (status, stdout, stderr).
 
@@ -419,6 +565,10 @@ class HTTPError(Exception):
 
 class PeerClosed(HTTPError):
     """EOF (or a reset) before a complete response."""
+
+
+class PeerReset(PeerClosed):
+    """The peer reset the connection (RST, not an orderly close)."""
 
 
 class ReadTimeout(HTTPError):
@@ -528,7 +678,9 @@ class RawConn:
                               % (self.sock.gettimeout(), what),
                               self.consumed + self.buf)
         except ConnectionResetError:
-            data = b""
+            self.eof = True
+            raise PeerReset("connection reset while reading %s" % what,
+                            self.consumed + self.buf)
         if not data:
             self.eof = True
             raise PeerClosed("connection closed while reading %s" % what,
@@ -540,6 +692,20 @@ class RawConn:
         del self.buf[:n]
         self.consumed += out
         return out
+
+    def idle_state(self):
+        """What the peer did to this idle connection, without waiting:
+        "open", "eof", "reset" or "data" (bytes nobody asked for)."""
+        self.sock.settimeout(0)
+        try:
+            data = self.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return "open"
+        except ConnectionResetError:
+            return "reset"
+        finally:
+            self.sock.settimeout(self.timeout)
+        return "eof" if data == b"" else "data"
 
     def read_line(self, what="a line", limit=65536):
         while True:
@@ -716,6 +882,39 @@ def http_client(server, timeout=IO_TIMEOUT):
     import http.client
     return http.client.HTTPConnection(server.host, server.port,
                                       timeout=timeout)
+
+
+def http_call(server, method, path, body=None, headers=None,
+              header_dict=False):
+    """One request through http.client: (status, [(name, value)], body),
+    or with HEADER_DICT the response headers as a dict (name as sent; the
+    last of a repeated one wins)."""
+    conn = http_client(server)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        got = r.getheaders()
+        return r.status, dict(got) if header_dict else got, r.read()
+    finally:
+        conn.close()
+
+
+def chunked_then_reuse(server, path, index_body):
+    """GET PATH through http.client: it must come back 200 and chunked, and
+    the connection must then serve GET / (INDEX_BODY) too. PATH's body."""
+    conn = http_client(server)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        assert r.status == 200
+        assert r.getheader("Transfer-Encoding") == "chunked"
+        body = r.read()
+        # the connection is reusable after the chunked body
+        conn.request("GET", "/")
+        assert conn.getresponse().read() == index_body
+    finally:
+        conn.close()
+    return body
 
 
 def multipart(fields=(), files=()):

@@ -8,6 +8,7 @@ import pytest
 
 import test_django
 from conftest import ASGI_EXECUTOR_PARAMS, start_mode_server
+from helpers import http_call
 
 pytestmark = pytest.mark.sluice_only
 
@@ -31,8 +32,8 @@ def test_lifespan_rejected_quietly(django_server):
 
 
 def test_meta_from_scope(django_server):
-    status, headers, body = test_django.call(django_server, "GET",
-                                             "/meta/?a=1&b=two")
+    status, headers, body = http_call(django_server, "GET",
+                                      "/meta/?a=1&b=two")
     meta = json.loads(body)
     assert meta["PATH_INFO"] == "/meta/"
     assert meta["SCRIPT_NAME"] == ""

@@ -4,6 +4,7 @@ and streamed uploads, streaming and server-sent events, background tasks,
 lifespan with state, middleware, and a client that leaves an event
 stream."""
 
+import functools
 import hashlib
 import json
 import time
@@ -11,7 +12,7 @@ import time
 import pytest
 
 from conftest import ASGI_EXECUTOR_PARAMS, start_mode_server
-from helpers import build_request, http_client
+from helpers import build_request, http_call
 
 pytestmark = pytest.mark.sluice_only
 
@@ -30,14 +31,7 @@ def fast(request, tmp_path_factory):
         yield s
 
 
-def call(server, method, path, body=None, headers=None):
-    conn = http_client(server)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, dict(r.getheaders()), r.read()
-    finally:
-        conn.close()
+call = functools.partial(http_call, header_dict=True)
 
 
 # ---------------------------------------------------------------- Starlette

@@ -33,7 +33,6 @@ import os
 import random
 import re
 import signal
-import socket
 import threading
 import time
 from collections import Counter
@@ -42,7 +41,7 @@ import pytest
 
 import helpers
 from conftest import WSGI_MODE_PARAMS
-from helpers import (HTTPError, PeerClosed, RawConn, ReadTimeout,
+from helpers import (HTTPError, PeerClosed, PeerReset, RawConn, ReadTimeout,
                      build_request, wait_until)
 
 pytestmark = pytest.mark.sluice_only
@@ -56,22 +55,10 @@ GRACE_TOL = 0.2
 
 # ------------------------------------------------------------------ helpers
 
-def proc_state(pid):
-    """The state letter of PID, or None when it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            data = f.read().decode("latin-1")
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return data[data.rindex(")") + 2:].split()[0]
-
-
 def wait_exit(pid, timeout, what="the worker"):
     """Poll until PID is gone or a zombie; the monotonic time it was seen."""
-    def gone():
-        return proc_state(pid) in (None, "Z") and time.monotonic()
-    return wait_until(gone, timeout, "%s (pid %d) to exit" % (what, pid),
-                      interval=0.002)
+    return helpers.wait_gone([pid], timeout, "%s (pid %d) to exit"
+                             % (what, pid), interval=0.002)
 
 
 def only_worker(s):
@@ -274,7 +261,7 @@ def test_idle_keep_alive_closed_promptly(make_server, mode):
         "TERM" % closed
     if busy is not None:
         with busy:
-            assert proc_state(wpid) not in (None, "Z"), \
+            assert helpers.alive(wpid), \
                 "the worker exited with a request in flight"
             r = busy.read_response()
             assert r.status == 200 and r.has_token("Connection", "close"), r
@@ -312,47 +299,6 @@ def test_request_on_the_wire_at_term_is_answered(make_server, mode):
 
 
 # ------------------------------------------------------------------ load
-
-class Reset(PeerClosed):
-    """The peer reset the connection."""
-
-
-class LoadConn(RawConn):
-    """RawConn that tells a reset from an orderly close."""
-
-    def _fill(self, what):
-        if self.eof:
-            raise PeerClosed("connection closed while reading %s" % what,
-                             self.consumed + self.buf)
-        try:
-            data = self.sock.recv(262144)
-        except socket.timeout:
-            raise ReadTimeout("no data for %.1fs while reading %s"
-                              % (self.sock.gettimeout(), what),
-                              self.consumed + self.buf)
-        except ConnectionResetError:
-            raise Reset("connection reset while reading %s" % what,
-                        self.consumed + self.buf)
-        if not data:
-            self.eof = True
-            raise PeerClosed("connection closed while reading %s" % what,
-                             self.consumed + self.buf)
-        self.buf += data
-
-    def peek_state(self):
-        """What the peer did to this idle connection: open, eof, reset or
-        data (bytes nobody asked for)."""
-        self.sock.settimeout(0)
-        try:
-            data = self.sock.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            return "open"
-        except ConnectionResetError:
-            return "reset"
-        finally:
-            self.sock.settimeout(self.timeout)
-        return "eof" if data == b"" else "data"
-
 
 class Load:
     """CONNS threads each sending GETs to HOST:PORT, paced, until stop().
@@ -481,7 +427,7 @@ class Load:
         while not self.halt.is_set():
             path = rng.choice(self.paths)
             if conn is not None:
-                state = conn.peek_state()
+                state = conn.idle_state()
                 if state != "open":
                     conn.close()
                     conn = None
@@ -496,7 +442,7 @@ class Load:
             reused = conn is not None
             if conn is None:
                 try:
-                    conn = LoadConn.tcp(self.host, self.port, self.timeout)
+                    conn = RawConn.tcp(self.host, self.port, self.timeout)
                 except ConnectionRefusedError:
                     self._note("refused")
                     self.halt.wait(rng.uniform(*self.pace))
@@ -510,7 +456,7 @@ class Load:
             try:
                 conn.send(build_request("GET", path, headers))
                 r = conn.read_response()
-            except (Reset, ConnectionResetError, BrokenPipeError) as e:
+            except (PeerReset, ConnectionResetError, BrokenPipeError) as e:
                 self._fail("reset", path, reused, e)
             except ReadTimeout as e:
                 self._fail("timeout", path, reused, e)
@@ -598,29 +544,8 @@ def test_rolling_restarts_under_load_drop_nothing(make_server, tmp_path):
         "no connection was ever closed by a drain: %s" % load.summary()
 
 
-class ActivatedServer(helpers.Server):
-    """A server started by systemd-socket-activate, which listens on the
-    port, waits for the first connection and execs sluice with LISTEN_FDS
-    (the same pid, so stopping and cleaning up work as for Server)."""
-
-    def command(self):
-        keep = ["E2E_CALL_LOG", "E2E_TMP"] + list(self.extra_env)
-        if self.inline:
-            keep.append("SLUICE_INLINE")
-        # the tool passes only what it is told to: a sanitized build needs
-        # its options (CI turns leak checks off) to get through too
-        keep += [k for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")
-                 if k in os.environ]
-        cmd = ["/usr/bin/systemd-socket-activate",
-               "-l", "%s:%d" % (self.host, self.port)]
-        for k in keep:
-            cmd += ["-E", k]
-        # sluice takes the socket from LISTEN_FDS; its -b is ignored.
-        return cmd + super().command()
-
-
 def test_term_under_load_with_socket_activation(tmp_path):
-    s = ActivatedServer(tmp_path / "srv", "drain_app:app", workers=2,
+    s = helpers.ActivatedServer(tmp_path / "srv", "drain_app:app", workers=2,
                         ready_path="/hello")
     s.start()
     try:

@@ -20,9 +20,9 @@ import time
 import pytest
 
 import helpers
-from helpers import run_cli, wait_until
-from test_supervisor import (Load, NotifySocket, alive, sup_server, wait_gone,
-                             worker_pid_of, write_app)
+from helpers import (NotifySocket, alive, run_cli, sup_server, wait_gone,
+                     wait_until, worker_pid_of, write_app)
+from test_supervisor import Load
 
 pytestmark = pytest.mark.sluice_only
 
