@@ -11,6 +11,10 @@ RawConn is a socket with a parser for exactly what came back: status line,
 headers in order, and a body framed by Content-Length, chunked encoding, or
 the close of the connection. Every read has a timeout.
 
+Load is the one load generator: client threads sending a mix of requests,
+keep-alive or not, bounded by a count, a time or stop(), every outcome
+recorded (a good answer, or which failure, when, on which connection).
+
 Also here, for the tests that share them: the supervisor tests' app
 (tests/apps/sup_app.py, served from a copy) and its Server, a NOTIFY_SOCKET
 recorder, a server started by systemd-socket-activate, and http.client
@@ -23,6 +27,7 @@ could serve; tests of sluice-only behaviour skip there.
 
 import contextlib
 import os
+import random
 import re
 import shutil
 import signal
@@ -31,7 +36,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -936,3 +943,353 @@ def multipart(fields=(), files=()):
         out += data + b"\r\n"
     out += b"--%s--\r\n" % boundary.encode()
     return "multipart/form-data; boundary=%s" % boundary, bytes(out)
+
+
+# ------------------------------------------------------------------ load
+
+class Req:
+    """One request of a load's mix, and what a good answer to it is.
+
+    TARGET is sent with METHOD, HEADERS and BODY (Host and Content-Length
+    added; "Connection: close" too on a connection that is not kept
+    alive), or RAW as it is, which may hold several pipelined requests:
+    RESPONSES says how many answers it gets. A good answer has STATUS, the
+    body EXPECT when that is given, and passes CHECK(response) when that is
+    given; with PID (the default for /pid) its body is the pid of the worker
+    that answered, which the load counts. A FRESH request is sent on a new
+    connection.
+    """
+
+    def __init__(self, target="/", method="GET", headers=(), body=None,
+                 raw=None, responses=1, status=200, expect=None, check=None,
+                 pid=None, fresh=False):
+        self.target, self.method, self.fresh = target, method, fresh
+        self.headers, self.body, self.raw = list(headers), body, raw
+        self.responses = responses
+        self.status, self.expect, self.check = status, expect, check
+        self.pid = target == "/pid" if pid is None else pid
+
+    def data(self, keep_alive):
+        if self.raw is not None:
+            return self.raw
+        close = [] if keep_alive else [("Connection", "close")]
+        return build_request(self.method, self.target, self.headers + close,
+                             self.body)
+
+    def judge(self, r):
+        """(kind, detail, pid): kind "ok" or what is wrong with R."""
+        if r.status != self.status:
+            return "status", "%d %r" % (r.status, r.body[:100]), None
+        if self.expect is not None and r.body != self.expect:
+            return "body", "%r, not %r" % (r.body[:100],
+                                            self.expect[:100]), None
+        if self.check is not None and not self.check(r):
+            return "check", repr(r), None
+        if self.pid:
+            if not r.body.isdigit():
+                return "body", "not a pid: %r" % r.body[:100], None
+            return "ok", None, int(r.body)
+        return "ok", None, None
+
+
+class Outcome:
+    """What came of one request (or of one attempt to connect): T, the
+    monotonic time; KIND, "ok" or a failure (see Load); the worker's PID
+    for a good /pid answer; REUSED, whether the connection had carried a
+    request before; DETAIL for the report."""
+
+    __slots__ = ("t", "target", "kind", "status", "pid", "reused", "detail")
+
+    def __init__(self, t, target, kind, status=None, pid=None, reused=False,
+                 detail=None):
+        self.t, self.target, self.kind, self.status = t, target, kind, status
+        self.pid, self.reused, self.detail = pid, reused, detail
+
+    def __repr__(self):
+        return "<%s %s %s%s>" % (self.kind, self.target, self.status or "",
+                                 ": " + self.detail if self.detail else "")
+
+
+class Load:
+    """CONNS client threads sending the requests of MIX to a server, each
+    outcome recorded, until stop(), REQUESTS requests in all, or DURATION
+    seconds, whichever comes first.
+
+    TARGET is a Server or a (host, port). MIX holds Req objects or targets
+    (GET); each thread takes them in order (ORDER "cycle") or at random
+    ("random", seeded by the thread's number). KEEP_ALIVE: True, every
+    thread keeps its connection alive (and opens a new one when the server
+    closes it or says Connection: close); False, every request has a fresh
+    connection and Connection: close; "mixed", even-numbered threads keep
+    alive, odd ones do not. Before reusing an idle connection a thread
+    checks whether the server has closed it meanwhile, as a client's pool
+    does; that is not a failure. PACE (lo, hi): each thread waits a random
+    time in that range between requests (and before its first); none: as
+    fast as the server answers.
+
+    Outcome kinds: ok (the Req's good answer); failures: refused (connect()
+    refused), connect (any other connect error), reset, eof (closed before
+    a complete response), timeout, bad (unparsable), status, body, check
+    (not the Req's answer), idle-reset, unsolicited (bytes on an idle
+    connection), error (anything else). count(kind) counts them, and the
+    notes idle-closed-by-server and told-to-close.
+    """
+
+    def __init__(self, target, mix=("/pid",), conns=4, keep_alive=False,
+                 order="cycle", pace=None, requests=None, duration=120.0,
+                 timeout=IO_TIMEOUT):
+        if isinstance(target, tuple):
+            self.host, self.port = target
+        else:
+            self.host, self.port = target.host, target.port
+        self.mix = [m if isinstance(m, Req) else Req(m) for m in mix]
+        self.conns = conns
+        self.keep_alive = keep_alive
+        self.order = order
+        self.pace = pace
+        self.requests = requests
+        self.duration = duration
+        self.timeout = timeout
+        self.outcomes = []
+        self.counts = Counter()
+        self.pid_counts = Counter()   # pid -> good /pid answers
+        self.lock = threading.Lock()
+        self.halt = threading.Event()
+        self.threads = []
+        self.events = []          # (time since start, what the test did)
+        self.t0 = self.deadline = None
+        self._claimed = 0
+
+    # -- running
+
+    def start(self):
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + self.duration
+        for i in range(self.conns):
+            t = threading.Thread(target=self._run, args=(i,), daemon=True,
+                                 name="load-%d" % i)
+            t.start()
+            self.threads.append(t)
+        return self
+
+    def stop(self):
+        self.halt.set()
+        for t in self.threads:
+            t.join(self.timeout + 5)
+        alive = [t.name for t in self.threads if t.is_alive()]
+        assert not alive, "load threads still running: %s" % alive
+        return self
+
+    def run(self):
+        """Start, and wait until REQUESTS (or DURATION) ends the load."""
+        self.start()
+        for t in self.threads:
+            t.join(self.duration + self.timeout + 5)
+        if time.monotonic() >= self.deadline:
+            self.event("DURATION (%ss) ran out" % self.duration)
+        return self.stop()
+
+    def __enter__(self):
+        self.start()
+        first = min(10, self.requests or 10)
+        wait_until(lambda: self.total() >= first, 10, "the load to start")
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- results
+
+    def now(self):
+        return time.monotonic() - self.t0
+
+    def event(self, what):
+        """Note something the test did, for the failure report."""
+        with self.lock:
+            self.events.append((self.now(), what))
+
+    def total(self):
+        """How many outcomes have been recorded."""
+        with self.lock:
+            return len(self.outcomes)
+
+    def count(self, what):
+        with self.lock:
+            return self.counts[what]
+
+    def failed(self, since=0.0, allow=()):
+        """The failures (Outcome) from monotonic time SINCE on, but for
+        the kinds in ALLOW."""
+        with self.lock:
+            return [o for o in self.outcomes if o.kind != "ok"
+                    and o.kind not in allow and o.t >= since]
+
+    def pids(self):
+        """The workers that answered a /pid request."""
+        with self.lock:
+            return set(self.pid_counts)
+
+    def answered_by(self, pids):
+        """How many /pid requests workers PIDS answered."""
+        with self.lock:
+            return sum(self.pid_counts[p] for p in pids)
+
+    def wait_answers(self, pids, n=50, timeout=10):
+        """Wait until PIDS have answered N more /pid requests."""
+        base = self.answered_by(pids)
+        wait_until(lambda: self.answered_by(pids) >= base + n, timeout,
+                   "%d answers from workers %s" % (n, sorted(pids)))
+
+    def wait_served_by(self, pids, timeout=10):
+        """Wait until each of PIDS has answered a /pid request."""
+        wait_until(lambda: set(pids) <= self.pids(), timeout,
+                   "requests served by %s" % sorted(pids))
+
+    def summary(self):
+        with self.lock:
+            c = dict(self.counts)
+        return ", ".join("%s=%d" % kv for kv in sorted(c.items()))
+
+    def failure_report(self, fails=None, limit=25):
+        """FAILS (default: every failure), the counts and the events, for
+        an assertion message."""
+        fails = self.failed() if fails is None else fails
+        kinds = Counter(o.kind for o in fails)
+        lines = ["%d failed requests (%s); counts: %s" % (
+            len(fails), dict(kinds), self.summary())]
+        for o in fails[:limit]:
+            lines.append("  t=%.3fs %s %s (%s connection): %s" % (
+                o.t - self.t0, o.kind, o.target,
+                "reused" if o.reused else "new", o.detail))
+        if len(fails) > limit:
+            lines.append("  ... and %d more" % (len(fails) - limit))
+        with self.lock:
+            events = list(self.events)
+        lines.append("events: " + ", ".join("t=%.3fs %s" % e
+                                            for e in events))
+        return "\n".join(lines)
+
+    # -- one thread
+
+    def _record(self, target, kind, status=None, pid=None, reused=False,
+                detail=None):
+        o = Outcome(time.monotonic(), target, kind, status, pid, reused,
+                    None if detail is None else str(detail)[:300])
+        with self.lock:
+            self.outcomes.append(o)
+            self.counts[kind] += 1
+            if kind != "ok":
+                self.counts["failed"] += 1
+            if pid is not None:
+                self.pid_counts[pid] += 1
+
+    def _note(self, what):
+        with self.lock:
+            self.counts[what] += 1
+
+    def _claim(self, n):
+        """Whether N more requests fit in the bounds."""
+        if time.monotonic() >= self.deadline:
+            return False
+        with self.lock:
+            if self.requests is not None and \
+                    self._claimed + n > self.requests:
+                return False
+            self._claimed += n
+            return True
+
+    def _pause(self, rng):
+        if self.pace:
+            self.halt.wait(rng.uniform(*self.pace))
+
+    def _check_idle(self, conn):
+        """CONN, or None when the server closed it while it was idle."""
+        state = conn.idle_state()
+        if state == "open":
+            return conn
+        conn.close()
+        if state == "eof":
+            self._note("idle-closed-by-server")
+        elif state == "reset":
+            self._record("-", "idle-reset", reused=True,
+                         detail="idle keep-alive connection reset")
+        else:
+            self._record("-", "unsolicited", reused=True,
+                         detail="bytes on an idle connection")
+        return None
+
+    def _exchange(self, conn, req, keep, reused):
+        """Send REQ on CONN and judge its answers; whether CONN may carry
+        the next request."""
+        try:
+            conn.send(req.data(keep))
+            answers = [conn.read_response(req.method)
+                       for _ in range(req.responses)]
+        except (PeerReset, ConnectionResetError, BrokenPipeError) as e:
+            self._record(req.target, "reset", reused=reused, detail=e)
+            return False
+        except ReadTimeout as e:
+            self._record(req.target, "timeout", reused=reused, detail=e)
+            return False
+        except PeerClosed as e:
+            self._record(req.target, "eof", reused=reused,
+                         detail="%d bytes, then EOF" % len(e.data))
+            return False
+        except HTTPError as e:
+            self._record(req.target, "bad", reused=reused, detail=e)
+            return False
+        except OSError as e:
+            self._record(req.target, "error", reused=reused, detail=repr(e))
+            return False
+        good = True
+        for r in answers:
+            kind, detail, pid = req.judge(r)
+            self._record(req.target, kind, r.status, pid, reused, detail)
+            good = good and kind == "ok"
+        if not (keep and good):
+            return False
+        if answers[-1].has_token("Connection", "close"):
+            self._note("told-to-close")
+            return False
+        return True
+
+    def _run(self, idx):
+        rng = random.Random(idx)
+        keep = self.keep_alive is True or \
+            (self.keep_alive == "mixed" and idx % 2 == 0)
+        conn = None
+        n = 0
+        if self.pace:
+            # Spread the first requests over one pacing interval.
+            self.halt.wait(rng.uniform(0, self.pace[1]))
+        while not self.halt.is_set():
+            if self.order == "random":
+                req = rng.choice(self.mix)
+            else:
+                req = self.mix[n % len(self.mix)]
+            n += 1
+            if not self._claim(req.responses):
+                break
+            if conn is not None and req.fresh:
+                conn.close()
+                conn = None
+            if conn is not None:
+                conn = self._check_idle(conn)
+            reused = conn is not None
+            if conn is None:
+                try:
+                    conn = RawConn.tcp(self.host, self.port, self.timeout)
+                except ConnectionRefusedError as e:
+                    self._record(req.target, "refused", detail=repr(e))
+                    self._pause(rng)
+                    continue
+                except OSError as e:
+                    self._record(req.target, "connect", detail=repr(e))
+                    self._pause(rng)
+                    continue
+            if not self._exchange(conn, req, keep, reused):
+                conn.close()
+                conn = None
+            self._pause(rng)
+        if conn is not None:
+            conn.close()

@@ -13,8 +13,9 @@ Worker side, in pump mode, inline mode and pump mode with four lanes:
   on the wire of a keep-alive connection when TERM arrives is answered, with
   "Connection: close".
 
-Supervisor side, under load (Load: threads speaking raw HTTP, keep-alive and
-fresh connections mixed, every failure counted and kept for the message):
+Supervisor side, under load (helpers.Load: 64 threads speaking raw HTTP,
+keep-alive and fresh connections mixed, every failure counted and kept for
+the message):
 
 - five SIGHUPs to a two-worker supervisor: every worker pid replaced each
   time, not one request failed, not one connection refused or reset;
@@ -30,19 +31,15 @@ watched through /proc with short polls, never fixed sleeps.
 """
 
 import os
-import random
 import re
 import signal
-import threading
 import time
-from collections import Counter
 
 import pytest
 
 import helpers
 from conftest import WSGI_MODE_PARAMS
-from helpers import (HTTPError, PeerClosed, PeerReset, RawConn, ReadTimeout,
-                     build_request, wait_until)
+from helpers import HTTPError, Load, PeerClosed, build_request, wait_until
 
 pytestmark = pytest.mark.sluice_only
 
@@ -300,195 +297,14 @@ def test_request_on_the_wire_at_term_is_answered(make_server, mode):
 
 # ------------------------------------------------------------------ load
 
-class Load:
-    """CONNS threads each sending GETs to HOST:PORT, paced, until stop().
+# Paced clients (64 threads, a request every 10-30 ms each), keep-alive and
+# fresh connections mixed, on drain_app's small routes.
+LOAD_MIX = ("/pid", "/pid", "/hello", "/slow?t=0.005")
 
-    Even-numbered threads keep their connection alive (and open a new one
-    when the server closes it or says Connection: close); odd ones use a
-    fresh connection with Connection: close for every request. Before
-    reusing an idle connection a thread checks whether the server has closed
-    it meanwhile, as a client's connection pool does; that is not a failure.
 
-    Outcomes: ok (a complete 2xx response); refused (connect() refused);
-    failures, by kind: reset, eof (closed before a complete response),
-    timeout, bad (unparsable), status (non-2xx), connect (any other connect
-    error), idle-reset, unsolicited (bytes on an idle connection), error.
-    Each failure is kept with its time (since start), path and whether the
-    connection had been used before.
-    """
-
-    PATHS = ("/pid", "/pid", "/hello", "/slow?t=0.005")
-
-    def __init__(self, host, port, conns=64, pace=(0.01, 0.03),
-                 paths=PATHS, timeout=10.0):
-        self.host, self.port = host, port
-        self.conns = conns
-        self.pace = pace
-        self.paths = paths
-        self.timeout = timeout
-        self.counts = Counter()
-        self.failures = []
-        self.pids = Counter()     # pid -> /pid responses
-        self.lock = threading.Lock()
-        self.halt = threading.Event()
-        self.threads = []
-        self.events = []          # (time since start, what the test did)
-        self.t0 = None
-
-    # -- running
-
-    def start(self):
-        self.t0 = time.monotonic()
-        for i in range(self.conns):
-            t = threading.Thread(target=self._run, args=(i,), daemon=True,
-                                 name="load-%d" % i)
-            t.start()
-            self.threads.append(t)
-        return self
-
-    def stop(self):
-        self.halt.set()
-        for t in self.threads:
-            t.join(self.timeout + 5)
-        alive = [t.name for t in self.threads if t.is_alive()]
-        assert not alive, "load threads still running: %s" % alive
-        return self
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    # -- results
-
-    def now(self):
-        return time.monotonic() - self.t0
-
-    def event(self, what):
-        """Note something the test did, for the failure report."""
-        with self.lock:
-            self.events.append((self.now(), what))
-
-    def count(self, what):
-        with self.lock:
-            return self.counts[what]
-
-    def answered_by(self, pids):
-        with self.lock:
-            return sum(self.pids[p] for p in pids)
-
-    def failed(self):
-        with self.lock:
-            return list(self.failures)
-
-    def summary(self):
-        with self.lock:
-            c = dict(self.counts)
-        return ", ".join("%s=%d" % kv for kv in sorted(c.items()))
-
-    def failure_report(self, limit=25):
-        fails = self.failed()
-        kinds = Counter(f[1] for f in fails)
-        lines = ["%d failed requests (%s); counts: %s" % (
-            len(fails), dict(kinds), self.summary())]
-        for t, kind, path, reused, detail in fails[:limit]:
-            lines.append("  t=%.3fs %s %s (%s connection): %s" % (
-                t, kind, path, "reused" if reused else "new", detail))
-        if len(fails) > limit:
-            lines.append("  ... and %d more" % (len(fails) - limit))
-        with self.lock:
-            events = list(self.events)
-        lines.append("events: " + ", ".join("t=%.3fs %s" % e
-                                            for e in events))
-        return "\n".join(lines)
-
-    # -- one thread
-
-    def _fail(self, kind, path, reused, detail):
-        with self.lock:
-            self.counts["failed"] += 1
-            self.counts["failed:" + kind] += 1
-            self.failures.append((self.now(), kind, path, reused,
-                                  str(detail)[:300]))
-
-    def _note(self, what, pid=None):
-        with self.lock:
-            self.counts[what] += 1
-            if pid is not None:
-                self.pids[pid] += 1
-
-    def _run(self, idx):
-        rng = random.Random(idx)
-        keep = idx % 2 == 0
-        conn = None
-        # Spread the first requests over one pacing interval.
-        self.halt.wait(rng.uniform(0, self.pace[1]))
-        while not self.halt.is_set():
-            path = rng.choice(self.paths)
-            if conn is not None:
-                state = conn.idle_state()
-                if state != "open":
-                    conn.close()
-                    conn = None
-                    if state == "eof":
-                        self._note("idle-closed-by-server")
-                    elif state == "reset":
-                        self._fail("idle-reset", "-", True,
-                                   "idle keep-alive connection reset")
-                    else:
-                        self._fail("unsolicited", "-", True,
-                                   "bytes on an idle connection")
-            reused = conn is not None
-            if conn is None:
-                try:
-                    conn = RawConn.tcp(self.host, self.port, self.timeout)
-                except ConnectionRefusedError:
-                    self._note("refused")
-                    self.halt.wait(rng.uniform(*self.pace))
-                    continue
-                except OSError as e:
-                    self._fail("connect", path, False, repr(e))
-                    self.halt.wait(rng.uniform(*self.pace))
-                    continue
-            headers = [] if keep else [("Connection", "close")]
-            close = True
-            try:
-                conn.send(build_request("GET", path, headers))
-                r = conn.read_response()
-            except (PeerReset, ConnectionResetError, BrokenPipeError) as e:
-                self._fail("reset", path, reused, e)
-            except ReadTimeout as e:
-                self._fail("timeout", path, reused, e)
-            except PeerClosed as e:
-                self._fail("eof", path, reused,
-                           "%d bytes, then EOF" % len(e.data))
-            except HTTPError as e:
-                self._fail("bad", path, reused, e)
-            except OSError as e:
-                self._fail("error", path, reused, repr(e))
-            else:
-                pid = None
-                if path == "/pid" and r.body.isdigit():
-                    pid = int(r.body)
-                if 200 <= r.status < 300 and (pid or path != "/pid"):
-                    self._note("ok", pid)
-                    if not keep:
-                        pass
-                    elif r.has_token("Connection", "close"):
-                        self._note("told-to-close")
-                    else:
-                        close = False
-                else:
-                    self._fail("status", path, reused,
-                               "%d %r" % (r.status, r.body[:100]))
-                    close = True
-            if close:
-                conn.close()
-                conn = None
-            self.halt.wait(rng.uniform(*self.pace))
-        if conn is not None:
-            conn.close()
+def drain_load(s):
+    return Load(s, LOAD_MIX, conns=64, keep_alive="mixed", order="random",
+                pace=(0.01, 0.03))
 
 
 def all_ready(s, n, since=0, timeout=20):
@@ -514,29 +330,22 @@ def hup_and_wait(s, old, load, timeout=30):
     return new
 
 
-def wait_answers(load, pids, n=50, timeout=10):
-    """Wait until PIDS have answered N more /pid requests of LOAD."""
-    base = load.answered_by(pids)
-    wait_until(lambda: load.answered_by(pids) >= base + n, timeout,
-               "%d answers from workers %s" % (n, sorted(pids)))
-
-
 def test_rolling_restarts_under_load_drop_nothing(make_server, tmp_path):
     s = make_server("drain_app:app", workers=2, ready_path="/hello")
     pids = all_ready(s, 2)
     history = [sorted(pids)]
-    with Load(s.host, s.port) as load:
-        wait_answers(load, pids, 200)
+    with drain_load(s) as load:
+        load.wait_answers(pids, 200)
         for i in range(5):
             new = hup_and_wait(s, pids, load)
             history.append(sorted(new))
             # The new generation carries the load a while before the next
             # HUP (about a second at this load).
-            wait_answers(load, new, 1000)
+            load.wait_answers(new, 1000)
             pids = new
     fails = load.failed()
     assert load.count("ok") > 1000, load.summary()
-    assert not fails and load.count("refused") == 0, \
+    assert not fails, \
         load.failure_report() + "\nworker pids per generation: %s\n%s" % (
             history, s.error_log_text()[-3000:])
     assert load.count("idle-closed-by-server") + \
@@ -551,8 +360,8 @@ def test_term_under_load_with_socket_activation(tmp_path):
     try:
         assert "from systemd" in s.error_log_text(), s.diagnostics()
         pids = all_ready(s, 2)
-        with Load(s.host, s.port) as load:
-            wait_answers(load, pids, 300)
+        with drain_load(s) as load:
+            load.wait_answers(pids, 300)
             load.event("TERM")
             os.kill(s.pid, signal.SIGTERM)
             rc = s.proc.wait(helpers.STOP_TIMEOUT)
@@ -562,11 +371,12 @@ def test_term_under_load_with_socket_activation(tmp_path):
                        "connections to be refused after the exit")
     finally:
         problems = s.stop()
-    fails = load.failed()
+    # refusals once the listening socket is gone are expected
+    fails = load.failed(allow={"refused"})
     assert rc == 0, s.diagnostics()
     assert not problems, problems
     assert load.count("ok") > 300, load.summary()
-    assert not fails, load.failure_report() + "\n" + \
+    assert not fails, load.failure_report(fails) + "\n" + \
         s.error_log_text()[-3000:]
 
 
@@ -576,15 +386,15 @@ def test_replacement_that_fails_to_import_aborts_the_restart(make_server,
     s = make_server("drain_app:app", workers=2, ready_path="/hello",
                     env={"DRAIN_BROKEN_FLAG": str(flag)})
     pids = all_ready(s, 2)
-    with Load(s.host, s.port) as load:
-        wait_answers(load, pids, 200)
+    with drain_load(s) as load:
+        load.wait_answers(pids, 200)
         flag.write_text("the next import fails\n")
         mark = s.log_mark()
         load.event("HUP with the app broken")
         os.kill(s.pid, signal.SIGHUP)
         s.wait_for_log("Rolling restart stopped", 30, mark)
         load.event("restart stopped")
-        wait_answers(load, pids, 200)
+        load.wait_answers(pids, 200)
         after = set(s.worker_pids())
     log = s.log_since(mark)
     # The app can be loaded again: the next HUP (without load: the drain
@@ -599,5 +409,4 @@ def test_replacement_that_fails_to_import_aborts_the_restart(make_server,
         "restart\n%s" % (sorted(pids), sorted(after), log)
     assert "Rolling restart done" not in log, log
     fails = load.failed()
-    assert not fails and load.count("refused") == 0, \
-        load.failure_report() + "\n" + log
+    assert not fails, load.failure_report() + "\n" + log

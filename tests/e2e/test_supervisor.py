@@ -19,68 +19,10 @@ import time
 import pytest
 
 import helpers
-from helpers import (NotifySocket, alive, sup_server, wait_gone, wait_until,
-                     worker_pid_of)
+from helpers import (Load, NotifySocket, alive, sup_server, wait_gone,
+                     wait_until, worker_pid_of)
 
 pytestmark = pytest.mark.sluice_only
-
-class Load:
-    """THREADS clients requesting PATH on fresh connections until stopped.
-
-    Each result is (monotonic time, worker pid or None, error or None).
-    """
-
-    def __init__(self, server, path="/pid", threads=3):
-        self.server = server
-        self.path = path
-        self.results = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, daemon=True)
-                         for _ in range(threads)]
-
-    def __enter__(self):
-        for t in self._threads:
-            t.start()
-        wait_until(lambda: len(self.results) >= 10, 10, "the load to start")
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    def stop(self):
-        self._stop.set()
-        for t in self._threads:
-            t.join(30)
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                r = self.server.get(self.path, timeout=10)
-                ok = r.status == 200
-                res = (time.monotonic(), int(r.body) if ok else None,
-                       None if ok else "status %d" % r.status)
-            except Exception as e:  # noqa: BLE001 - every failure counts
-                res = (time.monotonic(), None, repr(e))
-            with self._lock:
-                self.results.append(res)
-
-    def count(self):
-        with self._lock:
-            return len(self.results)
-
-    def failures(self, since=0.0):
-        with self._lock:
-            return [r for r in self.results if r[2] and r[0] >= since]
-
-    def pids(self):
-        with self._lock:
-            return {r[1] for r in self.results if r[1]}
-
-    def wait_served_by(self, pids, timeout=10):
-        wait_until(lambda: set(pids) <= self.pids(), timeout,
-                   "requests served by %s" % sorted(pids))
-
 
 # --------------------------------------------------------------- TERM, INT
 
@@ -137,14 +79,14 @@ def test_hup_replaces_every_worker_under_load(tmp_path):
     s = sup_server(tmp_path, workers=2).start()
     try:
         old = set(s.wait_workers(2))
-        with Load(s) as load:
+        with Load(s, conns=3) as load:
             mark = s.log_mark()
             os.kill(s.pid, signal.SIGHUP)
             s.wait_for_log("Rolling restart done", timeout=20, since=mark)
             new = set(s.wait_workers(2))
             assert not old & new
             load.wait_served_by(new)
-        assert load.failures() == [], load.failures()[:5]
+        assert not load.failed(), load.failure_report()
         assert old & load.pids(), "no request reached the old workers"
         log = s.log_since(mark)
         # each old worker drained only after a new one was ready
@@ -237,7 +179,7 @@ def test_usr2_upgrades_the_binary_while_serving(tmp_path):
             # the upgrade: a new build lands at the same path
             shutil.copy2(helpers.sluice_bin(), bindir / "sluice.new")
             os.rename(bindir / "sluice.new", binary)
-            with Load(s) as load:
+            with Load(s, conns=3) as load:
                 os.kill(old_sup, signal.SIGUSR2)
                 s.proc.wait(20)
                 assert s.proc.returncode == 0, s.diagnostics()
@@ -247,7 +189,7 @@ def test_usr2_upgrades_the_binary_while_serving(tmp_path):
                 assert len(new_workers) == 2
                 assert not new_workers & old_workers
                 load.wait_served_by(new_workers)
-            assert load.failures() == [], load.failures()[:5]
+            assert not load.failed(), load.failure_report()
             assert old_workers & load.pids()
             assert not [p for p in old_workers if alive(p)]
             # the new supervisor runs the new file, not the deleted old one

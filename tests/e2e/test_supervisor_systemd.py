@@ -89,8 +89,9 @@ def _run_the_sequence(proc, port, unused, log, notify):
     assert not before & after
 
     # STATUS= follows the request rate
-    for _ in range(40):
-        get_pid(port)
+    load = helpers.Load(("127.0.0.1", port), conns=1, requests=40,
+                        timeout=20).run()
+    assert load.count("ok") == 40, load.failure_report()
     wait_until(lambda: [f for _, f, _ in notify.poll() if _rate(f) > 0], 5,
                "a STATUS= with a request rate")
 
