@@ -18,7 +18,8 @@ have answered --settle /pid requests, then sends the next.
 
 Failures are charged to the restart in whose window (its HUP up to the next
 HUP, or the end of the load) they happened. Results: a table on stdout and
-bench/results/reload.md.
+bench/results/reload.md, where the repository is $REPO and the run's
+temporary directory $LOGDIR.
 """
 
 import argparse
@@ -38,6 +39,7 @@ APPS = ROOT / "tests" / "apps"
 sys.path.insert(0, str(E2E))
 
 import helpers  # noqa: E402
+import report  # noqa: E402
 
 APP = "drain_app:app"
 PATHS = ("/pid", "/pid", "/hello", "/slow?t=0.005")
@@ -127,7 +129,7 @@ def kinds_text(kinds):
     return ", ".join("%s %d" % kv for kv in sorted(kinds.items())) or "-"
 
 
-def report(results, args):
+def reload_report(results, args):
     lines = []
     names = [r["name"] for r in results]
     lines.append("# Failed requests per rolling restart (HUP)")
@@ -223,7 +225,8 @@ def main():
             name, res["failed"], res["ok"] + res["failed"], res["seconds"],
             kinds_text(res["kinds"])), flush=True)
         results.append(res)
-    text = report(results, args)
+    text = report.scrub(reload_report(results, args),
+                        {str(ROOT): "$REPO", str(tmp): "$LOGDIR"})
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
