@@ -7,7 +7,6 @@ uvloop and on asyncio's own loop (conftest.ASGI_MODES).
 """
 
 import json
-import socket
 import time
 
 import pytest

@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-from helpers import APPS, PEER, free_port, run_cli
+from helpers import APPS, free_port, run_cli
 
 pytestmark = pytest.mark.sluice_only
 
