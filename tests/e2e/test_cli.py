@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-from helpers import APPS, PEER, free_port, run_cli
+from helpers import APPS, free_port, run_cli
 
 pytestmark = pytest.mark.sluice_only
 
@@ -194,11 +194,6 @@ def test_bad_error_logfile(tmp_path):
 
 
 # ------------------------------------------------ options that change imports
-
-@pytest.fixture(params=["pump", "inline"])
-def inline(request):
-    return request.param == "inline"
-
 
 def test_chdir_makes_cwd_importable(make_server, tmp_path, inline):
     appdir = tmp_path / "chdir_app"

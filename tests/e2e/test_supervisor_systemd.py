@@ -19,13 +19,11 @@ import time
 import pytest
 
 import helpers
-from helpers import REPO, RawConn, free_port, wait_until
-from test_supervisor import NotifySocket, write_app
+from helpers import (ACTIVATE, REPO, NotifySocket, RawConn, free_port,
+                     wait_until, write_app)
 
 pytestmark = pytest.mark.sluice_only
 
-ACTIVATE = shutil.which("systemd-socket-activate") or \
-    "/usr/bin/systemd-socket-activate"
 ANALYZE = shutil.which("systemd-analyze") or "/usr/bin/systemd-analyze"
 
 
@@ -44,13 +42,9 @@ def test_socket_activation_and_the_notify_sequence(tmp_path):
     log = tmp_path / "error.log"
     with NotifySocket() as notify, \
             open(tmp_path / "stderr.txt", "wb") as err:
-        cmd = [ACTIVATE, "-l", "127.0.0.1:%d" % port, "--fdname", "web",
-               "-E", "NOTIFY_SOCKET=" + notify.path,
-               "-E", "WATCHDOG_USEC=1000000"]
-        # systemd-socket-activate passes on nothing it is not told to
-        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
-            if k in os.environ:
-                cmd += ["-E", k]
+        cmd = helpers.activate_command(
+            "127.0.0.1:%d" % port, fdname="web",
+            env=["NOTIFY_SOCKET=" + notify.path, "WATCHDOG_USEC=1000000"])
         cmd += [helpers.sluice_bin(), "-w", "2", "--pythonpath", str(appdir),
                 "--error-logfile", str(log),
                 "-b", "127.0.0.1:%d" % unused,  # ignored: systemd's sockets
@@ -95,8 +89,9 @@ def _run_the_sequence(proc, port, unused, log, notify):
     assert not before & after
 
     # STATUS= follows the request rate
-    for _ in range(40):
-        get_pid(port)
+    load = helpers.Load(("127.0.0.1", port), conns=1, requests=40,
+                        timeout=20).run()
+    assert load.count("ok") == 40, load.failure_report()
     wait_until(lambda: [f for _, f, _ in notify.poll() if _rate(f) > 0], 5,
                "a STATUS= with a request rate")
 
