@@ -572,6 +572,10 @@ def main():
                     default=os.environ.get("SLUICE_BIN", "./sluice"),
                     help="sluice binary, relative to the repo root "
                          "(default $SLUICE_BIN or ./sluice)")
+    ap.add_argument("--before-bin",
+                    default=os.environ.get("SLUICE_BEFORE_BIN", ""),
+                    help="an earlier sluice binary, for the 'change' suite's "
+                         "-before arms (default $SLUICE_BEFORE_BIN)")
     ap.add_argument("--baseline", default=None,
                     help="comma-separated arms for the ratio columns "
                          "(default: the suite's)")
@@ -611,7 +615,9 @@ def main():
     baselines = (args.baseline.split(",") if args.baseline
                  else list(suite.baselines))
     ctx_base = {"apps": str(APPS), "root": str(ROOT),
-                "sluice": sluice_bin(args)}
+                "sluice": sluice_bin(args),
+                "sluice_before": (str(Path(args.before_bin).resolve())
+                                  if args.before_bin else "")}
 
     if args.list:
         for arm in arms:
@@ -631,7 +637,10 @@ def main():
     runnable = []
     for arm in arms:
         need = arm.requires and expand(arm.requires, ctx_base)
-        if need and not os.access(need, os.X_OK):
+        if arm.requires and not need:
+            skipped[arm.name] = "no binary given (%s)" % arm.requires
+            print("skip %-18s %s" % (arm.name, skipped[arm.name]), flush=True)
+        elif need and not os.access(need, os.X_OK):
             skipped[arm.name] = "binary not found: %s" % need
             print("skip %-18s %s" % (arm.name, skipped[arm.name]), flush=True)
         else:
