@@ -19,8 +19,8 @@
 
 #include "common/log.h"
 #include "common/options.h"
+#include "common/proctitle.h"
 #include "supervisor/listen.h"
-#include "supervisor/proctitle.h"
 #include "supervisor/supervisor.h"
 #include "worker/worker.h"
 

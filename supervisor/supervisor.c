@@ -44,10 +44,10 @@
 
 #include "common/ctl.h"
 #include "common/log.h"
+#include "common/proctitle.h"
 #include "supervisor/health.h"
 #include "supervisor/notify.h"
 #include "supervisor/pidfile.h"
-#include "supervisor/proctitle.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/table.h"
 #include "supervisor/upgrade.h"

@@ -34,10 +34,10 @@
 #include "common/ctl.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "common/proctitle.h"
 #include "supervisor/health.h"
 #include "supervisor/listen.h"
 #include "supervisor/pidfile.h"
-#include "supervisor/proctitle.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/table.h"
 
