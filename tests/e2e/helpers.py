@@ -67,6 +67,21 @@ def free_port(host="127.0.0.1"):
         return s.getsockname()[1]
 
 
+def free_ports(n, host="127.0.0.1"):
+    """N distinct TCP ports on HOST that were free a moment ago."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(family, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 # ------------------------------------------------------------------ processes
 
 def _proc_stat(pid):
