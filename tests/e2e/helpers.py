@@ -1,8 +1,9 @@
 """Helpers for sluice's end-to-end tests: run the real binary, speak raw HTTP.
 
-Server starts the binary (SLUICE_BIN, default <repo>/sluice) in its own
-process group with the error log sent to a file, polls until the listening
-socket accepts and one request has been answered, and stops it with SIGTERM
+Server starts the binary (SLUICE_BIN, default <repo>/sluice, which finds
+its sluice-worker in the same directory) in its own process group with the
+error log sent to a file, polls until the listening socket accepts and one
+request has been answered, and stops it with SIGTERM
 (SIGKILL for the whole group after a bound). Stopping reports problems
 instead of hiding them: a server that needed SIGKILL, exited non-zero, or
 left processes behind is a failure.
@@ -39,6 +40,17 @@ STOP_TIMEOUT = 10.0
 
 def sluice_bin():
     return os.environ.get("SLUICE_BIN", str(REPO / "sluice"))
+
+
+def worker_bin():
+    """sluice-worker beside the supervisor: where sluice looks first."""
+    return str(Path(sluice_bin()).with_name("sluice-worker"))
+
+
+def sanitized():
+    """Whether the build under test runs under ASan/UBSan: its memory and
+    timing figures say little (ASan's quarantine alone grows RSS)."""
+    return os.environ.get("SLUICE_SANITIZERS") == "yes"
 
 
 def server_name():
@@ -141,7 +153,8 @@ def vm_rss_kib(pid):
 def clean_env(extra=None, inline=False):
     """The environment a server is started with."""
     env = dict(os.environ)
-    for k in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "SLUICE_INLINE"):
+    for k in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "SLUICE_INLINE",
+              "SLUICE_WORKER_BIN"):
         env.pop(k, None)
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     if inline:

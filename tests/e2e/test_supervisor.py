@@ -357,6 +357,15 @@ def test_usr1_reopens_the_error_log(tmp_path):
 
 # ------------------------------------------------------------------- USR2
 
+def copy_binaries(bindir):
+    """sluice and sluice-worker copied side by side into BINDIR (created);
+    returns the copy of sluice."""
+    bindir.mkdir()
+    shutil.copy2(helpers.worker_bin(), bindir / "sluice-worker")
+    shutil.copy2(helpers.sluice_bin(), bindir / "sluice")
+    return bindir / "sluice"
+
+
 class CopiedBinaryServer(Server):
     """A Server run from a copy of the binary that the test can replace."""
 
@@ -370,9 +379,7 @@ class CopiedBinaryServer(Server):
 
 def test_usr2_upgrades_the_binary_while_serving(tmp_path):
     bindir = tmp_path / "bin"
-    bindir.mkdir()
-    binary = bindir / "sluice"
-    shutil.copy2(helpers.sluice_bin(), binary)
+    binary = copy_binaries(bindir)
     appdir = write_app(tmp_path / "app")
     pidfile = tmp_path / "sluice.pid"
     with NotifySocket() as notify:
@@ -386,9 +393,11 @@ def test_usr2_upgrades_the_binary_while_serving(tmp_path):
             old_sup = s.pid
             notify.wait("READY", "1")
             old_workers = set(s.wait_workers(2))
-            # the upgrade: a new build lands at the same path
-            shutil.copy2(helpers.sluice_bin(), bindir / "sluice.new")
-            os.rename(bindir / "sluice.new", binary)
+            # the upgrade: a new build lands at the same paths
+            for name, src in (("sluice-worker", helpers.worker_bin()),
+                              ("sluice", helpers.sluice_bin())):
+                shutil.copy2(src, bindir / (name + ".new"))
+                os.rename(bindir / (name + ".new"), bindir / name)
             with Load(s) as load:
                 os.kill(old_sup, signal.SIGUSR2)
                 s.proc.wait(20)
@@ -402,8 +411,12 @@ def test_usr2_upgrades_the_binary_while_serving(tmp_path):
             assert load.failures() == [], load.failures()[:5]
             assert old_workers & load.pids()
             assert not [p for p in old_workers if alive(p)]
-            # the new supervisor runs the new file, not the deleted old one
+            # the new supervisor runs the new file, not the deleted old one,
+            # and its workers the new worker beside it
             assert os.readlink("/proc/%d/exe" % new_sup) == str(binary)
+            for w in new_workers:
+                assert os.readlink("/proc/%d/exe" % w) == \
+                    str(bindir / "sluice-worker")
             assert worker_pid_of(s) in new_workers
             # systemd is told who the main process is now
             i = notify.wait("MAINPID", str(new_sup))
@@ -421,9 +434,7 @@ def test_usr2_upgrades_the_binary_while_serving(tmp_path):
 
 def test_usr2_with_a_broken_binary_keeps_serving(tmp_path):
     bindir = tmp_path / "bin"
-    bindir.mkdir()
-    binary = bindir / "sluice"
-    shutil.copy2(helpers.sluice_bin(), binary)
+    binary = copy_binaries(bindir)
     appdir = write_app(tmp_path / "app")
     s = CopiedBinaryServer(binary, tmp_path / "srv", "sup_app:app",
                            workers=2, pythonpath=(str(appdir),),
