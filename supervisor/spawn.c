@@ -28,11 +28,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/handoff.h"
 #include "common/log.h"
 #include "supervisor/spawn.h"
 
-#define FDLIST_MAX  1024 /* "3,4,...": room for SL_MAX_LISTENERS numbers */
-#define WORKER_NAME "sluice-worker"
+#define FDLIST_MAX      1024 /* "3,4,...": room for SL_MAX_LISTENERS numbers */
+#define WORKER_NAME     "sluice-worker"
+#define STRINGIFY(x)    #x
+#define AS_STRING(x)    STRINGIFY(x)
+#define HANDOFF_VERSION AS_STRING(SL_HANDOFF_VERSION)
 
 #ifndef SL_WORKER_PATH /* the installed worker; Makefile.am defines it */
 #error "SL_WORKER_PATH is not defined"
@@ -219,7 +223,8 @@ static void exec_worker(const char *exe, char *const argv[], const int *fds,
     }
     snprintf(buf, sizeof(buf), "%d", worker_id);
     if (setenv("SLUICE_WORKER_ID", buf, 1) == -1 ||
-        setenv("SLUICE_LISTEN_FDS", list, 1) == -1) {
+        setenv("SLUICE_LISTEN_FDS", list, 1) == -1 ||
+        setenv("SLUICE_HANDOFF", HANDOFF_VERSION, 1) == -1) {
         sl_log_errno(SL_LOG_ERROR, "setenv() failed");
         _exit(127);
     }

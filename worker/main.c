@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "common/startup.h"
 #include "worker/worker.h"
 
+static bool same_handoff(void);
 static int run_worker(const sl_options_t *o, const char *id);
 static int parse_fd_list(const char *list, int *fds, int max);
 static int parse_int(const char *s, int *out);
@@ -42,7 +44,28 @@ int main(int argc, char **argv)
                      " not by hand (no SLUICE_WORKER_ID)");
         return SL_EXIT_USAGE;
     }
+    if (!same_handoff()) {
+        return SL_EXIT_APPLOAD; /* the next one would fail the same way */
+    }
     return run_worker(&o, worker_id);
+}
+
+/* The supervisor speaks this worker's SL_HANDOFF_VERSION; false after one
+ * error line when it does not. */
+static bool same_handoff(void)
+{
+    const char *theirs = getenv("SLUICE_HANDOFF");
+    int version;
+
+    if (theirs != NULL && parse_int(theirs, &version) == 0 &&
+        version == SL_HANDOFF_VERSION) {
+        unsetenv("SLUICE_HANDOFF");
+        return true;
+    }
+    sl_error("this sluice-worker speaks handoff version %d, its supervisor"
+             " %s: install sluice and sluice-worker from the same build",
+             SL_HANDOFF_VERSION, theirs ? theirs : "none");
+    return false;
 }
 
 /* Take the descriptors the supervisor passed, mark them close-on-exec

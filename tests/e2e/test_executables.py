@@ -8,7 +8,8 @@ SLUICE_WORKER_BIN when set, else sluice-worker beside itself (a copied pair
 serves, with the copied worker), else the installed one. A worker it cannot
 find is one error line and exit status 2, not a respawn loop; for a binary
 upgrade's new supervisor that means a failed upgrade while the old one
-serves on. sluice-worker started by hand refuses with one line.
+serves on. A worker from another build (another handoff version) says so
+and is not respawned; sluice-worker started by hand refuses with one line.
 """
 
 import os
@@ -19,7 +20,7 @@ import subprocess
 import pytest
 
 import helpers
-from test_cli import BASE, assert_usage_error, bind_args
+from test_cli import BASE, assert_one_error, assert_usage_error, bind_args
 from test_supervisor import (CopiedBinaryServer, copy_binaries, worker_pid_of,
                              write_app)
 
@@ -137,6 +138,21 @@ def test_usr2_to_a_supervisor_without_its_worker_fails_cleanly(tmp_path):
     finally:
         problems = s.stop()
     assert problems == []
+
+
+def test_worker_of_another_handoff_version_is_not_respawned(tmp_path):
+    """A sluice-worker that does not speak its supervisor's handoff version
+    (another build) says so once and is not retried: exit 2."""
+    wrapper = tmp_path / "sluice-worker"
+    wrapper.write_text('#!/bin/sh\nSLUICE_HANDOFF=999 exec "%s" "$@"\n'
+                       % helpers.worker_bin())
+    wrapper.chmod(0o755)
+    rc, out, err = helpers.run_cli(BASE + bind_args() + ["wsgi_app:app"],
+                                   env={"SLUICE_WORKER_BIN": str(wrapper)},
+                                   timeout=20)
+    line = assert_one_error(rc, err, "handoff version", "its supervisor 999")
+    assert "sluice-worker" in line
+    assert err.count("Booting worker") == 1, err
 
 
 def test_worker_started_by_hand_refuses():
