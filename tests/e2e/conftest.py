@@ -77,10 +77,10 @@ def pytest_collection_modifyitems(config, items):
 def pytest_sessionstart(session):
     if helpers.PEER:
         return
-    b = helpers.sluice_bin()
-    if not (os.path.isfile(b) and os.access(b, os.X_OK)):
-        pytest.exit("sluice binary not found at %s (build it, or set "
-                    "SLUICE_BIN)" % b, returncode=4)
+    for b in (helpers.sluice_bin(), helpers.worker_bin()):
+        if not (os.path.isfile(b) and os.access(b, os.X_OK)):
+            pytest.exit("%s not found (build it, or set SLUICE_BIN to the "
+                        "sluice beside it)" % b, returncode=4)
 
 
 @pytest.fixture(scope="module", params=WSGI_MODE_PARAMS)

@@ -1,8 +1,9 @@
 """Helpers for sluice's end-to-end tests: run the real binary, speak raw HTTP.
 
-Server starts the binary (SLUICE_BIN, default <repo>/sluice) in its own
-process group with the error log sent to a file, polls until the listening
-socket accepts and one request has been answered, and stops it with SIGTERM
+Server starts the binary (SLUICE_BIN, default <repo>/sluice, which finds
+its sluice-worker in the same directory) in its own process group with the
+error log sent to a file, polls until the listening socket accepts and one
+request has been answered, and stops it with SIGTERM
 (SIGKILL for the whole group after a bound). Stopping reports problems
 instead of hiding them: a server that needed SIGKILL, exited non-zero, or
 left processes behind is a failure.
@@ -56,6 +57,17 @@ def sluice_bin():
     return os.environ.get("SLUICE_BIN", str(REPO / "sluice"))
 
 
+def worker_bin():
+    """sluice-worker beside the supervisor: where sluice looks first."""
+    return str(Path(sluice_bin()).with_name("sluice-worker"))
+
+
+def sanitized():
+    """Whether the build under test runs under ASan/UBSan: its memory and
+    timing figures say little (ASan's quarantine alone grows RSS)."""
+    return os.environ.get("SLUICE_SANITIZERS") == "yes"
+
+
 def server_name():
     """The Server header value the server under test must send."""
     return "gunicorn" if PEER == "gunicorn" else "sluice"
@@ -80,6 +92,21 @@ def free_port(host="127.0.0.1"):
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def free_ports(n, host="127.0.0.1"):
+    """N distinct TCP ports on HOST that were free a moment ago."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(family, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 # ------------------------------------------------------------------ processes
@@ -154,7 +181,8 @@ def vm_rss_kib(pid):
 def clean_env(extra=None, inline=False):
     """The environment a server is started with."""
     env = dict(os.environ)
-    for k in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "SLUICE_INLINE"):
+    for k in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "SLUICE_INLINE",
+              "SLUICE_WORKER_BIN"):
         env.pop(k, None)
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     if inline:
@@ -443,10 +471,13 @@ def worker_pid_of(server, timeout=5):
 
 def activate_command(listen, env=(), fdname=None):
     """The systemd-socket-activate command that listens on LISTEN
-    (host:port) and execs the command appended to it with LISTEN_FDS.
-    ENV: NAME or NAME=VALUE to pass on; the tool passes nothing it is not
-    told to, so a sanitized build's options are added here."""
-    cmd = [ACTIVATE, "-l", listen]
+    (host:port, or a list of them: one socket each) and execs the command
+    appended to it with LISTEN_FDS. ENV: NAME or NAME=VALUE to pass on; the
+    tool passes nothing it is not told to, so a sanitized build's options
+    are added here."""
+    cmd = [ACTIVATE]
+    for addr in [listen] if isinstance(listen, str) else listen:
+        cmd += ["-l", addr]
     if fdname:
         cmd += ["--fdname", fdname]
     for k in list(env) + [k for k in SANITIZER_ENV if k in os.environ]:
@@ -1293,3 +1324,50 @@ class Load:
             self._pause(rng)
         if conn is not None:
             conn.close()
+
+
+# ------------------------------------------------------- command-line errors
+
+BASE = ["--pythonpath", str(APPS)]
+
+
+def bind_args():
+    return ["-b", "127.0.0.1:%d" % free_port()]
+
+
+def problem_lines(err):
+    """Lines of stderr that are not informational log lines."""
+    return [l for l in err.splitlines()
+            if l.strip() and not re.search(r"\[(INFO|DEBUG)\]", l)]
+
+
+def assert_usage_error(rc, err, *needles):
+    assert rc == 2, (rc, err)
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("sluice: error:"), lines[0]
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+def assert_one_error(rc, err, *needles):
+    assert rc == 2, (rc, err)
+    assert "Traceback" not in err, err
+    lines = problem_lines(err)
+    assert len(lines) == 1, err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def copied_binary(tmp_path):
+    """TMP_PATH/bin/sluice with sluice-worker beside it: copies of the
+    binaries that a test can replace (new files renamed over them in the
+    same directory). Returns the copy of sluice."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shutil.copy2(worker_bin(), bindir / "sluice-worker")
+    binary = bindir / "sluice"
+    shutil.copy2(sluice_bin(), binary)
+    return binary

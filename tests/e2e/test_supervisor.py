@@ -153,18 +153,8 @@ def test_usr1_reopens_the_error_log(tmp_path):
 
 # ------------------------------------------------------------------- USR2
 
-def copied_binary(tmp_path):
-    """TMP_PATH/bin/sluice: a copy of the binary that the test can replace
-    (a new file renamed over it in the same directory)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    binary = bindir / "sluice"
-    shutil.copy2(helpers.sluice_bin(), binary)
-    return binary
-
-
 def test_usr2_upgrades_the_binary_while_serving(tmp_path):
-    binary = copied_binary(tmp_path)
+    binary = helpers.copied_binary(tmp_path)
     bindir = binary.parent
     pidfile = tmp_path / "sluice.pid"
     with NotifySocket() as notify:
@@ -176,9 +166,11 @@ def test_usr2_upgrades_the_binary_while_serving(tmp_path):
             old_sup = s.pid
             notify.wait("READY", "1")
             old_workers = set(s.wait_workers(2))
-            # the upgrade: a new build lands at the same path
-            shutil.copy2(helpers.sluice_bin(), bindir / "sluice.new")
-            os.rename(bindir / "sluice.new", binary)
+            # the upgrade: a new build lands at the same paths
+            for name, src in (("sluice-worker", helpers.worker_bin()),
+                              ("sluice", helpers.sluice_bin())):
+                shutil.copy2(src, bindir / (name + ".new"))
+                os.rename(bindir / (name + ".new"), bindir / name)
             with Load(s, conns=3) as load:
                 os.kill(old_sup, signal.SIGUSR2)
                 s.proc.wait(20)
@@ -192,8 +184,12 @@ def test_usr2_upgrades_the_binary_while_serving(tmp_path):
             assert not load.failed(), load.failure_report()
             assert old_workers & load.pids()
             assert not [p for p in old_workers if alive(p)]
-            # the new supervisor runs the new file, not the deleted old one
+            # the new supervisor runs the new file, not the deleted old one,
+            # and its workers the new worker beside it
             assert os.readlink("/proc/%d/exe" % new_sup) == str(binary)
+            for w in new_workers:
+                assert os.readlink("/proc/%d/exe" % w) == \
+                    str(bindir / "sluice-worker")
             assert worker_pid_of(s) in new_workers
             # systemd is told who the main process is now
             i = notify.wait("MAINPID", str(new_sup))
@@ -210,7 +206,7 @@ def test_usr2_upgrades_the_binary_while_serving(tmp_path):
 
 
 def test_usr2_with_a_broken_binary_keeps_serving(tmp_path):
-    binary = copied_binary(tmp_path)
+    binary = helpers.copied_binary(tmp_path)
     s = sup_server(tmp_path, workers=2, binary=binary).start()
     try:
         workers = set(s.wait_workers(2))

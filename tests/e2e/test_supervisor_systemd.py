@@ -5,7 +5,8 @@ for the first connection and execs sluice with LISTEN_FDS; the test owns the
 NOTIFY_SOCKET and records every datagram with its sender's pid. The
 sequence must be exactly READY -> RELOADING -> READY -> STOPPING for a
 start, a HUP and a TERM, with STATUS= updates and WATCHDOG=1 pings in
-between. The example units in contrib/systemd must pass
+between. Twenty activated sockets are each served (a worker once ignored
+every socket after the 16th). The example units in contrib/systemd must pass
 systemd-analyze verify without a single complaint.
 """
 
@@ -20,6 +21,7 @@ import pytest
 
 import helpers
 from helpers import (ACTIVATE, REPO, NotifySocket, RawConn, free_port,
+                     free_ports,
                      wait_until, write_app)
 
 pytestmark = pytest.mark.sluice_only
@@ -106,6 +108,45 @@ def _run_the_sequence(proc, port, unused, log, notify):
     notify.wait("STOPPING", "1")
     assert notify.states() == ["READY", "RELOADING", "READY", "STOPPING"]
     assert all(p == sup for p, _, _ in notify.poll())
+
+
+@pytest.mark.skipif(not os.access(ACTIVATE, os.X_OK),
+                    reason="systemd-socket-activate is not installed")
+def test_every_socket_systemd_passes_is_served(tmp_path):
+    """20 sockets, more than a worker once served (it ignored every one
+    after the 16th): each answers a request."""
+    appdir = write_app(tmp_path / "app")
+    ports = free_ports(20)
+    log = tmp_path / "error.log"
+    with open(tmp_path / "stderr.txt", "wb") as err:
+        cmd = helpers.activate_command(
+            ["127.0.0.1:%d" % port for port in ports])
+        cmd += [helpers.sluice_bin(), "-w", "1", "--pythonpath", str(appdir),
+                "--error-logfile", str(log), "sup_app:app"]
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+        try:
+            wait_until(lambda: _connects(ports[0]), 10,
+                       "the activation sockets")
+            worker = get_pid(ports[0])
+            for i, port in enumerate(ports):
+                try:
+                    pid = get_pid(port, timeout=5)
+                except helpers.HTTPError as e:
+                    raise AssertionError("socket %d of %d (port %d) did not "
+                                         "answer: %s" % (i + 1, len(ports),
+                                                         port, e))
+                assert pid == worker, (i, port)
+            assert log.read_text().count("from systemd") == 20
+            os.kill(proc.pid, signal.SIGTERM)
+            assert proc.wait(10) == 0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+            wait_until(lambda: not helpers.live_pids_in_group(proc.pid), 5,
+                       "sluice's processes to exit")
 
 
 def _connects(port):
