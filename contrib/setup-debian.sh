@@ -7,7 +7,7 @@ set -eu
 
 PACKAGES="
     build-essential autoconf automake libtool pkg-config
-    libev-dev python3-dev libsystemd-dev check node-llhttp
+    libev-dev python3-dev check node-llhttp
     systemd clang-format curl procps util-linux
     python3-pytest
     python3-flask python3-django python3-starlette python3-fastapi

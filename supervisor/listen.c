@@ -22,11 +22,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "supervisor/listen.h"
+#include "supervisor/sd.h"
 
 #define DEFAULT_PORT 8000
 
@@ -210,7 +210,7 @@ static int inherit_one(const char *tok, sl_listener_t *l)
         return -1;
     }
     int fd = atoi(num);
-    if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+    if (!sl_sd_is_listening_stream(fd)) {
         sl_log_usage("inherited fd %d is not a listening stream socket", fd);
         return -1;
     }
@@ -258,11 +258,10 @@ static int parse_port(const char *spec, const char *s, int *port)
 static int open_systemd(sl_listener_t *ls, int max)
 {
     char **names = NULL;
-    int n = sd_listen_fds_with_names(1, &names);
+    int n = sl_sd_listen_fds(&names);
 
     if (n < 0) {
-        errno = -n;
-        sl_log_usage("sd_listen_fds_with_names() failed: %s", strerror(errno));
+        sl_log_usage("systemd's LISTEN_FDS: %s", strerror(-n));
         return -1;
     }
     if (n > max) {
@@ -272,8 +271,8 @@ static int open_systemd(sl_listener_t *ls, int max)
         goto out_free;
     }
     for (int i = 0; i < n; i++) {
-        int fd = SD_LISTEN_FDS_START + i;
-        if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+        int fd = SL_SD_LISTEN_FDS_START + i;
+        if (!sl_sd_is_listening_stream(fd)) {
             sl_log_usage("systemd passed fd %d (%s), which is not a listening"
                          " stream socket",
                          fd, names ? names[i] : "?");

@@ -1,7 +1,7 @@
 /* notify.c - sd_notify messages: READY, RELOADING, STOPPING, STATUS,
  * WATCHDOG and MAINPID.
  *
- * libsystemd does the work; this file decides the exact text, so that the
+ * sd.c sends them; this file decides the exact text, so that the
  * sequence systemd (or a test that owns NOTIFY_SOCKET) sees is the one
  * DESIGN §2 promises. STATUS= lines ride along with the state changes and
  * are otherwise sent only when they change, because the supervisor
@@ -14,13 +14,14 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "supervisor/notify.h"
+#include "supervisor/sd.h"
 
 #define STATUS_MAX 512
 
@@ -83,11 +84,11 @@ double sl_notify_watchdog_interval(void)
 {
     uint64_t usec = 0;
 
-    /* 0: keep the variables, a binary upgrade's new supervisor needs them */
-    int rc = sd_watchdog_enabled(0, &usec);
+    int rc = sl_sd_watchdog(&usec);
     if (rc < 0) {
-        errno = -rc;
-        sl_log_errno(SL_LOG_WARNING, "sd_watchdog_enabled() failed");
+        sl_warn("WATCHDOG_USEC='%s' is not a number of microseconds: no "
+                "watchdog",
+                getenv("WATCHDOG_USEC"));
         return 0;
     }
     return rc > 0 ? (double)usec / 2e6 : 0;
@@ -103,7 +104,7 @@ static void notify_send(const char *what, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    int rc = sd_pid_notify(0, 0, buf);
+    int rc = sl_sd_notify(buf);
     if (rc < 0 && !send_failed_logged) {
         errno = -rc;
         sl_log_errno(SL_LOG_WARNING, "sd_notify(%s) failed", what);

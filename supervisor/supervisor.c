@@ -252,7 +252,9 @@ static int init_loop(supervisor_t *s)
         ev_timer_init(&s->watchdog_timer, on_watchdog, 0, wd);
         ev_timer_start(s->loop, &s->watchdog_timer);
     }
-    sl_table_init(&s->table, s->loop, on_message, s);
+    if (sl_table_init(&s->table, s->loop, on_message, s) < 0) {
+        return -1;
+    }
     sl_upgrade_init(&s->upgrade, s->loop, on_upgrade, s);
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,17 +25,20 @@ static bool goes_first(const sl_worker_t *a, const sl_worker_t *b);
 static void on_ctl(struct ev_loop *loop, ev_io *io, int revents);
 static void close_ctl(sl_table_t *t, sl_worker_t *w);
 
-void sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
-                   void *ctx)
+int sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
+                  void *ctx)
 {
     memset(t, 0, sizeof(*t));
     t->loop = loop;
     t->on_msg = on_msg;
     t->ctx = ctx;
-    for (int i = 0; i < SL_TABLE_SLOTS; i++) {
-        t->slots[i].id = i + 1;
-        t->slots[i].ctl_fd = -1;
+    /* all zero is a FREE slot; its id and ctl_fd are set when it is taken */
+    t->slots = calloc(SL_TABLE_SLOTS, sizeof(*t->slots));
+    if (t->slots == NULL) {
+        sl_error("out of memory for %d worker slots", SL_TABLE_SLOTS);
+        return -1;
     }
+    return 0;
 }
 
 sl_worker_t *sl_table_spawn(sl_table_t *t, const char *exe, char **argv,
@@ -53,6 +57,7 @@ sl_worker_t *sl_table_spawn(sl_table_t *t, const char *exe, char **argv,
                  SL_TABLE_SLOTS);
         return NULL;
     }
+    w->id = (int)(w - t->slots) + 1;
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) == -1) {
         sl_log_errno(SL_LOG_ERROR, "socketpair() failed for worker %d", w->id);
         return NULL;
@@ -69,7 +74,7 @@ sl_worker_t *sl_table_spawn(sl_table_t *t, const char *exe, char **argv,
                      w->id);
     }
 
-    int id = w->id;
+    int id = (int)(w - t->slots) + 1;
     *w = (sl_worker_t){.state = SL_WORKER_BOOTING,
                        .id = id,
                        .pid = pid,

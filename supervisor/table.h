@@ -48,7 +48,9 @@ typedef struct sl_table sl_table_t;
 typedef void sl_table_msg_cb(void *ctx, sl_worker_t *w, const sl_ctl_msg_t *m);
 
 struct sl_table {
-    sl_worker_t slots[SL_TABLE_SLOTS];
+    /* owned, SL_TABLE_SLOTS of them: calloc'd, so the pages of slots never
+     * used are never touched (the supervisor stays small) */
+    sl_worker_t *slots;
     int high;             /* slots at and above this index are FREE */
     struct ev_loop *loop; /* borrowed */
     sl_table_msg_cb *on_msg;
@@ -56,8 +58,8 @@ struct sl_table {
 };
 
 /* An empty table whose channels are watched on LOOP; ON_MSG(CTX, ...) gets
- * every message. */
-void sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
+ * every message. 0, or -1 after logging (out of memory). */
+int sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
                    void *ctx);
 
 /* Fork + exec a worker of generation GEN in the lowest free slot, with its

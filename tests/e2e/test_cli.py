@@ -19,7 +19,7 @@ import textwrap
 import pytest
 
 from helpers import (APPS, BASE, assert_one_error, assert_usage_error,
-                     bind_args, free_port, run_cli)
+                     bind_args, free_port, problem_lines, run_cli)
 
 pytestmark = pytest.mark.sluice_only
 

@@ -25,11 +25,11 @@ from helpers import (BASE, assert_one_error, assert_usage_error, bind_args,
 
 pytestmark = pytest.mark.sluice_only
 
-# VmRSS of an idle supervisor with one worker. Measured here: ~3.1 MiB, of
-# which libc's shared pages are ~1.5 MiB (sleep(1) alone shows 1.7 MiB) and
-# libsystemd with the six libraries it pulls in ~1 MiB; it was ~6 MiB while
-# the supervisor linked libpython.
-SUPERVISOR_RSS_LIMIT_KIB = 4096
+# VmRSS of a supervisor with one worker: at most 2 MiB. Measured here:
+# about 1.95 MiB, of which libc's pages are 1.5 MiB (sleep(1) alone shows
+# 1.7 MiB); it was ~6 MiB while the supervisor linked libpython, and ~3 MiB
+# while it linked libsystemd (and the six libraries that pulls in).
+SUPERVISOR_RSS_LIMIT_KIB = 2048
 
 
 def ldd(path):
