@@ -7,17 +7,19 @@ not a test).
 
 Each server runs two workers of tests/apps/drain_app.py (its /slow route
 sleeps a few ms, so requests are in flight whenever a signal lands) and
-gets the load of tests/e2e/test_drain.py's rolling-restart test: CONNS
-threads, half on keep-alive connections and half on a fresh connection per
-request, paced, every failure counted (refused, reset, EOF before a complete
-response, timeout, non-2xx). While it runs, the supervisor (sluice) or the
+gets the load of tests/e2e/test_drain.py's rolling-restart test
+(tests/e2e/helpers.py's Load): CONNS threads, half on keep-alive
+connections and half on a fresh connection per request, paced, every
+failure counted (reset, EOF before a complete response, timeout, non-200;
+refused connections apart). While it runs, the supervisor (sluice) or the
 arbiter (gunicorn -k gthread) gets SIGHUP HUPS times; after each, the
 harness waits until every worker pid has been replaced and the new workers
 have answered --settle /pid requests, then sends the next.
 
 Failures are charged to the restart in whose window (its HUP up to the next
 HUP, or the end of the load) they happened. Results: a table on stdout and
-bench/results/reload.md.
+bench/results/reload.md, where the repository is $REPO and the run's
+temporary directory $LOGDIR.
 """
 
 import argparse
@@ -37,19 +39,15 @@ APPS = ROOT / "tests" / "apps"
 sys.path.insert(0, str(E2E))
 
 import helpers  # noqa: E402
-from test_drain import Load  # noqa: E402
+import report  # noqa: E402
 
 APP = "drain_app:app"
 PATHS = ("/pid", "/pid", "/hello", "/slow?t=0.005")
 
 
-class SluiceServer(helpers.Server):
-    def __init__(self, workdir, binary, workers):
-        super().__init__(workdir, APP, workers=workers, ready_path="/hello")
-        self.binary = binary
-
-    def command(self):
-        return [self.binary] + super().command()[1:]
+def sluice_server(workdir, binary, workers):
+    return helpers.Server(workdir, APP, workers=workers, ready_path="/hello",
+                          binary=binary)
 
 
 class GunicornServer(helpers.Server):
@@ -68,12 +66,6 @@ class GunicornServer(helpers.Server):
         return "gunicorn[%s workers=%d]" % (self.app, self.workers)
 
 
-def wait_answers(load, pids, n, timeout=30):
-    base = load.answered_by(pids)
-    helpers.wait_until(lambda: load.answered_by(pids) >= base + n, timeout,
-                       "%d answers from workers %s" % (n, sorted(pids)))
-
-
 def run_arm(name, server, args):
     """Start SERVER, load it, HUP it ARGS.hups times; a result dict."""
     server.start()
@@ -83,9 +75,10 @@ def run_arm(name, server, args):
         pids = set(helpers.wait_until(
             lambda: len(server.worker_pids()) == n and server.worker_pids(),
             30, "%d workers" % n))
-        with Load(server.host, server.port, conns=args.conns,
-                  paths=PATHS) as load:
-            wait_answers(load, pids, args.settle)
+        with helpers.Load(server, PATHS, conns=args.conns,
+                          keep_alive="mixed", order="random",
+                          pace=(0.01, 0.03), duration=3600) as load:
+            load.wait_answers(pids, args.settle, timeout=30)
             for i in range(args.hups):
                 t_hup = load.now()
                 load.event("HUP %d" % (i + 1))
@@ -98,20 +91,21 @@ def run_arm(name, server, args):
                                          "every worker of %s replaced"
                                          % sorted(pids))
                 t_new = load.now()
-                wait_answers(load, new, args.settle)
+                load.wait_answers(new, args.settle, timeout=30)
                 reloads.append({"hup": t_hup, "replaced": t_new - t_hup,
                                 "old": sorted(pids), "new": sorted(new)})
                 pids = new
             t_end = load.now()
     finally:
         problems = server.stop()
-    fails = load.failed()
+    fails = load.failed(allow={"refused"})
     windows = [r["hup"] for r in reloads] + [t_end + 1]
     for i, r in enumerate(reloads):
-        mine = [f for f in fails if windows[i] <= f[0] < windows[i + 1]]
+        mine = [f for f in fails
+                if windows[i] <= f.t - load.t0 < windows[i + 1]]
         r["failed"] = len(mine)
-        r["kinds"] = dict(Counter(f[1] for f in mine))
-    before = [f for f in fails if f[0] < windows[0]]
+        r["kinds"] = dict(Counter(f.kind for f in mine))
+    before = [f for f in fails if f.t - load.t0 < windows[0]]
     return {
         "name": name,
         "command": " ".join(server.command()),
@@ -119,13 +113,14 @@ def run_arm(name, server, args):
         "before": len(before),
         "ok": load.count("ok"),
         "failed": len(fails),
-        "kinds": dict(Counter(f[1] for f in fails)),
+        "kinds": dict(Counter(f.kind for f in fails)),
         "refused": load.count("refused"),
         "idle_closed": load.count("idle-closed-by-server"),
         "told_to_close": load.count("told-to-close"),
         "seconds": t_end,
         "problems": problems,
-        "examples": fails[:10],
+        "examples": [(f.t - load.t0, f.kind, f.target, f.reused, f.detail)
+                     for f in fails[:10]],
         "log": str(server.error_log),
     }
 
@@ -134,7 +129,7 @@ def kinds_text(kinds):
     return ", ".join("%s %d" % kv for kv in sorted(kinds.items())) or "-"
 
 
-def report(results, args):
+def reload_report(results, args):
     lines = []
     names = [r["name"] for r in results]
     lines.append("# Failed requests per rolling restart (HUP)")
@@ -166,7 +161,7 @@ def report(results, args):
     lines.append("| | " + " | ".join(names) + " |")
     lines.append("|" + "---|" * (1 + len(names)))
     rows = [
-        ("requests answered 2xx", lambda r: "%d" % r["ok"]),
+        ("requests answered 200", lambda r: "%d" % r["ok"]),
         ("failed, all", lambda r: "%d (%s)" % (r["failed"],
                                                kinds_text(r["kinds"]))),
         ("failed per reload", lambda r: "%.1f" % (r["failed"] /
@@ -186,7 +181,8 @@ def report(results, args):
     lines.append("Kinds: *reset* ECONNRESET while waiting for the response "
                  "(the server closed the connection with the request unread); "
                  "*eof* the connection closed before a complete response; "
-                 "*timeout*, *status* (non-2xx), *connect*, *idle-reset* "
+                 "*timeout*, *status* (not 200), *body* (not a pid from /pid), "
+                 "*connect*, *idle-reset* "
                  "(an idle keep-alive connection reset).")
     lines.append("")
     for r in results:
@@ -218,7 +214,7 @@ def main():
     results = []
     for name in args.only.split(","):
         if name == "sluice":
-            srv = SluiceServer(tmp / name, args.sluice_bin, args.workers)
+            srv = sluice_server(tmp / name, args.sluice_bin, args.workers)
         elif name == "gunicorn":
             srv = GunicornServer(tmp / name, args.workers)
         else:
@@ -229,7 +225,8 @@ def main():
             name, res["failed"], res["ok"] + res["failed"], res["seconds"],
             kinds_text(res["kinds"])), flush=True)
         results.append(res)
-    text = report(results, args)
+    text = report.scrub(reload_report(results, args),
+                        {str(ROOT): "$REPO", str(tmp): "$LOGDIR"})
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

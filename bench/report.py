@@ -20,9 +20,10 @@ def one_line(r):
     """Progress line for one run."""
     if "error" in r:
         return "FAILED: " + r["error"]
-    s = "%8.0f req/s  %6.1f us/req  srv %3.0f%%  wrk %3.0f%%  p99 %.2f ms" % (
+    s = "%8.0f req/s  %6.1f us/req  srv %3.0f%%  wrk %3.0f%%  p99 %s" % (
         r["rps"], r["cpu_us_per_req"] or 0, r["server_cpu_pct"] or 0,
-        r["wrk_cpu_pct"], r["latency_us"]["p99"] / 1000.0)
+        r["wrk_cpu_pct"], "n/a" if r.get("pipeline", 1) > 1 else
+        "%.2f ms" % (r["latency_us"]["p99"] / 1000.0))
     flags = flags_of([r], conns=r["conns"])
     return s + ("  [" + "; ".join(flags) + "]" if flags else "")
 
@@ -102,6 +103,21 @@ def summarise(runs, arm_names, conns_list, baselines):
     return {"baselines": baselines, "rows": rows}
 
 
+def scrub(obj, dirs):
+    """OBJ (JSON-like) with every occurrence of the directories in DIRS
+    ({path: "$NAME"}) in its strings replaced by their names, so that no
+    absolute path of this machine reaches an output file."""
+    if isinstance(obj, str):
+        for d in sorted(dirs, key=len, reverse=True):
+            obj = obj.replace(d, dirs[d])
+        return obj
+    if isinstance(obj, dict):
+        return {k: scrub(v, dirs) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [scrub(v, dirs) for v in obj]
+    return obj
+
+
 def _rel(text, root):
     return text.replace(root, "$REPO") if root else text
 
@@ -134,10 +150,20 @@ def markdown(doc):
     w("- Pinning: each server with `taskset -c %d` (its whole process tree "
       "inherits it); wrk with `taskset -c %d`; the harness also on CPU %d"
       % (m["server_cpu"], m["client_cpu"], m["client_cpu"]))
+    depth = m.get("pipeline", 1)
     w("- Load: wrk %s, `-t%d`, keep-alive (wrk's default), %d s measured "
       "after a %d s warm-up at the same connection count, on a fresh server "
       "per arm and repeat"
       % (pk.get("wrk", "?"), m["wrk_threads"], m["duration_s"], m["warmup_s"]))
+    if depth > 1:
+        w("- Pipeline depth %d: wrk writes %d requests at once on each "
+          "connection and the next %d once all are answered (a generated "
+          "Lua script, as in TechEmpower's plaintext test); req/s counts "
+          "responses. wrk then times a whole batch, not each request, and "
+          "its percentiles come out wrong: p99 is not shown"
+          % (depth, depth, depth))
+    else:
+        w("- Pipeline depth 1: one request at a time on each connection")
     w("- Repeats: %d, interleaved (the arm order rotates each repeat); req/s "
       "is the median with min–max beside it" % m["repeat"])
     w("- CPU µs/req: utime+stime of the server's whole process tree "
@@ -153,15 +179,16 @@ def markdown(doc):
     w("- Ratio column%s: req/s over %s at the same connection count"
       % ("s" if len(bl) > 1 else "", " and ".join("`%s`" % b for b in bl)))
     w("")
-    w("| arm | conns | req/s | min–max | %s | CPU µs/req | server CPU | "
-      "others on its CPU | wrk CPU | p99 ms | errors / flags |"
+    w("| arm | conns | pipeline | req/s | min–max | %s | CPU µs/req | "
+      "server CPU | others on its CPU | wrk CPU | p99 ms | errors / flags |"
       % " | ".join("vs %s" % b for b in bl))
-    w("|---|---:|---:|---:|%s---:|---:|---:|---:|---:|---|"
+    w("|---|---:|---:|---:|---:|%s---:|---:|---:|---:|---:|---|"
       % ("---:|" * len(bl)))
     for r in summary["rows"]:
         if not r.get("n"):
-            w("| %s | %d | – | – |%s – | – | – | – | – | – | ⚠ failed: %s |"
-              % (r["arm"], r["conns"], " – |" * len(bl),
+            w("| %s | %d | %d | – | – |%s – | – | – | – | – | – | "
+              "⚠ failed: %s |"
+              % (r["arm"], r["conns"], depth, " – |" * len(bl),
                  "; ".join(r["failed"])[:120]))
             continue
         ratio = " | ".join("%.2f×" % r["ratio"][b] if b in r["ratio"] else "–"
@@ -175,11 +202,12 @@ def markdown(doc):
         fl = ("⚠ " + "; ".join(flags)) if flags else "0"
         other = ("%.0f %%" % r["other_pct"]
                  if r.get("other_pct") is not None else "?")
-        w("| %s | %d | %.0f | %.0f–%.0f | %s | %.1f | %.0f %% | %s | %.0f %% | "
-          "%.2f | %s |" % (
-              r["arm"], r["conns"], r["rps_median"], r["rps_min"],
+        p99 = "n/a" if depth > 1 else "%.2f" % r["p99_ms"]
+        w("| %s | %d | %d | %.0f | %.0f–%.0f | %s | %.1f | %.0f %% | %s | "
+          "%.0f %% | %s | %s |" % (
+              r["arm"], r["conns"], depth, r["rps_median"], r["rps_min"],
               r["rps_max"], ratio, r["cpu_us_per_req"], r["server_cpu_pct"],
-              other, r["wrk_cpu_pct"], r["p99_ms"], fl))
+              other, r["wrk_cpu_pct"], p99, fl))
     w("")
     w("Flags (⚠): wrk's socket errors (connect/read/write/timeout) and "
       "non-2xx/3xx responses, summed over repeats. *starved N/C*: N of the C "
@@ -195,7 +223,8 @@ def markdown(doc):
     w("## Commands")
     w("")
     w("Ports are picked free per server start (`PORT`); `$REPO` is the "
-      "repository root. Servers run with the caller's environment minus "
+      "repository root, `$LOGDIR` the run's temporary directory (server "
+      "logs, generated wrk scripts). Servers run with the caller's environment minus "
       "`PYTHON*` variables and with `PATH=/usr/sbin:/usr/bin:/sbin:/bin`.")
     w("")
     for name, a in arms.items():
@@ -242,6 +271,8 @@ def chart(doc, path):
     conns_list = m["conns"]
     fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(arms) + 2), 4.5))
     width = 0.8 / max(1, len(conns_list))
+    depth = m.get("pipeline", 1)
+    pipelined = ", pipeline %d" % depth if depth > 1 else ""
     colours = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
     ymax = max([r.get("rps_max", 0) for r in rows] + [1])
     for i, conns in enumerate(conns_list):
@@ -257,7 +288,7 @@ def chart(doc, path):
             hi.append(row["rps_max"] - row["rps_median"])
             hatch.append(bool(row["flags"]))
         bars = ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3,
-                      label="%d conns" % conns,
+                      label="%d conns%s" % (conns, pipelined),
                       color=colours[i % len(colours)])
         for bar, flagged, y, top in zip(bars, hatch, ys, hi):
             if flagged:
@@ -278,6 +309,7 @@ def chart(doc, path):
     title = "%s — %d s × %d, server on CPU %d, wrk on CPU %d" % (
         m["title"], m["duration_s"], m["repeat"], m["server_cpu"],
         m["client_cpu"])
+
     if not any(doc["arms"].get(r["arm"], {}).get("ours") and r.get("n")
                for r in rows):
         title = "PEERS ONLY — " + title

@@ -7,6 +7,8 @@ are templates; run.py fills in:
     {apps}    absolute path of bench/apps
     {root}    absolute path of the repository root
     {sluice}  the sluice binary (--sluice-bin, $SLUICE_BIN, default ./sluice)
+    {sluice_before}  an earlier sluice to compare with (--before-bin,
+              $SLUICE_BEFORE_BIN): the "change" suite's "-before" arms
     {config}  the arm's `config` file, written for this server start
 
 Every server runs as `taskset -c SERVER_CPU <argv>`, in its own session, with
@@ -73,16 +75,16 @@ UWSGI_COMMON = [
 
 
 def _sluice(name, app, extra=(), env=None, path="/", expect=HELLO,
-            skip_if_404=False, note=""):
+            skip_if_404=False, note="", binary="{sluice}"):
     return Arm(
         name=name,
-        argv=["{sluice}", "-w", "1", "-b", "127.0.0.1:{port}",
+        argv=[binary, "-w", "1", "-b", "127.0.0.1:{port}",
               "--chdir", "bench/apps", *extra, app],
         cwd="{root}",
         env=dict(env or {}),
         path=path,
         expect_body=expect,
-        requires="{sluice}",
+        requires=binary,
         skip_if_404=skip_if_404,
         note=note,
         ours=True,
@@ -206,4 +208,34 @@ ASGI = Suite(
     ],
 )
 
-SUITES = {s.name: s for s in (WSGI, ASGI)}
+# Before and after a change to sluice itself, one arm pair per executor and
+# the C-only health path, so that --repeat interleaves the two binaries
+# within every round. The ratio column divides by nothing useful; read the
+# CPU µs per request of each pair.
+_CHANGE_ARMS = [
+    ("wsgi-pump", "hello_wsgi:app", [], {}),
+    ("wsgi-inline", "hello_wsgi:app", [], {"SLUICE_INLINE": "1"}),
+    ("asgi-pump", "hello_asgi:app", ["--interface", "asgi"], {}),
+    ("asgi-inline", "hello_asgi:app", ["--interface", "asgi"],
+     {"SLUICE_INLINE": "1"}),
+    ("healthz", "hello_wsgi:app", ["--health-path", "/healthz"], {}),
+]
+
+CHANGE = Suite(
+    name="change",
+    title="sluice before and after a change, one worker",
+    app="hello_wsgi.py",
+    baselines=["wsgi-pump-before"],
+    arms=[
+        _sluice("%s-%s" % (name, when), app, extra=extra, env=env,
+                path="/healthz" if name == "healthz" else "/",
+                expect=None if name == "healthz" else HELLO,
+                binary=binary,
+                note="%s binary" % when)
+        for name, app, extra, env in _CHANGE_ARMS
+        for when, binary in (("before", "{sluice_before}"),
+                             ("after", "{sluice}"))
+    ],
+)
+
+SUITES = {s.name: s for s in (WSGI, ASGI, CHANGE)}

@@ -4,8 +4,10 @@
  * are kept, a message is one fixed-layout struct, and EOF on either end
  * means the other process is gone. Only the worker writes; the supervisor
  * talks back with signals (TERM drain, INT/QUIT fast stop, USR1 reopen
- * logs, ABRT dump tracebacks and die). Both ends are the same binary, so
- * the layout needs no versioning.
+ * logs, ABRT dump tracebacks and die). The two ends are different
+ * executables, perhaps from different builds: a change to the layout below
+ * bumps SL_HANDOFF_VERSION (common/handoff.h), and a worker refuses to run
+ * under a supervisor of another version.
  */
 #ifndef SL_CTL_H
 #define SL_CTL_H

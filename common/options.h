@@ -1,6 +1,6 @@
 /* options.h - the command line, parsed once into one plain struct.
  *
- * The supervisor parses argv; a worker is the same binary exec'd with the
+ * The supervisor parses argv; a worker (sluice-worker) is exec'd with the
  * same argv plus a few SLUICE_* variables in its environment, so both sides
  * see identical options without any serialisation. Option names follow
  * gunicorn wherever gunicorn has the option.

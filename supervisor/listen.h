@@ -11,10 +11,8 @@
 #include <stddef.h>
 #include <sys/un.h>
 
+#include "common/handoff.h" /* SL_MAX_LISTENERS */
 #include "common/options.h"
-
-/* At most SL_MAX_BINDS from --bind; systemd may pass more. */
-#define SL_MAX_LISTENERS 64
 
 typedef enum {
     SL_ADDR_TCP,  /* host:port, [v6]:port, host (port 8000) */

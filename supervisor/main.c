@@ -1,65 +1,40 @@
-/* main.c - sluice's entry point: argv to options, then supervisor or worker.
+/* main.c - sluice's entry point: the supervisor.
  *
- * There is one binary. Started by a person or by systemd it is the
- * supervisor; exec'd by the supervisor with SLUICE_WORKER_ID in its
- * environment it is a worker; exec'd by a supervisor on USR2 with
- * SLUICE_UPGRADE_FDS it is the supervisor that takes over, with the old
- * one's sockets. All parse the same argv, so all see the same options, and
- * all set up the error log the same way before anything else can log.
+ * Started by a person or by systemd, sluice is the supervisor; exec'd by a
+ * supervisor on USR2 with SLUICE_UPGRADE_FDS it is the supervisor that
+ * takes over, with the old one's sockets. Workers are another executable,
+ * sluice-worker (worker/main.c), exec'd with the same argv; this one never
+ * links Python. Which sluice-worker is found once, here, before anything
+ * is bound (supervisor/spawn.h says where it looks), so a missing one is
+ * one error line and exit status 2, not a worker that dies on every spawn.
  */
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/log.h"
 #include "common/options.h"
+#include "common/startup.h"
 #include "supervisor/listen.h"
-#include "supervisor/proctitle.h"
+#include "supervisor/spawn.h"
 #include "supervisor/supervisor.h"
-#include "worker/worker.h"
 
 static int run_supervisor(sl_options_t *o, char **args);
 static int open_listeners(sl_options_t *o, sl_listener_t *ls);
-static int run_worker(const sl_options_t *o, const char *id);
-static int parse_fd_list(const char *list, int *fds, int max);
 static int parse_int(const char *s, int *out);
 
 int main(int argc, char **argv)
 {
     sl_options_t o;
+    char **args;
+    int status;
 
-    /* First, before anything keeps a pointer into argv or the environment:
-     * process titles are written over that memory. ARGS is the copy every
-     * exec uses as given; getopt_long() reorders PARSE, its twin. */
-    static char **parse; /* kept: the options borrow its strings */
-    char **args = sl_proctitle_init(argc, argv);
-    parse = calloc((size_t)argc + 1, sizeof(*parse));
-    if (args == NULL || parse == NULL) {
-        sl_log_usage("out of memory");
-        return SL_EXIT_FAIL;
-    }
-    memcpy(parse, args, (size_t)argc * sizeof(*parse));
-
-    int rc = sl_options_parse(&o, argc, parse);
-    if (rc != 0) {
-        return rc == 1 ? SL_EXIT_OK : SL_EXIT_USAGE;
-    }
-    sl_log_set_level(o.log_level);
-    if (o.error_logfile != NULL && sl_log_open(o.error_logfile) == -1) {
-        sl_log_usage("cannot open the error log %s: %s", o.error_logfile,
-                     strerror(errno));
-        return SL_EXIT_USAGE;
-    }
-
-    const char *worker_id = getenv("SLUICE_WORKER_ID");
-    if (worker_id != NULL) {
-        return run_worker(&o, worker_id);
+    if (!sl_startup(argc, argv, &o, &args, &status)) {
+        return status;
     }
     return run_supervisor(&o, args);
 }
@@ -67,6 +42,7 @@ int main(int argc, char **argv)
 static int run_supervisor(sl_options_t *o, char **args)
 {
     static sl_listener_t ls[SL_MAX_LISTENERS];
+    static char worker_exe[PATH_MAX];
     int workers;
 
     /* A binary upgrade keeps the worker count TTIN/TTOU left behind. */
@@ -76,12 +52,15 @@ static int run_supervisor(sl_options_t *o, char **args)
     }
     unsetenv("SLUICE_UPGRADE_WORKERS");
 
-    sl_info("Starting sluice %s", PACKAGE_VERSION);
+    if (sl_spawn_find_worker(worker_exe, sizeof(worker_exe)) == -1) {
+        return SL_EXIT_USAGE;
+    }
+    sl_info("Starting sluice %s (workers: %s)", PACKAGE_VERSION, worker_exe);
     int n = open_listeners(o, ls);
     if (n == -1) {
         return SL_EXIT_USAGE;
     }
-    int rc = sl_supervisor_run(o, args, ls, n);
+    int rc = sl_supervisor_run(o, worker_exe, args, ls, n);
     sl_listen_close(ls, n, true);
     return rc;
 }
@@ -98,61 +77,6 @@ static int open_listeners(sl_options_t *o, sl_listener_t *ls)
     snprintf(list, sizeof(list), "%s", inherited);
     unsetenv("SLUICE_UPGRADE_FDS");
     return sl_listen_inherit(list, ls, SL_MAX_LISTENERS);
-}
-
-/* Worker mode: take the descriptors the supervisor passed, mark them
- * close-on-exec again (so nothing the application starts inherits a
- * listener) and clear the SLUICE_* variables for the same reason. */
-static int run_worker(const sl_options_t *o, const char *id)
-{
-    int fds[SL_MAX_LISTENERS];
-    int worker_id, ctl_fd = -1;
-    const char *list = getenv("SLUICE_LISTEN_FDS");
-    const char *ctl = getenv("SLUICE_CTL_FD");
-
-    if (parse_int(id, &worker_id) == -1) {
-        sl_error("SLUICE_WORKER_ID='%s' is not a worker number", id);
-        return SL_EXIT_FAIL;
-    }
-    int n = parse_fd_list(list ? list : "", fds, SL_MAX_LISTENERS);
-    if (n <= 0) {
-        sl_error("SLUICE_LISTEN_FDS='%s' is not a list of open descriptors",
-                 list ? list : "");
-        return SL_EXIT_FAIL;
-    }
-    if (ctl != NULL && (parse_fd_list(ctl, &ctl_fd, 1) != 1)) {
-        sl_error("SLUICE_CTL_FD='%s' is not an open descriptor", ctl);
-        return SL_EXIT_FAIL;
-    }
-    unsetenv("SLUICE_WORKER_ID");
-    unsetenv("SLUICE_LISTEN_FDS");
-    unsetenv("SLUICE_CTL_FD");
-
-    const char *name = o->proc_name ? o->proc_name : "sluice";
-    sl_proctitle_set(name, "%s: worker %d [%s]", name, worker_id, o->app);
-    return sl_worker_main(o, fds, n, worker_id, ctl_fd);
-}
-
-/* "3,4,5" into fds[], each checked to be open and made close-on-exec.
- * Returns how many, or -1. */
-static int parse_fd_list(const char *list, int *fds, int max)
-{
-    char buf[1024];
-    int n = 0;
-
-    if (strlen(list) >= sizeof(buf)) {
-        return -1;
-    }
-    strcpy(buf, list);
-    for (char *save, *tok = strtok_r(buf, ",", &save); tok != NULL;
-         tok = strtok_r(NULL, ",", &save)) {
-        if (n == max || parse_int(tok, &fds[n]) == -1 ||
-            fcntl(fds[n], F_SETFD, FD_CLOEXEC) == -1) {
-            return -1;
-        }
-        n++;
-    }
-    return n;
 }
 
 static int parse_int(const char *s, int *out)

@@ -10,21 +10,37 @@
  * (PR_SET_PDEATHSIG survives exec), so an orphaned worker drains and exits
  * even if the supervisor was SIGKILLed before it could tell anyone. A new
  * supervisor (binary upgrade) must outlive the old one, so it does not.
+ *
+ * The worker executable is looked up beside /proc/self/exe at start: later
+ * that link may name a file an upgrade has replaced ("... (deleted)").
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/handoff.h"
 #include "common/log.h"
 #include "supervisor/spawn.h"
 
-#define FDLIST_MAX 1024 /* "3,4,...": room for SL_MAX_LISTENERS numbers */
+#define FDLIST_MAX      1024 /* "3,4,...": room for SL_MAX_LISTENERS numbers */
+#define WORKER_NAME     "sluice-worker"
+#define STRINGIFY(x)    #x
+#define AS_STRING(x)    STRINGIFY(x)
+#define HANDOFF_VERSION AS_STRING(SL_HANDOFF_VERSION)
+
+#ifndef SL_WORKER_PATH /* the installed worker; Makefile.am defines it */
+#error "SL_WORKER_PATH is not defined"
+#endif
 
 /* The supervisor's systemd variables: a worker must not talk to systemd. */
 static const char *const supervisor_only_env[] = {
@@ -32,18 +48,95 @@ static const char *const supervisor_only_env[] = {
     "SLUICE_UPGRADE_FDS", "SLUICE_UPGRADE_PIPE", "SLUICE_UPGRADE_WORKERS",
 };
 
+static void beside_self(char *buf, size_t size);
+static int copy_path(char *buf, size_t size, const char *path);
+static bool is_executable(const char *path);
 static pid_t fork_blocked(void);
 static void reset_signals(void);
-static void exec_worker(char *const argv[], const int *fds, int nfds,
-                        int worker_id, int ctl_fd, pid_t parent)
+static void exec_worker(const char *exe, char *const argv[], const int *fds,
+                        int nfds, int worker_id, int ctl_fd, pid_t parent)
     __attribute__((noreturn));
 static void exec_supervisor(const char *exe, char *const argv[],
                             const int *keep, int nkeep, char *const env[])
     __attribute__((noreturn));
 static int keep_across_exec(int fd);
 
-pid_t sl_spawn_worker(char *const argv[], const int *fds, int nfds,
-                      int worker_id, int ctl_fd)
+int sl_spawn_find_worker(char *buf, size_t size)
+{
+    const char *bin = getenv("SLUICE_WORKER_BIN");
+    char beside[PATH_MAX];
+
+    if (bin != NULL) {
+        if (!is_executable(bin)) {
+            sl_log_usage("SLUICE_WORKER_BIN=%s is not an executable file: %s",
+                         bin, strerror(errno));
+            return -1;
+        }
+        return copy_path(buf, size, bin);
+    }
+    beside_self(beside, sizeof(beside));
+    if (beside[0] != '\0' && is_executable(beside)) {
+        return copy_path(buf, size, beside);
+    }
+    if (is_executable(SL_WORKER_PATH)) {
+        return copy_path(buf, size, SL_WORKER_PATH);
+    }
+    sl_log_usage("no worker executable: neither %s nor %s is an executable"
+                 " file (set SLUICE_WORKER_BIN to one)",
+                 beside[0] ? beside : "(this executable's directory)",
+                 SL_WORKER_PATH);
+    return -1;
+}
+
+/* WORKER_NAME in the directory of this process's executable, or "". */
+static void beside_self(char *buf, size_t size)
+{
+    char self[PATH_MAX];
+
+    buf[0] = '\0';
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        return;
+    }
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash == NULL) {
+        return;
+    }
+    slash[1] = '\0';
+    int len = snprintf(buf, size, "%s%s", self, WORKER_NAME);
+    if (len < 0 || (size_t)len >= size) {
+        buf[0] = '\0';
+    }
+}
+
+static int copy_path(char *buf, size_t size, const char *path)
+{
+    int len = snprintf(buf, size, "%s", path);
+    if (len < 0 || (size_t)len >= size) {
+        sl_log_usage("the worker's path is too long: %s", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* PATH names an executable regular file; false with errno set if not. */
+static bool is_executable(const char *path)
+{
+    struct stat st;
+
+    if (stat(path, &st) == -1 || access(path, X_OK) == -1) {
+        return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EACCES;
+        return false;
+    }
+    return true;
+}
+
+pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
+                      int nfds, int worker_id, int ctl_fd)
 {
     pid_t parent = getpid();
     sigset_t all, old;
@@ -52,7 +145,7 @@ pid_t sl_spawn_worker(char *const argv[], const int *fds, int nfds,
     sigprocmask(SIG_SETMASK, &all, &old);
     pid_t pid = fork_blocked();
     if (pid == 0) {
-        exec_worker(argv, fds, nfds, worker_id, ctl_fd, parent);
+        exec_worker(exe, argv, fds, nfds, worker_id, ctl_fd, parent);
     }
     int err = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
@@ -104,8 +197,8 @@ static void reset_signals(void)
     }
 }
 
-static void exec_worker(char *const argv[], const int *fds, int nfds,
-                        int worker_id, int ctl_fd, pid_t parent)
+static void exec_worker(const char *exe, char *const argv[], const int *fds,
+                        int nfds, int worker_id, int ctl_fd, pid_t parent)
 {
     sigset_t none;
     char buf[16];
@@ -130,7 +223,8 @@ static void exec_worker(char *const argv[], const int *fds, int nfds,
     }
     snprintf(buf, sizeof(buf), "%d", worker_id);
     if (setenv("SLUICE_WORKER_ID", buf, 1) == -1 ||
-        setenv("SLUICE_LISTEN_FDS", list, 1) == -1) {
+        setenv("SLUICE_LISTEN_FDS", list, 1) == -1 ||
+        setenv("SLUICE_HANDOFF", HANDOFF_VERSION, 1) == -1) {
         sl_log_errno(SL_LOG_ERROR, "setenv() failed");
         _exit(127);
     }
@@ -149,8 +243,8 @@ static void exec_worker(char *const argv[], const int *fds, int nfds,
 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execv("/proc/self/exe", argv);
-    sl_log_errno(SL_LOG_ERROR, "execv(\"/proc/self/exe\") failed");
+    execv(exe, argv);
+    sl_log_errno(SL_LOG_ERROR, "execv(\"%s\") failed", exe);
     _exit(127);
 }
 

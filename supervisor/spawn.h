@@ -1,23 +1,35 @@
 /* spawn.h - starts one worker, or the supervisor that replaces this one.
  *
- * A worker is this same binary, exec'd afresh (so it imports the application
- * anew) with the supervisor's argv and the SLUICE_* variables that
- * worker/worker.h describes. A binary upgrade (USR2) execs the binary found
- * at the supervisor's own path, which may by then be a newer build.
+ * A worker is the sluice-worker executable, exec'd afresh (so it imports
+ * the application anew) with the supervisor's argv and the SLUICE_*
+ * variables that common/handoff.h describes. Which sluice-worker is decided
+ * once, when the supervisor starts: SLUICE_WORKER_BIN when set, else the
+ * one in the directory of the supervisor's own executable (a build tree,
+ * or a copy deployed side by side), else the one installed with it
+ * ($(pkglibexecdir)/sluice-worker). A binary upgrade (USR2) execs the
+ * binary found at the supervisor's own path, which may by then be a newer
+ * build, and that one looks for its worker afresh.
  */
 #ifndef SL_SPAWN_H
 #define SL_SPAWN_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
-/* Fork and exec worker WORKER_ID: /proc/self/exe with ARGV, the listening
- * sockets FDS[0..NFDS) and CTL_FD (or -1) inherited, SLUICE_WORKER_ID,
- * SLUICE_LISTEN_FDS and SLUICE_CTL_FD set, systemd's NOTIFY_SOCKET and
- * WATCHDOG_* removed (they are the supervisor's). The child gets SIGTERM
- * when the supervisor dies. Returns the child's pid, or -1 (logged) when
- * fork() fails. The child exits 127 if exec() fails. */
-pid_t sl_spawn_worker(char *const argv[], const int *fds, int nfds,
-                      int worker_id, int ctl_fd);
+/* The worker executable, as above, into BUF[0..SIZE): the first candidate
+ * that is an executable regular file. SLUICE_WORKER_BIN, when set, is the
+ * only candidate. 0, or -1 after one "sluice: error: ..." line naming what
+ * was tried. */
+int sl_spawn_find_worker(char *buf, size_t size);
+
+/* Fork and exec worker WORKER_ID: EXE with ARGV, the listening sockets
+ * FDS[0..NFDS) and CTL_FD (or -1) inherited, SLUICE_WORKER_ID,
+ * SLUICE_LISTEN_FDS, SLUICE_CTL_FD and SLUICE_HANDOFF set, systemd's
+ * NOTIFY_SOCKET and WATCHDOG_* removed (they are the supervisor's). The child
+ * gets SIGTERM when the supervisor dies. Returns the child's pid, or -1
+ * (logged) when fork() fails. The child exits 127 if exec() fails. */
+pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
+                      int nfds, int worker_id, int ctl_fd);
 
 /* Fork and exec EXE with ARGV as a new supervisor: KEEP[0..NKEEP) stay open
  * across the exec, ENV (NULL-terminated "NAME=VALUE" strings) is added to

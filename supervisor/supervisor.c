@@ -44,10 +44,10 @@
 
 #include "common/ctl.h"
 #include "common/log.h"
+#include "common/proctitle.h"
 #include "supervisor/health.h"
 #include "supervisor/notify.h"
 #include "supervisor/pidfile.h"
-#include "supervisor/proctitle.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/table.h"
 #include "supervisor/upgrade.h"
@@ -67,10 +67,11 @@ typedef enum {
 } stop_mode_t;
 
 typedef struct {
-    const sl_options_t *o; /* borrowed */
-    char **argv;           /* borrowed: exec'd for workers and upgrades */
-    char exe[PATH_MAX];    /* this binary's path, for USR2 */
-    sl_listener_t *ls;     /* borrowed */
+    const sl_options_t *o;  /* borrowed */
+    const char *worker_exe; /* borrowed: sluice-worker's path */
+    char **argv;            /* borrowed: exec'd for workers and upgrades */
+    char exe[PATH_MAX];     /* this binary's path, for USR2 */
+    sl_listener_t *ls;      /* borrowed */
     int nls;
     int fds[SL_MAX_LISTENERS];
     struct ev_loop *loop; /* owned */
@@ -122,8 +123,8 @@ typedef struct {
 
 static supervisor_t sup; /* one per process; its table is big */
 
-static int init(supervisor_t *s, const sl_options_t *o, char **argv,
-                sl_listener_t *ls, int nls);
+static int init(supervisor_t *s, const sl_options_t *o, const char *worker_exe,
+                char **argv, sl_listener_t *ls, int nls);
 static int init_loop(supervisor_t *s);
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents);
 static void on_wake(struct ev_loop *loop, ev_timer *w, int revents);
@@ -159,12 +160,12 @@ static void update_title(const supervisor_t *s);
 static void earliest(ev_tstamp *next, ev_tstamp t);
 static int exit_status(const supervisor_t *s);
 
-int sl_supervisor_run(const sl_options_t *o, char **argv, sl_listener_t *ls,
-                      int nls)
+int sl_supervisor_run(const sl_options_t *o, const char *worker_exe,
+                      char **argv, sl_listener_t *ls, int nls)
 {
     supervisor_t *s = &sup;
 
-    if (init(s, o, argv, ls, nls) == -1) {
+    if (init(s, o, worker_exe, argv, ls, nls) == -1) {
         return SL_EXIT_FAIL;
     }
     if (o->pidfile != NULL && !sl_upgrade_is_successor(&s->upgrade) &&
@@ -184,11 +185,12 @@ int sl_supervisor_run(const sl_options_t *o, char **argv, sl_listener_t *ls,
     return rc;
 }
 
-static int init(supervisor_t *s, const sl_options_t *o, char **argv,
-                sl_listener_t *ls, int nls)
+static int init(supervisor_t *s, const sl_options_t *o, const char *worker_exe,
+                char **argv, sl_listener_t *ls, int nls)
 {
     memset(s, 0, sizeof(*s));
     s->o = o;
+    s->worker_exe = worker_exe;
     s->argv = argv;
     s->ls = ls;
     s->nls = nls < SL_MAX_LISTENERS ? nls : SL_MAX_LISTENERS;
@@ -895,8 +897,8 @@ static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
             earliest(next, s->spawn_at);
             return;
         }
-        sl_worker_t *w =
-            sl_table_spawn(&s->table, s->argv, s->fds, s->nls, s->gen_next);
+        sl_worker_t *w = sl_table_spawn(&s->table, s->worker_exe, s->argv,
+                                        s->fds, s->nls, s->gen_next);
         if (w == NULL) {
             died_young(s, 0);
             earliest(next, s->spawn_at);

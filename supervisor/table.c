@@ -37,8 +37,8 @@ void sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
     }
 }
 
-sl_worker_t *sl_table_spawn(sl_table_t *t, char **argv, const int *fds,
-                            int nfds, unsigned gen)
+sl_worker_t *sl_table_spawn(sl_table_t *t, const char *exe, char **argv,
+                            const int *fds, int nfds, unsigned gen)
 {
     sl_worker_t *w = NULL;
     int pair[2];
@@ -57,7 +57,7 @@ sl_worker_t *sl_table_spawn(sl_table_t *t, char **argv, const int *fds,
         sl_log_errno(SL_LOG_ERROR, "socketpair() failed for worker %d", w->id);
         return NULL;
     }
-    pid_t pid = sl_spawn_worker(argv, fds, nfds, w->id, pair[1]);
+    pid_t pid = sl_spawn_worker(exe, argv, fds, nfds, w->id, pair[1]);
     close(pair[1]);
     if (pid == -1) {
         close(pair[0]);

@@ -61,11 +61,11 @@ void sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
                    void *ctx);
 
 /* Fork + exec a worker of generation GEN in the lowest free slot, with its
- * control channel, as ARGV with the listeners FDS[0..NFDS). Returns its
+ * control channel: EXE with ARGV and the listeners FDS[0..NFDS). Returns its
  * slot (BOOTING), or NULL after logging why (no free slot, socketpair() or
  * fork() failed). */
-sl_worker_t *sl_table_spawn(sl_table_t *t, char **argv, const int *fds,
-                            int nfds, unsigned gen);
+sl_worker_t *sl_table_spawn(sl_table_t *t, const char *exe, char **argv,
+                            const int *fds, int nfds, unsigned gen);
 
 /* The slot of process PID, or NULL. */
 sl_worker_t *sl_table_find(sl_table_t *t, pid_t pid);

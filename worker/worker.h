@@ -1,10 +1,8 @@
 /* worker.h - a worker process: Python, the app, the loop, the drain.
  *
- * A worker is the sluice binary exec'd by the supervisor with the same argv
- * and these variables in its environment:
- *   SLUICE_WORKER_ID=N        its slot number in the supervisor's table
- *   SLUICE_LISTEN_FDS=3,4,... the inherited listening sockets
- *   SLUICE_CTL_FD=N           its end of the control socketpair (optional)
+ * A worker is the sluice-worker executable (worker/main.c), exec'd by the
+ * supervisor with the supervisor's argv and the variables common/handoff.h
+ * lists; main() turns those into the arguments below.
  */
 #ifndef SL_WORKER_H
 #define SL_WORKER_H

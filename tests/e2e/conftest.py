@@ -1,10 +1,18 @@
-"""Fixtures shared by the end-to-end tests.
+"""Fixtures shared by the end-to-end tests, and the one table of modes.
 
-`mode` is module-scoped and parametrized over the executor shapes every
-HTTP/WSGI test must pass in: pump mode with one lane, inline mode
-(SLUICE_INLINE=1, one lane) and pump mode with four lanes. pytest groups a
-module's tests by that parameter, so each module starts one server per mode
-and reuses it for every test that does not need a fresh one.
+A mode is a shape the server runs in, and every test of a kind must pass in
+each. WSGI_MODES: pump mode with one lane, inline mode (SLUICE_INLINE=1, one
+lane) and pump mode with four lanes. ASGI_MODES: pump and inline mode, each
+on uvloop and on asyncio's own loop. EXECUTORS names the two executor kinds
+alone (pump, inline), for tests whose point is not the lane count or the
+event loop. The names are the test ids.
+
+`mode` and `asgi_mode` are module-scoped and parametrized over those
+tables: pytest groups a module's tests by the parameter, so each module
+starts one server per mode and reuses it for every test that does not need
+a fresh one. A test that starts its own server for each mode parametrizes
+with WSGI_MODE_PARAMS / ASGI_MODE_PARAMS / ASGI_EXECUTOR_PARAMS (imported
+from here) and passes the mode to make_server(mode=...).
 
 `make_server` starts extra servers for a single test and stops them when
 the test ends, failing the test if stopping went wrong.
@@ -17,11 +25,38 @@ import pytest
 
 import helpers
 
-MODES = {
+WSGI_MODES = {
     "pump": {"threads": 1, "inline": False},
     "inline": {"threads": 1, "inline": True},
     "pump-t4": {"threads": 4, "inline": False},
 }
+ASGI_MODES = {
+    # no --loop: auto, which is uvloop where it is installed
+    "pump": {"inline": False, "args": []},
+    "inline": {"inline": True, "args": []},
+    "pump-asyncio": {"inline": False, "args": ["--loop", "asyncio"]},
+    "inline-asyncio": {"inline": True, "args": ["--loop", "asyncio"]},
+}
+EXECUTORS = ("pump", "inline")
+
+
+def mode_params(table, names=None):
+    """pytest params (id = the mode's name) of TABLE's modes NAMES (all by
+    default); each value is the mode's dict with its "name" added."""
+    return [pytest.param(dict(table[n], name=n), id=n)
+            for n in (names or table)]
+
+
+WSGI_MODE_PARAMS = mode_params(WSGI_MODES)
+ASGI_MODE_PARAMS = mode_params(ASGI_MODES)
+ASGI_EXECUTOR_PARAMS = mode_params(ASGI_MODES, EXECUTORS)
+
+
+def mode_kwargs(mode, args=()):
+    """Server keyword arguments for MODE (a WSGI or ASGI mode dict), with
+    ARGS added after the mode's own command-line arguments."""
+    return {"threads": mode.get("threads", 1), "inline": mode["inline"],
+            "args": list(mode.get("args", ())) + list(args)}
 
 
 def pytest_configure(config):
@@ -42,17 +77,30 @@ def pytest_collection_modifyitems(config, items):
 def pytest_sessionstart(session):
     if helpers.PEER:
         return
-    b = helpers.sluice_bin()
-    if not (os.path.isfile(b) and os.access(b, os.X_OK)):
-        pytest.exit("sluice binary not found at %s (build it, or set "
-                    "SLUICE_BIN)" % b, returncode=4)
+    for b in (helpers.sluice_bin(), helpers.worker_bin()):
+        if not (os.path.isfile(b) and os.access(b, os.X_OK)):
+            pytest.exit("%s not found (build it, or set SLUICE_BIN to the "
+                        "sluice beside it)" % b, returncode=4)
 
 
-@pytest.fixture(scope="module", params=list(MODES))
+@pytest.fixture(scope="module", params=WSGI_MODE_PARAMS)
 def mode(request):
-    if helpers.PEER and MODES[request.param]["inline"]:
+    """The module's WSGI mode (a WSGI_MODES entry with its name)."""
+    if helpers.PEER and request.param["inline"]:
         pytest.skip("the peer has no inline mode")
-    return dict(MODES[request.param], name=request.param)
+    return dict(request.param)
+
+
+@pytest.fixture(scope="module", params=ASGI_MODE_PARAMS)
+def asgi_mode(request):
+    """The module's ASGI mode (an ASGI_MODES entry with its name)."""
+    return dict(request.param)
+
+
+@pytest.fixture(params=EXECUTORS)
+def inline(request):
+    """For one test's own servers: whether this run is the inline one."""
+    return request.param == "inline"
 
 
 def _slug(text):
@@ -65,11 +113,11 @@ def module_tmp(request, tmp_path_factory):
 
 
 def start_mode_server(tmp_path_factory, label, mode, app="wsgi_app:app",
-                      **kw):
-    """Context manager: a server for MODE (dict from the mode fixture)."""
+                      args=(), **kw):
+    """Context manager: a server for MODE (a WSGI or ASGI mode dict) with
+    ARGS after the mode's own arguments."""
     workdir = tmp_path_factory.mktemp(_slug("%s-%s" % (label, mode["name"])))
-    return helpers.running(workdir, app, threads=mode["threads"],
-                           inline=mode["inline"], **kw)
+    return helpers.running(workdir, app, **mode_kwargs(mode, args), **kw)
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +130,14 @@ def server(request, mode, tmp_path_factory):
 
 @pytest.fixture
 def make_server(request, tmp_path):
-    """Factory for servers owned by one test: make_server(app, **kw)."""
+    """Factory for servers owned by one test: make_server(app, **kw), or
+    make_server(app, mode=MODE, args=ARGS, **kw) for a server in MODE."""
     started = []
 
-    def make(app="wsgi_app:app", **kw):
+    def make(app="wsgi_app:app", mode=None, **kw):
         workdir = tmp_path / ("srv%d" % len(started))
+        if mode is not None:
+            kw.update(mode_kwargs(mode, kw.pop("args", ())))
         s = helpers.Server(workdir, app, **kw)
         started.append(s)
         return s.start()

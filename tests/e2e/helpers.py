@@ -1,8 +1,9 @@
 """Helpers for sluice's end-to-end tests: run the real binary, speak raw HTTP.
 
-Server starts the binary (SLUICE_BIN, default <repo>/sluice) in its own
-process group with the error log sent to a file, polls until the listening
-socket accepts and one request has been answered, and stops it with SIGTERM
+Server starts the binary (SLUICE_BIN, default <repo>/sluice, which finds
+its sluice-worker in the same directory) in its own process group with the
+error log sent to a file, polls until the listening socket accepts and one
+request has been answered, and stops it with SIGTERM
 (SIGKILL for the whole group after a bound). Stopping reports problems
 instead of hiding them: a server that needed SIGKILL, exited non-zero, or
 left processes behind is a failure.
@@ -11,6 +12,15 @@ RawConn is a socket with a parser for exactly what came back: status line,
 headers in order, and a body framed by Content-Length, chunked encoding, or
 the close of the connection. Every read has a timeout.
 
+Load is the one load generator: client threads sending a mix of requests,
+keep-alive or not, bounded by a count, a time or stop(), every outcome
+recorded (a good answer, or which failure, when, on which connection).
+
+Also here, for the tests that share them: the supervisor tests' app
+(tests/apps/sup_app.py, served from a copy) and its Server, a NOTIFY_SOCKET
+recorder, a server started by systemd-socket-activate, and http.client
+calls.
+
 With SLUICE_E2E_PEER=gunicorn the same tests run against Debian's gunicorn
 (gthread worker), which is how the test logic was checked before sluice
 could serve; tests of sluice-only behaviour skip there.
@@ -18,12 +28,18 @@ could serve; tests of sluice-only behaviour skip there.
 
 import contextlib
 import os
+import random
 import re
+import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +55,17 @@ STOP_TIMEOUT = 10.0
 
 def sluice_bin():
     return os.environ.get("SLUICE_BIN", str(REPO / "sluice"))
+
+
+def worker_bin():
+    """sluice-worker beside the supervisor: where sluice looks first."""
+    return str(Path(sluice_bin()).with_name("sluice-worker"))
+
+
+def sanitized():
+    """Whether the build under test runs under ASan/UBSan: its memory and
+    timing figures say little (ASan's quarantine alone grows RSS)."""
+    return os.environ.get("SLUICE_SANITIZERS") == "yes"
 
 
 def server_name():
@@ -65,6 +92,21 @@ def free_port(host="127.0.0.1"):
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def free_ports(n, host="127.0.0.1"):
+    """N distinct TCP ports on HOST that were free a moment ago."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(family, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 # ------------------------------------------------------------------ processes
@@ -115,6 +157,19 @@ def children_of(pid):
                   if (_proc_stat(p) or ("Z",))[0] != "Z")
 
 
+def alive(pid):
+    """PID exists and is not a zombie."""
+    st = _proc_stat(pid)
+    return st is not None and st[0] != "Z"
+
+
+def wait_gone(pids, timeout, what="processes to exit", interval=0.01):
+    """Poll until none of PIDS is alive; the monotonic time that was seen."""
+    return wait_until(lambda: (not [p for p in pids if alive(p)]
+                               and time.monotonic()),
+                      timeout, what, interval=interval)
+
+
 def vm_rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -126,7 +181,8 @@ def vm_rss_kib(pid):
 def clean_env(extra=None, inline=False):
     """The environment a server is started with."""
     env = dict(os.environ)
-    for k in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "SLUICE_INLINE"):
+    for k in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "SLUICE_INLINE",
+              "SLUICE_WORKER_BIN"):
         env.pop(k, None)
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     if inline:
@@ -161,7 +217,7 @@ class Server:
     def __init__(self, workdir, app="wsgi_app:app", *, args=(), env=None,
                  threads=1, inline=False, workers=1, binds=None,
                  pythonpath=(str(APPS),), ready_path="/__ready",
-                 host="127.0.0.1"):
+                 host="127.0.0.1", binary=None):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.app = app
@@ -186,13 +242,14 @@ class Server:
         self.args = [str(a) for a in args]
         self.extra_env = dict(env or {})
         self.pythonpath = list(pythonpath)
+        self.binary = binary  # instead of SLUICE_BIN: a copy a test replaces
         self.proc = None
         self.stop_problems = []
 
     # -- life cycle
 
     def command(self):
-        cmd = base_command()
+        cmd = [str(self.binary)] if self.binary else base_command()
         for b in self.binds:
             cmd += ["-b", b]
         cmd += ["-w", str(self.workers), "--threads", str(self.threads)]
@@ -381,6 +438,133 @@ def running(workdir, app="wsgi_app:app", **kw):
         raise AssertionError("; ".join(problems) + "\n" + s.diagnostics())
 
 
+# ------------------------------------------------------------ supervisor tests
+
+SANITIZER_ENV = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")
+ACTIVATE = shutil.which("systemd-socket-activate") or \
+    "/usr/bin/systemd-socket-activate"
+
+
+def write_app(directory):
+    """A copy of tests/apps/sup_app.py in DIRECTORY (created); returns the
+    directory, where a test may put BROKEN or IMPORT_SLEEP."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(APPS / "sup_app.py", directory / "sup_app.py")
+    return directory
+
+
+def sup_server(tmp_path, workers=1, args=(), env=None, inline=False,
+               name="srv", binary=None):
+    """A Server for sup_app (not started) with its own app directory,
+    TMP_PATH/NAME-app."""
+    appdir = write_app(tmp_path / (name + "-app"))
+    return Server(tmp_path / name, "sup_app:app", workers=workers,
+                  args=list(args), env=env, inline=inline,
+                  pythonpath=(str(appdir),), ready_path="/pid",
+                  binary=binary)
+
+
+def worker_pid_of(server, timeout=5):
+    """The pid of the worker that answers a GET /pid (sup_app, drain_app)."""
+    return int(server.get("/pid", timeout=timeout).body)
+
+
+def activate_command(listen, env=(), fdname=None):
+    """The systemd-socket-activate command that listens on LISTEN
+    (host:port, or a list of them: one socket each) and execs the command
+    appended to it with LISTEN_FDS. ENV: NAME or NAME=VALUE to pass on; the
+    tool passes nothing it is not told to, so a sanitized build's options
+    are added here."""
+    cmd = [ACTIVATE]
+    for addr in [listen] if isinstance(listen, str) else listen:
+        cmd += ["-l", addr]
+    if fdname:
+        cmd += ["--fdname", fdname]
+    for k in list(env) + [k for k in SANITIZER_ENV if k in os.environ]:
+        cmd += ["-E", k]
+    return cmd
+
+
+class ActivatedServer(Server):
+    """A server started by systemd-socket-activate, which listens on the
+    port, waits for the first connection and execs sluice with LISTEN_FDS
+    (the same pid, so stopping and cleaning up work as for Server)."""
+
+    def command(self):
+        keep = ["E2E_CALL_LOG", "E2E_TMP"] + list(self.extra_env)
+        if self.inline:
+            keep.append("SLUICE_INLINE")
+        # sluice takes the socket from LISTEN_FDS; its -b is ignored.
+        return activate_command("%s:%d" % (self.host, self.port), keep) + \
+            super().command()
+
+
+class NotifySocket:
+    """A NOTIFY_SOCKET owned by the test: every datagram, with its sender's
+    pid (SO_PASSCRED), in arrival order."""
+
+    def __init__(self):
+        # sun_path is short: not under pytest's long tmp_path
+        self.dir = tempfile.mkdtemp(prefix="sl-notify-")
+        self.path = os.path.join(self.dir, "notify")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.sock.setblocking(False)
+        self.messages = []  # (pid, {key: value}, monotonic time)
+
+    def close(self):
+        self.sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def poll(self):
+        while True:
+            try:
+                data, anc, _, _ = self.sock.recvmsg(
+                    4096, socket.CMSG_SPACE(struct.calcsize("iII")))
+            except BlockingIOError:
+                return self.messages
+            pid = None
+            for level, kind, payload in anc:
+                if level == socket.SOL_SOCKET and \
+                        kind == socket.SCM_CREDENTIALS:
+                    pid = struct.unpack("iII", payload[:12])[0]
+            fields = dict(line.split("=", 1)
+                          for line in data.decode().split("\n") if "=" in line)
+            self.messages.append((pid, fields, time.monotonic()))
+
+    def find(self, key, value=None, start=0):
+        """Index of the first message from START on that has KEY (=VALUE)."""
+        for i, (_, f, _) in enumerate(self.poll()[start:], start):
+            if key in f and (value is None or f[key] == value):
+                return i
+        return None
+
+    def wait(self, key, value=None, start=0, timeout=20):
+        return wait_until(
+            lambda: (lambda i: i + 1 if i is not None else None)(
+                self.find(key, value, start)),
+            timeout, "%s=%s from index %d in %s"
+            % (key, value or "*", start, self.messages)) - 1
+
+    def states(self):
+        """The sequence of READY/RELOADING/STOPPING/MAINPID messages."""
+        out = []
+        for _, f, _ in self.poll():
+            for k in ("MAINPID", "RELOADING", "READY", "STOPPING"):
+                if k in f:
+                    out.append(k)
+        return out
+
+
+# ------------------------------------------------------------------ the CLI
+
 def run_cli(args, timeout=20, env=None, cwd=None):
     """Run the binary to completion with ARGS; (status, stdout, stderr).
 
@@ -419,6 +603,10 @@ class HTTPError(Exception):
 
 class PeerClosed(HTTPError):
     """EOF (or a reset) before a complete response."""
+
+
+class PeerReset(PeerClosed):
+    """The peer reset the connection (RST, not an orderly close)."""
 
 
 class ReadTimeout(HTTPError):
@@ -528,7 +716,9 @@ class RawConn:
                               % (self.sock.gettimeout(), what),
                               self.consumed + self.buf)
         except ConnectionResetError:
-            data = b""
+            self.eof = True
+            raise PeerReset("connection reset while reading %s" % what,
+                            self.consumed + self.buf)
         if not data:
             self.eof = True
             raise PeerClosed("connection closed while reading %s" % what,
@@ -540,6 +730,20 @@ class RawConn:
         del self.buf[:n]
         self.consumed += out
         return out
+
+    def idle_state(self):
+        """What the peer did to this idle connection, without waiting:
+        "open", "eof", "reset" or "data" (bytes nobody asked for)."""
+        self.sock.settimeout(0)
+        try:
+            data = self.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return "open"
+        except ConnectionResetError:
+            return "reset"
+        finally:
+            self.sock.settimeout(self.timeout)
+        return "eof" if data == b"" else "data"
 
     def read_line(self, what="a line", limit=65536):
         while True:
@@ -718,6 +922,39 @@ def http_client(server, timeout=IO_TIMEOUT):
                                       timeout=timeout)
 
 
+def http_call(server, method, path, body=None, headers=None,
+              header_dict=False):
+    """One request through http.client: (status, [(name, value)], body),
+    or with HEADER_DICT the response headers as a dict (name as sent; the
+    last of a repeated one wins)."""
+    conn = http_client(server)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        got = r.getheaders()
+        return r.status, dict(got) if header_dict else got, r.read()
+    finally:
+        conn.close()
+
+
+def chunked_then_reuse(server, path, index_body):
+    """GET PATH through http.client: it must come back 200 and chunked, and
+    the connection must then serve GET / (INDEX_BODY) too. PATH's body."""
+    conn = http_client(server)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        assert r.status == 200
+        assert r.getheader("Transfer-Encoding") == "chunked"
+        body = r.read()
+        # the connection is reusable after the chunked body
+        conn.request("GET", "/")
+        assert conn.getresponse().read() == index_body
+    finally:
+        conn.close()
+    return body
+
+
 def multipart(fields=(), files=()):
     """(content_type, body) for FIELDS [(name, value)] and FILES
     [(name, filename, content_type, data)]."""
@@ -737,3 +974,400 @@ def multipart(fields=(), files=()):
         out += data + b"\r\n"
     out += b"--%s--\r\n" % boundary.encode()
     return "multipart/form-data; boundary=%s" % boundary, bytes(out)
+
+
+# ------------------------------------------------------------------ load
+
+class Req:
+    """One request of a load's mix, and what a good answer to it is.
+
+    TARGET is sent with METHOD, HEADERS and BODY (Host and Content-Length
+    added; "Connection: close" too on a connection that is not kept
+    alive), or RAW as it is, which may hold several pipelined requests:
+    RESPONSES says how many answers it gets. A good answer has STATUS, the
+    body EXPECT when that is given, and passes CHECK(response) when that is
+    given; with PID (the default for /pid) its body is the pid of the worker
+    that answered, which the load counts. A FRESH request is sent on a new
+    connection.
+    """
+
+    def __init__(self, target="/", method="GET", headers=(), body=None,
+                 raw=None, responses=1, status=200, expect=None, check=None,
+                 pid=None, fresh=False):
+        self.target, self.method, self.fresh = target, method, fresh
+        self.headers, self.body, self.raw = list(headers), body, raw
+        self.responses = responses
+        self.status, self.expect, self.check = status, expect, check
+        self.pid = target == "/pid" if pid is None else pid
+
+    def data(self, keep_alive):
+        if self.raw is not None:
+            return self.raw
+        close = [] if keep_alive else [("Connection", "close")]
+        return build_request(self.method, self.target, self.headers + close,
+                             self.body)
+
+    def judge(self, r):
+        """(kind, detail, pid): kind "ok" or what is wrong with R."""
+        if r.status != self.status:
+            return "status", "%d %r" % (r.status, r.body[:100]), None
+        if self.expect is not None and r.body != self.expect:
+            return "body", "%r, not %r" % (r.body[:100],
+                                            self.expect[:100]), None
+        if self.check is not None and not self.check(r):
+            return "check", repr(r), None
+        if self.pid:
+            if not r.body.isdigit():
+                return "body", "not a pid: %r" % r.body[:100], None
+            return "ok", None, int(r.body)
+        return "ok", None, None
+
+
+class Outcome:
+    """What came of one request (or of one attempt to connect): T, the
+    monotonic time; KIND, "ok" or a failure (see Load); the worker's PID
+    for a good /pid answer; REUSED, whether the connection had carried a
+    request before; DETAIL for the report."""
+
+    __slots__ = ("t", "target", "kind", "status", "pid", "reused", "detail")
+
+    def __init__(self, t, target, kind, status=None, pid=None, reused=False,
+                 detail=None):
+        self.t, self.target, self.kind, self.status = t, target, kind, status
+        self.pid, self.reused, self.detail = pid, reused, detail
+
+    def __repr__(self):
+        return "<%s %s %s%s>" % (self.kind, self.target, self.status or "",
+                                 ": " + self.detail if self.detail else "")
+
+
+class Load:
+    """CONNS client threads sending the requests of MIX to a server, each
+    outcome recorded, until stop(), REQUESTS requests in all, or DURATION
+    seconds, whichever comes first.
+
+    TARGET is a Server or a (host, port). MIX holds Req objects or targets
+    (GET); each thread takes them in order (ORDER "cycle") or at random
+    ("random", seeded by the thread's number). KEEP_ALIVE: True, every
+    thread keeps its connection alive (and opens a new one when the server
+    closes it or says Connection: close); False, every request has a fresh
+    connection and Connection: close; "mixed", even-numbered threads keep
+    alive, odd ones do not. Before reusing an idle connection a thread
+    checks whether the server has closed it meanwhile, as a client's pool
+    does; that is not a failure. PACE (lo, hi): each thread waits a random
+    time in that range between requests (and before its first); none: as
+    fast as the server answers.
+
+    Outcome kinds: ok (the Req's good answer); failures: refused (connect()
+    refused), connect (any other connect error), reset, eof (closed before
+    a complete response), timeout, bad (unparsable), status, body, check
+    (not the Req's answer), idle-reset, unsolicited (bytes on an idle
+    connection), error (anything else). count(kind) counts them, and the
+    notes idle-closed-by-server and told-to-close.
+    """
+
+    def __init__(self, target, mix=("/pid",), conns=4, keep_alive=False,
+                 order="cycle", pace=None, requests=None, duration=120.0,
+                 timeout=IO_TIMEOUT):
+        if isinstance(target, tuple):
+            self.host, self.port = target
+        else:
+            self.host, self.port = target.host, target.port
+        self.mix = [m if isinstance(m, Req) else Req(m) for m in mix]
+        self.conns = conns
+        self.keep_alive = keep_alive
+        self.order = order
+        self.pace = pace
+        self.requests = requests
+        self.duration = duration
+        self.timeout = timeout
+        self.outcomes = []
+        self.counts = Counter()
+        self.pid_counts = Counter()   # pid -> good /pid answers
+        self.lock = threading.Lock()
+        self.halt = threading.Event()
+        self.threads = []
+        self.events = []          # (time since start, what the test did)
+        self.t0 = self.deadline = None
+        self._claimed = 0
+
+    # -- running
+
+    def start(self):
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + self.duration
+        for i in range(self.conns):
+            t = threading.Thread(target=self._run, args=(i,), daemon=True,
+                                 name="load-%d" % i)
+            t.start()
+            self.threads.append(t)
+        return self
+
+    def stop(self):
+        self.halt.set()
+        for t in self.threads:
+            t.join(self.timeout + 5)
+        alive = [t.name for t in self.threads if t.is_alive()]
+        assert not alive, "load threads still running: %s" % alive
+        return self
+
+    def run(self):
+        """Start, and wait until REQUESTS (or DURATION) ends the load."""
+        self.start()
+        for t in self.threads:
+            t.join(self.duration + self.timeout + 5)
+        if time.monotonic() >= self.deadline:
+            self.event("DURATION (%ss) ran out" % self.duration)
+        return self.stop()
+
+    def __enter__(self):
+        self.start()
+        first = min(10, self.requests or 10)
+        wait_until(lambda: self.total() >= first, 10, "the load to start")
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- results
+
+    def now(self):
+        return time.monotonic() - self.t0
+
+    def event(self, what):
+        """Note something the test did, for the failure report."""
+        with self.lock:
+            self.events.append((self.now(), what))
+
+    def total(self):
+        """How many outcomes have been recorded."""
+        with self.lock:
+            return len(self.outcomes)
+
+    def count(self, what):
+        with self.lock:
+            return self.counts[what]
+
+    def failed(self, since=0.0, allow=()):
+        """The failures (Outcome) from monotonic time SINCE on, but for
+        the kinds in ALLOW."""
+        with self.lock:
+            return [o for o in self.outcomes if o.kind != "ok"
+                    and o.kind not in allow and o.t >= since]
+
+    def pids(self):
+        """The workers that answered a /pid request."""
+        with self.lock:
+            return set(self.pid_counts)
+
+    def answered_by(self, pids):
+        """How many /pid requests workers PIDS answered."""
+        with self.lock:
+            return sum(self.pid_counts[p] for p in pids)
+
+    def wait_answers(self, pids, n=50, timeout=10):
+        """Wait until PIDS have answered N more /pid requests."""
+        base = self.answered_by(pids)
+        wait_until(lambda: self.answered_by(pids) >= base + n, timeout,
+                   "%d answers from workers %s" % (n, sorted(pids)))
+
+    def wait_served_by(self, pids, timeout=10):
+        """Wait until each of PIDS has answered a /pid request."""
+        wait_until(lambda: set(pids) <= self.pids(), timeout,
+                   "requests served by %s" % sorted(pids))
+
+    def summary(self):
+        with self.lock:
+            c = dict(self.counts)
+        return ", ".join("%s=%d" % kv for kv in sorted(c.items()))
+
+    def failure_report(self, fails=None, limit=25):
+        """FAILS (default: every failure), the counts and the events, for
+        an assertion message."""
+        fails = self.failed() if fails is None else fails
+        kinds = Counter(o.kind for o in fails)
+        lines = ["%d failed requests (%s); counts: %s" % (
+            len(fails), dict(kinds), self.summary())]
+        for o in fails[:limit]:
+            lines.append("  t=%.3fs %s %s (%s connection): %s" % (
+                o.t - self.t0, o.kind, o.target,
+                "reused" if o.reused else "new", o.detail))
+        if len(fails) > limit:
+            lines.append("  ... and %d more" % (len(fails) - limit))
+        with self.lock:
+            events = list(self.events)
+        lines.append("events: " + ", ".join("t=%.3fs %s" % e
+                                            for e in events))
+        return "\n".join(lines)
+
+    # -- one thread
+
+    def _record(self, target, kind, status=None, pid=None, reused=False,
+                detail=None):
+        o = Outcome(time.monotonic(), target, kind, status, pid, reused,
+                    None if detail is None else str(detail)[:300])
+        with self.lock:
+            self.outcomes.append(o)
+            self.counts[kind] += 1
+            if kind != "ok":
+                self.counts["failed"] += 1
+            if pid is not None:
+                self.pid_counts[pid] += 1
+
+    def _note(self, what):
+        with self.lock:
+            self.counts[what] += 1
+
+    def _claim(self, n):
+        """Whether N more requests fit in the bounds."""
+        if time.monotonic() >= self.deadline:
+            return False
+        with self.lock:
+            if self.requests is not None and \
+                    self._claimed + n > self.requests:
+                return False
+            self._claimed += n
+            return True
+
+    def _pause(self, rng):
+        if self.pace:
+            self.halt.wait(rng.uniform(*self.pace))
+
+    def _check_idle(self, conn):
+        """CONN, or None when the server closed it while it was idle."""
+        state = conn.idle_state()
+        if state == "open":
+            return conn
+        conn.close()
+        if state == "eof":
+            self._note("idle-closed-by-server")
+        elif state == "reset":
+            self._record("-", "idle-reset", reused=True,
+                         detail="idle keep-alive connection reset")
+        else:
+            self._record("-", "unsolicited", reused=True,
+                         detail="bytes on an idle connection")
+        return None
+
+    def _exchange(self, conn, req, keep, reused):
+        """Send REQ on CONN and judge its answers; whether CONN may carry
+        the next request."""
+        try:
+            conn.send(req.data(keep))
+            answers = [conn.read_response(req.method)
+                       for _ in range(req.responses)]
+        except (PeerReset, ConnectionResetError, BrokenPipeError) as e:
+            self._record(req.target, "reset", reused=reused, detail=e)
+            return False
+        except ReadTimeout as e:
+            self._record(req.target, "timeout", reused=reused, detail=e)
+            return False
+        except PeerClosed as e:
+            self._record(req.target, "eof", reused=reused,
+                         detail="%d bytes, then EOF" % len(e.data))
+            return False
+        except HTTPError as e:
+            self._record(req.target, "bad", reused=reused, detail=e)
+            return False
+        except OSError as e:
+            self._record(req.target, "error", reused=reused, detail=repr(e))
+            return False
+        good = True
+        for r in answers:
+            kind, detail, pid = req.judge(r)
+            self._record(req.target, kind, r.status, pid, reused, detail)
+            good = good and kind == "ok"
+        if not (keep and good):
+            return False
+        if answers[-1].has_token("Connection", "close"):
+            self._note("told-to-close")
+            return False
+        return True
+
+    def _run(self, idx):
+        rng = random.Random(idx)
+        keep = self.keep_alive is True or \
+            (self.keep_alive == "mixed" and idx % 2 == 0)
+        conn = None
+        n = 0
+        if self.pace:
+            # Spread the first requests over one pacing interval.
+            self.halt.wait(rng.uniform(0, self.pace[1]))
+        while not self.halt.is_set():
+            if self.order == "random":
+                req = rng.choice(self.mix)
+            else:
+                req = self.mix[n % len(self.mix)]
+            n += 1
+            if not self._claim(req.responses):
+                break
+            if conn is not None and req.fresh:
+                conn.close()
+                conn = None
+            if conn is not None:
+                conn = self._check_idle(conn)
+            reused = conn is not None
+            if conn is None:
+                try:
+                    conn = RawConn.tcp(self.host, self.port, self.timeout)
+                except ConnectionRefusedError as e:
+                    self._record(req.target, "refused", detail=repr(e))
+                    self._pause(rng)
+                    continue
+                except OSError as e:
+                    self._record(req.target, "connect", detail=repr(e))
+                    self._pause(rng)
+                    continue
+            if not self._exchange(conn, req, keep, reused):
+                conn.close()
+                conn = None
+            self._pause(rng)
+        if conn is not None:
+            conn.close()
+
+
+# ------------------------------------------------------- command-line errors
+
+BASE = ["--pythonpath", str(APPS)]
+
+
+def bind_args():
+    return ["-b", "127.0.0.1:%d" % free_port()]
+
+
+def problem_lines(err):
+    """Lines of stderr that are not informational log lines."""
+    return [l for l in err.splitlines()
+            if l.strip() and not re.search(r"\[(INFO|DEBUG)\]", l)]
+
+
+def assert_usage_error(rc, err, *needles):
+    assert rc == 2, (rc, err)
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("sluice: error:"), lines[0]
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+def assert_one_error(rc, err, *needles):
+    assert rc == 2, (rc, err)
+    assert "Traceback" not in err, err
+    lines = problem_lines(err)
+    assert len(lines) == 1, err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def copied_binary(tmp_path):
+    """TMP_PATH/bin/sluice with sluice-worker beside it: copies of the
+    binaries that a test can replace (new files renamed over them in the
+    same directory). Returns the copy of sluice."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shutil.copy2(worker_bin(), bindir / "sluice-worker")
+    binary = bindir / "sluice"
+    shutil.copy2(sluice_bin(), binary)
+    return binary

@@ -3,45 +3,25 @@ receive() and send() message by message, every error path, lifespan state,
 WebSocket refusal, backpressure and disconnects.
 
 Every test runs in pump mode and inline mode (SLUICE_INLINE=1), each on
-uvloop and on asyncio's own loop. The other test_asgi_*.py modules import
-the mode table and start_asgi() from here.
+uvloop and on asyncio's own loop (conftest.ASGI_MODES).
 """
 
 import json
-import socket
 import time
 
 import pytest
 
 import helpers
+from conftest import start_mode_server
 from helpers import build_request
 
 pytestmark = pytest.mark.sluice_only
 
-ASGI_MODES = {
-    "pump": {"inline": False, "args": []},
-    "inline": {"inline": True, "args": []},
-    "pump-asyncio": {"inline": False, "args": ["--loop", "asyncio"]},
-    "inline-asyncio": {"inline": True, "args": ["--loop", "asyncio"]},
-}
-
-
-def start_asgi(tmp_path_factory, label, mode, app, args=(), **kw):
-    """Context manager: an ASGI server for MODE (an ASGI_MODES entry)."""
-    workdir = tmp_path_factory.mktemp("%s-%s" % (label, mode["name"]))
-    return helpers.running(workdir, app, inline=mode["inline"],
-                           args=list(mode["args"]) + list(args), **kw)
-
-
-@pytest.fixture(scope="module", params=list(ASGI_MODES))
-def asgi_mode(request):
-    return dict(ASGI_MODES[request.param], name=request.param)
-
 
 @pytest.fixture(scope="module")
 def server(asgi_mode, tmp_path_factory):
-    with start_asgi(tmp_path_factory, "asgi", asgi_mode, "asgi_app:app",
-                    args=["--root-path", "/mnt"]) as s:
+    with start_mode_server(tmp_path_factory, "asgi", asgi_mode,
+                           "asgi_app:app", args=["--root-path", "/mnt"]) as s:
         yield s
 
 

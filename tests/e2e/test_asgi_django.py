@@ -7,7 +7,8 @@ import json
 import pytest
 
 import test_django
-from test_asgi import ASGI_MODES, start_asgi
+from conftest import ASGI_EXECUTOR_PARAMS, start_mode_server
+from helpers import http_call
 
 pytestmark = pytest.mark.sluice_only
 
@@ -18,11 +19,10 @@ globals().update({name: getattr(test_django, name)
                   and name != "test_meta_from_environ"})
 
 
-@pytest.fixture(scope="module", params=["pump", "inline"])
+@pytest.fixture(scope="module", params=ASGI_EXECUTOR_PARAMS)
 def django_server(request, tmp_path_factory):
-    mode = dict(ASGI_MODES[request.param], name=request.param)
-    with start_asgi(tmp_path_factory, "django-asgi", mode,
-                    "asgi_django:application", ready_path="/") as s:
+    with start_mode_server(tmp_path_factory, "django-asgi", request.param,
+                           "asgi_django:application", ready_path="/") as s:
         yield s
 
 
@@ -32,8 +32,8 @@ def test_lifespan_rejected_quietly(django_server):
 
 
 def test_meta_from_scope(django_server):
-    status, headers, body = test_django.call(django_server, "GET",
-                                             "/meta/?a=1&b=two")
+    status, headers, body = http_call(django_server, "GET",
+                                      "/meta/?a=1&b=two")
     meta = json.loads(body)
     assert meta["PATH_INFO"] == "/meta/"
     assert meta["SCRIPT_NAME"] == ""

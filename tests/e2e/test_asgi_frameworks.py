@@ -4,44 +4,34 @@ and streamed uploads, streaming and server-sent events, background tasks,
 lifespan with state, middleware, and a client that leaves an event
 stream."""
 
+import functools
 import hashlib
 import json
 import time
 
 import pytest
 
-from helpers import build_request, http_client
-from test_asgi import ASGI_MODES, start_asgi
+from conftest import ASGI_EXECUTOR_PARAMS, start_mode_server
+from helpers import build_request, http_call
 
 pytestmark = pytest.mark.sluice_only
 
-MODES = ["pump", "inline"]
 
-
-@pytest.fixture(scope="module", params=MODES)
+@pytest.fixture(scope="module", params=ASGI_EXECUTOR_PARAMS)
 def star(request, tmp_path_factory):
-    with start_asgi(tmp_path_factory, "starlette",
-                    dict(ASGI_MODES[request.param], name=request.param),
-                    "asgi_starlette:app") as s:
+    with start_mode_server(tmp_path_factory, "starlette", request.param,
+                           "asgi_starlette:app") as s:
         yield s
 
 
-@pytest.fixture(scope="module", params=MODES)
+@pytest.fixture(scope="module", params=ASGI_EXECUTOR_PARAMS)
 def fast(request, tmp_path_factory):
-    with start_asgi(tmp_path_factory, "fastapi",
-                    dict(ASGI_MODES[request.param], name=request.param),
-                    "asgi_fastapi:app") as s:
+    with start_mode_server(tmp_path_factory, "fastapi", request.param,
+                           "asgi_fastapi:app") as s:
         yield s
 
 
-def call(server, method, path, body=None, headers=None):
-    conn = http_client(server)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, dict(r.getheaders()), r.read()
-    finally:
-        conn.close()
+call = functools.partial(http_call, header_dict=True)
 
 
 # ---------------------------------------------------------------- Starlette

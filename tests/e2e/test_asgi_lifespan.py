@@ -10,8 +10,8 @@ import time
 import pytest
 
 import helpers
+from conftest import ASGI_EXECUTOR_PARAMS, ASGI_MODE_PARAMS
 from helpers import build_request
-from test_asgi import ASGI_MODES
 
 pytestmark = pytest.mark.sluice_only
 
@@ -86,11 +86,9 @@ def test_loop_choice(make_server, loop):
 
 # ---------------------------------------------------------------- drain
 
-@pytest.mark.parametrize("mode", ["pump", "inline", "pump-asyncio",
-                                  "inline-asyncio"])
+@pytest.mark.parametrize("mode", ASGI_MODE_PARAMS)
 def test_drain_answers_at_its_time_then_exits(make_server, mode):
-    m = ASGI_MODES[mode]
-    s = make_server("asgi_app:app", inline=m["inline"], args=m["args"])
+    s = make_server("asgi_app:app", mode=mode)
     with s.connect() as c:
         t0 = time.monotonic()
         c.send(build_request("GET", "/slow/drain?t=1.5"))
@@ -109,11 +107,10 @@ def test_drain_answers_at_its_time_then_exits(make_server, mode):
     assert s.called("LIFESPAN shutdown")
 
 
-@pytest.mark.parametrize("mode", ["pump", "inline"])
+@pytest.mark.parametrize("mode", ASGI_EXECUTOR_PARAMS)
 def test_drain_cancels_past_the_graceful_timeout(make_server, mode):
-    m = ASGI_MODES[mode]
-    s = make_server("asgi_app:app", inline=m["inline"],
-                    args=m["args"] + ["--graceful-timeout", "0.5"])
+    s = make_server("asgi_app:app", mode=mode,
+                    args=["--graceful-timeout", "0.5"])
     with s.connect() as c:
         c.send(build_request("GET", "/slow/cut?t=30"))
         s.wait_for_call("SLOW start /slow/cut")

@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from conftest import start_mode_server
-from helpers import RawConn, free_port, wait_until
+from helpers import Load, RawConn, free_port, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -77,10 +77,10 @@ def test_two_workers_exist_and_say_multiprocess(two_workers):
 
 
 def _served_by(server, n):
-    pids = set()
-    for i in range(n):
-        pids.add(int(server.get("/pid", timeout=5).body))
-    return pids
+    """The workers that answered N requests for /pid, one at a time."""
+    load = Load(server, conns=1, requests=n, timeout=5).run()
+    assert load.count("ok") == n, load.failure_report()
+    return load.pids()
 
 
 def test_each_worker_accepts_on_its_own(two_workers):

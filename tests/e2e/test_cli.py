@@ -18,42 +18,10 @@ import textwrap
 
 import pytest
 
-from helpers import APPS, PEER, free_port, run_cli
+from helpers import (APPS, BASE, assert_one_error, assert_usage_error,
+                     bind_args, free_port, run_cli)
 
 pytestmark = pytest.mark.sluice_only
-
-BASE = ["--pythonpath", str(APPS)]
-
-
-def bind_args():
-    return ["-b", "127.0.0.1:%d" % free_port()]
-
-
-def problem_lines(err):
-    """Lines of stderr that are not informational log lines."""
-    return [l for l in err.splitlines()
-            if l.strip() and not re.search(r"\[(INFO|DEBUG)\]", l)]
-
-
-def assert_usage_error(rc, err, *needles):
-    assert rc == 2, (rc, err)
-    lines = [l for l in err.splitlines() if l.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("sluice: error:"), lines[0]
-    assert "Traceback" not in err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-
-
-def assert_one_error(rc, err, *needles):
-    assert rc == 2, (rc, err)
-    assert "Traceback" not in err, err
-    lines = problem_lines(err)
-    assert len(lines) == 1, err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
-
 
 def test_version():
     rc, out, err = run_cli(["--version"])
@@ -194,11 +162,6 @@ def test_bad_error_logfile(tmp_path):
 
 
 # ------------------------------------------------ options that change imports
-
-@pytest.fixture(params=["pump", "inline"])
-def inline(request):
-    return request.param == "inline"
-
 
 def test_chdir_makes_cwd_importable(make_server, tmp_path, inline):
     appdir = tmp_path / "chdir_app"

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import start_mode_server
 from e2e_data import pattern
-from helpers import http_client, multipart
+from helpers import chunked_then_reuse, http_call as call, multipart
 
 
 @pytest.fixture(scope="module")
@@ -20,16 +20,6 @@ def django_server(mode, tmp_path_factory):
                            app="djangoproj.wsgi:application",
                            ready_path="/") as s:
         yield s
-
-
-def call(server, method, path, body=None, headers=None):
-    conn = http_client(server)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, r.getheaders(), r.read()
-    finally:
-        conn.close()
 
 
 def header(headers, name):
@@ -122,17 +112,8 @@ def test_append_slash_redirect(django_server):
 
 
 def test_streaming_response(django_server):
-    conn = http_client(django_server)
-    try:
-        conn.request("GET", "/stream/?n=200")
-        r = conn.getresponse()
-        assert r.status == 200
-        assert r.getheader("Transfer-Encoding") == "chunked"
-        body = r.read()
-        conn.request("GET", "/")
-        assert conn.getresponse().read() == b"hello from django\n"
-    finally:
-        conn.close()
+    body = chunked_then_reuse(django_server, "/stream/?n=200",
+                              b"hello from django\n")
     assert body == "".join("row %d\n" % i for i in range(200)).encode()
 
 

@@ -13,8 +13,9 @@ Worker side, in pump mode, inline mode and pump mode with four lanes:
   on the wire of a keep-alive connection when TERM arrives is answered, with
   "Connection: close".
 
-Supervisor side, under load (Load: threads speaking raw HTTP, keep-alive and
-fresh connections mixed, every failure counted and kept for the message):
+Supervisor side, under load (helpers.Load: 64 threads speaking raw HTTP,
+keep-alive and fresh connections mixed, every failure counted and kept for
+the message):
 
 - five SIGHUPs to a two-worker supervisor: every worker pid replaced each
   time, not one request failed, not one connection refused or reset;
@@ -30,28 +31,17 @@ watched through /proc with short polls, never fixed sleeps.
 """
 
 import os
-import random
 import re
 import signal
-import socket
-import threading
 import time
-from collections import Counter
 
 import pytest
 
 import helpers
-from helpers import (HTTPError, PeerClosed, RawConn, ReadTimeout,
-                     build_request, wait_until)
+from conftest import WSGI_MODE_PARAMS
+from helpers import HTTPError, Load, PeerClosed, build_request, wait_until
 
 pytestmark = pytest.mark.sluice_only
-
-MODES = {
-    "pump": {"threads": 1, "inline": False},
-    "inline": {"threads": 1, "inline": True},
-    "pump-t4": {"threads": 4, "inline": False},
-}
-MODE_NAMES = list(MODES)
 
 SLOW = 1.5           # seconds the in-flight request sleeps
 SLOW_TOL = 0.1       # ... and how far off its answer may be
@@ -62,22 +52,10 @@ GRACE_TOL = 0.2
 
 # ------------------------------------------------------------------ helpers
 
-def proc_state(pid):
-    """The state letter of PID, or None when it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            data = f.read().decode("latin-1")
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return data[data.rindex(")") + 2:].split()[0]
-
-
 def wait_exit(pid, timeout, what="the worker"):
     """Poll until PID is gone or a zombie; the monotonic time it was seen."""
-    def gone():
-        return proc_state(pid) in (None, "Z") and time.monotonic()
-    return wait_until(gone, timeout, "%s (pid %d) to exit" % (what, pid),
-                      interval=0.002)
+    return helpers.wait_gone([pid], timeout, "%s (pid %d) to exit"
+                             % (what, pid), interval=0.002)
 
 
 def only_worker(s):
@@ -95,11 +73,6 @@ def worker_exit_line(s, pid, timeout=5):
         return pat.search(s.error_log_text())
     m = wait_until(find, timeout, "the supervisor to log pid %d's exit" % pid)
     return m.group(0), (int(m.group(2)) if m.group(2) is not None else None)
-
-
-def start(make_server, mode, app="wsgi_app:app", **kw):
-    m = MODES[mode]
-    return make_server(app, threads=m["threads"], inline=m["inline"], **kw)
 
 
 def send_slow(s, t, tag):
@@ -122,11 +95,11 @@ def keep_alive_conn(s):
 
 # ------------------------------------------------------------ 1. clean drain
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
 @pytest.mark.parametrize("target", ["worker", "supervisor"])
 def test_in_flight_request_answered_on_time_then_exit(make_server, mode,
                                                       target):
-    s = start(make_server, mode)
+    s = make_server(mode=mode)
     wpid = only_worker(s)
     mark = s.log_mark()
     c, t0 = send_slow(s, SLOW, "bar1")
@@ -162,10 +135,10 @@ def test_in_flight_request_answered_on_time_then_exit(make_server, mode,
 
 # ----------------------------------------------------------- 2. forced drain
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
 @pytest.mark.parametrize("target", ["worker", "supervisor"])
 def test_graceful_timeout_cuts_the_drain(make_server, mode, target):
-    s = start(make_server, mode, args=["--graceful-timeout", str(GRACE)])
+    s = make_server(mode=mode, args=["--graceful-timeout", str(GRACE)])
     wpid = only_worker(s)
     c, _ = send_slow(s, 30, "bar2")
     mark = s.log_mark()
@@ -217,10 +190,10 @@ def test_graceful_timeout_cuts_the_drain(make_server, mode, target):
 
 # ------------------------------------------------------------------ health
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
 def test_health_path_503_from_term_through_shutdown_delay(make_server, mode):
     delay = 1.0
-    s = start(make_server, mode, args=["--health-path", "/healthz",
+    s = make_server(mode=mode, args=["--health-path", "/healthz",
                                        "--shutdown-delay", str(delay)])
     wpid = only_worker(s)
     r = s.get("/healthz")
@@ -264,13 +237,13 @@ def test_health_path_503_from_term_through_shutdown_delay(make_server, mode):
 
 # -------------------------------------------------------------- keep-alive
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
 def test_idle_keep_alive_closed_promptly(make_server, mode):
-    s = start(make_server, mode)
+    s = make_server(mode=mode)
     wpid = only_worker(s)
     idle = keep_alive_conn(s)
     busy = None
-    if not MODES[mode]["inline"]:
+    if not mode["inline"]:
         # The worker has a reason to stay: the idle close is the drain's
         # doing, not the exit's. (Inline mode runs the app on the loop
         # thread, which sees TERM only once the app returns.)
@@ -285,7 +258,7 @@ def test_idle_keep_alive_closed_promptly(make_server, mode):
         "TERM" % closed
     if busy is not None:
         with busy:
-            assert proc_state(wpid) not in (None, "Z"), \
+            assert helpers.alive(wpid), \
                 "the worker exited with a request in flight"
             r = busy.read_response()
             assert r.status == 200 and r.has_token("Connection", "close"), r
@@ -294,9 +267,9 @@ def test_idle_keep_alive_closed_promptly(make_server, mode):
     assert code == 0, line
 
 
-@pytest.mark.parametrize("mode", MODE_NAMES)
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
 def test_request_on_the_wire_at_term_is_answered(make_server, mode):
-    s = start(make_server, mode)
+    s = make_server(mode=mode)
     wpid = only_worker(s)
     ka = keep_alive_conn(s)
     # A keeps the worker (and in pump mode its one lane, in inline mode its
@@ -324,236 +297,14 @@ def test_request_on_the_wire_at_term_is_answered(make_server, mode):
 
 # ------------------------------------------------------------------ load
 
-class Reset(PeerClosed):
-    """The peer reset the connection."""
+# Paced clients (64 threads, a request every 10-30 ms each), keep-alive and
+# fresh connections mixed, on drain_app's small routes.
+LOAD_MIX = ("/pid", "/pid", "/hello", "/slow?t=0.005")
 
 
-class LoadConn(RawConn):
-    """RawConn that tells a reset from an orderly close."""
-
-    def _fill(self, what):
-        if self.eof:
-            raise PeerClosed("connection closed while reading %s" % what,
-                             self.consumed + self.buf)
-        try:
-            data = self.sock.recv(262144)
-        except socket.timeout:
-            raise ReadTimeout("no data for %.1fs while reading %s"
-                              % (self.sock.gettimeout(), what),
-                              self.consumed + self.buf)
-        except ConnectionResetError:
-            raise Reset("connection reset while reading %s" % what,
-                        self.consumed + self.buf)
-        if not data:
-            self.eof = True
-            raise PeerClosed("connection closed while reading %s" % what,
-                             self.consumed + self.buf)
-        self.buf += data
-
-    def peek_state(self):
-        """What the peer did to this idle connection: open, eof, reset or
-        data (bytes nobody asked for)."""
-        self.sock.settimeout(0)
-        try:
-            data = self.sock.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            return "open"
-        except ConnectionResetError:
-            return "reset"
-        finally:
-            self.sock.settimeout(self.timeout)
-        return "eof" if data == b"" else "data"
-
-
-class Load:
-    """CONNS threads each sending GETs to HOST:PORT, paced, until stop().
-
-    Even-numbered threads keep their connection alive (and open a new one
-    when the server closes it or says Connection: close); odd ones use a
-    fresh connection with Connection: close for every request. Before
-    reusing an idle connection a thread checks whether the server has closed
-    it meanwhile, as a client's connection pool does; that is not a failure.
-
-    Outcomes: ok (a complete 2xx response); refused (connect() refused);
-    failures, by kind: reset, eof (closed before a complete response),
-    timeout, bad (unparsable), status (non-2xx), connect (any other connect
-    error), idle-reset, unsolicited (bytes on an idle connection), error.
-    Each failure is kept with its time (since start), path and whether the
-    connection had been used before.
-    """
-
-    PATHS = ("/pid", "/pid", "/hello", "/slow?t=0.005")
-
-    def __init__(self, host, port, conns=64, pace=(0.01, 0.03),
-                 paths=PATHS, timeout=10.0):
-        self.host, self.port = host, port
-        self.conns = conns
-        self.pace = pace
-        self.paths = paths
-        self.timeout = timeout
-        self.counts = Counter()
-        self.failures = []
-        self.pids = Counter()     # pid -> /pid responses
-        self.lock = threading.Lock()
-        self.halt = threading.Event()
-        self.threads = []
-        self.events = []          # (time since start, what the test did)
-        self.t0 = None
-
-    # -- running
-
-    def start(self):
-        self.t0 = time.monotonic()
-        for i in range(self.conns):
-            t = threading.Thread(target=self._run, args=(i,), daemon=True,
-                                 name="load-%d" % i)
-            t.start()
-            self.threads.append(t)
-        return self
-
-    def stop(self):
-        self.halt.set()
-        for t in self.threads:
-            t.join(self.timeout + 5)
-        alive = [t.name for t in self.threads if t.is_alive()]
-        assert not alive, "load threads still running: %s" % alive
-        return self
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    # -- results
-
-    def now(self):
-        return time.monotonic() - self.t0
-
-    def event(self, what):
-        """Note something the test did, for the failure report."""
-        with self.lock:
-            self.events.append((self.now(), what))
-
-    def count(self, what):
-        with self.lock:
-            return self.counts[what]
-
-    def answered_by(self, pids):
-        with self.lock:
-            return sum(self.pids[p] for p in pids)
-
-    def failed(self):
-        with self.lock:
-            return list(self.failures)
-
-    def summary(self):
-        with self.lock:
-            c = dict(self.counts)
-        return ", ".join("%s=%d" % kv for kv in sorted(c.items()))
-
-    def failure_report(self, limit=25):
-        fails = self.failed()
-        kinds = Counter(f[1] for f in fails)
-        lines = ["%d failed requests (%s); counts: %s" % (
-            len(fails), dict(kinds), self.summary())]
-        for t, kind, path, reused, detail in fails[:limit]:
-            lines.append("  t=%.3fs %s %s (%s connection): %s" % (
-                t, kind, path, "reused" if reused else "new", detail))
-        if len(fails) > limit:
-            lines.append("  ... and %d more" % (len(fails) - limit))
-        with self.lock:
-            events = list(self.events)
-        lines.append("events: " + ", ".join("t=%.3fs %s" % e
-                                            for e in events))
-        return "\n".join(lines)
-
-    # -- one thread
-
-    def _fail(self, kind, path, reused, detail):
-        with self.lock:
-            self.counts["failed"] += 1
-            self.counts["failed:" + kind] += 1
-            self.failures.append((self.now(), kind, path, reused,
-                                  str(detail)[:300]))
-
-    def _note(self, what, pid=None):
-        with self.lock:
-            self.counts[what] += 1
-            if pid is not None:
-                self.pids[pid] += 1
-
-    def _run(self, idx):
-        rng = random.Random(idx)
-        keep = idx % 2 == 0
-        conn = None
-        # Spread the first requests over one pacing interval.
-        self.halt.wait(rng.uniform(0, self.pace[1]))
-        while not self.halt.is_set():
-            path = rng.choice(self.paths)
-            if conn is not None:
-                state = conn.peek_state()
-                if state != "open":
-                    conn.close()
-                    conn = None
-                    if state == "eof":
-                        self._note("idle-closed-by-server")
-                    elif state == "reset":
-                        self._fail("idle-reset", "-", True,
-                                   "idle keep-alive connection reset")
-                    else:
-                        self._fail("unsolicited", "-", True,
-                                   "bytes on an idle connection")
-            reused = conn is not None
-            if conn is None:
-                try:
-                    conn = LoadConn.tcp(self.host, self.port, self.timeout)
-                except ConnectionRefusedError:
-                    self._note("refused")
-                    self.halt.wait(rng.uniform(*self.pace))
-                    continue
-                except OSError as e:
-                    self._fail("connect", path, False, repr(e))
-                    self.halt.wait(rng.uniform(*self.pace))
-                    continue
-            headers = [] if keep else [("Connection", "close")]
-            close = True
-            try:
-                conn.send(build_request("GET", path, headers))
-                r = conn.read_response()
-            except (Reset, ConnectionResetError, BrokenPipeError) as e:
-                self._fail("reset", path, reused, e)
-            except ReadTimeout as e:
-                self._fail("timeout", path, reused, e)
-            except PeerClosed as e:
-                self._fail("eof", path, reused,
-                           "%d bytes, then EOF" % len(e.data))
-            except HTTPError as e:
-                self._fail("bad", path, reused, e)
-            except OSError as e:
-                self._fail("error", path, reused, repr(e))
-            else:
-                pid = None
-                if path == "/pid" and r.body.isdigit():
-                    pid = int(r.body)
-                if 200 <= r.status < 300 and (pid or path != "/pid"):
-                    self._note("ok", pid)
-                    if not keep:
-                        pass
-                    elif r.has_token("Connection", "close"):
-                        self._note("told-to-close")
-                    else:
-                        close = False
-                else:
-                    self._fail("status", path, reused,
-                               "%d %r" % (r.status, r.body[:100]))
-                    close = True
-            if close:
-                conn.close()
-                conn = None
-            self.halt.wait(rng.uniform(*self.pace))
-        if conn is not None:
-            conn.close()
+def drain_load(s):
+    return Load(s, LOAD_MIX, conns=64, keep_alive="mixed", order="random",
+                pace=(0.01, 0.03))
 
 
 def all_ready(s, n, since=0, timeout=20):
@@ -579,29 +330,22 @@ def hup_and_wait(s, old, load, timeout=30):
     return new
 
 
-def wait_answers(load, pids, n=50, timeout=10):
-    """Wait until PIDS have answered N more /pid requests of LOAD."""
-    base = load.answered_by(pids)
-    wait_until(lambda: load.answered_by(pids) >= base + n, timeout,
-               "%d answers from workers %s" % (n, sorted(pids)))
-
-
 def test_rolling_restarts_under_load_drop_nothing(make_server, tmp_path):
     s = make_server("drain_app:app", workers=2, ready_path="/hello")
     pids = all_ready(s, 2)
     history = [sorted(pids)]
-    with Load(s.host, s.port) as load:
-        wait_answers(load, pids, 200)
+    with drain_load(s) as load:
+        load.wait_answers(pids, 200)
         for i in range(5):
             new = hup_and_wait(s, pids, load)
             history.append(sorted(new))
             # The new generation carries the load a while before the next
             # HUP (about a second at this load).
-            wait_answers(load, new, 1000)
+            load.wait_answers(new, 1000)
             pids = new
     fails = load.failed()
     assert load.count("ok") > 1000, load.summary()
-    assert not fails and load.count("refused") == 0, \
+    assert not fails, \
         load.failure_report() + "\nworker pids per generation: %s\n%s" % (
             history, s.error_log_text()[-3000:])
     assert load.count("idle-closed-by-server") + \
@@ -609,36 +353,15 @@ def test_rolling_restarts_under_load_drop_nothing(make_server, tmp_path):
         "no connection was ever closed by a drain: %s" % load.summary()
 
 
-class ActivatedServer(helpers.Server):
-    """A server started by systemd-socket-activate, which listens on the
-    port, waits for the first connection and execs sluice with LISTEN_FDS
-    (the same pid, so stopping and cleaning up work as for Server)."""
-
-    def command(self):
-        keep = ["E2E_CALL_LOG", "E2E_TMP"] + list(self.extra_env)
-        if self.inline:
-            keep.append("SLUICE_INLINE")
-        # the tool passes only what it is told to: a sanitized build needs
-        # its options (CI turns leak checks off) to get through too
-        keep += [k for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")
-                 if k in os.environ]
-        cmd = ["/usr/bin/systemd-socket-activate",
-               "-l", "%s:%d" % (self.host, self.port)]
-        for k in keep:
-            cmd += ["-E", k]
-        # sluice takes the socket from LISTEN_FDS; its -b is ignored.
-        return cmd + super().command()
-
-
 def test_term_under_load_with_socket_activation(tmp_path):
-    s = ActivatedServer(tmp_path / "srv", "drain_app:app", workers=2,
+    s = helpers.ActivatedServer(tmp_path / "srv", "drain_app:app", workers=2,
                         ready_path="/hello")
     s.start()
     try:
         assert "from systemd" in s.error_log_text(), s.diagnostics()
         pids = all_ready(s, 2)
-        with Load(s.host, s.port) as load:
-            wait_answers(load, pids, 300)
+        with drain_load(s) as load:
+            load.wait_answers(pids, 300)
             load.event("TERM")
             os.kill(s.pid, signal.SIGTERM)
             rc = s.proc.wait(helpers.STOP_TIMEOUT)
@@ -648,11 +371,12 @@ def test_term_under_load_with_socket_activation(tmp_path):
                        "connections to be refused after the exit")
     finally:
         problems = s.stop()
-    fails = load.failed()
+    # refusals once the listening socket is gone are expected
+    fails = load.failed(allow={"refused"})
     assert rc == 0, s.diagnostics()
     assert not problems, problems
     assert load.count("ok") > 300, load.summary()
-    assert not fails, load.failure_report() + "\n" + \
+    assert not fails, load.failure_report(fails) + "\n" + \
         s.error_log_text()[-3000:]
 
 
@@ -662,15 +386,15 @@ def test_replacement_that_fails_to_import_aborts_the_restart(make_server,
     s = make_server("drain_app:app", workers=2, ready_path="/hello",
                     env={"DRAIN_BROKEN_FLAG": str(flag)})
     pids = all_ready(s, 2)
-    with Load(s.host, s.port) as load:
-        wait_answers(load, pids, 200)
+    with drain_load(s) as load:
+        load.wait_answers(pids, 200)
         flag.write_text("the next import fails\n")
         mark = s.log_mark()
         load.event("HUP with the app broken")
         os.kill(s.pid, signal.SIGHUP)
         s.wait_for_log("Rolling restart stopped", 30, mark)
         load.event("restart stopped")
-        wait_answers(load, pids, 200)
+        load.wait_answers(pids, 200)
         after = set(s.worker_pids())
     log = s.log_since(mark)
     # The app can be loaded again: the next HUP (without load: the drain
@@ -685,5 +409,4 @@ def test_replacement_that_fails_to_import_aborts_the_restart(make_server,
         "restart\n%s" % (sorted(pids), sorted(after), log)
     assert "Rolling restart done" not in log, log
     fails = load.failed()
-    assert not fails and load.count("refused") == 0, \
-        load.failure_report() + "\n" + log
+    assert not fails, load.failure_report() + "\n" + log

@@ -1,6 +1,7 @@
 """A real Flask application served by sluice: forms, multipart uploads,
 redirects, JSON, a stream_with_context response, and a failing view."""
 
+import functools
 import hashlib
 import json
 import urllib.parse
@@ -9,7 +10,7 @@ import pytest
 
 from conftest import start_mode_server
 from e2e_data import pattern
-from helpers import http_client, multipart
+from helpers import chunked_then_reuse, http_call, multipart
 
 
 @pytest.fixture(scope="module")
@@ -19,14 +20,7 @@ def flask_server(mode, tmp_path_factory):
         yield s
 
 
-def call(server, method, path, body=None, headers=None):
-    conn = http_client(server)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, dict(r.getheaders()), r.read()
-    finally:
-        conn.close()
+call = functools.partial(http_call, header_dict=True)
 
 
 def test_index(flask_server):
@@ -100,18 +94,8 @@ def test_json_post(flask_server):
 
 
 def test_stream_with_context(flask_server):
-    conn = http_client(flask_server)
-    try:
-        conn.request("GET", "/stream?n=50&prefix=row")
-        r = conn.getresponse()
-        assert r.status == 200
-        assert r.getheader("Transfer-Encoding") == "chunked"
-        body = r.read()
-        # the connection is reusable after the chunked body
-        conn.request("GET", "/")
-        assert conn.getresponse().read() == b"hello from flask\n"
-    finally:
-        conn.close()
+    body = chunked_then_reuse(flask_server, "/stream?n=50&prefix=row",
+                              b"hello from flask\n")
     assert body == "".join("row %d\n" % i for i in range(50)).encode()
 
 

@@ -5,7 +5,8 @@ for the first connection and execs sluice with LISTEN_FDS; the test owns the
 NOTIFY_SOCKET and records every datagram with its sender's pid. The
 sequence must be exactly READY -> RELOADING -> READY -> STOPPING for a
 start, a HUP and a TERM, with STATUS= updates and WATCHDOG=1 pings in
-between. The example units in contrib/systemd must pass
+between. Twenty activated sockets are each served (a worker once ignored
+every socket after the 16th). The example units in contrib/systemd must pass
 systemd-analyze verify without a single complaint.
 """
 
@@ -19,13 +20,12 @@ import time
 import pytest
 
 import helpers
-from helpers import REPO, RawConn, free_port, wait_until
-from test_supervisor import NotifySocket, write_app
+from helpers import (ACTIVATE, REPO, NotifySocket, RawConn, free_port,
+                     free_ports,
+                     wait_until, write_app)
 
 pytestmark = pytest.mark.sluice_only
 
-ACTIVATE = shutil.which("systemd-socket-activate") or \
-    "/usr/bin/systemd-socket-activate"
 ANALYZE = shutil.which("systemd-analyze") or "/usr/bin/systemd-analyze"
 
 
@@ -44,13 +44,9 @@ def test_socket_activation_and_the_notify_sequence(tmp_path):
     log = tmp_path / "error.log"
     with NotifySocket() as notify, \
             open(tmp_path / "stderr.txt", "wb") as err:
-        cmd = [ACTIVATE, "-l", "127.0.0.1:%d" % port, "--fdname", "web",
-               "-E", "NOTIFY_SOCKET=" + notify.path,
-               "-E", "WATCHDOG_USEC=1000000"]
-        # systemd-socket-activate passes on nothing it is not told to
-        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
-            if k in os.environ:
-                cmd += ["-E", k]
+        cmd = helpers.activate_command(
+            "127.0.0.1:%d" % port, fdname="web",
+            env=["NOTIFY_SOCKET=" + notify.path, "WATCHDOG_USEC=1000000"])
         cmd += [helpers.sluice_bin(), "-w", "2", "--pythonpath", str(appdir),
                 "--error-logfile", str(log),
                 "-b", "127.0.0.1:%d" % unused,  # ignored: systemd's sockets
@@ -95,8 +91,9 @@ def _run_the_sequence(proc, port, unused, log, notify):
     assert not before & after
 
     # STATUS= follows the request rate
-    for _ in range(40):
-        get_pid(port)
+    load = helpers.Load(("127.0.0.1", port), conns=1, requests=40,
+                        timeout=20).run()
+    assert load.count("ok") == 40, load.failure_report()
     wait_until(lambda: [f for _, f, _ in notify.poll() if _rate(f) > 0], 5,
                "a STATUS= with a request rate")
 
@@ -111,6 +108,45 @@ def _run_the_sequence(proc, port, unused, log, notify):
     notify.wait("STOPPING", "1")
     assert notify.states() == ["READY", "RELOADING", "READY", "STOPPING"]
     assert all(p == sup for p, _, _ in notify.poll())
+
+
+@pytest.mark.skipif(not os.access(ACTIVATE, os.X_OK),
+                    reason="systemd-socket-activate is not installed")
+def test_every_socket_systemd_passes_is_served(tmp_path):
+    """20 sockets, more than a worker once served (it ignored every one
+    after the 16th): each answers a request."""
+    appdir = write_app(tmp_path / "app")
+    ports = free_ports(20)
+    log = tmp_path / "error.log"
+    with open(tmp_path / "stderr.txt", "wb") as err:
+        cmd = helpers.activate_command(
+            ["127.0.0.1:%d" % port for port in ports])
+        cmd += [helpers.sluice_bin(), "-w", "1", "--pythonpath", str(appdir),
+                "--error-logfile", str(log), "sup_app:app"]
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+        try:
+            wait_until(lambda: _connects(ports[0]), 10,
+                       "the activation sockets")
+            worker = get_pid(ports[0])
+            for i, port in enumerate(ports):
+                try:
+                    pid = get_pid(port, timeout=5)
+                except helpers.HTTPError as e:
+                    raise AssertionError("socket %d of %d (port %d) did not "
+                                         "answer: %s" % (i + 1, len(ports),
+                                                         port, e))
+                assert pid == worker, (i, port)
+            assert log.read_text().count("from systemd") == 20
+            os.kill(proc.pid, signal.SIGTERM)
+            assert proc.wait(10) == 0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+            wait_until(lambda: not helpers.live_pids_in_group(proc.pid), 5,
+                       "sluice's processes to exit")
 
 
 def _connects(port):

@@ -4,8 +4,6 @@
 request (500) on the grosser mistakes; these tests check the values.
 """
 
-import pytest
-
 from helpers import build_request
 
 

@@ -2,8 +2,9 @@
  * (supervisor.c, table.c, spawn.c), sd_notify (notify.c), the pid file,
  * process titles and inherited listeners.
  *
- * The supervisor execs /proc/self/exe as its workers, so here the workers
- * are this test program: main() sees SLUICE_WORKER_ID and becomes a fake
+ * The supervisor is told to exec /proc/self/exe as its workers (instead of
+ * sluice-worker), so here the workers are this test program: main() sees
+ * SLUICE_WORKER_ID and becomes a fake
  * worker that speaks the control channel, answers signals, and writes what
  * happened to it as one line per event in $FAKE_DIR/events. What a fake
  * worker does is chosen by $FAKE_MODE, set by the test before it forks the
@@ -16,6 +17,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -34,10 +36,11 @@
 #include "common/ctl.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "common/proctitle.h"
 #include "supervisor/health.h"
 #include "supervisor/listen.h"
 #include "supervisor/pidfile.h"
-#include "supervisor/proctitle.h"
+#include "supervisor/spawn.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/table.h"
 
@@ -401,7 +404,7 @@ static pid_t start_supervisor(const char *mode, ...)
         if (sl_listen_open(&o, ls, 1) != 1) {
             _exit(101);
         }
-        int rc = sl_supervisor_run(&o, argv, ls, 1);
+        int rc = sl_supervisor_run(&o, "/proc/self/exe", argv, ls, 1);
         sl_listen_close(ls, 1, true);
         _exit(rc);
     }
@@ -903,6 +906,30 @@ START_TEST(test_pidfile_only_removes_its_own)
 }
 END_TEST
 
+/* SLUICE_WORKER_BIN, when set, is the only candidate: it must be an
+ * executable regular file. */
+START_TEST(test_find_worker_honours_the_variable)
+{
+    char path[160], found[PATH_MAX];
+
+    snprintf(path, sizeof(path), "%s/no-such-worker", dir);
+    setenv("SLUICE_WORKER_BIN", path, 1);
+    ck_assert_int_eq(sl_spawn_find_worker(found, sizeof(found)), -1);
+    setenv("SLUICE_WORKER_BIN", dir, 1); /* a directory */
+    ck_assert_int_eq(sl_spawn_find_worker(found, sizeof(found)), -1);
+
+    int fd = open(path, O_CREAT | O_WRONLY, 0644);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    setenv("SLUICE_WORKER_BIN", path, 1);
+    ck_assert_int_eq(sl_spawn_find_worker(found, sizeof(found)), -1);
+    ck_assert_int_eq(chmod(path, 0755), 0);
+    ck_assert_int_eq(sl_spawn_find_worker(found, sizeof(found)), 0);
+    ck_assert_str_eq(found, path);
+    unsetenv("SLUICE_WORKER_BIN");
+}
+END_TEST
+
 START_TEST(test_listen_fdlist_round_trip)
 {
     sl_listener_t ls[2], back[2];
@@ -1082,6 +1109,7 @@ static Suite *supervisor_suite(void)
     tcase_add_test(help, test_health_verdicts);
     tcase_add_test(help, test_table_counts_and_picks);
     tcase_add_test(help, test_pidfile_only_removes_its_own);
+    tcase_add_test(help, test_find_worker_honours_the_variable);
     tcase_add_test(help, test_listen_fdlist_round_trip);
     tcase_add_test(help, test_proctitle);
     return s;

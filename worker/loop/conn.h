@@ -23,33 +23,10 @@
 
 #include "llhttp.h"
 #include "common/buf.h"
+#include "worker/loop/request.h"
 
 typedef struct sl_pump sl_pump_t;
 typedef struct sl_conn sl_conn_t;
-
-typedef struct {
-    uint32_t name_off, name_len; /* into sl_req_t.hbuf */
-    uint32_t val_off, val_len;
-} sl_hdr_t;
-
-/* The request a connection is serving. Written by the loop thread while it
- * parses; read-only to the executor from submit until END. */
-typedef struct {
-    sl_buf_t hbuf;    /* owned: URL and header bytes, stable while served */
-    uint32_t url_off; /* into hbuf */
-    uint32_t url_len;
-    sl_hdr_t *hdrs; /* owned, capacity limit_request_fields */
-    int nhdrs;
-    int method; /* llhttp_method_t */
-    uint8_t major, minor;
-    bool keep_alive; /* as the client asked */
-    bool has_body;
-    bool expect_continue;
-    bool head;               /* HEAD: no response body */
-    uint64_t content_length; /* valid when has_body and !chunked */
-    bool chunked;
-    ev_tstamp start; /* when the headers were complete */
-} sl_req_t;
 
 enum {
     SL_CONN_FREE = 0,
@@ -169,6 +146,11 @@ enum {
 
 /* Buffers above this size are freed when their request ends. */
 #define SL_CONN_BUF_KEEP (64 * 1024)
+
+/* Must the connection close after the response to C's request GEN,
+ * whatever the app says? When the worker drains, or when the body the app
+ * left unread is too big to read and drop (SL_CONN_DISCARD_MAX). */
+bool sl_conn_must_close(sl_conn_t *c, uint32_t gen);
 
 /* Body bytes of request GEN not yet received: 0 when complete, UINT64_MAX
  * when unknown (chunked). */

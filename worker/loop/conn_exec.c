@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "worker/loop/conn.h"
+#include "worker/loop/drain.h"
 #include "worker/loop/pump.h"
 
 void sl_conn_wake(sl_conn_t *c)
@@ -232,4 +233,10 @@ long sl_conn_read_body(sl_conn_t *c, uint32_t gen, char *dst, size_t n,
 out_unlock:
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+bool sl_conn_must_close(sl_conn_t *c, uint32_t gen)
+{
+    return sl_drain_closing(c->pump) ||
+           (c->req.has_body && sl_conn_body_left(c, gen) > SL_CONN_DISCARD_MAX);
 }

@@ -3,8 +3,14 @@
 #ifndef SL_HTTP_H
 #define SL_HTTP_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "common/buf.h"
-#include "worker/loop/conn.h"
+#include "worker/loop/request.h"
+
+typedef struct sl_conn sl_conn_t;
 
 /* Finish the head of C's request once llhttp has parsed it: derive method,
  * version, keep-alive and body framing, enforce Host and the body limit, and

@@ -67,7 +67,7 @@ void sl_pump_stop_listening(sl_pump_t *p)
 }
 
 /* Accept up to MAX connections from L; false once its queue is empty. */
-static bool accept_some(sl_pump_t *p, sl_listener_t *l, unsigned max)
+static bool accept_some(sl_pump_t *p, sl_pump_listener_t *l, unsigned max)
 {
     struct ev_loop *loop = p->loop;
     struct sockaddr_storage ss;
@@ -109,7 +109,7 @@ static bool accept_some(sl_pump_t *p, sl_listener_t *l, unsigned max)
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)revents;
-    accept_some(ev_userdata(loop), (sl_listener_t *)w, ACCEPT_BATCH);
+    accept_some(ev_userdata(loop), (sl_pump_listener_t *)w, ACCEPT_BATCH);
 }
 
 void sl_pump_accept_pending(sl_pump_t *p)
@@ -144,7 +144,7 @@ void sl_pump_release(sl_pump_t *p, sl_conn_t *c)
         ev_feed_event(p->loop, &p->drain_timer, EV_TIMER);
 }
 
-static void listener_describe(sl_listener_t *l)
+static void listener_describe(sl_pump_listener_t *l)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
@@ -390,6 +390,11 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
     int k, probe;
 
     memset(p, 0, sizeof(*p));
+    if (nfds > SL_MAX_LISTENERS) {
+        sl_error("handed %d listening sockets: the most is %d", nfds,
+                 SL_MAX_LISTENERS);
+        return -1;
+    }
     p->opt = o;
     p->exec = exec;
     probe = lowest_free_fd();
@@ -427,8 +432,8 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
         return -1;
     }
 
-    for (k = 0; k < nfds && k < SL_MAX_LISTENERS; k++) {
-        sl_listener_t *l = &p->listeners[k];
+    for (k = 0; k < nfds; k++) {
+        sl_pump_listener_t *l = &p->listeners[k];
         l->fd = fds[k];
         listener_describe(l);
         ev_io_init(&l->io, accept_cb, l->fd, EV_READ);

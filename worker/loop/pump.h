@@ -15,26 +15,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/handoff.h" /* SL_MAX_LISTENERS */
 #include "common/options.h"
 #include "common/queue.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/exec.h"
 
-#define SL_MAX_LISTENERS 16
-
+/* One inherited listening socket, as the worker accepts from it. */
 typedef struct {
     ev_io io; /* embedded */
     int fd;
     char server_name[64]; /* SERVER_NAME when no Host header */
     char server_port[8];
     bool unix_sock;
-} sl_listener_t;
+} sl_pump_listener_t;
 
 struct sl_pump {
     struct ev_loop *loop;    /* owned */
     const sl_options_t *opt; /* borrowed */
-    sl_listener_t listeners[SL_MAX_LISTENERS];
-    int nlisteners;
+    sl_pump_listener_t listeners[SL_MAX_LISTENERS];
+    int nlisteners; /* every socket handed over: init fails beyond the max */
     bool accepting;
 
     sl_conn_t *conns; /* owned pool */
@@ -76,7 +76,8 @@ struct sl_pump {
 };
 
 /* Set up the loop, pool and listeners for EXEC (borrowed: a table that
- * outlives the pump). 0, or -1 after logging. */
+ * outlives the pump): every one of FDS[0..NFDS), which may hold up to
+ * SL_MAX_LISTENERS. 0, or -1 after logging. */
 int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
                  const int *fds, int nfds);
 

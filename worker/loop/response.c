@@ -13,9 +13,7 @@
 #include <string.h>
 
 #include "common/date.h"
-#include "worker/loop/drain.h"
 #include "worker/loop/http.h"
-#include "worker/loop/pump.h"
 #include "worker/loop/response.h"
 
 bool sl_response_bad_bytes(const char *p, size_t n)
@@ -124,12 +122,6 @@ void sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
         SL_BUF_APPEND_LIT(b, "Connection: keep-alive\r\n");
     }
     SL_BUF_APPEND_LIT(b, "\r\n");
-}
-
-bool sl_response_must_close(sl_conn_t *c, uint32_t gen)
-{
-    return sl_drain_closing(c->pump) ||
-           (c->req.has_body && sl_conn_body_left(c, gen) > SL_CONN_DISCARD_MAX);
 }
 
 bool sl_response_ends_connection(const sl_response_t *rs)

@@ -19,7 +19,7 @@
 #include <sys/uio.h>
 
 #include "common/buf.h"
-#include "worker/loop/conn.h"
+#include "worker/loop/request.h"
 
 typedef struct {
     int status;
@@ -60,11 +60,6 @@ int sl_response_field(sl_response_t *rs, sl_buf_t *b, const char *name,
  * CLOSE ends the connection after this response. */
 void sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
                      long long known, bool trailers, bool close);
-
-/* Must the connection close after the response to C's request GEN, whatever
- * the app says? When the worker drains, or when the body the app left
- * unread is too big to read and drop. Executor side. */
-bool sl_response_must_close(sl_conn_t *c, uint32_t gen);
 
 /* Does a response ending now leave the client short of bytes (a body
  * shorter than its Content-Length) or promised a close? Then the

@@ -731,7 +731,7 @@ static void wake_receivers(req_t *r)
 
 static int head_build(req_t *r, long long known)
 {
-    bool close = sl_response_must_close(r->c, r->gen);
+    bool close = sl_conn_must_close(r->c, r->gen);
     int rc = sl_writer_head(&r->rs, &L.scratch, &r->c->req, r->status,
                             r->headers, known, r->want_trailers, close);
 

@@ -293,7 +293,7 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
         }
     }
     sl_response_end(&l->rs, b, &c->req, known, false,
-                    sl_response_must_close(c, l->gen));
+                    sl_conn_must_close(c, l->gen));
     return 0;
 }
 

@@ -5,6 +5,9 @@
  * written over that memory (and over the environment strings after it,
  * which are first copied to the heap). Everything that still needs the
  * original arguments uses the copy sl_proctitle_init() returns.
+ *
+ * Both kinds of process set a title, so this lives in common/: it needs
+ * nothing but the log.
  */
 #ifndef SL_PROCTITLE_H
 #define SL_PROCTITLE_H

@@ -15,7 +15,7 @@
 #include <sys/prctl.h>
 
 #include "common/log.h"
-#include "supervisor/proctitle.h"
+#include "common/proctitle.h"
 
 extern char **environ;
 

@@ -1,0 +1,32 @@
+/* handoff.h - what the supervisor hands a worker, and how much of it.
+ *
+ * A worker is exec'd with the supervisor's argv and, in its environment:
+ *   SLUICE_WORKER_ID=N        its slot number in the supervisor's table
+ *   SLUICE_LISTEN_FDS=3,4,... the inherited listening sockets
+ *   SLUICE_CTL_FD=N           its end of the control socketpair (optional)
+ *   SLUICE_HANDOFF=N          SL_HANDOFF_VERSION, as the supervisor knows it
+ *
+ * The supervisor and its workers are two executables (sluice and
+ * sluice-worker), and a worker started after a new release was installed
+ * (a rolling restart, a replacement) is the new file while the supervisor
+ * is still the old process. So the worker checks SLUICE_HANDOFF and
+ * refuses to run, as a worker that cannot load the app does, when it does
+ * not speak the supervisor's version of this protocol.
+ *
+ * Both sides size their listener arrays by the one limit below: the
+ * supervisor refuses to start with more sockets than that, so a worker is
+ * never handed one it has no room for. (A worker once kept 16 and silently
+ * ignored the rest of the 64 the supervisor could pass.)
+ */
+#ifndef SL_HANDOFF_H
+#define SL_HANDOFF_H
+
+/* Bump when anything above or the layout of sl_ctl_msg_t (common/ctl.h)
+ * changes. */
+#define SL_HANDOFF_VERSION 1
+
+/* Listening sockets per server: at most SL_MAX_BINDS from --bind, but
+ * systemd (LISTEN_FDS) and a binary upgrade may pass up to this many. */
+#define SL_MAX_LISTENERS 64
+
+#endif

@@ -1,0 +1,46 @@
+/* startup.c - argv, options and the error log, for both mains (see
+ * startup.h).
+ *
+ * Process titles are written over argv's memory, so the title module takes
+ * it over before anything keeps a pointer into argv or the environment.
+ * getopt_long() reorders what it parses, so it gets a twin of the copy,
+ * and the copy itself stays as given for the execs.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/proctitle.h"
+#include "common/startup.h"
+
+bool sl_startup(int argc, char **argv, sl_options_t *o, char ***args,
+                int *status)
+{
+    static char **parse; /* kept: the options borrow its strings */
+
+    *args = sl_proctitle_init(argc, argv);
+    parse = calloc((size_t)argc + 1, sizeof(*parse));
+    if (*args == NULL || parse == NULL) {
+        sl_log_usage("out of memory");
+        *status = SL_EXIT_FAIL;
+        return false;
+    }
+    memcpy(parse, *args, (size_t)argc * sizeof(*parse));
+
+    int rc = sl_options_parse(o, argc, parse);
+    if (rc != 0) {
+        *status = rc == 1 ? SL_EXIT_OK : SL_EXIT_USAGE;
+        return false;
+    }
+    sl_log_set_level(o->log_level);
+    if (o->error_logfile != NULL && sl_log_open(o->error_logfile) == -1) {
+        sl_log_usage("cannot open the error log %s: %s", o->error_logfile,
+                     strerror(errno));
+        *status = SL_EXIT_USAGE;
+        return false;
+    }
+    return true;
+}

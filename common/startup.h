@@ -1,0 +1,25 @@
+/* startup.h - the first steps of both executables' main().
+ *
+ * sluice (the supervisor) and sluice-worker are started with the same argv,
+ * so they parse the same options; doing it here, in one function both call
+ * first, also makes them set up process titles and the error log the same
+ * way before anything else can log.
+ */
+#ifndef SL_STARTUP_H
+#define SL_STARTUP_H
+
+#include <stdbool.h>
+
+#include "common/options.h"
+
+/* Take over ARGV's memory for process titles, parse ARGV into *O, set the
+ * log level and open --error-logfile. *ARGS gets the untouched copy of
+ * argv that every exec uses (owned by common/proctitle.c; *O borrows its
+ * strings from a twin kept for the life of the process). Returns true
+ * when main() goes on; false when it exits with *STATUS: SL_EXIT_OK after
+ * --help or --version, SL_EXIT_USAGE after one "sluice: error: ..." line,
+ * SL_EXIT_FAIL when out of memory. */
+bool sl_startup(int argc, char **argv, sl_options_t *o, char ***args,
+                int *status);
+
+#endif

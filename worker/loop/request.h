@@ -1,0 +1,39 @@
+/* request.h - a parsed HTTP request head, as offsets into its own buffer.
+ *
+ * Its own header so that what only reads a request (response framing, the
+ * executors' environ and scope) need not know connections.
+ */
+#ifndef SL_REQUEST_H
+#define SL_REQUEST_H
+
+#include <ev.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+typedef struct {
+    uint32_t name_off, name_len; /* into sl_req_t.hbuf */
+    uint32_t val_off, val_len;
+} sl_hdr_t;
+
+/* The request a connection is serving. Written by the loop thread while it
+ * parses; read-only to the executor from submit until END. */
+typedef struct {
+    sl_buf_t hbuf;    /* owned: URL and header bytes, stable while served */
+    uint32_t url_off; /* into hbuf */
+    uint32_t url_len;
+    sl_hdr_t *hdrs; /* owned, capacity limit_request_fields */
+    int nhdrs;
+    int method; /* llhttp_method_t */
+    uint8_t major, minor;
+    bool keep_alive; /* as the client asked */
+    bool has_body;
+    bool expect_continue;
+    bool head;               /* HEAD: no response body */
+    uint64_t content_length; /* valid when has_body and !chunked */
+    bool chunked;
+    ev_tstamp start; /* when the headers were complete */
+} sl_req_t;
+
+#endif

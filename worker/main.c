@@ -1,0 +1,138 @@
+/* main.c - sluice-worker's entry point: one worker process.
+ *
+ * The supervisor (sluice) forks and execs this executable for every worker,
+ * with its own argv and the variables common/handoff.h lists; it is not
+ * meant to be started by hand. It parses the same argv as the supervisor
+ * did (common/startup.c), so both see the same options, takes the
+ * descriptors it was handed, and runs sl_worker_main(). This is the only
+ * executable that links Python: the supervisor never maps libpython.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/handoff.h"
+#include "common/log.h"
+#include "common/options.h"
+#include "common/proctitle.h"
+#include "common/startup.h"
+#include "worker/worker.h"
+
+static bool same_handoff(void);
+static int run_worker(const sl_options_t *o, const char *id);
+static int parse_fd_list(const char *list, int *fds, int max);
+static int parse_int(const char *s, int *out);
+
+int main(int argc, char **argv)
+{
+    sl_options_t o;
+    char **args;
+    int status;
+
+    if (!sl_startup(argc, argv, &o, &args, &status)) {
+        return status;
+    }
+    const char *worker_id = getenv("SLUICE_WORKER_ID");
+    if (worker_id == NULL) {
+        sl_log_usage("sluice-worker is started by the sluice supervisor,"
+                     " not by hand (no SLUICE_WORKER_ID)");
+        return SL_EXIT_USAGE;
+    }
+    if (!same_handoff()) {
+        return SL_EXIT_APPLOAD; /* the next one would fail the same way */
+    }
+    return run_worker(&o, worker_id);
+}
+
+/* The supervisor speaks this worker's SL_HANDOFF_VERSION; false after one
+ * error line when it does not. */
+static bool same_handoff(void)
+{
+    const char *theirs = getenv("SLUICE_HANDOFF");
+    int version;
+
+    if (theirs != NULL && parse_int(theirs, &version) == 0 &&
+        version == SL_HANDOFF_VERSION) {
+        unsetenv("SLUICE_HANDOFF");
+        return true;
+    }
+    sl_error("this sluice-worker speaks handoff version %d, its supervisor"
+             " %s: install sluice and sluice-worker from the same build",
+             SL_HANDOFF_VERSION, theirs ? theirs : "none");
+    return false;
+}
+
+/* Take the descriptors the supervisor passed, mark them close-on-exec
+ * again (so nothing the application starts inherits a listener) and clear
+ * the SLUICE_* variables for the same reason. */
+static int run_worker(const sl_options_t *o, const char *id)
+{
+    int fds[SL_MAX_LISTENERS];
+    int worker_id, ctl_fd = -1;
+    const char *list = getenv("SLUICE_LISTEN_FDS");
+    const char *ctl = getenv("SLUICE_CTL_FD");
+
+    if (parse_int(id, &worker_id) == -1) {
+        sl_error("SLUICE_WORKER_ID='%s' is not a worker number", id);
+        return SL_EXIT_FAIL;
+    }
+    int n = parse_fd_list(list ? list : "", fds, SL_MAX_LISTENERS);
+    if (n <= 0) {
+        sl_error("SLUICE_LISTEN_FDS='%s' is not a list of at most %d open"
+                 " descriptors",
+                 list ? list : "", SL_MAX_LISTENERS);
+        return SL_EXIT_FAIL;
+    }
+    if (ctl != NULL && (parse_fd_list(ctl, &ctl_fd, 1) != 1)) {
+        sl_error("SLUICE_CTL_FD='%s' is not an open descriptor", ctl);
+        return SL_EXIT_FAIL;
+    }
+    unsetenv("SLUICE_WORKER_ID");
+    unsetenv("SLUICE_LISTEN_FDS");
+    unsetenv("SLUICE_CTL_FD");
+
+    const char *name = o->proc_name ? o->proc_name : "sluice";
+    sl_proctitle_set(name, "%s: worker %d [%s]", name, worker_id, o->app);
+    return sl_worker_main(o, fds, n, worker_id, ctl_fd);
+}
+
+/* "3,4,5" into fds[], each checked to be open and made close-on-exec.
+ * Returns how many, or -1. */
+static int parse_fd_list(const char *list, int *fds, int max)
+{
+    char buf[1024];
+    int n = 0;
+
+    if (strlen(list) >= sizeof(buf)) {
+        return -1;
+    }
+    strcpy(buf, list);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (n == max || parse_int(tok, &fds[n]) == -1 ||
+            fcntl(fds[n], F_SETFD, FD_CLOEXEC) == -1) {
+            return -1;
+        }
+        n++;
+    }
+    return n;
+}
+
+static int parse_int(const char *s, int *out)
+{
+    char *end;
+
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || v > INT_MAX) {
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
