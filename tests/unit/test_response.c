@@ -4,8 +4,7 @@
  * the app's fields, and out come the head's bytes and each body part's
  * bytes. The tests look only at those bytes (the head in the buffer, the
  * iovecs sl_response_frame() fills, flattened as writev() would send them)
- * and at the two predicates the executors act on; the one call that needs
- * a connection (sl_response_must_close) gets a real pump and client.
+ * and at the predicate the executors act on (sl_response_ends_connection).
  */
 #include "config.h"
 
@@ -13,7 +12,6 @@
 
 #include "common/date.h"
 #include "tests/unit/harness.h"
-#include "worker/loop/drain.h"
 #include "worker/loop/response.h"
 
 static sl_req_t req;
@@ -617,62 +615,6 @@ START_TEST(test_bad_name)
 }
 END_TEST
 
-/* ------------------------------------------------------------------ */
-/* sl_response_must_close, on a real connection                       */
-
-static bool conn_serving(void *arg)
-{
-    sl_conn_t *c = arg;
-
-    return c->state == SL_CONN_SERVING;
-}
-
-/* A body left unread closes only past what the loop would drop; a drain
- * closes whatever the request. */
-START_TEST(test_must_close)
-{
-    static sl_options_t opt;
-    static sl_pump_t pump;
-    static h_client_t cl;
-    char raw[128];
-    sl_ticket_t t;
-
-    h_options(&opt, NULL);
-    h_pump_up(&pump, &opt);
-
-    h_connect(&pump, &cl);
-    h_sends(&cl, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n");
-    ck_assert(h_run_until(&pump, conn_serving, cl.conn));
-    ck_assert(h_take_ticket(&pump, &t));
-    ck_assert(!sl_response_must_close(cl.conn, t.gen));
-    atomic_store(&pump.draining, true);
-    ck_assert(sl_response_must_close(cl.conn, t.gen));
-    atomic_store(&pump.draining, false);
-    h_client_close(&cl);
-
-    h_connect(&pump, &cl);
-    snprintf(raw, sizeof(raw),
-             "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n",
-             SL_CONN_DISCARD_MAX + 1);
-    h_sends(&cl, raw);
-    ck_assert(h_run_until(&pump, conn_serving, cl.conn));
-    ck_assert(h_take_ticket(&pump, &t));
-    ck_assert(sl_response_must_close(cl.conn, t.gen));
-    h_client_close(&cl);
-
-    h_connect(&pump, &cl);
-    snprintf(raw, sizeof(raw),
-             "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n",
-             SL_CONN_DISCARD_MAX);
-    h_sends(&cl, raw);
-    ck_assert(h_run_until(&pump, conn_serving, cl.conn));
-    ck_assert(h_take_ticket(&pump, &t));
-    ck_assert(!sl_response_must_close(cl.conn, t.gen));
-    h_client_close(&cl);
-    h_pump_down(&pump);
-}
-END_TEST
-
 static Suite *response_suite(void)
 {
     Suite *s = suite_create("response");
@@ -721,7 +663,6 @@ static Suite *response_suite(void)
                         sizeof(chunk_sizes) / sizeof(chunk_sizes[0]));
     tcase_add_test(tc, test_last_chunk);
     tcase_add_test(tc, test_trailers);
-    tcase_add_test(tc, test_must_close);
     suite_add_tcase(s, tc);
     return s;
 }
