@@ -43,17 +43,26 @@ void sl_inline_wake(sl_conn_t *c)
     (void)c;
 }
 
-/* Write out everything queued, waiting on the socket. */
+/* Write out everything queued, waiting on the socket. A client that
+ * cannot take it (gone, or silent past --timeout) is marked gone, as a
+ * failed body read marks it: later sends say so, and the dispatch closes
+ * the connection instead of leaving it to wait for a writable socket. */
 static int drain_out(sl_conn_t *c)
 {
     int rc;
 
     if (sl_conn_take_out(c) < 0)
-        return -1;
+        goto out_gone;
     while ((rc = sl_conn_flush_locked(c)) == 0)
         if (!poll_socket(c, POLLOUT))
-            return -1;
-    return rc < 0 ? -1 : 0;
+            goto out_gone;
+    if (rc < 0)
+        goto out_gone;
+    return 0;
+
+out_gone:
+    c->aborted = true;
+    return -1;
 }
 
 /* Read and parse until the body has bytes or ends. The parser's body
