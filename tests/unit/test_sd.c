@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,12 +34,12 @@ static int bind_notify(const char *path)
     memcpy(sa.sun_path, path, n);
     if (path[0] == '@')
         sa.sun_path[0] = '\0';
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa,
-                          (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-                                      n)),
-                     0);
     ck_assert_int_eq(
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+        bind(fd, (struct sockaddr *)&sa,
+             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)),
+        0);
+    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)),
+                     0);
     return fd;
 }
 
@@ -120,17 +121,36 @@ START_TEST(test_watchdog)
 }
 END_TEST
 
-/* Put a listening socket at each of fds 3 and 4, as systemd would. */
-static void pass_two_sockets(void)
+/* Put a listening socket at each of fds 3 and 4, as systemd would. The
+ * check library may use those descriptors itself (its channel to the
+ * forked test): SAVED keeps them, restore_fds() puts them back, and no
+ * ck_assert may run in between. */
+static int saved[2];
+
+static bool pass_two_sockets(void)
 {
-    for (int want = SL_SD_LISTEN_FDS_START;
-         want < SL_SD_LISTEN_FDS_START + 2; want++) {
+    bool ok = true;
+
+    for (int i = 0; i < 2; i++) {
+        int want = SL_SD_LISTEN_FDS_START + i;
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(listen(fd, 1), 0);
-        if (fd != want) {
-            ck_assert_int_eq(dup2(fd, want), want);
+        saved[i] = fcntl(want, F_DUPFD_CLOEXEC, 100);
+        ok = ok && fd >= 0 && listen(fd, 1) == 0 && dup2(fd, want) == want;
+        if (fd >= 0 && fd != want)
             close(fd);
+    }
+    return ok;
+}
+
+static void restore_fds(void)
+{
+    for (int i = 0; i < 2; i++) {
+        int want = SL_SD_LISTEN_FDS_START + i;
+        if (saved[i] >= 0) {
+            dup2(saved[i], want);
+            close(saved[i]);
+        } else {
+            close(want);
         }
     }
 }
@@ -138,21 +158,28 @@ static void pass_two_sockets(void)
 START_TEST(test_listen_fds)
 {
     char pid[16], **names = NULL;
+    bool passed, cloexec = true, listening = true;
+    int n;
 
-    pass_two_sockets();
     snprintf(pid, sizeof(pid), "%ld", (long)getpid());
     setenv("LISTEN_PID", pid, 1);
     setenv("LISTEN_FDS", "2", 1);
     setenv("LISTEN_FDNAMES", "web", 1);
-    ck_assert_int_eq(sl_sd_listen_fds(&names), 2);
+    passed = pass_two_sockets();
+    n = sl_sd_listen_fds(&names);
+    for (int fd = 3; fd < 5; fd++) {
+        cloexec = cloexec && (fcntl(fd, F_GETFD) & FD_CLOEXEC);
+        listening = listening && sl_sd_is_listening_stream(fd);
+    }
+    restore_fds();
+    ck_assert(passed);
+    ck_assert_int_eq(n, 2);
+    ck_assert(cloexec);
+    ck_assert(listening);
     ck_assert_ptr_nonnull(names);
     ck_assert_str_eq(names[0], "web");
     ck_assert_str_eq(names[1], "unknown");
     ck_assert_ptr_null(names[2]);
-    for (int fd = 3; fd < 5; fd++) {
-        ck_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
-        ck_assert(sl_sd_is_listening_stream(fd));
-    }
     /* the workers must not take them for their own */
     ck_assert_ptr_null(getenv("LISTEN_PID"));
     ck_assert_ptr_null(getenv("LISTEN_FDS"));
@@ -237,5 +264,5 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
