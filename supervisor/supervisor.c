@@ -24,6 +24,9 @@
  * is not READY within --boot-timeout gets the same, and when no worker at
  * all has become ready that long after start the supervisor gives up.
  *
+ * The table itself is kept towards its target by maintain.c, the last
+ * step of every cycle; the state both share is in state.h.
+ *
  * Deaths: a worker that dies young is replaced after a delay that doubles
  * (0.1 s to 10 s) with every round of deaths; one that exits
  * SL_EXIT_APPLOAD before any worker was ever ready cannot import the app
@@ -48,78 +51,10 @@
 #include "supervisor/health.h"
 #include "supervisor/notify.h"
 #include "supervisor/pidfile.h"
+#include "supervisor/state.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/table.h"
 #include "supervisor/upgrade.h"
-
-#define BACKOFF_MIN    0.1  /* first respawn delay, seconds */
-#define BACKOFF_MAX    10.0 /* ... doubling up to this */
-#define FAST_STOP_KILL 5.0  /* SIGKILL after INT/QUIT, seconds */
-#define KILL_GRACE     1.0  /* beyond a drain's own deadline, before SIGKILL */
-#define ABORT_GRACE    1.0  /* SIGKILL this long after SIGABRT */
-#define TICK           1.0  /* request rate and STATUS= refresh */
-#define NOTE_MAX       256
-
-typedef enum {
-    STOP_NONE = 0,
-    STOP_GRACEFUL, /* TERM: workers drain */
-    STOP_FAST,     /* INT, QUIT: workers exit at once */
-} stop_mode_t;
-
-typedef struct {
-    const sl_options_t *o;  /* borrowed */
-    const char *worker_exe; /* borrowed: sluice-worker's path */
-    char **argv;            /* borrowed: exec'd for workers and upgrades */
-    char exe[PATH_MAX];     /* this binary's path, for USR2 */
-    sl_listener_t *ls;      /* borrowed */
-    int nls;
-    int fds[SL_MAX_LISTENERS];
-    struct ev_loop *loop; /* owned */
-    sl_table_t table;
-    sl_upgrade_t upgrade;
-
-    ev_signal sig_watchers[9]; /* one per signal in init_loop() */
-    ev_prepare cycle_watcher;
-    ev_timer wake_timer;     /* the next deadline maintain() knows of */
-    ev_timer tick_timer;     /* TICK: request rate, STATUS= */
-    ev_timer watchdog_timer; /* WATCHDOG=1, when systemd asks for it */
-
-    /* raised by the signal watchers, cleared by cycle() */
-    bool child_flag;
-    stop_mode_t stop_flag;
-    int stop_signal; /* the signal that asked for the stop */
-    bool reload_flag;
-    bool upgrade_flag;
-    bool reopen_flag;
-    int more_workers; /* TTIN minus TTOU since the last cycle */
-
-    int target;              /* workers wanted */
-    unsigned gen_next;       /* generation of the workers spawned now */
-    unsigned gen_min;        /* workers of an older one are outdated */
-    double backoff;          /* delay after the next round of young deaths */
-    ev_tstamp spawn_at;      /* no spawn before this */
-    ev_tstamp boot_deadline; /* some worker must be ready by then */
-    bool any_ready;          /* some worker has been READY */
-    bool ready_notified;     /* READY=1 sent for the first generation */
-
-    bool reloading;      /* a rolling restart is under way */
-    bool reload_pending; /* HUP during the first boot: restart after it */
-    ev_tstamp reload_started;
-    int reload_replaced;        /* outdated workers drained so far */
-    char reload_note[NOTE_MAX]; /* the last restart's failure, for STATUS= */
-
-    stop_mode_t stopping;
-    ev_tstamp kill_at; /* stopping: SIGKILL everything left after this */
-    bool handed_over;  /* a binary upgrade's new supervisor took over */
-    bool app_failed;   /* exit SL_EXIT_USAGE: the app cannot be imported */
-    bool boot_failed;  /* exit SL_EXIT_FAIL: nothing became ready */
-    bool unclean;      /* exit SL_EXIT_FAIL: a worker's stop went wrong */
-
-    unsigned long long served; /* requests, summed over heartbeats */
-    unsigned long long rate_served;
-    ev_tstamp rate_at;
-    double rps;
-} supervisor_t;
 
 static supervisor_t sup; /* one per process; its table is big */
 
@@ -136,28 +71,10 @@ static void cycle(struct ev_loop *loop, ev_prepare *w, int revents);
 static void reap(supervisor_t *s);
 static void worker_exited(supervisor_t *s, sl_worker_t *w, int status);
 static void log_exit(const sl_worker_t *w, int status, bool quiet_appload);
-static void died_young(supervisor_t *s, ev_tstamp age);
-static void begin_stop(supervisor_t *s, stop_mode_t mode, int sig);
-static void begin_reload(supervisor_t *s);
-static void reload_failed(supervisor_t *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 static void begin_upgrade(supervisor_t *s);
 static void reopen_logs(supervisor_t *s);
 static void resize(supervisor_t *s);
-static void maintain(supervisor_t *s);
-static void enforce_kills(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
-static void check_health(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
-static void check_first_boot(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
-static void abort_worker(supervisor_t *s, sl_worker_t *w, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void replace_outdated(supervisor_t *s);
-static void trim_excess(supervisor_t *s);
-static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
-static void check_progress(supervisor_t *s);
-static void drain_worker(supervisor_t *s, sl_worker_t *w, const char *why);
-static void status_text(const supervisor_t *s, char *buf, size_t size);
 static void update_title(const supervisor_t *s);
-static void earliest(ev_tstamp *next, ev_tstamp t);
 static int exit_status(const supervisor_t *s);
 
 int sl_supervisor_run(const sl_options_t *o, const char *worker_exe,
@@ -324,7 +241,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
     s->rate_served = s->served;
     s->rate_at = now;
     if (!s->handed_over) {
-        status_text(s, status, sizeof(status));
+        sl_supervisor_status_text(s, status, sizeof(status));
         sl_notify_status(status);
     }
 }
@@ -410,7 +327,7 @@ static void on_upgrade(void *ctx, pid_t pid, bool ready, const char *why)
     }
     ev_timer_stop(s->loop, &s->watchdog_timer);
     update_title(s);
-    begin_stop(s, STOP_GRACEFUL, 0);
+    sl_supervisor_begin_stop(s, STOP_GRACEFUL, 0);
 }
 
 static void cycle(struct ev_loop *loop, ev_prepare *w, int revents)
@@ -425,11 +342,11 @@ static void cycle(struct ev_loop *loop, ev_prepare *w, int revents)
     if (s->stop_flag != STOP_NONE) {
         stop_mode_t mode = s->stop_flag;
         s->stop_flag = STOP_NONE;
-        begin_stop(s, mode, s->stop_signal);
+        sl_supervisor_begin_stop(s, mode, s->stop_signal);
     }
     if (s->reload_flag) {
         s->reload_flag = false;
-        begin_reload(s);
+        sl_supervisor_begin_reload(s);
     }
     if (s->upgrade_flag) {
         s->upgrade_flag = false;
@@ -442,7 +359,7 @@ static void cycle(struct ev_loop *loop, ev_prepare *w, int revents)
     if (s->more_workers != 0) {
         resize(s);
     }
-    maintain(s);
+    sl_maintain(s);
     if (s->stopping != STOP_NONE && sl_table_count(&s->table) == 0 &&
         !sl_upgrade_running(&s->upgrade)) {
         ev_break(loop, EVBREAK_ALL);
@@ -502,14 +419,15 @@ static void worker_exited(supervisor_t *s, sl_worker_t *w, int status)
     }
     if (appload && !s->any_ready) {
         s->app_failed = true;
-        begin_stop(s, STOP_GRACEFUL, 0);
+        sl_supervisor_begin_stop(s, STOP_GRACEFUL, 0);
         return;
     }
     if (booting && s->reloading && gen == s->gen_next) {
-        reload_failed(s, "worker %d (pid %ld) exited before it was ready%s", id,
-                      pid, appload ? " (the application failed to load)" : "");
+        sl_supervisor_reload_failed(
+            s, "worker %d (pid %ld) exited before it was ready%s", id, pid,
+            appload ? " (the application failed to load)" : "");
     }
-    died_young(s, age);
+    sl_supervisor_died_young(s, age);
 }
 
 /* One line per exit, at a level that says whether it was news. QUIET_APPLOAD:
@@ -545,7 +463,7 @@ static void log_exit(const sl_worker_t *w, int status, bool quiet_appload)
 /* Young means it did not outlive the longest backoff. The delay doubles
  * once per round of deaths: workers dying together (a bad deploy) move it
  * one step, not one step each. */
-static void died_young(supervisor_t *s, ev_tstamp age)
+void sl_supervisor_died_young(supervisor_t *s, ev_tstamp age)
 {
     ev_tstamp now = ev_now(s->loop);
 
@@ -562,7 +480,7 @@ static void died_young(supervisor_t *s, ev_tstamp age)
 /* Ask every worker to exit: TERM drains, INT and QUIT are passed on as they
  * came. A fast stop may overtake a graceful one, never the reverse. SIG is
  * 0 when the supervisor decides to stop on its own. */
-static void begin_stop(supervisor_t *s, stop_mode_t mode, int sig)
+void sl_supervisor_begin_stop(supervisor_t *s, stop_mode_t mode, int sig)
 {
     ev_tstamp now = ev_now(s->loop);
     const sl_options_t *o = s->o;
@@ -620,7 +538,7 @@ static void begin_stop(supervisor_t *s, stop_mode_t mode, int sig)
 
 /* HUP: a new generation. Deferred while the first one is still booting:
  * there is nothing to restart yet, and READY=1 must come first. */
-static void begin_reload(supervisor_t *s)
+void sl_supervisor_begin_reload(supervisor_t *s)
 {
     char status[NOTE_MAX * 2];
 
@@ -642,13 +560,13 @@ static void begin_reload(supervisor_t *s)
     s->reload_note[0] = '\0';
     sl_info("Handling signal: hup: rolling restart of %d workers, %d at a time",
             s->target, s->o->reload_surge);
-    status_text(s, status, sizeof(status));
+    sl_supervisor_status_text(s, status, sizeof(status));
     sl_notify_reloading(status);
 }
 
 /* A replacement failed: stop replacing. Whatever is READY now, of either
  * generation, serves on; replacements still booting are sent away. */
-static void reload_failed(supervisor_t *s, const char *fmt, ...)
+void sl_supervisor_reload_failed(supervisor_t *s, const char *fmt, ...)
 {
     char why[NOTE_MAX - 32];
     char status[NOTE_MAX * 2];
@@ -667,13 +585,13 @@ static void reload_failed(supervisor_t *s, const char *fmt, ...)
     for (int i = 0; i < s->table.high; i++) {
         sl_worker_t *w = &s->table.slots[i];
         if (w->state == SL_WORKER_BOOTING && w->gen == s->gen_next) {
-            drain_worker(s, w, "its rolling restart failed");
+            sl_maintain_drain_worker(s, w, "its rolling restart failed");
         } else if (w->state == SL_WORKER_READY && w->gen < oldest) {
             oldest = w->gen;
         }
     }
     s->gen_min = oldest;
-    status_text(s, status, sizeof(status));
+    sl_supervisor_status_text(s, status, sizeof(status));
     sl_notify_ready(status);
 }
 
@@ -717,7 +635,7 @@ static void reopen_logs(supervisor_t *s)
 }
 
 /* TTIN and TTOU: one worker more or fewer, between 1 and the table size
- * (less room for a restart's surge). maintain() does the rest. */
+ * (less room for a restart's surge). sl_maintain() does the rest. */
 static void resize(supervisor_t *s)
 {
     int target = s->target + s->more_workers;
@@ -735,228 +653,8 @@ static void resize(supervisor_t *s)
     }
 }
 
-/* Deadlines first (kills, health, the first boot), then the table towards
- * its target; last, the timer for the next deadline. */
-static void maintain(supervisor_t *s)
-{
-    ev_tstamp now = ev_now(s->loop);
-    ev_tstamp next = 0;
-
-    enforce_kills(s, now, &next);
-    if (s->stopping == STOP_NONE) {
-        check_health(s, now, &next);
-        check_first_boot(s, now, &next);
-    }
-    if (s->stopping == STOP_NONE) {
-        replace_outdated(s);
-        trim_excess(s);
-        spawn_missing(s, now, &next);
-        check_progress(s);
-    }
-    ev_timer_stop(s->loop, &s->wake_timer);
-    if (next != 0) {
-        ev_timer_set(&s->wake_timer, next > now ? next - now : 0.001, 0);
-        ev_timer_start(s->loop, &s->wake_timer);
-    }
-}
-
-/* SIGKILL for every worker past its deadline; at a stop's deadline, for a
- * new supervisor that has not gone either. */
-static void enforce_kills(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
-{
-    for (int i = 0; i < s->table.high; i++) {
-        sl_worker_t *w = &s->table.slots[i];
-        if (w->state != SL_WORKER_STOPPING || w->killed) {
-            continue;
-        }
-        if (now < w->kill_at) {
-            earliest(next, w->kill_at);
-            continue;
-        }
-        sl_warn("Worker %d (pid %ld) is still alive %.1fs after %s:"
-                " sending SIGKILL",
-                w->id, (long)w->pid, now - w->started,
-                w->stop_signal ? strsignal(w->stop_signal) : "draining");
-        sl_table_kill(w, SIGKILL);
-        w->killed = true;
-        if (s->stopping != STOP_NONE) {
-            s->unclean = true;
-        }
-    }
-    if (s->stopping != STOP_NONE && sl_upgrade_running(&s->upgrade)) {
-        if (now >= s->kill_at) {
-            sl_upgrade_signal(&s->upgrade, SIGKILL);
-        } else {
-            earliest(next, s->kill_at);
-        }
-    }
-}
-
-/* Every worker against --timeout and --boot-timeout; a replacement that
- * is late ends its rolling restart. */
-static void check_health(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
-{
-    const sl_options_t *o = s->o;
-    char why[NOTE_MAX - 64];
-
-    for (int i = 0; i < s->table.high; i++) {
-        sl_worker_t *w = &s->table.slots[i];
-        sl_health_t h = sl_health_check(w, now, o->timeout, o->boot_timeout,
-                                        why, sizeof(why), next);
-        if (h == SL_HEALTH_OK) {
-            continue;
-        }
-        abort_worker(s, w, "%s", why);
-        if (h == SL_HEALTH_LATE) {
-            died_young(s, now - w->started);
-        }
-        if (h == SL_HEALTH_LATE && s->reloading && w->gen == s->gen_next) {
-            reload_failed(s, "worker %d (pid %ld) %s", w->id, (long)w->pid,
-                          why);
-        }
-    }
-}
-
-/* No worker ready at all, --boot-timeout after start: give up, with the
- * tracebacks of the ones still booting (where are they stuck?). */
-static void check_first_boot(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
-{
-    double limit = s->o->boot_timeout;
-
-    if (s->any_ready || limit <= 0) {
-        return;
-    }
-    if (now < s->boot_deadline) {
-        earliest(next, s->boot_deadline);
-        return;
-    }
-    sl_error("No worker became ready within %.1fs (--boot-timeout): giving up",
-             limit);
-    for (int i = 0; i < s->table.high; i++) {
-        sl_worker_t *w = &s->table.slots[i];
-        if (w->state == SL_WORKER_BOOTING) {
-            abort_worker(s, w, "did not become ready within %.1fs", limit);
-        }
-    }
-    s->boot_failed = true;
-    begin_stop(s, STOP_GRACEFUL, 0);
-}
-
-/* SIGABRT: faulthandler writes the Python tracebacks of every thread to
- * the error log and the process dies; SIGKILL follows if it does not. */
-static void abort_worker(supervisor_t *s, sl_worker_t *w, const char *fmt, ...)
-{
-    char why[NOTE_MAX];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
-    sl_error("Worker %d (pid %ld) %s: sending SIGABRT (tracebacks follow)"
-             " and replacing it",
-             w->id, (long)w->pid, why);
-    w->aborted = true;
-    sl_table_stop(w, SIGABRT, ev_now(s->loop) + ABORT_GRACE);
-}
-
-/* TERM outdated workers while the up-to-date READY ones alone, with the
- * outdated ones left, still make the target. */
-static void replace_outdated(supervisor_t *s)
-{
-    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
-
-    for (int excess = c.current_ready + c.outdated - s->target;
-         excess > 0 && c.outdated > 0; excess--, c.outdated--) {
-        sl_worker_t *w = sl_table_pick_outdated(&s->table, s->gen_min);
-        if (w->gen < s->gen_min) {
-            s->reload_replaced++;
-        }
-        drain_worker(s, w, w->retire ? "retired" : "replaced");
-    }
-}
-
-/* More up-to-date workers than the target (TTOU, a failed restart's
- * leftovers): TERM the extra ones. */
-static void trim_excess(supervisor_t *s)
-{
-    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
-
-    for (; c.current > s->target; c.current--) {
-        drain_worker(s, sl_table_pick_excess(&s->table, s->gen_min),
-                     "not needed");
-    }
-}
-
-/* Start up-to-date workers until the target is met, never more than the
- * surge above it, and not before a backoff delay has passed. */
-static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
-{
-    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
-
-    for (; c.current < s->target && c.live < s->target + s->o->reload_surge;
-         c.current++, c.live++) {
-        if (now < s->spawn_at) {
-            earliest(next, s->spawn_at);
-            return;
-        }
-        sl_worker_t *w = sl_table_spawn(&s->table, s->worker_exe, s->argv,
-                                        s->fds, s->nls, s->gen_next);
-        if (w == NULL) {
-            died_young(s, 0);
-            earliest(next, s->spawn_at);
-            return;
-        }
-        sl_info("Booting worker %d with pid: %ld", w->id, (long)w->pid);
-    }
-}
-
-/* The moments to tell someone: the first generation is all READY (systemd,
- * or the old supervisor after USR2), a rolling restart is complete. */
-static void check_progress(supervisor_t *s)
-{
-    char status[NOTE_MAX * 2];
-    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
-
-    if (!s->ready_notified && c.current_ready >= s->target) {
-        s->ready_notified = true;
-        sl_info("All %d workers are ready", c.current_ready);
-        status_text(s, status, sizeof(status));
-        if (sl_upgrade_is_successor(&s->upgrade)) {
-            if (s->o->pidfile != NULL) {
-                sl_pidfile_write(s->o->pidfile);
-            }
-            sl_notify_mainpid(getpid(), true, status);
-            sl_upgrade_took_over(&s->upgrade);
-        } else {
-            sl_notify_ready(status);
-        }
-    }
-    if (s->reloading && c.current_ready >= s->target && c.older == 0) {
-        s->reloading = false;
-        sl_info("Rolling restart done: %d workers replaced in %.1fs",
-                s->reload_replaced, ev_now(s->loop) - s->reload_started);
-        status_text(s, status, sizeof(status));
-        sl_notify_ready(status);
-    }
-    if (s->reload_pending && s->ready_notified) {
-        s->reload_pending = false;
-        begin_reload(s);
-    }
-}
-
-/* TERM: W drains within --graceful-timeout (after --shutdown-delay). */
-static void drain_worker(supervisor_t *s, sl_worker_t *w, const char *why)
-{
-    const sl_options_t *o = s->o;
-    ev_tstamp deadline =
-        ev_now(s->loop) + o->shutdown_delay + o->graceful_timeout + KILL_GRACE;
-
-    sl_info("Worker %d (pid %ld) %s: draining", w->id, (long)w->pid, why);
-    sl_table_stop(w, SIGTERM, deadline);
-}
-
 /* STATUS=: "4/4 workers ready, 120.5 req/s", with what is going on. */
-static void status_text(const supervisor_t *s, char *buf, size_t size)
+void sl_supervisor_status_text(const supervisor_t *s, char *buf, size_t size)
 {
     char what[NOTE_MAX] = "";
 
@@ -983,13 +681,6 @@ static void update_title(const supervisor_t *s)
 
     sl_proctitle_set(name, "%s: supervisor%s [%s]", name,
                      s->handed_over ? " (old, draining)" : "", s->o->app);
-}
-
-static void earliest(ev_tstamp *next, ev_tstamp t)
-{
-    if (*next == 0 || t < *next) {
-        *next = t;
-    }
 }
 
 static int exit_status(const supervisor_t *s)

@@ -60,7 +60,7 @@ struct sl_table {
 /* An empty table whose channels are watched on LOOP; ON_MSG(CTX, ...) gets
  * every message. 0, or -1 after logging (out of memory). */
 int sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
-                   void *ctx);
+                  void *ctx);
 
 /* Fork + exec a worker of generation GEN in the lowest free slot, with its
  * control channel: EXE with ARGV and the listeners FDS[0..NFDS). Returns its

@@ -1,0 +1,252 @@
+/* maintain.c - the worker table towards its target, once per cycle.
+ *
+ * What supervisor.c's cycle() does last, after it acted on the signals:
+ * deadlines first (kills due, hung workers, the first boot), then the
+ * table: outdated workers replaced (never below the target), extra ones
+ * drained, missing ones spawned (after the backoff), and the moments worth
+ * telling systemd (READY=1, a restart complete). It decides from the table
+ * and the clock alone, so it can run as often as cycle() likes.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "supervisor/health.h"
+#include "supervisor/notify.h"
+#include "supervisor/pidfile.h"
+#include "supervisor/state.h"
+
+static void enforce_kills(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
+static void check_health(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
+static void check_first_boot(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
+static void abort_worker(supervisor_t *s, sl_worker_t *w, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void replace_outdated(supervisor_t *s);
+static void trim_excess(supervisor_t *s);
+static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
+static void check_progress(supervisor_t *s);
+
+/* Deadlines first (kills, health, the first boot), then the table towards
+ * its target; last, the timer for the next deadline. */
+void sl_maintain(supervisor_t *s)
+{
+    ev_tstamp now = ev_now(s->loop);
+    ev_tstamp next = 0;
+
+    enforce_kills(s, now, &next);
+    if (s->stopping == STOP_NONE) {
+        check_health(s, now, &next);
+        check_first_boot(s, now, &next);
+    }
+    if (s->stopping == STOP_NONE) {
+        replace_outdated(s);
+        trim_excess(s);
+        spawn_missing(s, now, &next);
+        check_progress(s);
+    }
+    ev_timer_stop(s->loop, &s->wake_timer);
+    if (next != 0) {
+        ev_timer_set(&s->wake_timer, next > now ? next - now : 0.001, 0);
+        ev_timer_start(s->loop, &s->wake_timer);
+    }
+}
+
+/* SIGKILL for every worker past its deadline; at a stop's deadline, for a
+ * new supervisor that has not gone either. */
+static void enforce_kills(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
+{
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        if (w->state != SL_WORKER_STOPPING || w->killed) {
+            continue;
+        }
+        if (now < w->kill_at) {
+            sl_earliest(next, w->kill_at);
+            continue;
+        }
+        sl_warn("Worker %d (pid %ld) is still alive %.1fs after %s:"
+                " sending SIGKILL",
+                w->id, (long)w->pid, now - w->started,
+                w->stop_signal ? strsignal(w->stop_signal) : "draining");
+        sl_table_kill(w, SIGKILL);
+        w->killed = true;
+        if (s->stopping != STOP_NONE) {
+            s->unclean = true;
+        }
+    }
+    if (s->stopping != STOP_NONE && sl_upgrade_running(&s->upgrade)) {
+        if (now >= s->kill_at) {
+            sl_upgrade_signal(&s->upgrade, SIGKILL);
+        } else {
+            sl_earliest(next, s->kill_at);
+        }
+    }
+}
+
+/* Every worker against --timeout and --boot-timeout; a replacement that
+ * is late ends its rolling restart. */
+static void check_health(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
+{
+    const sl_options_t *o = s->o;
+    char why[NOTE_MAX - 64];
+
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        sl_health_t h = sl_health_check(w, now, o->timeout, o->boot_timeout,
+                                        why, sizeof(why), next);
+        if (h == SL_HEALTH_OK) {
+            continue;
+        }
+        abort_worker(s, w, "%s", why);
+        if (h == SL_HEALTH_LATE) {
+            sl_supervisor_died_young(s, now - w->started);
+        }
+        if (h == SL_HEALTH_LATE && s->reloading && w->gen == s->gen_next) {
+            sl_supervisor_reload_failed(s, "worker %d (pid %ld) %s", w->id,
+                                        (long)w->pid, why);
+        }
+    }
+}
+
+/* No worker ready at all, --boot-timeout after start: give up, with the
+ * tracebacks of the ones still booting (where are they stuck?). */
+static void check_first_boot(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
+{
+    double limit = s->o->boot_timeout;
+
+    if (s->any_ready || limit <= 0) {
+        return;
+    }
+    if (now < s->boot_deadline) {
+        sl_earliest(next, s->boot_deadline);
+        return;
+    }
+    sl_error("No worker became ready within %.1fs (--boot-timeout): giving up",
+             limit);
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        if (w->state == SL_WORKER_BOOTING) {
+            abort_worker(s, w, "did not become ready within %.1fs", limit);
+        }
+    }
+    s->boot_failed = true;
+    sl_supervisor_begin_stop(s, STOP_GRACEFUL, 0);
+}
+
+/* SIGABRT: faulthandler writes the Python tracebacks of every thread to
+ * the error log and the process dies; SIGKILL follows if it does not. */
+static void abort_worker(supervisor_t *s, sl_worker_t *w, const char *fmt, ...)
+{
+    char why[NOTE_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    sl_error("Worker %d (pid %ld) %s: sending SIGABRT (tracebacks follow)"
+             " and replacing it",
+             w->id, (long)w->pid, why);
+    w->aborted = true;
+    sl_table_stop(w, SIGABRT, ev_now(s->loop) + ABORT_GRACE);
+}
+
+/* TERM outdated workers while the up-to-date READY ones alone, with the
+ * outdated ones left, still make the target. */
+static void replace_outdated(supervisor_t *s)
+{
+    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
+
+    for (int excess = c.current_ready + c.outdated - s->target;
+         excess > 0 && c.outdated > 0; excess--, c.outdated--) {
+        sl_worker_t *w = sl_table_pick_outdated(&s->table, s->gen_min);
+        if (w->gen < s->gen_min) {
+            s->reload_replaced++;
+        }
+        sl_maintain_drain_worker(s, w, w->retire ? "retired" : "replaced");
+    }
+}
+
+/* More up-to-date workers than the target (TTOU, a failed restart's
+ * leftovers): TERM the extra ones. */
+static void trim_excess(supervisor_t *s)
+{
+    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
+
+    for (; c.current > s->target; c.current--) {
+        sl_maintain_drain_worker(s, sl_table_pick_excess(&s->table, s->gen_min),
+                                 "not needed");
+    }
+}
+
+/* Start up-to-date workers until the target is met, never more than the
+ * surge above it, and not before a backoff delay has passed. */
+static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
+{
+    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
+
+    for (; c.current < s->target && c.live < s->target + s->o->reload_surge;
+         c.current++, c.live++) {
+        if (now < s->spawn_at) {
+            sl_earliest(next, s->spawn_at);
+            return;
+        }
+        sl_worker_t *w = sl_table_spawn(&s->table, s->worker_exe, s->argv,
+                                        s->fds, s->nls, s->gen_next);
+        if (w == NULL) {
+            sl_supervisor_died_young(s, 0);
+            sl_earliest(next, s->spawn_at);
+            return;
+        }
+        sl_info("Booting worker %d with pid: %ld", w->id, (long)w->pid);
+    }
+}
+
+/* The moments to tell someone: the first generation is all READY (systemd,
+ * or the old supervisor after USR2), a rolling restart is complete. */
+static void check_progress(supervisor_t *s)
+{
+    char status[NOTE_MAX * 2];
+    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
+
+    if (!s->ready_notified && c.current_ready >= s->target) {
+        s->ready_notified = true;
+        sl_info("All %d workers are ready", c.current_ready);
+        sl_supervisor_status_text(s, status, sizeof(status));
+        if (sl_upgrade_is_successor(&s->upgrade)) {
+            if (s->o->pidfile != NULL) {
+                sl_pidfile_write(s->o->pidfile);
+            }
+            sl_notify_mainpid(getpid(), true, status);
+            sl_upgrade_took_over(&s->upgrade);
+        } else {
+            sl_notify_ready(status);
+        }
+    }
+    if (s->reloading && c.current_ready >= s->target && c.older == 0) {
+        s->reloading = false;
+        sl_info("Rolling restart done: %d workers replaced in %.1fs",
+                s->reload_replaced, ev_now(s->loop) - s->reload_started);
+        sl_supervisor_status_text(s, status, sizeof(status));
+        sl_notify_ready(status);
+    }
+    if (s->reload_pending && s->ready_notified) {
+        s->reload_pending = false;
+        sl_supervisor_begin_reload(s);
+    }
+}
+
+/* TERM: W drains within --graceful-timeout (after --shutdown-delay). */
+void sl_maintain_drain_worker(supervisor_t *s, sl_worker_t *w, const char *why)
+{
+    const sl_options_t *o = s->o;
+    ev_tstamp deadline =
+        ev_now(s->loop) + o->shutdown_delay + o->graceful_timeout + KILL_GRACE;
+
+    sl_info("Worker %d (pid %ld) %s: draining", w->id, (long)w->pid, why);
+    sl_table_stop(w, SIGTERM, deadline);
+}
