@@ -170,12 +170,17 @@ def wait_gone(pids, timeout, what="processes to exit", interval=0.01):
                       timeout, what, interval=interval)
 
 
-def vm_rss_kib(pid):
+def status_kib(pid, field):
+    """FIELD (VmRSS, RssAnon, ...) of /proc/PID/status, in KiB."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
-    raise AssertionError("no VmRSS for pid %d" % pid)
+    raise AssertionError("no %s for pid %d" % (field, pid))
+
+
+def vm_rss_kib(pid):
+    return status_kib(pid, "VmRSS")
 
 
 def clean_env(extra=None, inline=False):
