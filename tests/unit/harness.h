@@ -1,14 +1,19 @@
-/* harness.h - what the loop-side suites share: options from an argv, a real
- * pump on a loopback listener, clients connected to it, and a bounded loop
- * runner that polls for a condition instead of sleeping.
+/* harness.h - what the suites share. For every suite: scratch
+ * directories, the log in a file, bounded waits for a condition or a
+ * child's exit, and a NOTIFY_SOCKET of the test's own. For the loop-side
+ * suites: options from an argv, a real pump on a loopback listener, clients
+ * connected to it, and a bounded loop runner.
  *
- * The one idea: the test thread *is* the loop thread. It runs libev one pass
- * at a time (EVRUN_ONCE, with a 10 ms guard timer so a pass never blocks
- * long) and checks its condition after every pass, so nothing here sleeps
- * for a fixed time and a broken condition fails after H_DEADLINE seconds
- * instead of hanging. Everything is static inline so a suite that uses part
- * of it still builds under -Wunused-function; suites run their tests forked
- * (check's default), so the globals here start fresh in every test.
+ * The one idea: nothing here sleeps for a fixed time. A test waits for the
+ * event that proves the state it needs, and a wait that never ends fails
+ * after a deadline instead of hanging. Where the test thread is a loop
+ * thread, it runs libev one pass at a time (EVRUN_ONCE, with a 10 ms guard
+ * timer so a pass never blocks long) and checks its condition after every
+ * pass; elsewhere it polls the condition, blocked on a descriptor that
+ * would announce the change when there is one. Everything is static inline
+ * so a suite that uses part of it still builds under -Wunused-function;
+ * suites run their tests forked (check's default), so the globals here
+ * start fresh in every test.
  */
 #ifndef SL_TEST_HARNESS_H
 #define SL_TEST_HARNESS_H
@@ -17,14 +22,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +79,206 @@ static inline const char *h_test_dir(void)
     return d;
 }
 
+/* The whole of file PATH (a static buffer, reused by the next call);
+ * "" when it does not exist. */
+static inline const char *h_file_text(const char *path)
+{
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "r");
+    size_t n = 0;
+
+    if (f != NULL) {
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static char h_logpath[128];
+
+/* Send this process's log to error.log in h_test_dir(). */
+static inline void h_log_to_file(void)
+{
+    snprintf(h_logpath, sizeof(h_logpath), "%s/error.log", h_test_dir());
+    ck_assert_int_eq(sl_log_open(h_logpath), 0);
+}
+
+/* Everything logged since h_log_to_file() (h_file_text()'s buffer). */
+static inline const char *h_log_text(void)
+{
+    return h_file_text(h_logpath);
+}
+
+/* ------------------------------------------------------------------ */
+/* bounded waits                                                      */
+
+static inline double h_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Until PRED(ARG) holds: true, or false after SECS. Between tries it
+ * blocks up to 5 ms in poll() on FD, the descriptor that becomes readable
+ * when the state may have changed (-1 when there is none), so a change
+ * announced on FD is seen at once and anything else within 5 ms. */
+static inline bool h_wait_fd_until(int fd, bool (*pred)(void *), void *arg,
+                                   double secs)
+{
+    double end = h_now() + secs;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+    while (!pred(arg)) {
+        if (h_now() > end)
+            return false;
+        poll(&pfd, fd >= 0 ? 1 : 0, 5);
+    }
+    return true;
+}
+
+static inline bool h_wait_until(bool (*pred)(void *), void *arg, double secs)
+{
+    return h_wait_fd_until(-1, pred, arg, secs);
+}
+
+typedef struct {
+    pid_t pid;
+    int *status;
+} h_child_t;
+
+static inline bool h_reaped(void *arg)
+{
+    h_child_t *c = arg;
+    pid_t r = waitpid(c->pid, c->status, WNOHANG);
+
+    ck_assert_msg(r != -1, "waitpid(%ld): %s", (long)c->pid, strerror(errno));
+    return r == c->pid;
+}
+
+/* Reap child PID into *STATUS within SECS; false (the child left running)
+ * when it did not exit in time. */
+static inline bool h_wait_exit(pid_t pid, int *status, double secs)
+{
+    h_child_t c = {pid, status};
+
+    return h_wait_until(h_reaped, &c, secs);
+}
+
+/* ------------------------------------------------------------------ */
+/* a NOTIFY_SOCKET of the test's own                                  */
+
+#define H_MAX_NOTES 256
+
+typedef struct {
+    int fd;
+    int n;                        /* datagrams received */
+    char text[H_MAX_NOTES][1024]; /* each NUL-terminated */
+    double at[H_MAX_NOTES];       /* h_now() when it was read */
+    char name[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* as set */
+} h_notify_t;
+
+/* Bind a datagram socket and point NOTIFY_SOCKET at it: a file in
+ * h_test_dir(), or with ABSTRACT a name in Linux's abstract namespace
+ * ("@..."). What this process and its children send afterwards lands in
+ * NT. Past H_MAX_NOTES, the last slot is overwritten. */
+static inline void h_notify_open(h_notify_t *nt, bool abstract)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    socklen_t len;
+
+    nt->n = 0;
+    if (abstract) {
+        snprintf(nt->name, sizeof(nt->name), "@sl-test-notify-%ld",
+                 (long)getpid());
+        memcpy(sun.sun_path + 1, nt->name + 1, strlen(nt->name) - 1);
+        len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+                          strlen(nt->name));
+    } else {
+        snprintf(nt->name, sizeof(nt->name), "%s/notify", h_test_dir());
+        strcpy(sun.sun_path, nt->name);
+        len = sizeof(sun);
+    }
+    nt->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ck_assert_int_ne(nt->fd, -1);
+    ck_assert_msg(bind(nt->fd, (struct sockaddr *)&sun, len) == 0,
+                  "bind(%s): %s", nt->name, strerror(errno));
+    ck_assert_int_eq(setenv("NOTIFY_SOCKET", nt->name, 1), 0);
+}
+
+static inline void h_notify_close(h_notify_t *nt)
+{
+    if (nt->fd >= 0)
+        close(nt->fd);
+    nt->fd = -1;
+    unsetenv("NOTIFY_SOCKET");
+}
+
+/* Take every datagram waiting, without blocking. */
+static inline void h_notify_read(h_notify_t *nt)
+{
+    for (;;) {
+        int i = nt->n < H_MAX_NOTES ? nt->n : H_MAX_NOTES - 1;
+        ssize_t got = recv(nt->fd, nt->text[i], sizeof(nt->text[i]) - 1, 0);
+        if (got < 0)
+            return;
+        nt->text[i][got] = '\0';
+        nt->at[i] = h_now();
+        if (nt->n < H_MAX_NOTES)
+            nt->n++;
+    }
+}
+
+/* The index of the first datagram at or after FROM containing TEXT, or -1
+ * (reading what is waiting first). */
+static inline int h_notify_find(h_notify_t *nt, const char *text, int from)
+{
+    h_notify_read(nt);
+    for (int i = from; i < nt->n; i++) {
+        if (strstr(nt->text[i], text) != NULL)
+            return i;
+    }
+    return -1;
+}
+
+/* Datagrams so far containing TEXT. */
+static inline int h_notify_count(h_notify_t *nt, const char *text)
+{
+    int k = 0;
+
+    h_notify_read(nt);
+    for (int i = 0; i < nt->n; i++)
+        k += strstr(nt->text[i], text) != NULL;
+    return k;
+}
+
+typedef struct {
+    h_notify_t *nt;
+    const char *text;
+    int from, found;
+} h_note_t;
+
+static inline bool h_note_came(void *arg)
+{
+    h_note_t *w = arg;
+
+    w->found = h_notify_find(w->nt, w->text, w->from);
+    return w->found >= 0;
+}
+
+/* Wait up to SECS for a datagram containing TEXT at or after index FROM;
+ * its index, or -1. */
+static inline int h_notify_wait(h_notify_t *nt, const char *text, int from,
+                                double secs)
+{
+    h_note_t w = {nt, text, from, -1};
+
+    h_wait_fd_until(nt->fd, h_note_came, &w, secs);
+    return w.found;
+}
+
 /* ------------------------------------------------------------------ */
 /* options                                                            */
 
@@ -104,29 +313,29 @@ static inline void h_guard_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
 }
 
-static inline double h_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Run passes of P's loop until PRED(ARG) holds; false after H_DEADLINE. */
-static inline bool h_run_until(sl_pump_t *p, bool (*pred)(void *), void *arg)
+/* Run passes of LOOP until PRED(ARG) holds; false after H_DEADLINE. The
+ * guard timer goes on the first loop run this way (one loop per test). */
+static inline bool h_loop_until(struct ev_loop *loop, bool (*pred)(void *),
+                                void *arg)
 {
     double end = h_now() + H_DEADLINE;
 
     if (!ev_is_active(&h_guard)) {
         ev_timer_init(&h_guard, h_guard_cb, 0.01, 0.01);
-        ev_timer_start(p->loop, &h_guard);
+        ev_timer_start(loop, &h_guard);
     }
     while (!pred(arg)) {
         if (h_now() > end)
             return false;
-        ev_run(p->loop, EVRUN_ONCE);
+        ev_run(loop, EVRUN_ONCE);
     }
     return true;
+}
+
+/* Run passes of P's loop until PRED(ARG) holds; false after H_DEADLINE. */
+static inline bool h_run_until(sl_pump_t *p, bool (*pred)(void *), void *arg)
+{
+    return h_loop_until(p->loop, pred, arg);
 }
 
 /* A few passes with nothing expected to change: for asserting that

@@ -15,29 +15,18 @@
 #include "tests/unit/harness.h"
 #include "worker/python/py.h"
 
-static char hp_logpath[128];
-
 /* Send the log, and fd 2 with Python's tracebacks, to a file (as the
  * worker does with --error-logfile). */
 static inline void hp_log_to_file(void)
 {
-    snprintf(hp_logpath, sizeof(hp_logpath), "%s/error.log", h_test_dir());
-    ck_assert_int_eq(sl_log_open(hp_logpath), 0);
+    h_log_to_file();
     ck_assert_int_ge(dup2(sl_log_fd(), STDERR_FILENO), 0);
 }
 
 /* Everything logged so far (a static buffer). */
 static inline const char *hp_log_text(void)
 {
-    static char buf[1 << 16];
-    FILE *f = fopen(hp_logpath, "r");
-    size_t n;
-
-    ck_assert_ptr_nonnull(f);
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    return h_log_text();
 }
 
 /* Print and fail on a pending Python exception. */
