@@ -37,7 +37,6 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "common/proctitle.h"
-#include "supervisor/health.h"
 #include "supervisor/listen.h"
 #include "supervisor/pidfile.h"
 #include "supervisor/spawn.h"
@@ -958,50 +957,6 @@ START_TEST(test_listen_fdlist_round_trip)
 }
 END_TEST
 
-START_TEST(test_health_verdicts)
-{
-    sl_worker_t w = {
-        .state = SL_WORKER_READY, .started = 100, .heartbeat = 110};
-    char why[128] = "";
-    ev_tstamp next = 0;
-
-    w.last = (sl_ctl_msg_t){.lanes = 2, .busy_lanes = 1, .oldest = 50};
-    ck_assert_int_eq(sl_health_check(&w, 115, 30, 30, why, sizeof(why), &next),
-                     SL_HEALTH_OK); /* one lane of two stuck: slow, not hung */
-    ck_assert(next == 140);
-    ck_assert_int_eq(
-        sl_health_check(&w, 140.5, 30, 30, why, sizeof(why), &next),
-        SL_HEALTH_HUNG);
-    ck_assert_str_eq(why, "timed out: no heartbeat for 30.5s");
-    w.last.busy_lanes = 2;
-    w.last.oldest = 29;
-    ck_assert_int_eq(sl_health_check(&w, 115, 30, 30, why, sizeof(why), &next),
-                     SL_HEALTH_OK);
-    w.last.oldest = 31;
-    ck_assert_int_eq(sl_health_check(&w, 115, 30, 30, why, sizeof(why), &next),
-                     SL_HEALTH_HUNG);
-    ck_assert_str_eq(why,
-                     "timed out: all 2 lanes busy with a request for 31.0s");
-    ck_assert_int_eq(sl_health_check(&w, 999, 0, 30, why, sizeof(why), &next),
-                     SL_HEALTH_OK); /* --timeout 0: never */
-    w.last = (sl_ctl_msg_t){.lanes = 0, .busy_lanes = 0, .oldest = 99};
-    ck_assert_int_eq(sl_health_check(&w, 115, 30, 30, why, sizeof(why), &next),
-                     SL_HEALTH_OK); /* no lanes reported: only silence counts */
-
-    w.state = SL_WORKER_BOOTING;
-    next = 0;
-    ck_assert_int_eq(sl_health_check(&w, 120, 30, 30, why, sizeof(why), &next),
-                     SL_HEALTH_OK);
-    ck_assert(next == 130);
-    ck_assert_int_eq(sl_health_check(&w, 130, 30, 30, why, sizeof(why), &next),
-                     SL_HEALTH_LATE);
-    ck_assert_ptr_nonnull(strstr(why, "within 30.0s"));
-    w.state = SL_WORKER_STOPPING;
-    ck_assert_int_eq(sl_health_check(&w, 999, 30, 30, why, sizeof(why), &next),
-                     SL_HEALTH_OK); /* draining workers send no heartbeat */
-}
-END_TEST
-
 static sl_table_t table;
 
 START_TEST(test_table_counts_and_picks)
@@ -1106,7 +1061,6 @@ static Suite *supervisor_suite(void)
     tcase_add_test(replace, test_hup_surge);
     tcase_add_test(replace, test_hup_failure_keeps_old_generation);
     tcase_add_test(sd, test_notify_sequence);
-    tcase_add_test(help, test_health_verdicts);
     tcase_add_test(help, test_table_counts_and_picks);
     tcase_add_test(help, test_pidfile_only_removes_its_own);
     tcase_add_test(help, test_find_worker_honours_the_variable);
