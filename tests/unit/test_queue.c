@@ -1,0 +1,525 @@
+/* test_queue.c - check suite for common/queue.c, the ticket queue between
+ * the loop thread and the executor lanes.
+ *
+ * The single-threaded cases pin down the ring: order, wrap-around, a push
+ * refused whole when it does not fit. The threaded ones use real consumer
+ * threads blocked in sl_queue_pop_wait() and wait, bounded, for what proves
+ * each step: the queue's own count of idle consumers, or a consumer's
+ * counter of what it took. How many consumers a push wakes is not visible
+ * from outside the queue, so this file stands in for pthread_cond_signal()
+ * and pthread_cond_broadcast() (the executable's definitions win over
+ * libc's for the queue's calls) and counts the wake-ups on the queue's own
+ * condition variable before passing each call on to libc.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "common/queue.h"
+#include "tests/unit/harness.h"
+
+#define WAIT_S 5.0
+
+/* ---- counting wake-ups ---------------------------------------------- */
+
+static pthread_cond_t *watched; /* the queue's cv, once a test says so */
+static atomic_int signals, broadcasts;
+
+int pthread_cond_signal(pthread_cond_t *cv)
+{
+    static int (*real)(pthread_cond_t *);
+
+    if (real == NULL)
+        real = dlvsym(RTLD_NEXT, "pthread_cond_signal", "GLIBC_2.3.2");
+    if (cv == watched)
+        atomic_fetch_add(&signals, 1);
+    return real(cv);
+}
+
+int pthread_cond_broadcast(pthread_cond_t *cv)
+{
+    static int (*real)(pthread_cond_t *);
+
+    if (real == NULL)
+        real = dlvsym(RTLD_NEXT, "pthread_cond_broadcast", "GLIBC_2.3.2");
+    if (cv == watched)
+        atomic_fetch_add(&broadcasts, 1);
+    return real(cv);
+}
+
+static int nsignals(void)
+{
+    return atomic_load(&signals);
+}
+
+static int nbroadcasts(void)
+{
+    return atomic_load(&broadcasts);
+}
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static sl_queue_t q;
+
+static sl_ticket_t ticket(uint32_t idx)
+{
+    return (sl_ticket_t){.idx = idx, .gen = idx * 10, .kind = idx % 2};
+}
+
+static void push_range(uint32_t from, uint32_t n)
+{
+    sl_ticket_t t[64];
+
+    ck_assert_uint_le(n, 64);
+    for (uint32_t i = 0; i < n; i++)
+        t[i] = ticket(from + i);
+    ck_assert_int_eq(sl_queue_push(&q, t, n), 0);
+}
+
+static void expect_pop(uint32_t idx)
+{
+    sl_ticket_t t;
+
+    ck_assert_msg(sl_queue_try_pop(&q, &t), "queue empty, wanted %u", idx);
+    ck_assert_uint_eq(t.idx, idx);
+    ck_assert_uint_eq(t.gen, idx * 10);
+    ck_assert_uint_eq(t.kind, idx % 2);
+}
+
+static int idle_now(void)
+{
+    pthread_mutex_lock(&q.mu);
+    int n = q.idle;
+    pthread_mutex_unlock(&q.mu);
+    return n;
+}
+
+typedef struct {
+    int want;
+} idle_t;
+
+static bool idle_is(void *arg)
+{
+    return idle_now() == ((idle_t *)arg)->want;
+}
+
+/* Wait until exactly N consumers are blocked in sl_queue_pop_wait(). */
+static void wait_idle(int n)
+{
+    idle_t w = {n};
+
+    ck_assert_msg(h_wait_until(idle_is, &w, WAIT_S),
+                  "%d consumers idle, waited for %d", idle_now(), n);
+}
+
+/* A consumer: pop_wait until it returns false, keeping what it took. */
+typedef struct {
+    pthread_t thread;
+    sl_ticket_t *got; /* owned */
+    size_t cap;
+    atomic_size_t n;
+    atomic_bool done;
+} consumer_t;
+
+static void *consume(void *arg)
+{
+    consumer_t *c = arg;
+    sl_ticket_t t;
+
+    while (sl_queue_pop_wait(&q, &t)) {
+        size_t i = atomic_load(&c->n);
+        if (i < c->cap)
+            c->got[i] = t;
+        atomic_store(&c->n, i + 1);
+    }
+    atomic_store(&c->done, true);
+    return NULL;
+}
+
+static void consumers_start(consumer_t *cs, int n, size_t cap)
+{
+    for (int i = 0; i < n; i++) {
+        cs[i].got = calloc(cap, sizeof(sl_ticket_t));
+        ck_assert_ptr_nonnull(cs[i].got);
+        cs[i].cap = cap;
+        atomic_init(&cs[i].n, 0);
+        atomic_init(&cs[i].done, false);
+        ck_assert_int_eq(pthread_create(&cs[i].thread, NULL, consume, &cs[i]),
+                         0);
+    }
+}
+
+typedef struct {
+    consumer_t *cs;
+    int n;
+    size_t want;
+} taken_t;
+
+static size_t taken(consumer_t *cs, int n)
+{
+    size_t k = 0;
+
+    for (int i = 0; i < n; i++)
+        k += atomic_load(&cs[i].n);
+    return k;
+}
+
+static bool taken_is(void *arg)
+{
+    taken_t *w = arg;
+
+    return taken(w->cs, w->n) >= w->want;
+}
+
+/* Wait until the consumers took WANT tickets between them. */
+static void wait_taken(consumer_t *cs, int n, size_t want)
+{
+    taken_t w = {cs, n, want};
+
+    ck_assert_msg(h_wait_until(taken_is, &w, WAIT_S),
+                  "consumers took %zu tickets, waited for %zu", taken(cs, n),
+                  want);
+}
+
+static bool all_done(void *arg)
+{
+    taken_t *w = arg;
+
+    for (int i = 0; i < w->n; i++) {
+        if (!atomic_load(&w->cs[i].done))
+            return false;
+    }
+    return true;
+}
+
+/* Close the queue, wait for every consumer to return, join them. */
+static void consumers_stop(consumer_t *cs, int n)
+{
+    taken_t w = {cs, n, 0};
+
+    sl_queue_close(&q);
+    ck_assert_msg(h_wait_until(all_done, &w, WAIT_S),
+                  "a consumer still waits after sl_queue_close()");
+    for (int i = 0; i < n; i++) {
+        pthread_join(cs[i].thread, NULL);
+        free(cs[i].got);
+    }
+}
+
+static void setup(void)
+{
+    watched = NULL;
+    atomic_store(&signals, 0);
+    atomic_store(&broadcasts, 0);
+}
+
+/* ---- the ring --------------------------------------------------------- */
+
+START_TEST(test_push_pop_in_order)
+{
+    sl_ticket_t t;
+
+    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
+    ck_assert(!sl_queue_try_pop(&q, &t));
+    push_range(1, 3);
+    ck_assert_uint_eq(q.count, 3);
+    expect_pop(1);
+    push_range(4, 1);
+    expect_pop(2);
+    expect_pop(3);
+    expect_pop(4);
+    ck_assert(!sl_queue_try_pop(&q, &t));
+    sl_queue_destroy(&q);
+    ck_assert_ptr_null(q.items);
+}
+END_TEST
+
+/* Head and tail go round the ring many times; order holds across the
+ * seam. */
+START_TEST(test_wraps_around)
+{
+    uint32_t next_in = 0, next_out = 0;
+
+    ck_assert_int_eq(sl_queue_init(&q, 5), 0);
+    for (int round = 0; round < 20; round++) {
+        uint32_t n = 1 + (uint32_t)round % 5;
+        if (q.count + n > q.cap)
+            n = q.cap - q.count;
+        push_range(next_in, n);
+        next_in += n;
+        for (uint32_t k = 0; k < 1 + (uint32_t)round % 3 && next_out < next_in;
+             k++)
+            expect_pop(next_out++);
+    }
+    while (next_out < next_in)
+        expect_pop(next_out++);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* A batch that does not fit is refused whole: nothing of it is queued,
+ * and what was queued is untouched. */
+START_TEST(test_full_push_is_refused_whole)
+{
+    sl_ticket_t t[3] = {ticket(7), ticket(8), ticket(9)};
+
+    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
+    push_range(1, 3);
+    ck_assert_int_eq(sl_queue_push(&q, t, 2), -1);
+    ck_assert_uint_eq(q.count, 3);
+    ck_assert_int_eq(sl_queue_push(&q, t, 1), 0); /* exactly full */
+    ck_assert_int_eq(sl_queue_push(&q, t + 1, 1), -1);
+    ck_assert_int_eq(sl_queue_push(&q, t, 0), 0); /* nothing always fits */
+    ck_assert_uint_eq(q.count, 4);
+    expect_pop(1);
+    expect_pop(2);
+    expect_pop(3);
+    expect_pop(7);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+START_TEST(test_pop_all_takes_at_most_n)
+{
+    sl_ticket_t out[8];
+
+    ck_assert_int_eq(sl_queue_init(&q, 8), 0);
+    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 8), 0);
+    push_range(1, 5);
+    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 0), 0);
+    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 2), 2);
+    ck_assert_uint_eq(out[0].idx, 1);
+    ck_assert_uint_eq(out[1].idx, 2);
+    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 8), 3);
+    ck_assert_uint_eq(out[0].idx, 3);
+    ck_assert_uint_eq(out[2].idx, 5);
+    ck_assert_uint_eq(q.count, 0);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* With tickets queued, pop_wait returns one at once, on this thread. */
+START_TEST(test_pop_wait_does_not_wait_when_not_empty)
+{
+    sl_ticket_t t;
+
+    ck_assert_int_eq(sl_queue_init(&q, 2), 0);
+    push_range(5, 1);
+    ck_assert(sl_queue_pop_wait(&q, &t));
+    ck_assert_uint_eq(t.idx, 5);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* ---- consumers -------------------------------------------------------- */
+
+START_TEST(test_close_wakes_every_waiter)
+{
+    consumer_t cs[3];
+
+    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
+    consumers_start(cs, 3, 4);
+    wait_idle(3);
+    consumers_stop(cs, 3);
+    ck_assert_uint_eq(taken(cs, 3), 0);
+    ck_assert_int_eq(q.idle, 0);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* Closing does not drop what is queued: pop_wait hands it out, then says
+ * false (a lane finishes the work it was given before it exits). */
+START_TEST(test_close_lets_queued_tickets_out_first)
+{
+    sl_ticket_t t;
+
+    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
+    push_range(1, 2);
+    sl_queue_close(&q);
+    ck_assert(sl_queue_pop_wait(&q, &t));
+    ck_assert_uint_eq(t.idx, 1);
+    ck_assert(sl_queue_pop_wait(&q, &t));
+    ck_assert_uint_eq(t.idx, 2);
+    ck_assert(!sl_queue_pop_wait(&q, &t));
+    ck_assert(!sl_queue_pop_wait(&q, &t)); /* and stays closed */
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* A push of N wakes N idle consumers, no more (a batch of one never
+ * stampedes every lane) and no fewer (no ticket waits while a consumer
+ * sleeps). */
+START_TEST(test_push_wakes_at_most_n)
+{
+    consumer_t cs[3];
+
+    ck_assert_int_eq(sl_queue_init(&q, 8), 0);
+    watched = &q.cv;
+    consumers_start(cs, 3, 8);
+    wait_idle(3);
+
+    push_range(1, 1);
+    wait_taken(cs, 3, 1);
+    ck_assert_int_eq(nsignals(), 1);
+    ck_assert_int_eq(nbroadcasts(), 0);
+
+    wait_idle(3); /* the one that took it is back */
+    push_range(2, 2);
+    wait_taken(cs, 3, 3);
+    ck_assert_int_eq(nsignals(), 3);
+
+    /* More tickets than sleepers: each sleeper is woken once, and takes
+     * the rest without sleeping again. */
+    wait_idle(3);
+    push_range(4, 5);
+    wait_taken(cs, 3, 8);
+    ck_assert_int_eq(nsignals(), 6);
+    ck_assert_int_eq(nbroadcasts(), 0);
+
+    consumers_stop(cs, 3);
+    ck_assert_int_eq(nbroadcasts(), 1); /* close wakes all */
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* With nobody waiting, a push wakes nobody. */
+START_TEST(test_push_without_waiters_signals_nothing)
+{
+    ck_assert_int_eq(sl_queue_init(&q, 8), 0);
+    watched = &q.cv;
+    push_range(1, 4);
+    ck_assert_int_eq(nsignals(), 0);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* ---- many threads ----------------------------------------------------- */
+
+#define PRODUCERS    4
+#define CONSUMERS    3
+#define PER_PRODUCER 5000
+
+typedef struct {
+    pthread_t thread;
+    uint32_t id;
+    atomic_bool done;
+} producer_t;
+
+/* Push 0..PER_PRODUCER-1 as (idx = seq, gen = producer id), in batches
+ * of one to three, retrying a batch the queue has no room for. */
+static void *produce(void *arg)
+{
+    producer_t *p = arg;
+    uint32_t seq = 0;
+
+    while (seq < PER_PRODUCER) {
+        sl_ticket_t t[3];
+        uint32_t n = 1 + seq % 3;
+        if (n > PER_PRODUCER - seq)
+            n = PER_PRODUCER - seq;
+        for (uint32_t i = 0; i < n; i++)
+            t[i] = (sl_ticket_t){.idx = seq + i, .gen = p->id};
+        if (sl_queue_push(&q, t, n) == 0)
+            seq += n;
+        else
+            sched_yield();
+    }
+    atomic_store(&p->done, true);
+    return NULL;
+}
+
+static bool producers_done(void *arg)
+{
+    producer_t *ps = arg;
+
+    for (int i = 0; i < PRODUCERS; i++) {
+        if (!atomic_load(&ps[i].done))
+            return false;
+    }
+    return true;
+}
+
+/* Every ticket comes out exactly once, and each consumer sees each
+ * producer's tickets in the order they were pushed. */
+START_TEST(test_producers_and_consumers)
+{
+    static producer_t ps[PRODUCERS];
+    static consumer_t cs[CONSUMERS];
+    static uint8_t seen[PRODUCERS][PER_PRODUCER];
+    const size_t total = (size_t)PRODUCERS * PER_PRODUCER;
+
+    ck_assert_int_eq(sl_queue_init(&q, 16), 0);
+    consumers_start(cs, CONSUMERS, total);
+    for (uint32_t i = 0; i < PRODUCERS; i++) {
+        ps[i].id = i;
+        atomic_init(&ps[i].done, false);
+        ck_assert_int_eq(pthread_create(&ps[i].thread, NULL, produce, &ps[i]),
+                         0);
+    }
+    ck_assert_msg(h_wait_until(producers_done, ps, 30),
+                  "producers did not finish");
+    for (int i = 0; i < PRODUCERS; i++)
+        pthread_join(ps[i].thread, NULL);
+    wait_taken(cs, CONSUMERS, total);
+
+    for (int c = 0; c < CONSUMERS; c++) {
+        int64_t last[PRODUCERS];
+        size_t n = atomic_load(&cs[c].n);
+        for (int p = 0; p < PRODUCERS; p++)
+            last[p] = -1;
+        for (size_t i = 0; i < n; i++) {
+            sl_ticket_t t = cs[c].got[i];
+            ck_assert_uint_lt(t.gen, PRODUCERS);
+            ck_assert_uint_lt(t.idx, PER_PRODUCER);
+            ck_assert_msg((int64_t)t.idx > last[t.gen],
+                          "consumer %d: producer %u's %u after %lld", c, t.gen,
+                          t.idx, (long long)last[t.gen]);
+            last[t.gen] = t.idx;
+            ck_assert_msg(seen[t.gen][t.idx]++ == 0, "ticket %u/%u twice",
+                          t.gen, t.idx);
+        }
+    }
+    ck_assert_uint_eq(taken(cs, CONSUMERS), total);
+    consumers_stop(cs, CONSUMERS);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+static Suite *queue_suite(void)
+{
+    Suite *s = suite_create("queue");
+    TCase *ring = tcase_create("ring");
+    TCase *threads = tcase_create("threads");
+
+    tcase_add_checked_fixture(ring, setup, NULL);
+    tcase_add_test(ring, test_push_pop_in_order);
+    tcase_add_test(ring, test_wraps_around);
+    tcase_add_test(ring, test_full_push_is_refused_whole);
+    tcase_add_test(ring, test_pop_all_takes_at_most_n);
+    tcase_add_test(ring, test_pop_wait_does_not_wait_when_not_empty);
+    suite_add_tcase(s, ring);
+
+    tcase_add_checked_fixture(threads, setup, NULL);
+    tcase_set_timeout(threads, 60);
+    tcase_add_test(threads, test_close_wakes_every_waiter);
+    tcase_add_test(threads, test_close_lets_queued_tickets_out_first);
+    tcase_add_test(threads, test_push_wakes_at_most_n);
+    tcase_add_test(threads, test_push_without_waiters_signals_nothing);
+    tcase_add_test(threads, test_producers_and_consumers);
+    suite_add_tcase(s, threads);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(queue_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
