@@ -25,16 +25,31 @@
 
 #define STATUS_MAX 512
 
-static char last_status[STATUS_MAX];
-static bool send_failed_logged;
+/* The kinds of message, each with its own "send failed" warning. */
+typedef enum {
+    MSG_READY,
+    MSG_RELOADING,
+    MSG_STOPPING,
+    MSG_STATUS,
+    MSG_MAINPID,
+    MSG_WATCHDOG,
+    MSG_KINDS,
+} msg_kind_t;
 
-static void notify_send(const char *what, const char *fmt, ...)
+static const char *const kind_names[MSG_KINDS] = {
+    "READY", "RELOADING", "STOPPING", "STATUS", "MAINPID", "WATCHDOG",
+};
+
+static char last_status[STATUS_MAX];
+static bool send_failed_logged[MSG_KINDS];
+
+static void notify_send(msg_kind_t kind, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void remember(const char *status);
 
 void sl_notify_ready(const char *status)
 {
-    notify_send("READY", "READY=1\nSTATUS=%s", status);
+    notify_send(MSG_READY, "READY=1\nSTATUS=%s", status);
     remember(status);
 }
 
@@ -48,14 +63,14 @@ void sl_notify_reloading(const char *status)
     }
     unsigned long long usec = (unsigned long long)ts.tv_sec * 1000000ULL +
                               (unsigned long long)ts.tv_nsec / 1000ULL;
-    notify_send("RELOADING", "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=%s",
+    notify_send(MSG_RELOADING, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=%s",
                 usec, status);
     remember(status);
 }
 
 void sl_notify_stopping(const char *status)
 {
-    notify_send("STOPPING", "STOPPING=1\nSTATUS=%s", status);
+    notify_send(MSG_STOPPING, "STOPPING=1\nSTATUS=%s", status);
     remember(status);
 }
 
@@ -64,20 +79,20 @@ void sl_notify_status(const char *status)
     if (strncmp(status, last_status, sizeof(last_status) - 1) == 0) {
         return;
     }
-    notify_send("STATUS", "STATUS=%s", status);
+    notify_send(MSG_STATUS, "STATUS=%s", status);
     remember(status);
 }
 
 void sl_notify_mainpid(pid_t pid, bool ready, const char *status)
 {
-    notify_send("MAINPID", "MAINPID=%ld\n%sSTATUS=%s", (long)pid,
+    notify_send(MSG_MAINPID, "MAINPID=%ld\n%sSTATUS=%s", (long)pid,
                 ready ? "READY=1\n" : "", status);
     remember(status);
 }
 
 void sl_notify_watchdog(void)
 {
-    notify_send("WATCHDOG", "WATCHDOG=1");
+    notify_send(MSG_WATCHDOG, "WATCHDOG=1");
 }
 
 double sl_notify_watchdog_interval(void)
@@ -94,9 +109,10 @@ double sl_notify_watchdog_interval(void)
     return rc > 0 ? (double)usec / 2e6 : 0;
 }
 
-/* One datagram to NOTIFY_SOCKET, if there is one. WHAT names the message
- * in the one warning logged when systemd cannot be reached. */
-static void notify_send(const char *what, const char *fmt, ...)
+/* One datagram to NOTIFY_SOCKET, if there is one. A failure is logged the
+ * first time for each KIND: the once-a-second WATCHDOG=1 must not flood
+ * the log, nor hide that READY=1 failed too. */
+static void notify_send(msg_kind_t kind, const char *fmt, ...)
 {
     char buf[STATUS_MAX + 128];
     va_list ap;
@@ -105,10 +121,10 @@ static void notify_send(const char *what, const char *fmt, ...)
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
     int rc = sl_sd_notify(buf);
-    if (rc < 0 && !send_failed_logged) {
+    if (rc < 0 && !send_failed_logged[kind]) {
         errno = -rc;
-        sl_log_errno(SL_LOG_WARNING, "sd_notify(%s) failed", what);
-        send_failed_logged = true;
+        sl_log_errno(SL_LOG_WARNING, "sd_notify(%s) failed", kind_names[kind]);
+        send_failed_logged[kind] = true;
     }
 }
 

@@ -225,6 +225,31 @@ START_TEST(test_unreachable_socket_is_logged_not_fatal)
 }
 END_TEST
 
+/* notify.h: "A failed send is logged once per kind of message": the
+ * operator learns that READY could not be sent even when WATCHDOG failed
+ * first, and the once-a-second pings do not flood the log. */
+START_TEST(test_failed_send_logged_once_per_kind)
+{
+    char path[160];
+
+    snprintf(path, sizeof(path), "%s/nobody", h_test_dir());
+    setenv("NOTIFY_SOCKET", path, 1);
+    sl_notify_watchdog();
+    sl_notify_watchdog();
+    sl_notify_ready("r");
+    sl_notify_ready("r");
+    sl_notify_status("a");
+    sl_notify_status("b");
+    sl_notify_stopping("s");
+    sl_notify_watchdog();
+    ck_assert_int_eq(log_count("sd_notify(WATCHDOG) failed"), 1);
+    ck_assert_int_eq(log_count("sd_notify(READY) failed"), 1);
+    ck_assert_int_eq(log_count("sd_notify(STATUS) failed"), 1);
+    ck_assert_int_eq(log_count("sd_notify(STOPPING) failed"), 1);
+    ck_assert_int_eq(log_count("[WARNING]"), 4);
+}
+END_TEST
+
 /* ---- the watchdog interval -------------------------------------------- */
 
 START_TEST(test_watchdog_interval)
@@ -282,6 +307,7 @@ static Suite *notify_suite(void)
     tcase_add_test(status, test_long_status_is_cut);
     tcase_add_test(none, test_no_socket_is_a_no_op);
     tcase_add_test(none, test_unreachable_socket_is_logged_not_fatal);
+    tcase_add_test(none, test_failed_send_logged_once_per_kind);
     tcase_add_test(wd, test_watchdog_interval);
     tcase_add_test(wd, test_bad_watchdog_usec_is_logged);
     return s;
