@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -53,7 +54,8 @@ static char h_dir[64]; /* made by the runner, shared by a test case */
 
 /* Unchecked fixture: it runs in the runner process, not in the forked
  * test, so h_dir_remove() cleans up even after a test that crashed before
- * its own teardown could run. */
+ * its own teardown could run: the processes h_track() noted are killed,
+ * then the directory goes. */
 static inline void h_dir_make(void)
 {
     snprintf(h_dir, sizeof(h_dir), "/tmp/sl-test-XXXXXX");
@@ -63,9 +65,32 @@ static inline void h_dir_make(void)
 static inline void h_dir_remove(void)
 {
     char cmd[96];
+    FILE *f;
 
+    snprintf(cmd, sizeof(cmd), "%s/pids", h_dir);
+    if ((f = fopen(cmd, "r")) != NULL) {
+        for (long pid; fscanf(f, "%ld", &pid) == 1;) {
+            if (pid > 0)
+                kill((pid_t)pid, SIGKILL);
+        }
+        fclose(f);
+    }
     snprintf(cmd, sizeof(cmd), "rm -rf %s", h_dir);
     ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Note process PID (a child the test started) for h_dir_remove() to kill,
+ * in case the test fails before it ends the child itself. */
+static inline void h_track(pid_t pid)
+{
+    char path[96];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/pids", h_dir);
+    f = fopen(path, "a");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%ld\n", (long)pid);
+    fclose(f);
 }
 
 /* This test's own directory under h_dir (a path in a static buffer). */
@@ -165,6 +190,38 @@ static inline bool h_wait_exit(pid_t pid, int *status, double secs)
     h_child_t c = {pid, status};
 
     return h_wait_until(h_reaped, &c, secs);
+}
+
+/* Read FD into BUF (NUL-terminated, at most SIZE - 1 bytes kept) until
+ * EOF: true, or false when SECS pass first. For what a child writes to a
+ * pipe before it closes its end. */
+static inline bool h_read_to_eof(int fd, char *buf, size_t size, double secs)
+{
+    double end = h_now() + secs;
+    size_t len = 0;
+    char sink[256];
+
+    buf[0] = '\0';
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        double left = end - h_now();
+        int r = left > 0 ? poll(&pfd, 1, (int)(left * 1000) + 1) : 0;
+        if (r == 0 || (r < 0 && errno != EINTR))
+            return false;
+        if (r < 0)
+            continue;
+        char *to = len + 1 < size ? buf + len : sink;
+        size_t room = len + 1 < size ? size - 1 - len : sizeof(sink);
+        ssize_t n = read(fd, to, room);
+        if (n == 0)
+            return true;
+        if (n < 0 && errno != EINTR && errno != EAGAIN)
+            return false;
+        if (n > 0 && to == buf + len) {
+            len += (size_t)n;
+            buf[len] = '\0';
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ */
