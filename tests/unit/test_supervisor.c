@@ -957,42 +957,6 @@ START_TEST(test_listen_fdlist_round_trip)
 }
 END_TEST
 
-static sl_table_t table;
-
-START_TEST(test_table_counts_and_picks)
-{
-    ck_assert_int_eq(sl_table_init(&table, NULL, NULL, NULL), 0);
-    sl_worker_t *s = table.slots;
-    s[0] = (sl_worker_t){.state = SL_WORKER_READY, .gen = 0, .started = 1};
-    s[1] = (sl_worker_t){.state = SL_WORKER_READY, .gen = 1, .started = 2};
-    s[2] = (sl_worker_t){.state = SL_WORKER_BOOTING, .gen = 1, .started = 3};
-    s[3] = (sl_worker_t){
-        .state = SL_WORKER_READY, .gen = 0, .started = 5, .retire = true};
-    s[4] = (sl_worker_t){.state = SL_WORKER_STOPPING, .gen = 0};
-    table.high = 5;
-
-    sl_table_counts_t c = sl_table_counts(&table, 1);
-    ck_assert_int_eq(c.live, 4);
-    ck_assert_int_eq(c.ready, 3);
-    ck_assert_int_eq(c.current, 2);
-    ck_assert_int_eq(c.current_ready, 1);
-    ck_assert_int_eq(c.outdated, 2);
-    ck_assert_int_eq(c.older, 2);
-    ck_assert_int_eq(sl_table_count(&table), 5);
-    /* retiring before merely old */
-    ck_assert_ptr_eq(sl_table_pick_outdated(&table, 1), &s[3]);
-    s[3].retire = false;
-    ck_assert_ptr_eq(sl_table_pick_outdated(&table, 1), &s[0]); /* oldest */
-    ck_assert_ptr_eq(sl_table_pick_excess(&table, 1), &s[2]);   /* booting */
-    s[2].state = SL_WORKER_READY;
-    ck_assert_ptr_eq(sl_table_pick_excess(&table, 1), &s[1]);
-    ck_assert_ptr_null(sl_table_pick_outdated(&table, 0));
-    c = sl_table_counts(&table, 0);
-    ck_assert_int_eq(c.current_ready, 4);
-    ck_assert_int_eq(c.older, 0);
-}
-END_TEST
-
 static int main_argc;
 static char **main_argv;
 
@@ -1061,7 +1025,6 @@ static Suite *supervisor_suite(void)
     tcase_add_test(replace, test_hup_surge);
     tcase_add_test(replace, test_hup_failure_keeps_old_generation);
     tcase_add_test(sd, test_notify_sequence);
-    tcase_add_test(help, test_table_counts_and_picks);
     tcase_add_test(help, test_pidfile_only_removes_its_own);
     tcase_add_test(help, test_find_worker_honours_the_variable);
     tcase_add_test(help, test_listen_fdlist_round_trip);
