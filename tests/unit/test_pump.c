@@ -351,6 +351,34 @@ START_TEST(test_listener_described)
 }
 END_TEST
 
+/* A worker serves every listener the supervisor passes it: more than 16
+ * (a --bind that resolves to several addresses, or systemd's sockets),
+ * the last one included. */
+START_TEST(test_every_listener_served)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    h_nactive_t accepted = {&pump, 1};
+    int fds[20], cfd;
+
+    for (int i = 0; i < 20; i++)
+        fds[i] = h_listen();
+    h_options(&opt, NULL);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, h_exec, fds, 20), 0);
+    ck_assert_int_eq(pump.nlisteners, 20);
+    sl_pump_start(&pump);
+    ck_assert_int_eq(getsockname(fds[19], (struct sockaddr *)&sin, &len), 0);
+    cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_eq(connect(cfd, (struct sockaddr *)&sin, len), 0);
+    ck_assert_msg(h_run_until(&pump, h_nactive_is, &accepted),
+                  "the 20th listener's connection was not accepted");
+    ck_assert_int_eq(pump.active.next->listener, 19);
+    close(cfd);
+    for (int i = 1; i < 20; i++)
+        close(fds[i]);
+}
+END_TEST
+
 START_TEST(test_unix_listener)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
@@ -873,6 +901,7 @@ static Suite *pump_suite(void)
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_listener_described);
     tcase_add_test(tc, test_unix_listener);
+    tcase_add_test(tc, test_every_listener_served);
     tcase_add_test(tc, test_accepted_socket);
     tcase_add_test(tc, test_pool_limit);
     tcase_add_test(tc, test_stop_listening);
