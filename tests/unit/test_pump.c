@@ -1,11 +1,11 @@
 /* test_pump.c - check suite for worker/loop/pump.c.
  *
- * The ticket queues are tested as plain data structures and across real
- * threads (waiters are observed through the queue's idle count, never by
- * sleeping). The cached Date header is compared with the clock. The pump
- * itself runs on a loopback listener: accept, the pool limit, the per-pass
- * batch of submits, completions from another thread, the control channel
- * (a socketpair standing in for the supervisor) and the signals it owns.
+ * The cached Date header the pump keeps is compared with the clock (the
+ * ticket queue and the line's format have suites of their own, test_queue
+ * and test_date). The pump itself runs on a loopback listener: accept, the
+ * pool limit, the per-pass batch of submits, completions from another
+ * thread, the control channel (a socketpair standing in for the
+ * supervisor) and the signals it owns.
  */
 #include "config.h"
 
@@ -27,7 +27,6 @@ static sl_options_t opt;
 static sl_pump_t pump;
 static h_client_t client;
 static h_resp_t resp;
-static sl_queue_t q;
 static int ctl[2] = {-1, -1}; /* [0] the worker's end, [1] the supervisor's */
 
 static void setup(void)
@@ -45,11 +44,6 @@ static void teardown(void)
         close(ctl[1]);
 }
 
-static sl_ticket_t ticket(uint32_t idx)
-{
-    return (sl_ticket_t){.idx = idx, .gen = idx * 10, .kind = SL_TICKET_SUBMIT};
-}
-
 static uint32_t queue_count(sl_queue_t *qu)
 {
     uint32_t n;
@@ -59,186 +53,6 @@ static uint32_t queue_count(sl_queue_t *qu)
     pthread_mutex_unlock(&qu->mu);
     return n;
 }
-
-static int queue_idle(sl_queue_t *qu)
-{
-    int n;
-
-    pthread_mutex_lock(&qu->mu);
-    n = qu->idle;
-    pthread_mutex_unlock(&qu->mu);
-    return n;
-}
-
-/* Poll (without sleeping) until the queue has N idle consumers. */
-static bool wait_idle(sl_queue_t *qu, int n)
-{
-    double end = h_now() + H_DEADLINE;
-
-    while (queue_idle(qu) != n) {
-        if (h_now() > end)
-            return false;
-        sched_yield();
-    }
-    return true;
-}
-
-/* ------------------------------------------------------------------ */
-/* queues                                                             */
-
-START_TEST(test_queue_fifo)
-{
-    sl_ticket_t t[5], out[8];
-
-    ck_assert_int_eq(sl_queue_init(&q, 8), 0);
-    ck_assert(!sl_queue_try_pop(&q, &out[0]));
-    for (uint32_t i = 0; i < 5; i++)
-        t[i] = ticket(i + 1);
-    ck_assert_int_eq(sl_queue_push(&q, t, 2), 0);
-    ck_assert_int_eq(sl_queue_push(&q, t + 2, 3), 0);
-    ck_assert_uint_eq(q.count, 5);
-    ck_assert(sl_queue_try_pop(&q, &out[0]));
-    ck_assert_uint_eq(out[0].idx, 1);
-    ck_assert_uint_eq(out[0].gen, 10);
-    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 2), 2);
-    ck_assert_uint_eq(out[0].idx, 2);
-    ck_assert_uint_eq(out[1].idx, 3);
-    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 8), 2);
-    ck_assert_uint_eq(out[0].idx, 4);
-    ck_assert_uint_eq(out[1].idx, 5);
-    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 8), 0);
-    sl_queue_destroy(&q);
-}
-END_TEST
-
-/* A batch goes in whole or not at all. */
-START_TEST(test_queue_full)
-{
-    sl_ticket_t t[4] = {ticket(1), ticket(2), ticket(3), ticket(4)}, out;
-
-    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
-    ck_assert_int_eq(sl_queue_push(&q, t, 3), 0);
-    ck_assert_int_eq(sl_queue_push(&q, t, 2), -1);
-    ck_assert_uint_eq(q.count, 3);
-    ck_assert_int_eq(sl_queue_push(&q, t + 3, 1), 0);
-    ck_assert_int_eq(sl_queue_push(&q, t, 1), -1);
-    for (uint32_t i = 1; i <= 4; i++) {
-        ck_assert(sl_queue_try_pop(&q, &out));
-        ck_assert_uint_eq(out.idx, i);
-    }
-    sl_queue_destroy(&q);
-}
-END_TEST
-
-/* Order survives the ring wrapping around many times. */
-START_TEST(test_queue_wraps)
-{
-    sl_ticket_t t[3], out[3];
-    uint32_t next_in = 0, next_out = 0;
-
-    ck_assert_int_eq(sl_queue_init(&q, 5), 0);
-    for (int round = 0; round < 50; round++) {
-        for (int i = 0; i < 3; i++)
-            t[i] = ticket(next_in++);
-        ck_assert_int_eq(sl_queue_push(&q, t, 3), 0);
-        ck_assert_uint_eq(sl_queue_pop_all(&q, out, 3), 3);
-        for (int i = 0; i < 3; i++)
-            ck_assert_uint_eq(out[i].idx, next_out++);
-    }
-    ck_assert_uint_eq(q.count, 0);
-    sl_queue_destroy(&q);
-}
-END_TEST
-
-typedef struct {
-    sl_queue_t *q;
-    sl_ticket_t t;
-    bool ok;
-} popper_t;
-
-static void *pop_waiting(void *arg)
-{
-    popper_t *p = arg;
-
-    p->ok = sl_queue_pop_wait(p->q, &p->t);
-    return NULL;
-}
-
-START_TEST(test_queue_pop_wait_wakes_on_push)
-{
-    pthread_t th;
-    popper_t p = {.q = &q};
-    sl_ticket_t t = ticket(7);
-
-    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
-    ck_assert_int_eq(pthread_create(&th, NULL, pop_waiting, &p), 0);
-    ck_assert(wait_idle(&q, 1));
-    ck_assert_int_eq(sl_queue_push(&q, &t, 1), 0);
-    pthread_join(th, NULL);
-    ck_assert(p.ok);
-    ck_assert_uint_eq(p.t.idx, 7);
-    ck_assert_int_eq(q.idle, 0);
-    sl_queue_destroy(&q);
-}
-END_TEST
-
-/* A push of N tickets wakes N of the waiting consumers, and only as many
- * as it brought work for. */
-START_TEST(test_queue_push_wakes_per_ticket)
-{
-    pthread_t th[3];
-    popper_t p[3];
-    sl_ticket_t t[2] = {ticket(1), ticket(2)};
-
-    ck_assert_int_eq(sl_queue_init(&q, 8), 0);
-    for (int i = 0; i < 3; i++) {
-        p[i] = (popper_t){.q = &q};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, pop_waiting, &p[i]), 0);
-    }
-    ck_assert(wait_idle(&q, 3));
-    ck_assert_int_eq(sl_queue_push(&q, t, 2), 0);
-    ck_assert(wait_idle(&q, 1)); /* two took a ticket, one still waits */
-    ck_assert_uint_eq(queue_count(&q), 0);
-    sl_queue_close(&q);
-    for (int i = 0; i < 3; i++)
-        pthread_join(th[i], NULL);
-    int got = 0;
-    uint32_t sum = 0;
-    for (int i = 0; i < 3; i++) {
-        got += p[i].ok;
-        sum += p[i].ok ? p[i].t.idx : 0;
-    }
-    ck_assert_int_eq(got, 2);
-    ck_assert_uint_eq(sum, 3);
-    sl_queue_destroy(&q);
-}
-END_TEST
-
-START_TEST(test_queue_close)
-{
-    pthread_t th[2];
-    popper_t p[2];
-    sl_ticket_t t = ticket(3), out;
-
-    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
-    for (int i = 0; i < 2; i++) {
-        p[i] = (popper_t){.q = &q, .ok = true};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, pop_waiting, &p[i]), 0);
-    }
-    ck_assert(wait_idle(&q, 2));
-    sl_queue_close(&q);
-    for (int i = 0; i < 2; i++) {
-        pthread_join(th[i], NULL);
-        ck_assert(!p[i].ok);
-    }
-    /* closed: what is still queued is handed out, then false at once */
-    ck_assert_int_eq(sl_queue_push(&q, &t, 1), 0);
-    ck_assert(sl_queue_pop_wait(&q, &out));
-    ck_assert_uint_eq(out.idx, 3);
-    ck_assert(!sl_queue_pop_wait(&q, &out));
-    sl_queue_destroy(&q);
-}
-END_TEST
 
 /* ------------------------------------------------------------------ */
 /* the cached Date header                                             */
@@ -879,17 +693,7 @@ END_TEST
 static Suite *pump_suite(void)
 {
     Suite *s = suite_create("pump");
-    TCase *tc = tcase_create("queue");
-
-    tcase_add_test(tc, test_queue_fifo);
-    tcase_add_test(tc, test_queue_full);
-    tcase_add_test(tc, test_queue_wraps);
-    tcase_add_test(tc, test_queue_pop_wait_wakes_on_push);
-    tcase_add_test(tc, test_queue_push_wakes_per_ticket);
-    tcase_add_test(tc, test_queue_close);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("date");
+    TCase *tc = tcase_create("date");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_date_format);
     tcase_add_test(tc, test_date_follows_the_clock);

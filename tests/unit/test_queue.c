@@ -99,6 +99,14 @@ static int idle_now(void)
     return n;
 }
 
+static uint32_t count_now(void)
+{
+    pthread_mutex_lock(&q.mu);
+    uint32_t n = q.count;
+    pthread_mutex_unlock(&q.mu);
+    return n;
+}
+
 typedef struct {
     int want;
 } idle_t;
@@ -220,28 +228,76 @@ static void setup(void)
 
 /* ---- the ring --------------------------------------------------------- */
 
-START_TEST(test_push_pop_in_order)
+START_TEST(test_queue_fifo)
 {
-    sl_ticket_t t;
+    sl_ticket_t t[5], out[8];
 
-    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
-    ck_assert(!sl_queue_try_pop(&q, &t));
-    push_range(1, 3);
-    ck_assert_uint_eq(q.count, 3);
-    expect_pop(1);
-    push_range(4, 1);
-    expect_pop(2);
-    expect_pop(3);
-    expect_pop(4);
-    ck_assert(!sl_queue_try_pop(&q, &t));
+    ck_assert_int_eq(sl_queue_init(&q, 8), 0);
+    ck_assert(!sl_queue_try_pop(&q, &out[0]));
+    for (uint32_t i = 0; i < 5; i++)
+        t[i] = ticket(i + 1);
+    ck_assert_int_eq(sl_queue_push(&q, t, 2), 0);
+    ck_assert_int_eq(sl_queue_push(&q, t + 2, 3), 0);
+    ck_assert_uint_eq(q.count, 5);
+    ck_assert(sl_queue_try_pop(&q, &out[0]));
+    ck_assert_uint_eq(out[0].idx, 1);
+    ck_assert_uint_eq(out[0].gen, 10);
+    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 0), 0);
+    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 2), 2);
+    ck_assert_uint_eq(out[0].idx, 2);
+    ck_assert_uint_eq(out[1].idx, 3);
+    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 8), 2);
+    ck_assert_uint_eq(out[0].idx, 4);
+    ck_assert_uint_eq(out[1].idx, 5);
+    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 8), 0);
     sl_queue_destroy(&q);
     ck_assert_ptr_null(q.items);
 }
 END_TEST
 
-/* Head and tail go round the ring many times; order holds across the
- * seam. */
-START_TEST(test_wraps_around)
+/* A batch goes in whole or not at all. */
+START_TEST(test_queue_full)
+{
+    sl_ticket_t t[4] = {ticket(1), ticket(2), ticket(3), ticket(4)}, out;
+
+    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
+    ck_assert_int_eq(sl_queue_push(&q, t, 3), 0);
+    ck_assert_int_eq(sl_queue_push(&q, t, 2), -1);
+    ck_assert_uint_eq(q.count, 3);
+    ck_assert_int_eq(sl_queue_push(&q, t + 3, 1), 0);
+    ck_assert_int_eq(sl_queue_push(&q, t, 1), -1);
+    ck_assert_int_eq(sl_queue_push(&q, t, 0), 0); /* nothing always fits */
+    for (uint32_t i = 1; i <= 4; i++) {
+        ck_assert(sl_queue_try_pop(&q, &out));
+        ck_assert_uint_eq(out.idx, i);
+    }
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* Order survives the ring wrapping around many times. */
+START_TEST(test_queue_wraps)
+{
+    sl_ticket_t t[3], out[3];
+    uint32_t next_in = 0, next_out = 0;
+
+    ck_assert_int_eq(sl_queue_init(&q, 5), 0);
+    for (int round = 0; round < 50; round++) {
+        for (int i = 0; i < 3; i++)
+            t[i] = ticket(next_in++);
+        ck_assert_int_eq(sl_queue_push(&q, t, 3), 0);
+        ck_assert_uint_eq(sl_queue_pop_all(&q, out, 3), 3);
+        for (int i = 0; i < 3; i++)
+            ck_assert_uint_eq(out[i].idx, next_out++);
+    }
+    ck_assert_uint_eq(q.count, 0);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* The same with the ring partly full across the seam: batches of one to
+ * five in, one to three out. */
+START_TEST(test_queue_wraps_partly_full)
 {
     uint32_t next_in = 0, next_out = 0;
 
@@ -262,47 +318,6 @@ START_TEST(test_wraps_around)
 }
 END_TEST
 
-/* A batch that does not fit is refused whole: nothing of it is queued,
- * and what was queued is untouched. */
-START_TEST(test_full_push_is_refused_whole)
-{
-    sl_ticket_t t[3] = {ticket(7), ticket(8), ticket(9)};
-
-    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
-    push_range(1, 3);
-    ck_assert_int_eq(sl_queue_push(&q, t, 2), -1);
-    ck_assert_uint_eq(q.count, 3);
-    ck_assert_int_eq(sl_queue_push(&q, t, 1), 0); /* exactly full */
-    ck_assert_int_eq(sl_queue_push(&q, t + 1, 1), -1);
-    ck_assert_int_eq(sl_queue_push(&q, t, 0), 0); /* nothing always fits */
-    ck_assert_uint_eq(q.count, 4);
-    expect_pop(1);
-    expect_pop(2);
-    expect_pop(3);
-    expect_pop(7);
-    sl_queue_destroy(&q);
-}
-END_TEST
-
-START_TEST(test_pop_all_takes_at_most_n)
-{
-    sl_ticket_t out[8];
-
-    ck_assert_int_eq(sl_queue_init(&q, 8), 0);
-    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 8), 0);
-    push_range(1, 5);
-    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 0), 0);
-    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 2), 2);
-    ck_assert_uint_eq(out[0].idx, 1);
-    ck_assert_uint_eq(out[1].idx, 2);
-    ck_assert_uint_eq(sl_queue_pop_all(&q, out, 8), 3);
-    ck_assert_uint_eq(out[0].idx, 3);
-    ck_assert_uint_eq(out[2].idx, 5);
-    ck_assert_uint_eq(q.count, 0);
-    sl_queue_destroy(&q);
-}
-END_TEST
-
 /* With tickets queued, pop_wait returns one at once, on this thread. */
 START_TEST(test_pop_wait_does_not_wait_when_not_empty)
 {
@@ -318,16 +333,93 @@ END_TEST
 
 /* ---- consumers -------------------------------------------------------- */
 
-START_TEST(test_close_wakes_every_waiter)
+/* One-shot consumers: each pops once (waiting) and keeps what it got. */
+typedef struct {
+    sl_queue_t *q;
+    sl_ticket_t t;
+    bool ok;
+} popper_t;
+
+static void *pop_waiting(void *arg)
 {
-    consumer_t cs[3];
+    popper_t *p = arg;
+
+    p->ok = sl_queue_pop_wait(p->q, &p->t);
+    return NULL;
+}
+
+START_TEST(test_queue_pop_wait_wakes_on_push)
+{
+    pthread_t th;
+    popper_t p = {.q = &q};
+    sl_ticket_t t = ticket(7);
 
     ck_assert_int_eq(sl_queue_init(&q, 4), 0);
-    consumers_start(cs, 3, 4);
-    wait_idle(3);
-    consumers_stop(cs, 3);
-    ck_assert_uint_eq(taken(cs, 3), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, pop_waiting, &p), 0);
+    wait_idle(1);
+    ck_assert_int_eq(sl_queue_push(&q, &t, 1), 0);
+    pthread_join(th, NULL);
+    ck_assert(p.ok);
+    ck_assert_uint_eq(p.t.idx, 7);
     ck_assert_int_eq(q.idle, 0);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+/* A push of N tickets wakes N of the waiting consumers, and only as many
+ * as it brought work for. */
+START_TEST(test_queue_push_wakes_per_ticket)
+{
+    pthread_t th[3];
+    popper_t p[3];
+    sl_ticket_t t[2] = {ticket(1), ticket(2)};
+
+    ck_assert_int_eq(sl_queue_init(&q, 8), 0);
+    for (int i = 0; i < 3; i++) {
+        p[i] = (popper_t){.q = &q};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, pop_waiting, &p[i]), 0);
+    }
+    wait_idle(3);
+    ck_assert_int_eq(sl_queue_push(&q, t, 2), 0);
+    wait_idle(1); /* two took a ticket, one still waits */
+    ck_assert_uint_eq(count_now(), 0);
+    sl_queue_close(&q);
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    int got = 0;
+    uint32_t sum = 0;
+    for (int i = 0; i < 3; i++) {
+        got += p[i].ok;
+        sum += p[i].ok ? p[i].t.idx : 0;
+    }
+    ck_assert_int_eq(got, 2);
+    ck_assert_uint_eq(sum, 3);
+    sl_queue_destroy(&q);
+}
+END_TEST
+
+START_TEST(test_queue_close)
+{
+    pthread_t th[2];
+    popper_t p[2];
+    sl_ticket_t t = ticket(3), out;
+
+    ck_assert_int_eq(sl_queue_init(&q, 4), 0);
+    for (int i = 0; i < 2; i++) {
+        p[i] = (popper_t){.q = &q, .ok = true};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, pop_waiting, &p[i]), 0);
+    }
+    wait_idle(2);
+    sl_queue_close(&q);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert(!p[i].ok);
+    }
+    /* closed: what is still queued is handed out, then false at once */
+    ck_assert_int_eq(sl_queue_push(&q, &t, 1), 0);
+    ck_assert(sl_queue_pop_wait(&q, &out));
+    ck_assert_uint_eq(out.idx, 3);
+    ck_assert(!sl_queue_pop_wait(&q, &out));
     sl_queue_destroy(&q);
 }
 END_TEST
@@ -497,16 +589,18 @@ static Suite *queue_suite(void)
     TCase *threads = tcase_create("threads");
 
     tcase_add_checked_fixture(ring, setup, NULL);
-    tcase_add_test(ring, test_push_pop_in_order);
-    tcase_add_test(ring, test_wraps_around);
-    tcase_add_test(ring, test_full_push_is_refused_whole);
-    tcase_add_test(ring, test_pop_all_takes_at_most_n);
+    tcase_add_test(ring, test_queue_fifo);
+    tcase_add_test(ring, test_queue_full);
+    tcase_add_test(ring, test_queue_wraps);
+    tcase_add_test(ring, test_queue_wraps_partly_full);
     tcase_add_test(ring, test_pop_wait_does_not_wait_when_not_empty);
     suite_add_tcase(s, ring);
 
     tcase_add_checked_fixture(threads, setup, NULL);
     tcase_set_timeout(threads, 60);
-    tcase_add_test(threads, test_close_wakes_every_waiter);
+    tcase_add_test(threads, test_queue_pop_wait_wakes_on_push);
+    tcase_add_test(threads, test_queue_push_wakes_per_ticket);
+    tcase_add_test(threads, test_queue_close);
     tcase_add_test(threads, test_close_lets_queued_tickets_out_first);
     tcase_add_test(threads, test_push_wakes_at_most_n);
     tcase_add_test(threads, test_push_without_waiters_signals_nothing);
