@@ -1,51 +1,48 @@
-/* test_supervisor.c - check suite for supervisor/: the loop and its table
- * (supervisor.c, table.c, spawn.c), sd_notify (notify.c), the pid file,
- * process titles and inherited listeners.
+/* test_supervisor.c - check suite for supervisor/supervisor.c, the loop:
+ * signals, deaths and boots, health, rolling restarts, what systemd is
+ * told; and for the small helpers it uses (the pid file, process titles,
+ * passing listeners on). The table, spawn, notify, health and upgrade
+ * modules have suites of their own.
  *
- * The supervisor is told to exec /proc/self/exe as its workers (instead of
- * sluice-worker), so here the workers are this test program: main() sees
- * SLUICE_WORKER_ID and becomes a fake
- * worker that speaks the control channel, answers signals, and writes what
- * happened to it as one line per event in $FAKE_DIR/events. What a fake
- * worker does is chosen by $FAKE_MODE, set by the test before it forks the
- * supervisor. Each test then drives the supervisor with real signals and
- * reads the events back; the ones about systemd also own a NOTIFY_SOCKET
- * and read what the supervisor told it.
+ * The supervisor is told to exec /proc/self/exe as its workers (instead
+ * of sluice-worker), so here the workers are this test program: main()
+ * sees SLUICE_WORKER_ID and becomes a fake worker that speaks the control
+ * channel, answers signals, and writes what happened to it as one line per
+ * event in $FAKE_DIR/events. What a fake worker does is chosen by $FAKE_MODE,
+ * set by the test before it forks the supervisor. Each test then drives the
+ * supervisor with real signals and reads the events back; the ones about
+ * systemd also own a NOTIFY_SOCKET (harness.h's h_notify_*) and read what the
+ * supervisor told it.
+ *
+ * Nothing waits for a fixed time. A test waits, bounded, for the event
+ * that proves the state it needs: a worker's event line, a line in the
+ * supervisor's own log (it logs to a file here, at INFO), a datagram, the
+ * supervisor's exit. A worker that must not be READY yet waits at a gate
+ * (a file the test creates). A check that something did *not* happen
+ * first makes the supervisor show it has acted on everything it had
+ * received (settle()), then reads the log, where the supervisor says what
+ * it does in the same cycle() that does it.
  */
 #include "config.h"
 
 #include <check.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "common/ctl.h"
-#include "common/log.h"
-#include "common/options.h"
 #include "common/proctitle.h"
 #include "supervisor/listen.h"
 #include "supervisor/pidfile.h"
 #include "supervisor/spawn.h"
 #include "supervisor/supervisor.h"
-#include "supervisor/table.h"
+#include "tests/unit/harness.h"
 
 #define MAX_EVENTS  512
-#define MAX_NOTES   256
 #define HEARTBEAT_S 0.1 /* ten times faster than real workers */
+#define GATE_POLL_S 0.01
+#define WAIT_S      10.0
 
 typedef struct {
     char what[16]; /* start, ready, term, int, usr1, abrt, env-ok, ... */
@@ -54,23 +51,12 @@ typedef struct {
     double at; /* CLOCK_MONOTONIC seconds */
 } event_t;
 
-static char base[64]; /* per test case, made by the runner */
-static char dir[96];  /* per test: base/PID */
+static char dir[96]; /* this test's directory, h_test_dir() */
 static char events_path[128];
-static char notify_path[128];
-static int notify_fd = -1;
-static char notes[MAX_NOTES][512]; /* sd_notify datagrams received */
-static int nnotes;
+static char sup_log_path[128];
+static h_notify_t nt = {.fd = -1};
 
 /* ---- the fake worker ------------------------------------------------- */
-
-static double mono_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void record(const char *what)
 {
@@ -81,13 +67,59 @@ static void record(const char *what)
 
     snprintf(path, sizeof(path), "%s/events", fdir ? fdir : ".");
     int n = snprintf(line, sizeof(line), "%s %ld %s %.6f\n", what,
-                     (long)getpid(), id ? id : "-", mono_now());
+                     (long)getpid(), id ? id : "-", h_now());
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
     if (fd >= 0) {
         ssize_t w = write(fd, line, (size_t)n);
         (void)w;
         close(fd);
     }
+}
+
+/* Add this process to $FAKE_PIDS, which h_dir_remove() kills: a worker
+ * that ignores TERM must not outlive a failed test. */
+static void note_pid(void)
+{
+    const char *path = getenv("FAKE_PIDS");
+    FILE *f = path ? fopen(path, "a") : NULL;
+
+    if (f != NULL) {
+        fprintf(f, "%ld\n", (long)getpid());
+        fclose(f);
+    }
+}
+
+/* This worker's number in the test, 1, 2, ... in the order they started. */
+static int take_number(void)
+{
+    char path[160];
+
+    for (int n = 1; n < 10000; n++) {
+        snprintf(path, sizeof(path), "%s/number.%d", getenv("FAKE_DIR"), n);
+        int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+        if (fd >= 0) {
+            close(fd);
+            return n;
+        }
+        if (errno != EEXIST) {
+            break;
+        }
+    }
+    return -1;
+}
+
+/* Worker NUMBER may become READY: no gate, a gate for later workers only
+ * ($FAKE_GATE_FROM), or the test has opened its gate. */
+static bool gate_open(int number)
+{
+    const char *from = getenv("FAKE_GATE_FROM");
+    char path[160];
+
+    if (from == NULL || number < atoi(from)) {
+        return true;
+    }
+    snprintf(path, sizeof(path), "%s/gate.%d", getenv("FAKE_DIR"), number);
+    return access(path, F_OK) == 0;
 }
 
 static void send_ctl(int fd, uint32_t type, uint32_t lanes, uint32_t busy,
@@ -129,10 +161,14 @@ static void check_inheritance(int ctl)
 }
 
 /* One heartbeat as MODE shapes it: "hang" sends none, "busy" reports its
- * one lane inside a request since READY, "busy-partial" one lane of two. */
+ * one lane inside a request since READY, "busy-partial" one lane of two.
+ * The first one that reports a request older than $FAKE_AGED seconds is
+ * followed by an "aged" event. */
 static void heartbeat(const char *mode, int ctl, double ready_at)
 {
-    double age = mono_now() - ready_at;
+    static bool aged;
+    const char *aged_env = getenv("FAKE_AGED");
+    double age = h_now() - ready_at;
 
     if (strcmp(mode, "hang") == 0) {
         return;
@@ -143,6 +179,11 @@ static void heartbeat(const char *mode, int ctl, double ready_at)
         send_ctl(ctl, SL_CTL_HEARTBEAT, 2, 1, age);
     } else {
         send_ctl(ctl, SL_CTL_HEARTBEAT, 1, 0, 0);
+        return;
+    }
+    if (aged_env != NULL && !aged && age >= atof(aged_env)) {
+        aged = true;
+        record("aged");
     }
 }
 
@@ -182,21 +223,21 @@ static int on_fake_signal(const char *mode, int sig)
  * once), ignore-term (READY, deaf to TERM), retire (READY, then RETIRE,
  * the first worker only), late-appload (the first worker is READY, every
  * later one exits 3), hang (READY, then silence), busy and busy-partial
- * (see heartbeat()), slowboot (never READY), late-ready (READY after
- * 0.4 s). */
+ * (see heartbeat()), slowboot (never READY). With $FAKE_GATE_FROM, a
+ * worker numbered that or higher is READY only once its gate is open. */
 static int fake_worker(void)
 {
     const char *mode = getenv("FAKE_MODE");
     const char *ctl_env = getenv("SLUICE_CTL_FD");
     int ctl = ctl_env ? atoi(ctl_env) : -1;
-    char marker[128];
     sigset_t set;
 
     mode = mode ? mode : "ready";
+    note_pid();
     record("start");
     check_inheritance(ctl);
-    snprintf(marker, sizeof(marker), "%s/first", getenv("FAKE_DIR"));
-    bool first = open(marker, O_CREAT | O_EXCL | O_WRONLY, 0644) >= 0;
+    int number = take_number();
+    bool first = number == 1;
 
     if (strcmp(mode, "appload") == 0 ||
         (strcmp(mode, "late-appload") == 0 && !first)) {
@@ -215,22 +256,22 @@ static int fake_worker(void)
     sigaddset(&set, SIGABRT);
     sigprocmask(SIG_BLOCK, &set, NULL);
 
-    bool ready = strcmp(mode, "slowboot") != 0;
-    if (strcmp(mode, "late-ready") == 0) {
-        usleep(400 * 1000);
-    }
-    double ready_at = mono_now();
-    if (ready) {
-        /* recorded before sent: the supervisor may act on it at once */
-        record("ready");
-        send_ctl(ctl, SL_CTL_READY, 1, 0, 0);
-    }
-    if (ready && strcmp(mode, "retire") == 0 && first) {
-        record("retire");
-        send_ctl(ctl, SL_CTL_RETIRE, 1, 0, 0);
-    }
+    bool boots = strcmp(mode, "slowboot") != 0, ready = false;
+    double ready_at = 0;
     for (;;) {
-        struct timespec beat = {0, (long)(HEARTBEAT_S * 1e9)};
+        if (boots && !ready && gate_open(number)) {
+            ready = true;
+            ready_at = h_now();
+            /* recorded before sent: the supervisor may act on it at once */
+            record("ready");
+            send_ctl(ctl, SL_CTL_READY, 1, 0, 0);
+            if (strcmp(mode, "retire") == 0 && first) {
+                record("retire");
+                send_ctl(ctl, SL_CTL_RETIRE, 1, 0, 0);
+            }
+        }
+        double wait_s = boots && !ready ? GATE_POLL_S : HEARTBEAT_S;
+        struct timespec beat = {0, (long)(wait_s * 1e9)};
         int sig = sigtimedwait(&set, NULL, &beat);
         if (sig == -1) {
             if (ready) {
@@ -245,134 +286,33 @@ static int fake_worker(void)
     }
 }
 
-/* ---- the harness ------------------------------------------------------- */
+/* ---- the supervisor's side ------------------------------------------ */
 
-/* Unchecked fixture, in the runner process: it cleans up even after a test
- * that failed or crashed before it could stop its supervisor. */
-static void base_make(void)
-{
-    snprintf(base, sizeof(base), "/tmp/sl-test-sup-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(base));
-}
-
-static void base_remove(void)
-{
-    char cmd[96];
-    char path[128];
-    FILE *f;
-
-    snprintf(path, sizeof(path), "%s/supervisors", base);
-    if ((f = fopen(path, "r")) != NULL) {
-        for (long pid; fscanf(f, "%ld", &pid) == 1;) {
-            kill((pid_t)pid, SIGKILL); /* its workers get SIGTERM */
-        }
-        fclose(f);
-    }
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-/* Checked, in the forked test: its own directory under base. */
 static void setup(void)
 {
-    snprintf(dir, sizeof(dir), "%s/%ld", base, (long)getpid());
-    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    char pids[96];
+
+    snprintf(dir, sizeof(dir), "%s", h_test_dir());
     snprintf(events_path, sizeof(events_path), "%s/events", dir);
+    snprintf(sup_log_path, sizeof(sup_log_path), "%s/supervisor.log", dir);
+    snprintf(pids, sizeof(pids), "%s/pids", h_dir);
     setenv("FAKE_DIR", dir, 1);
+    setenv("FAKE_PIDS", pids, 1);
+    unsetenv("FAKE_GATE_FROM");
+    unsetenv("FAKE_AGED");
     unsetenv("NOTIFY_SOCKET");
     unsetenv("WATCHDOG_USEC");
     unsetenv("WATCHDOG_PID");
-    nnotes = 0;
     sl_log_set_level(SL_LOG_WARNING);
 }
 
 static void teardown(void)
 {
-    if (notify_fd != -1) {
-        close(notify_fd);
-        notify_fd = -1;
-    }
-}
-
-/* Note PID for base_remove(). */
-static void remember_supervisor(pid_t pid)
-{
-    char path[128];
-
-    snprintf(path, sizeof(path), "%s/supervisors", base);
-    FILE *f = fopen(path, "a");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "%ld\n", (long)pid);
-    fclose(f);
-}
-
-/* A datagram socket the supervisors forked after this call report to. */
-static void own_notify_socket(void)
-{
-    struct sockaddr_un sun = {.sun_family = AF_UNIX};
-
-    snprintf(notify_path, sizeof(notify_path), "%s/notify", dir);
-    strcpy(sun.sun_path, notify_path);
-    notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    ck_assert_int_ne(notify_fd, -1);
-    ck_assert_int_eq(bind(notify_fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
-    setenv("NOTIFY_SOCKET", notify_path, 1);
-}
-
-/* Read every datagram waiting into notes[]. */
-static void read_notes(void)
-{
-    for (;;) {
-        ssize_t n = recv(notify_fd, notes[nnotes], sizeof(notes[0]) - 1, 0);
-        if (n < 0) {
-            return;
-        }
-        notes[nnotes][n] = '\0';
-        if (nnotes < MAX_NOTES - 1) {
-            nnotes++;
-        }
-    }
-}
-
-/* Index of the first note at or after FROM that contains TEXT, or -1. */
-static int find_note(const char *text, int from)
-{
-    read_notes();
-    for (int i = from; i < nnotes; i++) {
-        if (strstr(notes[i], text) != NULL) {
-            return i;
-        }
-    }
-    return -1;
-}
-
-/* Wait up to SECS for a note containing TEXT at or after FROM. */
-static int wait_note(const char *text, int from, double secs)
-{
-    double end = mono_now() + secs;
-    int i;
-
-    while ((i = find_note(text, from)) == -1) {
-        ck_assert_msg(mono_now() < end, "waited %.1fs for a note '%s'", secs,
-                      text);
-        usleep(10000);
-    }
-    return i;
-}
-
-static int count_notes(const char *text)
-{
-    int k = 0;
-
-    read_notes();
-    for (int i = 0; i < nnotes; i++) {
-        k += strstr(notes[i], text) != NULL;
-    }
-    return k;
+    h_notify_close(&nt);
 }
 
 /* Fork a supervisor running MODE workers with "sluice ARGS... m:a"; ARGS
- * is NULL-terminated. Returns its pid. */
+ * is NULL-terminated. It logs to supervisor.log at INFO. Returns its pid. */
 static pid_t start_supervisor(const char *mode, ...)
 {
     va_list ap;
@@ -395,6 +335,10 @@ static pid_t start_supervisor(const char *mode, ...)
         /* No ck_* here: this process is the supervisor now. */
         static sl_options_t o;
         sl_listener_t ls[1];
+        if (sl_log_open(sup_log_path) != 0) {
+            _exit(102);
+        }
+        sl_log_set_level(SL_LOG_INFO);
         if (sl_options_parse(&o, argc, argv) != 0) {
             _exit(100);
         }
@@ -407,7 +351,7 @@ static pid_t start_supervisor(const char *mode, ...)
         sl_listen_close(ls, 1, true);
         _exit(rc);
     }
-    remember_supervisor(pid);
+    h_track(pid);
     return pid;
 }
 
@@ -439,37 +383,89 @@ static int count_events(const char *what)
     return k;
 }
 
+/* Occurrences of TEXT in the supervisor's log. */
+static int log_count(const char *text)
+{
+    int k = 0;
+
+    for (const char *p = h_file_text(sup_log_path);
+         (p = strstr(p, text)) != NULL; p++) {
+        k++;
+    }
+    return k;
+}
+
+typedef struct {
+    int (*count)(const char *);
+    const char *what;
+    int n;
+} want_t;
+
+static bool reached(void *arg)
+{
+    want_t *w = arg;
+
+    return w->count(w->what) >= w->n;
+}
+
 /* Wait up to SECS for at least N events WHAT. */
 static void wait_events(const char *what, int n, double secs)
 {
-    double end = mono_now() + secs;
+    want_t w = {count_events, what, n};
 
-    while (count_events(what) < n) {
-        ck_assert_msg(mono_now() < end, "waited %.1fs for %d '%s' events", secs,
-                      n, what);
-        usleep(10000);
+    ck_assert_msg(h_wait_until(reached, &w, secs),
+                  "waited %.1fs for %d '%s' events, saw %d", secs, n, what,
+                  count_events(what));
+}
+
+/* Wait up to SECS for at least N lines containing TEXT in the log. */
+static void wait_log(const char *text, int n, double secs)
+{
+    want_t w = {log_count, text, n};
+
+    ck_assert_msg(h_wait_until(reached, &w, secs),
+                  "waited %.1fs for %d '%s' in the log:\n%s", secs, n, text,
+                  h_file_text(sup_log_path));
+}
+
+/* Make supervisor SUP show that whatever it had received when this is
+ * called (a message, a child's exit, a signal) has been acted on by a
+ * cycle() that has ended. Each USR1 gets a cycle() that logs "log files
+ * reopened" before it maintains the table: the first may be the very
+ * cycle that handles what was pending, the second begins only after that
+ * one has ended. (The workers are sent USR1 too.) */
+static void settle(pid_t sup)
+{
+    for (int i = 0; i < 2; i++) {
+        int n = log_count("log files reopened");
+        ck_assert_int_eq(kill(sup, SIGUSR1), 0);
+        wait_log("log files reopened", n + 1, WAIT_S);
     }
+}
+
+/* Let worker NUMBER become READY. */
+static void open_gate(int number)
+{
+    char path[160];
+
+    snprintf(path, sizeof(path), "%s/gate.%d", dir, number);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
 }
 
 /* Wait up to SECS for PID to exit; returns its wait status. */
 static int wait_exit(pid_t pid, double secs)
 {
-    double end = mono_now() + secs;
     int status;
 
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        ck_assert_int_ne(r, -1);
-        if (r == pid) {
-            return status;
-        }
-        if (mono_now() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            ck_abort_msg("supervisor did not exit within %.1fs", secs);
-        }
-        usleep(10000);
+    if (!h_wait_exit(pid, &status, secs)) {
+        kill(pid, SIGKILL);
+        h_wait_exit(pid, &status, secs);
+        ck_abort_msg("supervisor did not exit within %.1fs; its log:\n%s", secs,
+                     h_file_text(sup_log_path));
     }
+    return status;
 }
 
 static void assert_exit(int status, int code)
@@ -482,7 +478,7 @@ static void stop_supervisor(pid_t sup)
 {
     ck_assert_int_eq(waitpid(sup, NULL, WNOHANG), 0); /* still running */
     kill(sup, SIGTERM);
-    assert_exit(wait_exit(sup, 10), SL_EXIT_OK);
+    assert_exit(wait_exit(sup, WAIT_S), SL_EXIT_OK);
 }
 
 /* The pid of the first event WHAT, or 0. */
@@ -497,6 +493,15 @@ static long first_pid(const char *what)
         }
     }
     return 0;
+}
+
+/* A datagram containing TEXT at or after index FROM, within SECS. */
+static int wait_note(const char *text, int from, double secs)
+{
+    int i = h_notify_wait(&nt, text, from, secs);
+
+    ck_assert_msg(i >= 0, "waited %.1fs for a note '%s'", secs, text);
+    return i;
 }
 
 /* ---- signals ----------------------------------------------------------- */
@@ -539,10 +544,10 @@ START_TEST(test_graceful_timeout_ends_in_sigkill)
         start_supervisor("ignore-term", "--graceful-timeout", "0.2", NULL);
 
     wait_events("ready", 1, 10);
-    double t0 = mono_now();
+    double t0 = h_now();
     kill(sup, SIGTERM);
     int status = wait_exit(sup, 10);
-    double took = mono_now() - t0;
+    double took = h_now() - t0;
     assert_exit(status, SL_EXIT_FAIL); /* a worker had to be killed */
     ck_assert_msg(took > 1.0 && took < 3.0, "stop took %.2fs", took);
 }
@@ -559,7 +564,9 @@ START_TEST(test_ttin_ttou_usr1)
     wait_events("usr1", 2, 10);
     kill(sup, SIGTTOU);
     wait_events("term", 1, 10);
-    usleep(300 * 1000);
+    wait_log("exited with code 0", 1, WAIT_S); /* reaped */
+    settle(sup); /* a replacement would be spawned by now */
+    ck_assert_int_eq(log_count("Booting worker"), 2);
     ck_assert_int_eq(count_events("start"), 2); /* no replacement */
     kill(sup, SIGTERM);
     assert_exit(wait_exit(sup, 10), SL_EXIT_OK);
@@ -620,7 +627,7 @@ START_TEST(test_crash_respawn_backs_off)
     int k = 0;
     pid_t sup = start_supervisor("crash", NULL);
 
-    usleep(1700 * 1000); /* backoff 0.1 0.2 0.4 0.8: ~5 starts */
+    wait_events("start", 5, WAIT_S); /* backoff 0.1 0.2 0.4 0.8: ~1.5s */
     kill(sup, SIGTERM);
     assert_exit(wait_exit(sup, 10), SL_EXIT_OK);
 
@@ -633,7 +640,7 @@ START_TEST(test_crash_respawn_backs_off)
     /* Without backoff it would be hundreds. The gaps are compared far
      * apart (0.1 s against 0.4 s or more) so that start-up jitter on a busy
      * machine cannot flip the comparison. */
-    ck_assert_msg(k >= 4 && k <= 7, "%d starts in 1.7s", k);
+    ck_assert_msg(k >= 4 && k <= 7, "%d starts when the fifth was seen", k);
     double first = start[1] - start[0];
     double last = start[k - 1] - start[k - 2];
     ck_assert_msg(last > 2 * first, "last gap %.3fs, first %.3fs: no backoff",
@@ -647,22 +654,24 @@ START_TEST(test_backoff_counts_rounds_not_deaths)
 {
     pid_t sup = start_supervisor("crash", "-w", "4", NULL);
 
-    usleep(1000 * 1000); /* rounds at 0, 0.1, 0.3, 0.7: 16 starts */
+    /* Rounds at 0, 0.1, 0.3, 0.7: 16 starts in under a second. Counted per
+     * death, the delay would reach seconds after the first round. */
+    wait_events("start", 16, 5);
     kill(sup, SIGTERM);
     assert_exit(wait_exit(sup, 10), SL_EXIT_OK);
     int k = count_events("start");
-    ck_assert_msg(k >= 12 && k <= 24, "%d starts of 4 workers in 1s", k);
+    ck_assert_msg(k >= 12 && k <= 24, "%d starts of 4 workers", k);
 }
 END_TEST
 
 START_TEST(test_boot_timeout_gives_up)
 {
-    double t0 = mono_now();
+    double t0 = h_now();
     pid_t sup =
         start_supervisor("slowboot", "-w", "2", "--boot-timeout", "0.5", NULL);
 
     int status = wait_exit(sup, 10);
-    double took = mono_now() - t0;
+    double took = h_now() - t0;
     assert_exit(status, SL_EXIT_FAIL);
     ck_assert_msg(took > 0.4 && took < 4.0, "gave up after %.2fs", took);
     ck_assert_int_eq(count_events("abrt"), 2); /* tracebacks asked for */
@@ -704,13 +713,17 @@ START_TEST(test_all_lanes_busy_aborts)
 }
 END_TEST
 
-/* One lane of two stuck is a slow request, not a hung worker. */
+/* One lane of two stuck is a slow request, not a hung worker: not after
+ * a heartbeat that reports it stuck for four times --timeout. */
 START_TEST(test_some_lanes_busy_is_not_hung)
 {
+    setenv("FAKE_AGED", "1.2", 1);
     pid_t sup = start_supervisor("busy-partial", "-t", "0.3", NULL);
 
     wait_events("ready", 1, 10);
-    usleep(1200 * 1000);
+    wait_events("aged", 1, WAIT_S);
+    settle(sup); /* that heartbeat has been judged */
+    ck_assert_int_eq(log_count("sending SIGABRT"), 0);
     ck_assert_int_eq(count_events("abrt"), 0);
     ck_assert_int_eq(count_events("start"), 1);
     stop_supervisor(sup);
@@ -790,16 +803,25 @@ START_TEST(test_hup_replaces_new_before_old)
 }
 END_TEST
 
-/* --reload-surge 2 with 3 workers: two replacements boot at once, and
- * still never more than target + surge processes serve or boot. */
+/* --reload-surge 2 with 3 workers: two replacements boot at once (both
+ * start while neither may be READY), and still never more than target +
+ * surge processes serve or boot. */
 START_TEST(test_hup_surge)
 {
     event_t ev[MAX_EVENTS];
+
+    setenv("FAKE_GATE_FROM", "4", 1); /* the replacements wait */
     pid_t sup =
-        start_supervisor("late-ready", "-w", "3", "--reload-surge", "2", NULL);
+        start_supervisor("ready", "-w", "3", "--reload-surge", "2", NULL);
 
     wait_events("ready", 3, 10);
     kill(sup, SIGHUP);
+    wait_events("start", 5, WAIT_S);
+    settle(sup);
+    ck_assert_int_eq(log_count("Booting worker"), 5); /* 3 + surge 2 */
+    for (int i = 4; i <= 6; i++) {
+        open_gate(i);
+    }
     wait_events("term", 3, 10);
     int n = read_events(ev, MAX_EVENTS);
     int alive = 0, most = 0, starts = 0;
@@ -829,7 +851,8 @@ END_TEST
  * worker serves on, nothing else is tried, systemd hears why. */
 START_TEST(test_hup_failure_keeps_old_generation)
 {
-    own_notify_socket();
+    h_notify_open(&nt, false);
+    setenv("WATCHDOG_USEC", "200000", 1); /* its clock, seen from here */
     pid_t sup = start_supervisor("late-appload", NULL);
 
     wait_events("ready", 1, 10);
@@ -838,8 +861,17 @@ START_TEST(test_hup_failure_keeps_old_generation)
     kill(sup, SIGHUP);
     int r = wait_note("RELOADING=1", 0, 10);
     int f = wait_note("READY=1", r + 1, 10);
-    ck_assert_ptr_nonnull(strstr(notes[f], "reload failed"));
-    usleep(500 * 1000);
+    ck_assert_ptr_nonnull(strstr(nt.text[f], "reload failed"));
+    /* A retry would come after the 0.1 s backoff: wait for the supervisor
+     * to ping the watchdog 0.5 s after the failure, then for a cycle after
+     * that one to end. */
+    double after = nt.at[f] + 0.5;
+    int ping = f;
+    do {
+        ping = wait_note("WATCHDOG=1", ping + 1, WAIT_S);
+    } while (nt.at[ping] < after);
+    settle(sup);
+    ck_assert_int_eq(log_count("Booting worker"), 2);
     ck_assert_int_eq(count_events("appload"), 1); /* no retry loop */
     ck_assert_int_eq(count_events("term"), 0);
     ck_assert_int_eq(kill(old, 0), 0);
@@ -855,26 +887,36 @@ END_TEST
  * deferred until after READY=1, STOPPING=1 on TERM. */
 START_TEST(test_notify_sequence)
 {
-    own_notify_socket();
+    h_notify_open(&nt, false);
     setenv("WATCHDOG_USEC", "200000", 1);
-    pid_t sup = start_supervisor("late-ready", "-w", "2", NULL);
+    setenv("FAKE_GATE_FROM", "1", 1); /* every worker waits at its gate */
+    pid_t sup = start_supervisor("ready", "-w", "2", NULL);
 
-    usleep(100 * 1000);
+    wait_events("start", 2, WAIT_S);
     kill(sup, SIGHUP); /* workers still booting */
+    wait_log("the rolling restart begins once every worker is ready", 1,
+             WAIT_S);
+    open_gate(1);
+    open_gate(2);
     int ready = wait_note("READY=1", 0, 10);
     ck_assert_int_eq(count_events("ready"), 2);
-    ck_assert_ptr_nonnull(strstr(notes[ready], "STATUS=2/2 workers ready"));
+    ck_assert_ptr_nonnull(strstr(nt.text[ready], "STATUS=2/2 workers ready"));
     int reloading = wait_note("RELOADING=1", ready, 10);
-    ck_assert_ptr_nonnull(strstr(notes[reloading], "MONOTONIC_USEC="));
+    ck_assert_ptr_nonnull(strstr(nt.text[reloading], "MONOTONIC_USEC="));
+    open_gate(3);
+    open_gate(4);
     int again = wait_note("READY=1", reloading + 1, 10);
     ck_assert_int_eq(count_events("ready"), 4);
-    usleep(400 * 1000);
+    int fifth = -1;
+    for (int i = 0; i < 5; i++) {
+        fifth = wait_note("WATCHDOG=1", fifth + 1, WAIT_S);
+    }
     kill(sup, SIGTERM);
     assert_exit(wait_exit(sup, 10), SL_EXIT_OK);
     int stopping = wait_note("STOPPING=1", again, 2);
-    ck_assert_int_eq(find_note("READY=1", stopping), -1);
-    int pings = count_notes("WATCHDOG=1");
-    ck_assert_msg(pings >= 5, "%d watchdog pings in about 1.5s", pings);
+    ck_assert_int_eq(h_notify_find(&nt, "READY=1", stopping), -1);
+    int pings = h_notify_count(&nt, "WATCHDOG=1");
+    ck_assert_msg(pings >= 5, "%d watchdog pings", pings);
 }
 END_TEST
 
@@ -984,9 +1026,7 @@ START_TEST(test_proctitle)
                   setenv("SL_TITLE_TEST", "1", 1) == 0;
         _exit(ok ? 0 : 1);
     }
-    int status;
-    waitpid(pid, &status, 0);
-    assert_exit(status, 0);
+    assert_exit(wait_exit(pid, WAIT_S), 0);
 }
 END_TEST
 
@@ -1003,7 +1043,7 @@ static Suite *supervisor_suite(void)
 
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         tcase_set_timeout(all[i], 30);
-        tcase_add_unchecked_fixture(all[i], base_make, base_remove);
+        tcase_add_unchecked_fixture(all[i], h_dir_make, h_dir_remove);
         tcase_add_checked_fixture(all[i], setup, teardown);
         suite_add_tcase(s, all[i]);
     }
