@@ -367,6 +367,37 @@ START_TEST(test_socket_activation)
 }
 END_TEST
 
+/* The list a worker or a new supervisor is given ("3,u4": u for a unix
+ * socket file that is ours to remove), and the listeners read back from
+ * it. */
+START_TEST(test_listen_fdlist_round_trip)
+{
+    sl_listener_t ls[2], back[2];
+    sl_options_t o;
+    char list[64], want[64], unix_bind[160];
+
+    snprintf(unix_bind, sizeof(unix_bind), "unix:%s/s.sock", dir);
+    char *argv[] = {"t", "-b", "127.0.0.1:0", "-b", unix_bind, "m:a", NULL};
+    ck_assert_int_eq(sl_options_parse(&o, 6, argv), 0);
+    ck_assert_int_eq(sl_listen_open(&o, ls, 2), 2);
+    ck_assert_int_eq(sl_listen_fdlist(ls, 2, list, sizeof(list)), 0);
+    snprintf(want, sizeof(want), "%d,u%d", ls[0].fd, ls[1].fd);
+    ck_assert_str_eq(list, want);
+    ck_assert_int_eq(sl_listen_fdlist(ls, 2, list, 4), -1);
+
+    ck_assert_int_eq(sl_listen_inherit(want, back, 2), 2);
+    ck_assert_str_eq(back[0].name, ls[0].name);
+    ck_assert(!back[0].unlink);
+    ck_assert(back[1].unlink);
+    ck_assert_str_eq(back[1].path, unix_bind + 5);
+    ck_assert_int_eq(sl_listen_inherit("0", back, 2), -1); /* not a socket */
+    ck_assert_int_eq(sl_listen_inherit("x3", back, 2), -1);
+    ck_assert_int_eq(sl_listen_inherit("", back, 2), -1);
+    sl_listen_close(ls, 2, true);
+    ck_assert_int_eq(access(unix_bind + 5, F_OK), -1);
+}
+END_TEST
+
 static Suite *listen_suite(void)
 {
     Suite *s = suite_create("listen");
@@ -387,6 +418,7 @@ static Suite *listen_suite(void)
     tcase_add_test(open, test_unix_path_not_a_socket);
     tcase_add_test(open, test_fd_adopted);
     tcase_add_test(open, test_socket_activation);
+    tcase_add_test(open, test_listen_fdlist_round_trip);
     suite_add_tcase(s, open);
     return s;
 }

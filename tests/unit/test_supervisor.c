@@ -1,8 +1,6 @@
 /* test_supervisor.c - check suite for supervisor/supervisor.c, the loop:
  * signals, deaths and boots, health, rolling restarts, what systemd is
- * told; and for the small helpers it uses (the pid file, process titles,
- * passing listeners on). The table, spawn, notify, health and upgrade
- * modules have suites of their own.
+ * told. The modules it uses have suites of their own.
  *
  * The supervisor is told to exec /proc/self/exe as its workers (instead
  * of sluice-worker), so here the workers are this test program: main()
@@ -26,16 +24,12 @@
 #include "config.h"
 
 #include <check.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 
 #include "common/ctl.h"
-#include "common/proctitle.h"
 #include "supervisor/listen.h"
-#include "supervisor/pidfile.h"
-#include "supervisor/spawn.h"
 #include "supervisor/supervisor.h"
 #include "tests/unit/harness.h"
 
@@ -920,116 +914,6 @@ START_TEST(test_notify_sequence)
 }
 END_TEST
 
-/* ---- helpers of the supervisor ---------------------------------------- */
-
-START_TEST(test_pidfile_only_removes_its_own)
-{
-    char path[160], buf[32] = "";
-
-    snprintf(path, sizeof(path), "%s/p.pid", dir);
-    ck_assert_int_eq(sl_pidfile_write(path), 0);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
-    fclose(f);
-    ck_assert_int_eq(atol(buf), getpid());
-
-    f = fopen(path, "w");
-    fprintf(f, "1\n"); /* another supervisor took over */
-    fclose(f);
-    sl_pidfile_remove(path);
-    ck_assert_int_eq(access(path, F_OK), 0);
-    ck_assert_int_eq(sl_pidfile_write(path), 0);
-    sl_pidfile_remove(path);
-    ck_assert_int_eq(access(path, F_OK), -1);
-    snprintf(path, sizeof(path), "%s/no/such/dir/p.pid", dir);
-    ck_assert_int_eq(sl_pidfile_write(path), -1);
-}
-END_TEST
-
-/* SLUICE_WORKER_BIN, when set, is the only candidate: it must be an
- * executable regular file. */
-START_TEST(test_find_worker_honours_the_variable)
-{
-    char path[160], found[PATH_MAX];
-
-    snprintf(path, sizeof(path), "%s/no-such-worker", dir);
-    setenv("SLUICE_WORKER_BIN", path, 1);
-    ck_assert_int_eq(sl_spawn_find_worker(found, sizeof(found)), -1);
-    setenv("SLUICE_WORKER_BIN", dir, 1); /* a directory */
-    ck_assert_int_eq(sl_spawn_find_worker(found, sizeof(found)), -1);
-
-    int fd = open(path, O_CREAT | O_WRONLY, 0644);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    setenv("SLUICE_WORKER_BIN", path, 1);
-    ck_assert_int_eq(sl_spawn_find_worker(found, sizeof(found)), -1);
-    ck_assert_int_eq(chmod(path, 0755), 0);
-    ck_assert_int_eq(sl_spawn_find_worker(found, sizeof(found)), 0);
-    ck_assert_str_eq(found, path);
-    unsetenv("SLUICE_WORKER_BIN");
-}
-END_TEST
-
-START_TEST(test_listen_fdlist_round_trip)
-{
-    sl_listener_t ls[2], back[2];
-    sl_options_t o;
-    char list[64], want[64], unix_bind[160];
-
-    snprintf(unix_bind, sizeof(unix_bind), "unix:%s/s.sock", dir);
-    char *argv[] = {"t", "-b", "127.0.0.1:0", "-b", unix_bind, "m:a", NULL};
-    ck_assert_int_eq(sl_options_parse(&o, 6, argv), 0);
-    ck_assert_int_eq(sl_listen_open(&o, ls, 2), 2);
-    ck_assert_int_eq(sl_listen_fdlist(ls, 2, list, sizeof(list)), 0);
-    snprintf(want, sizeof(want), "%d,u%d", ls[0].fd, ls[1].fd);
-    ck_assert_str_eq(list, want);
-    ck_assert_int_eq(sl_listen_fdlist(ls, 2, list, 4), -1);
-
-    ck_assert_int_eq(sl_listen_inherit(want, back, 2), 2);
-    ck_assert_str_eq(back[0].name, ls[0].name);
-    ck_assert(!back[0].unlink);
-    ck_assert(back[1].unlink);
-    ck_assert_str_eq(back[1].path, unix_bind + 5);
-    ck_assert_int_eq(sl_listen_inherit("0", back, 2), -1); /* not a socket */
-    ck_assert_int_eq(sl_listen_inherit("x3", back, 2), -1);
-    ck_assert_int_eq(sl_listen_inherit("", back, 2), -1);
-    sl_listen_close(ls, 2, true);
-    ck_assert_int_eq(access(unix_bind + 5, F_OK), -1);
-}
-END_TEST
-
-static int main_argc;
-static char **main_argv;
-
-/* In a child (the title is written over this program's real argv): ps
- * shows the title alone, and the environment and the arguments survive in
- * their copies. */
-START_TEST(test_proctitle)
-{
-    pid_t pid = fork();
-
-    ck_assert_int_ne(pid, -1);
-    if (pid == 0) {
-        char want[] = "sluice: worker 3 [m:a]";
-        char got[256] = "";
-        char *arg0 = strdup(main_argv[0]);
-        char **copy = sl_proctitle_init(main_argc, main_argv);
-        sl_proctitle_set("sluice", "%s: worker %d [%s]", "sluice", 3, "m:a");
-        int fd = open("/proc/self/cmdline", O_RDONLY);
-        ssize_t n = read(fd, got, sizeof(got) - 1);
-        close(fd);
-        bool ok = copy != NULL && strcmp(copy[0], arg0) == 0 &&
-                  n > (ssize_t)strlen(want) && strcmp(got, want) == 0 &&
-                  getenv("FAKE_DIR") != NULL &&
-                  strcmp(getenv("FAKE_DIR"), dir) == 0 &&
-                  setenv("SL_TITLE_TEST", "1", 1) == 0;
-        _exit(ok ? 0 : 1);
-    }
-    assert_exit(wait_exit(pid, WAIT_S), 0);
-}
-END_TEST
-
 static Suite *supervisor_suite(void)
 {
     Suite *s = suite_create("supervisor");
@@ -1038,8 +922,7 @@ static Suite *supervisor_suite(void)
     TCase *health = tcase_create("health");
     TCase *replace = tcase_create("replacing");
     TCase *sd = tcase_create("systemd");
-    TCase *help = tcase_create("helpers");
-    TCase *all[] = {sig, life, health, replace, sd, help};
+    TCase *all[] = {sig, life, health, replace, sd};
 
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         tcase_set_timeout(all[i], 30);
@@ -1065,17 +948,11 @@ static Suite *supervisor_suite(void)
     tcase_add_test(replace, test_hup_surge);
     tcase_add_test(replace, test_hup_failure_keeps_old_generation);
     tcase_add_test(sd, test_notify_sequence);
-    tcase_add_test(help, test_pidfile_only_removes_its_own);
-    tcase_add_test(help, test_find_worker_honours_the_variable);
-    tcase_add_test(help, test_listen_fdlist_round_trip);
-    tcase_add_test(help, test_proctitle);
     return s;
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    main_argc = argc;
-    main_argv = argv;
     if (getenv("SLUICE_WORKER_ID") != NULL) {
         return fake_worker();
     }
