@@ -1,7 +1,7 @@
 /* test_notify.c - check suite for supervisor/notify.c, what the supervisor
  * tells systemd.
  *
- * Each test owns the NOTIFY_SOCKET (harness.h's h_notify_*: a datagram
+ * Each test owns the NOTIFY_SOCKET (harness_base.h's h_notify_*: a datagram
  * socket bound in the test's directory, or in the abstract namespace) and
  * reads back the exact datagrams. A message that must *not* be sent is
  * checked by sending a marker after it (WATCHDOG=1) and finding the marker
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "supervisor/notify.h"
-#include "tests/unit/harness.h"
+#include "tests/unit/harness_base.h"
 
 #define WAIT_S 2.0
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "supervisor/pidfile.h"
-#include "tests/unit/harness.h"
+#include "tests/unit/harness_base.h"
 
 static char dir[96];
 

@@ -12,7 +12,7 @@
 #include <sys/prctl.h>
 
 #include "common/proctitle.h"
-#include "tests/unit/harness.h"
+#include "tests/unit/harness_base.h"
 
 static int main_argc;
 static char **main_argv;

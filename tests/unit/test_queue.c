@@ -21,7 +21,7 @@
 #include <stdlib.h>
 
 #include "common/queue.h"
-#include "tests/unit/harness.h"
+#include "tests/unit/harness_base.h"
 
 #define WAIT_S 5.0
 

@@ -25,7 +25,7 @@
 
 #include "common/handoff.h"
 #include "supervisor/spawn.h"
-#include "tests/unit/harness.h"
+#include "tests/unit/harness_base.h"
 
 #define WAIT_S 10.0 /* an exec of a sanitized binary is slow */
 

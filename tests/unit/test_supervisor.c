@@ -9,8 +9,8 @@
  * event in $FAKE_DIR/events. What a fake worker does is chosen by $FAKE_MODE,
  * set by the test before it forks the supervisor. Each test then drives the
  * supervisor with real signals and reads the events back; the ones about
- * systemd also own a NOTIFY_SOCKET (harness.h's h_notify_*) and read what the
- * supervisor told it.
+ * systemd also own a NOTIFY_SOCKET (harness_base.h's h_notify_*) and read what
+ * the supervisor told it.
  *
  * Nothing waits for a fixed time. A test waits, bounded, for the event
  * that proves the state it needs: a worker's event line, a line in the
@@ -25,13 +25,14 @@
 
 #include <check.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 
 #include "common/ctl.h"
 #include "supervisor/listen.h"
 #include "supervisor/supervisor.h"
-#include "tests/unit/harness.h"
+#include "tests/unit/harness_base.h"
 
 #define MAX_EVENTS  512
 #define HEARTBEAT_S 0.1 /* ten times faster than real workers */

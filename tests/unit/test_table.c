@@ -16,7 +16,7 @@
 #include <sys/resource.h>
 
 #include "supervisor/table.h"
-#include "tests/unit/harness.h"
+#include "tests/unit/harness_base.h"
 
 #define MAX_MSGS 64
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 
 #include "supervisor/upgrade.h"
-#include "tests/unit/harness.h"
+#include "tests/unit/harness_base.h"
 
 #define WAIT_S 10.0
 
