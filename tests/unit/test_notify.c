@@ -2,10 +2,11 @@
  * tells systemd.
  *
  * Each test owns the NOTIFY_SOCKET (harness_base.h's h_notify_*: a datagram
- * socket bound in the test's directory, or in the abstract namespace) and
- * reads back the exact datagrams. A message that must *not* be sent is
- * checked by sending a marker after it (WATCHDOG=1) and finding the marker
- * next: datagrams from one sender arrive in order.
+ * socket bound in the test's directory) and reads back the exact
+ * datagrams; how they travel (a path or an abstract name) is sd.c's, and
+ * test_sd's. A message that must *not* be sent is checked by sending a
+ * marker after it (WATCHDOG=1) and finding the marker next: datagrams from
+ * one sender arrive in order.
  */
 #include "config.h"
 
@@ -109,17 +110,6 @@ START_TEST(test_watchdog)
     h_notify_open(&nt, false);
     sl_notify_watchdog();
     ck_assert_str_eq(note(1), "WATCHDOG=1");
-}
-END_TEST
-
-/* "@name" is a socket in the abstract namespace (systemd uses those for
- * services in containers). */
-START_TEST(test_abstract_socket)
-{
-    h_notify_open(&nt, true);
-    ck_assert_int_eq(getenv("NOTIFY_SOCKET")[0], '@');
-    sl_notify_ready("abstract");
-    ck_assert_str_eq(note(1), "READY=1\nSTATUS=abstract");
 }
 END_TEST
 
@@ -277,7 +267,7 @@ START_TEST(test_bad_watchdog_usec_is_logged)
 {
     setenv("WATCHDOG_USEC", "soon", 1);
     ck_assert(sl_notify_watchdog_interval() == 0);
-    ck_assert_int_eq(log_count("sd_watchdog_enabled() failed"), 1);
+    ck_assert_int_eq(log_count("WATCHDOG_USEC='soon' is not a number"), 1);
 }
 END_TEST
 
@@ -300,7 +290,6 @@ static Suite *notify_suite(void)
     tcase_add_test(msg, test_stopping);
     tcase_add_test(msg, test_mainpid);
     tcase_add_test(msg, test_watchdog);
-    tcase_add_test(msg, test_abstract_socket);
     tcase_add_test(msg, test_socket_variable_is_kept);
     tcase_add_test(status, test_status_only_when_changed);
     tcase_add_test(status, test_state_changes_set_the_last_status);
