@@ -1,8 +1,9 @@
 /* test_sd.c - check suite for supervisor/sd.c: systemd's service protocol
  * as the environment and one datagram socket carry it.
  *
- * Each test owns the socket systemd would own (a datagram socket bound to a
- * path, or to an abstract name) and the variables systemd would set, and
+ * Each test owns the socket systemd would own (harness_base.h's notify
+ * socket, at a path or an abstract name) and the variables systemd would
+ * set, and
  * checks what arrives or what is parsed. The suite runs its tests forked
  * (check's default), so the environment starts fresh in each.
  */
@@ -20,66 +21,27 @@
 #include <unistd.h>
 
 #include "supervisor/sd.h"
+#include "tests/unit/harness_base.h"
 
-/* A datagram socket bound to PATH ('@' first: the abstract namespace),
- * with a receive timeout so a missing message fails instead of hanging. */
-static int bind_notify(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    struct timeval tv = {.tv_sec = 2};
-    size_t n = strlen(path);
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-    ck_assert_int_ge(fd, 0);
-    memcpy(sa.sun_path, path, n);
-    if (path[0] == '@')
-        sa.sun_path[0] = '\0';
-    ck_assert_int_eq(
-        bind(fd, (struct sockaddr *)&sa,
-             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)),
-        0);
-    ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)),
-                     0);
-    return fd;
-}
-
-static void expect_datagram(int fd, const char *want)
-{
-    char buf[256];
-    ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
-
-    ck_assert_int_ge(n, 0);
-    buf[n] = '\0';
-    ck_assert_str_eq(buf, want);
-}
+static h_notify_t nt; /* the socket systemd would own */
 
 START_TEST(test_notify_path)
 {
-    char path[64];
-    int fd;
-
-    snprintf(path, sizeof(path), "/tmp/sl-test-sd-%ld", (long)getpid());
-    unlink(path);
-    fd = bind_notify(path);
-    setenv("NOTIFY_SOCKET", path, 1);
+    h_notify_open(&nt, false);
     ck_assert_int_eq(sl_sd_notify("READY=1\nSTATUS=up"), 1);
-    expect_datagram(fd, "READY=1\nSTATUS=up");
-    close(fd);
-    unlink(path);
+    ck_assert_int_eq(h_notify_find(&nt, "READY=1", 0), 0);
+    ck_assert_str_eq(nt.text[0], "READY=1\nSTATUS=up");
+    h_notify_close(&nt);
 }
 END_TEST
 
 START_TEST(test_notify_abstract)
 {
-    char name[64];
-    int fd;
-
-    snprintf(name, sizeof(name), "@sl-test-sd-%ld", (long)getpid());
-    fd = bind_notify(name);
-    setenv("NOTIFY_SOCKET", name, 1);
+    h_notify_open(&nt, true);
     ck_assert_int_eq(sl_sd_notify("WATCHDOG=1"), 1);
-    expect_datagram(fd, "WATCHDOG=1");
-    close(fd);
+    ck_assert_int_eq(h_notify_find(&nt, "WATCHDOG=1", 0), 0);
+    ck_assert_str_eq(nt.text[0], "WATCHDOG=1");
+    h_notify_close(&nt);
 }
 END_TEST
 
@@ -243,6 +205,8 @@ static Suite *sd_suite(void)
 {
     Suite *s = suite_create("sd");
     TCase *tc = tcase_create("protocol");
+
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
 
     tcase_add_test(tc, test_notify_path);
     tcase_add_test(tc, test_notify_abstract);
