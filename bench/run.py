@@ -737,7 +737,10 @@ def main():
     doc = {"meta": meta, "arms": arm_info, "skipped": skipped, "runs": runs,
            "summary": report.summarise(runs, [a.name for a in arms],
                                        conns_list, baselines)}
-    doc = report.scrub(doc, {str(ROOT): "$REPO", logdir: "$LOGDIR"})
+    places = {str(ROOT): "$REPO", logdir: "$LOGDIR"}
+    if ctx_base["sluice_before"]:
+        places[str(Path(ctx_base["sluice_before"]).parent)] = "$BEFORE"
+    doc = report.scrub(doc, places)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     base = out / (suite.name if args.pipeline == 1 else
