@@ -411,8 +411,11 @@ static void conn_take(sl_conn_t *c)
 {
     pthread_mutex_lock(&c->mu);
     c->notified = false;
-    if (sl_buf_pending(&c->out) > 0) {
-        sl_conn_take_out(c); /* out of memory: those bytes are lost */
+    if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0) {
+        /* out of memory: those bytes are lost, so nothing after them may
+         * go out either; the executor stops, END closes the connection */
+        c->aborted = true;
+        sl_conn_wake(c);
     }
     if (c->resp_done && c->file_fd >= 0) {
         c->wfile_fd = c->file_fd;
