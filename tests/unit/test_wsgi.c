@@ -210,6 +210,11 @@ static const char APP[] =
     "    sr('200 OK', [('Content-Length', '4')])\n"
     "    return e['wsgi.file_wrapper'](open(e['QUERY_STRING'], 'rb'))\n"
     "\n"
+    "def file_after_write(e, sr):\n"
+    "    w = sr('200 OK', [])\n"
+    "    w(b'written;')\n"
+    "    return e['wsgi.file_wrapper'](open(e['QUERY_STRING'], 'rb'))\n"
+    "\n"
     "def file_bytesio(e, sr):\n"
     "    sr('200 OK', [])\n"
     "    f = io.BytesIO(b'0123456789')\n"
@@ -838,6 +843,19 @@ START_TEST(test_file_wrapper_head)
 }
 END_TEST
 
+/* write() began a chunked body: the file goes out in chunks too, never
+ * raw behind them. */
+START_TEST(test_file_wrapper_after_write)
+{
+    UP(NULL);
+    make_file("from the file");
+    get_file("file_after_write");
+    ck_assert(resp.chunked);
+    ck_assert_str_eq(resp.body, "written;from the file");
+    assert_kept_alive();
+}
+END_TEST
+
 /* Not a real file: iterated with the block size, and closed. */
 START_TEST(test_file_wrapper_without_fileno)
 {
@@ -1088,6 +1106,7 @@ static Suite *wsgi_suite(void)
     tcase_add_test(tc, test_file_wrapper_app_content_length);
     tcase_add_test(tc, test_file_wrapper_head);
     tcase_add_test(tc, test_file_wrapper_without_fileno);
+    tcase_add_test(tc, test_file_wrapper_after_write);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("environ");

@@ -68,19 +68,17 @@ typedef struct req {
     PyObject *send_waiter;   /* owned Future, or NULL */
     PyObject *headers;       /* owned: http.response.start's, until sent */
     PyObject *trailers;      /* owned list of trailer pairs, or NULL */
-    sl_response_t rs;
-    int status;
-    int state;          /* RS_* */
-    uint64_t body_left; /* sized request body not yet received */
-    bool want_trailers; /* http.response.start said trailers: True */
-    bool head_sent;     /* bytes of the response went to the connection */
-    bool body_done;     /* receive() gave more_body: False */
-    bool gone;          /* the client left, or the request is stale */
-    bool ended;         /* END was sent: the connection moved on */
-    bool finished;      /* the app's coroutine is over */
-    bool on_slot;       /* slots[] points here */
-    bool cancelled;     /* cancelled by the drain */
-    char what[96];      /* "GET /path", for the log */
+    sl_writer_t w;           /* the response */
+    int status;              /* http.response.start's, until sent */
+    int state;               /* RS_* */
+    uint64_t body_left;      /* sized request body not yet received */
+    bool want_trailers;      /* http.response.start said trailers: True */
+    bool body_done;          /* receive() gave more_body: False */
+    bool gone;               /* the client left, or the request is stale */
+    bool finished;           /* the app's coroutine is over */
+    bool on_slot;            /* slots[] points here */
+    bool cancelled;          /* cancelled by the drain */
+    char what[96];           /* "GET /path", for the log */
 } req_t;
 
 /* receive and send: one small callable each per request. */
@@ -323,19 +321,12 @@ static void release_waiters(req_t *r)
 /* ------------------------------------------------------------------ */
 /* the response's end                                                 */
 
-/* Send the last bytes of the response (IOV may be empty; N -1 when END
- * already went with a sendfile) with END. Sent exactly once per request,
- * even to a client that left: END is what gives the connection back to the
- * pump. */
-static void req_end(req_t *r, const struct iovec *iov, int n, int flags)
+/* The writer ended the response (the connection moved on): what waits
+ * for this request is released. Once per request. */
+static void req_ended(req_t *r)
 {
-    if (r->ended)
+    if (r->state == RS_DONE)
         return;
-    if (n >= 0 && sl_conn_send(r->c, r->gen, iov, n, flags | SL_SEND_END) < 0)
-        r->gone = true;
-    if (n > 0)
-        r->head_sent = true;
-    r->ended = true;
     r->state = RS_DONE;
     Py_CLEAR(r->headers);
     Py_CLEAR(r->trailers);
@@ -347,19 +338,8 @@ static void req_end(req_t *r, const struct iovec *iov, int n, int flags)
  * closed connection otherwise. */
 static void req_end_error(req_t *r, int status)
 {
-    struct iovec iov;
-
-    if (r->ended)
-        return;
-    if (r->head_sent || r->gone) {
-        req_end(r, NULL, 0, SL_SEND_CLOSE);
-        return;
-    }
-    L.scratch.len = L.scratch.off = 0;
-    sl_http_error_head(&L.scratch, status);
-    iov.iov_base = L.scratch.data;
-    iov.iov_len = L.scratch.len;
-    req_end(r, &iov, 1, SL_SEND_CLOSE);
+    sl_writer_fail(&r->w, status);
+    req_ended(r);
 }
 
 /* An error in what the app sent: the exception stays set for the app to
@@ -418,12 +398,12 @@ static void req_finish(req_t *r, bool raised)
             Py_XDECREF(tb);
         } else {
             PyErr_Restore(t, v, tb);
-            sl_py_log_exception(r->ended ? "error in %s after its response"
-                                         : "error handling %s",
+            sl_py_log_exception(r->w.ended ? "error in %s after its response"
+                                           : "error handling %s",
                                 r->what);
         }
         req_end_error(r, r->cancelled ? 503 : 500);
-    } else if (!r->ended) {
+    } else if (!r->w.ended) {
         if (r->state == RS_INIT)
             sl_error("ASGI app returned without starting a response to %s",
                      r->what);
@@ -638,7 +618,7 @@ static PyObject *recv_try(req_t *r)
     int rc;
 
     for (;;) {
-        if (r->gone || r->ended)
+        if (r->gone || r->w.ended)
             return disconnect_msg();
         if (!r->body_done) {
             m = read_body(r);
@@ -729,16 +709,6 @@ static void wake_receivers(req_t *r)
 /* ------------------------------------------------------------------ */
 /* send()                                                             */
 
-static int head_build(req_t *r, long long known)
-{
-    bool close = sl_response_must_close(r->c, r->gen);
-    int rc = sl_writer_head(&r->rs, &L.scratch, &r->c->req, r->status,
-                            r->headers, known, r->want_trailers, close);
-
-    Py_CLEAR(r->headers);
-    return rc;
-}
-
 /* send() must wait until the client took enough of the output. */
 static PyObject *wait_credit(req_t *r)
 {
@@ -766,34 +736,24 @@ static PyObject *wait_credit(req_t *r)
  * more_body False. 0, 1 when over the credit, -1 with an exception. */
 static int emit(req_t *r, const void *data, size_t len, bool last)
 {
-    struct iovec iov[4];
-    char size_line[24];
-    int n = 0, flags = 0, rc;
-    const sl_response_t *rs = &r->rs;
+    int rc;
 
     if (r->state == RS_STARTED) {
-        if (head_build(r, last && !r->want_trailers ? (long long)len : -1) < 0)
+        rc = sl_writer_start(&r->w, r->status, NULL, 0, r->headers,
+                             last && !r->want_trailers ? (long long)len : -1,
+                             r->want_trailers);
+        Py_CLEAR(r->headers);
+        if (rc < 0)
             return -1;
-        iov[n].iov_base = L.scratch.data;
-        iov[n++].iov_len = L.scratch.len;
         r->state = RS_BODY;
     }
-    sl_response_frame(&r->rs, iov, &n, size_line, data, len,
-                      last && !r->want_trailers);
-    if (last && r->want_trailers) {
-        r->state = RS_TRAILERS;
-    } else if (last) {
-        if (sl_response_ends_connection(rs))
-            flags |= SL_SEND_CLOSE;
-        req_end(r, iov, n, flags);
-        return 0;
-    }
-    if (n == 0)
-        return 0;
-    r->head_sent = true;
-    rc = sl_conn_send(r->c, r->gen, iov, n, 0);
+    rc = sl_writer_body(&r->w, data, len, last);
     if (rc < 0)
         r->gone = true;
+    if (r->w.ended)
+        req_ended(r);
+    else if (last)
+        r->state = RS_TRAILERS;
     return rc == 1 ? 1 : 0;
 }
 
@@ -886,7 +846,6 @@ static PyObject *send_body(req_t *r, PyObject *msg)
 static PyObject *send_trailers(req_t *r, PyObject *msg)
 {
     PyObject *headers, *more, *seq;
-    struct iovec iov;
     int more_t;
 
     if (r->state != RS_TRAILERS)
@@ -916,15 +875,11 @@ static PyObject *send_trailers(req_t *r, PyObject *msg)
     if (more_t < 0)
         return proto_error(r);
     if (!more_t) {
-        if (!r->rs.trailers) { /* not chunked: no place for them */
-            req_end(r, NULL, 0, r->rs.close ? SL_SEND_CLOSE : 0);
-        } else {
-            if (sl_writer_trailers(&L.scratch, r->trailers) < 0)
-                return proto_error(r);
-            iov.iov_base = L.scratch.data;
-            iov.iov_len = L.scratch.len;
-            req_end(r, &iov, 1, r->rs.close ? SL_SEND_CLOSE : 0);
-        }
+        if (sl_writer_end(&r->w, r->trailers) < 0 && !PyErr_Occurred())
+            r->gone = true;
+        req_ended(r);
+        if (PyErr_Occurred())
+            return NULL;
     }
     return sl_asgi_done_none();
 
@@ -937,10 +892,8 @@ out_fail:
 static PyObject *send_pathsend(req_t *r, PyObject *msg)
 {
     PyObject *path, *fs = NULL;
-    struct iovec iov;
     struct stat st;
-    uint64_t len;
-    int fd, flags;
+    int fd, rc;
 
     if (r->state != RS_STARTED)
         return proto_fail(r, PyExc_RuntimeError,
@@ -968,30 +921,16 @@ static PyObject *send_pathsend(req_t *r, PyObject *msg)
     }
     Py_DECREF(fs);
     r->want_trailers = false;
-    if (head_build(r, (long long)st.st_size) < 0) {
+    rc = sl_writer_start(&r->w, r->status, NULL, 0, r->headers,
+                         (long long)st.st_size, false);
+    Py_CLEAR(r->headers);
+    if (rc < 0) {
         close(fd);
         return proto_error(r);
     }
-    len = (uint64_t)st.st_size;
-    if (r->rs.app_cl && r->rs.cl < len)
-        len = r->rs.cl;
-    iov.iov_base = L.scratch.data;
-    iov.iov_len = L.scratch.len;
-    flags = r->rs.close || (r->rs.app_cl && len < r->rs.cl) ? SL_SEND_CLOSE : 0;
-    if (r->rs.no_body || len == 0) {
-        close(fd);
-        req_end(r, &iov, 1, flags);
-    } else if (sl_conn_send(r->c, r->gen, &iov, 1, 0) < 0 ||
-               sl_conn_sendfile(r->c, r->gen, fd, 0, (size_t)len, flags) < 0) {
-        /* the client left: END still has to reach the pump */
+    if (sl_writer_sendfile(&r->w, fd, 0, (uint64_t)st.st_size) < 0)
         r->gone = true;
-        r->head_sent = true;
-        req_end(r, NULL, 0, SL_SEND_CLOSE);
-    } else {
-        r->head_sent = true;
-        r->rs.sent = len;
-        req_end(r, NULL, -1, 0); /* sendfile carried the END */
-    }
+    req_ended(r);
     return sl_asgi_done_none();
 }
 
@@ -1088,15 +1027,13 @@ static PyTypeObject send_type = {
 /* ------------------------------------------------------------------ */
 /* starting a request                                                 */
 
+/* Answer request GEN of C with STATUS without starting it. */
 static void refuse(sl_conn_t *c, uint32_t gen, int status)
 {
-    struct iovec iov;
+    sl_writer_t w;
 
-    L.scratch.len = L.scratch.off = 0;
-    sl_http_error_head(&L.scratch, status);
-    iov.iov_base = L.scratch.data;
-    iov.iov_len = L.scratch.len;
-    sl_conn_send(c, gen, &iov, 1, SL_SEND_END | SL_SEND_CLOSE);
+    sl_writer_init(&w, &sl_writer_asgi, &L.scratch, c, gen);
+    sl_writer_fail(&w, status);
 }
 
 /* "GET /path" into BUF (cut to fit): every request has one for the log,
@@ -1126,6 +1063,7 @@ static req_t *req_new(sl_conn_t *c, uint32_t gen)
     memset((char *)r + sizeof(PyObject), 0, sizeof(*r) - sizeof(PyObject));
     r->c = c;
     r->gen = gen;
+    sl_writer_init(&r->w, &sl_writer_asgi, &L.scratch, c, gen);
     r->body_left = q->chunked ? 0 : q->content_length;
     req_what(r->what, sizeof(r->what), q);
     return r;

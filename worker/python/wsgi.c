@@ -23,21 +23,15 @@
 #include "worker/loop/response.h"
 #include "worker/python/wsgi.h"
 #include "worker/python/wsgi_input.h"
-
-#define MAX_IOV 64
+#include "worker/python/writer.h"
 
 struct sl_wsgi_lane {
-    sl_buf_t head;        /* owned: the response head being built */
+    sl_buf_t head;        /* owned: the writer's scratch */
     PyObject *start_resp; /* owned: this lane's start_response */
     PyObject *write;      /* owned: this lane's write() */
-    sl_conn_t *c;         /* borrowed: the request being served */
-    uint32_t gen;
-    PyObject *status;  /* owned, set by start_response */
-    PyObject *headers; /* owned, set by start_response */
-    sl_response_t rs;  /* the head's framing, once it is built */
-    bool sent;         /* the head is queued */
-    bool gone;         /* nothing more can be sent */
-    bool ended;        /* END was queued: the loop may move on */
+    PyObject *status;     /* owned, set by start_response */
+    PyObject *headers;    /* owned, set by start_response */
+    sl_writer_t w;        /* the response of the request being served */
 };
 
 typedef struct {
@@ -228,36 +222,23 @@ static PyTypeObject fw_type = {
 };
 
 /* ------------------------------------------------------------------ */
-/* the response head                                                  */
+/* the response                                                       */
 
-/* Latin-1 bytes of a str without copying; NULL with an exception. */
-static const char *latin1(PyObject *s, Py_ssize_t *n, const char *what)
-{
-    if (!PyUnicode_Check(s)) {
-        PyErr_Format(PyExc_TypeError, "%s must be str, not %s", what,
-                     Py_TYPE(s)->tp_name);
-        return NULL;
-    }
-    if (PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND) {
-        PyErr_Format(PyExc_ValueError, "%s is not latin-1: %R", what, s);
-        return NULL;
-    }
-    *n = PyUnicode_GET_LENGTH(s);
-    return (const char *)PyUnicode_1BYTE_DATA(s);
-}
-
-/* Format the head into l->head. KNOWN is the body length when the server
- * knows it (a list result), or -1. 0, or -1 with a Python exception. */
+/* Build the head from the app's status and headers. KNOWN is the body
+ * length when the server knows it (a list result), or -1. 0, or -1 with a
+ * Python exception. */
 static int head_build(sl_wsgi_lane_t *l, long long known)
 {
-    sl_conn_t *c = l->c;
-    sl_buf_t *b = &l->head;
-    Py_ssize_t i, n, sn, nn, vn;
-    const char *s, *name, *val;
+    const char *s;
+    Py_ssize_t sn;
 
-    s = latin1(l->status, &sn, "status");
-    if (s == NULL)
+    if (!PyUnicode_Check(l->status) ||
+        PyUnicode_KIND(l->status) != PyUnicode_1BYTE_KIND) {
+        PyErr_Format(PyExc_ValueError, "status is not latin-1: %R", l->status);
         return -1;
+    }
+    s = (const char *)PyUnicode_1BYTE_DATA(l->status);
+    sn = PyUnicode_GET_LENGTH(l->status);
     if (sn < 4 || s[3] != ' ' || s[0] < '1' || s[0] > '5' || s[1] < '0' ||
         s[1] > '9' || s[2] < '0' || s[2] > '9' ||
         sl_response_bad_bytes(s, (size_t)sn)) {
@@ -265,93 +246,24 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
                      l->status);
         return -1;
     }
-    sl_response_begin(&l->rs, b, &c->req,
-                      (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0'));
-    SL_BUF_APPEND_LIT(b, "HTTP/1.1 ");
-    sl_buf_append(b, s, (size_t)sn);
-    SL_BUF_APPEND_LIT(b, "\r\n");
-
-    n = PyList_GET_SIZE(l->headers);
-    for (i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(l->headers, i);
-        name = latin1(PyTuple_GET_ITEM(t, 0), &nn, "header name");
-        if (name == NULL)
-            return -1;
-        val = latin1(PyTuple_GET_ITEM(t, 1), &vn, "header value");
-        if (val == NULL)
-            return -1;
-        if (nn == 0 || sl_response_bad_bytes(name, (size_t)nn) ||
-            memchr(name, ':', (size_t)nn) ||
-            sl_response_bad_bytes(val, (size_t)vn)) {
-            PyErr_Format(PyExc_ValueError, "bad header %R", t);
-            return -1;
-        }
-        if (sl_response_field(&l->rs, b, name, (size_t)nn, val, (size_t)vn) <
-            0) {
-            PyErr_Format(PyExc_ValueError, "bad Content-Length %R", t);
-            return -1;
-        }
-    }
-    sl_response_end(&l->rs, b, &c->req, known, false,
-                    sl_response_must_close(c, l->gen));
-    return 0;
+    return sl_writer_start(
+        &l->w, (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0'), s,
+        (size_t)sn, l->headers, known, false);
 }
 
-/* Queue DATA (and the head first if it is not out yet); END finishes the
- * response. 0, or -1 when the client is gone (no exception set). */
+/* Queue DATA (after the head when it waits); END finishes the response.
+ * Waits for credit without the GIL. 0, or -1 when the client is gone (no
+ * exception set). */
 static int emit(sl_wsgi_lane_t *l, const char *data, size_t len, bool end)
 {
-    struct iovec iov[4];
-    char size_line[24];
-    int n = 0, flags = 0, rc;
+    int rc = sl_writer_body(&l->w, data, len, end);
 
-    if (l->gone)
-        return -1;
-    if (!l->sent) {
-        iov[n].iov_base = l->head.data;
-        iov[n++].iov_len = l->head.len;
-        l->sent = true;
-    }
-    sl_response_frame(&l->rs, iov, &n, size_line, data, len, end);
-    if (end) {
-        flags |= SL_SEND_END;
-        if (sl_response_ends_connection(&l->rs))
-            flags |= SL_SEND_CLOSE;
-    }
-    rc = sl_conn_send(l->c, l->gen, iov, n, flags);
     if (rc == 1) {
         Py_BEGIN_ALLOW_THREADS
-        rc = sl_conn_wait_credit(l->c, l->gen);
+        rc = sl_conn_wait_credit(l->w.c, l->w.gen);
         Py_END_ALLOW_THREADS
     }
-    if (end && rc >= 0)
-        l->ended = true;
-    if (rc < 0 || end) {
-        l->gone = true;
-        return rc < 0 ? -1 : 0;
-    }
-    return 0;
-}
-
-/* End the response whatever state it is in: a 500 when nothing was sent,
- * a close when a broken response is under way. */
-static void finish_error(sl_wsgi_lane_t *l)
-{
-    struct iovec iov;
-
-    if (l->ended)
-        return;
-    if (!l->sent && !l->gone) {
-        l->head.len = l->head.off = 0;
-        sl_http_error_head(&l->head, 500);
-        iov.iov_base = l->head.data;
-        iov.iov_len = l->head.len;
-        sl_conn_send(l->c, l->gen, &iov, 1, SL_SEND_END | SL_SEND_CLOSE);
-    } else {
-        sl_conn_send(l->c, l->gen, NULL, 0, SL_SEND_END | SL_SEND_CLOSE);
-    }
-    l->gone = true;
-    l->ended = true;
+    return rc < 0 ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -374,7 +286,7 @@ static PyObject *start_response_call(lane_fn_t *self, PyObject *args,
                                      &status, &headers, &exc_info))
         return NULL;
     if (exc_info != Py_None) {
-        if (l->sent) {
+        if (l->w.sent) {
             /* too late to change the head: re-raise the app's error */
             PyObject *t, *v, *tb;
             if (!PyTuple_Check(exc_info) || PyTuple_GET_SIZE(exc_info) != 3) {
@@ -446,7 +358,7 @@ static PyObject *write_call(lane_fn_t *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "write() before start_response()");
         return NULL;
     }
-    if (!l->sent && head_build(l, -1) < 0)
+    if (!l->w.started && head_build(l, -1) < 0)
         return NULL;
     if (emit(l, PyBytes_AS_STRING(data), (size_t)PyBytes_GET_SIZE(data),
              false) < 0) {
@@ -645,7 +557,7 @@ static int send_sequence(sl_wsgi_lane_t *l, PyObject *seq)
                         "the app returned without calling start_response()");
         return -1;
     }
-    if (!l->sent && head_build(l, total) < 0)
+    if (!l->w.started && head_build(l, total) < 0)
         return -1;
     if (n == 1) { /* the common case: head and body in one write */
         emit(l, PyBytes_AS_STRING(items[0]), (size_t)PyBytes_GET_SIZE(items[0]),
@@ -671,8 +583,10 @@ static int send_file(sl_wsgi_lane_t *l, file_wrapper_t *fw)
     struct stat st;
     off_t off;
     uint64_t len;
-    int fd, dup_fd;
+    int fd;
 
+    if (l->w.sent && l->w.rs.chunked)
+        return 0; /* write() began a chunked body: sendfile cannot frame */
     r = PyObject_CallMethod(fw->filelike, "fileno", NULL);
     if (r == NULL) {
         PyErr_Clear();
@@ -701,29 +615,18 @@ static int send_file(sl_wsgi_lane_t *l, file_wrapper_t *fw)
                         "the app returned without calling start_response()");
         return -1;
     }
-    if (!l->sent) {
-        if (head_build(l, (long long)len) < 0)
-            return -1;
-    }
-    if (l->rs.app_cl && l->rs.cl < len)
-        len = l->rs.cl;
-    if (l->rs.no_body || len == 0) {
-        emit(l, NULL, 0, true);
-        return 1;
-    }
-    if (emit(l, NULL, 0, false) < 0)
-        return 1;
-    dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (dup_fd < 0) {
+    /* the connection takes a descriptor of its own: the app closes its
+     * file when the response is over, the loop sends it later */
+    fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
-    l->rs.sent += len;
-    if (sl_conn_sendfile(l->c, l->gen, dup_fd, off, (size_t)len,
-                         sl_response_ends_connection(&l->rs) ? SL_SEND_CLOSE
-                                                             : 0) == 0)
-        l->ended = true;
-    l->gone = true;
+    if (!l->w.started && head_build(l, (long long)len) < 0) {
+        close(fd);
+        return -1;
+    }
+    sl_writer_sendfile(&l->w, fd, off, len);
     return 1;
 }
 
@@ -751,7 +654,7 @@ static int send_iter(sl_wsgi_lane_t *l, PyObject *result)
                 Py_DECREF(it);
                 return -1;
             }
-            if (!l->sent && head_build(l, -1) < 0) {
+            if (!l->w.started && head_build(l, -1) < 0) {
                 Py_DECREF(chunk);
                 Py_DECREF(it);
                 return -1;
@@ -767,14 +670,14 @@ static int send_iter(sl_wsgi_lane_t *l, PyObject *result)
     Py_DECREF(it);
     if (PyErr_Occurred())
         return -1;
-    if (l->gone)
+    if (l->w.gone)
         return 0;
     if (l->status == NULL) {
         PyErr_SetString(PyExc_RuntimeError,
                         "the app returned without calling start_response()");
         return -1;
     }
-    if (!l->sent && head_build(l, 0) < 0)
+    if (!l->w.started && head_build(l, 0) < 0)
         return -1;
     emit(l, NULL, 0, true);
     return 0;
@@ -795,9 +698,9 @@ static void call_close(sl_wsgi_lane_t *l, PyObject *result)
     Py_DECREF(close);
     if (r == NULL)
         sl_py_log_exception("error closing the result of %s %.*s",
-                            llhttp_method_name(l->c->req.method),
-                            (int)l->c->req.url_len,
-                            l->c->req.hbuf.data + l->c->req.url_off);
+                            llhttp_method_name(l->w.c->req.method),
+                            (int)l->w.c->req.url_len,
+                            l->w.c->req.hbuf.data + l->w.c->req.url_off);
     Py_XDECREF(r);
 }
 
@@ -824,8 +727,8 @@ static void renew_if_kept(PyObject **slot, PyTypeObject *type,
 static void log_app_error(sl_wsgi_lane_t *l)
 {
     sl_py_log_exception(
-        "error handling %s %.*s", llhttp_method_name(l->c->req.method),
-        (int)l->c->req.url_len, l->c->req.hbuf.data + l->c->req.url_off);
+        "error handling %s %.*s", llhttp_method_name(l->w.c->req.method),
+        (int)l->w.c->req.url_len, l->w.c->req.hbuf.data + l->w.c->req.url_off);
 }
 
 void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen)
@@ -833,15 +736,12 @@ void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen)
     PyObject *env, *result, *args[2];
     int rc;
 
-    l->c = c;
-    l->gen = gen;
-    l->sent = l->gone = l->ended = false;
-    memset(&l->rs, 0, sizeof(l->rs));
+    sl_writer_init(&l->w, &sl_writer_wsgi, &l->head, c, gen);
 
     env = build_environ(c, gen);
     if (env == NULL) {
         log_app_error(l);
-        finish_error(l);
+        sl_writer_fail(&l->w, 500);
         return;
     }
     args[0] = env;
@@ -849,7 +749,7 @@ void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen)
     result = PyObject_Vectorcall(app, args, 2, NULL);
     if (result == NULL) {
         log_app_error(l);
-        finish_error(l);
+        sl_writer_fail(&l->w, 500);
         goto out;
     }
     rc = 0;
@@ -857,17 +757,17 @@ void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen)
         rc = send_sequence(l, result);
     else if (Py_TYPE(result) == &fw_type)
         rc = send_file(l, (file_wrapper_t *)result);
-    if (rc == 0 && !l->gone)
+    if (rc == 0 && !l->w.gone)
         rc = send_iter(l, result);
     if (rc < 0) {
         log_app_error(l);
-        finish_error(l);
+        sl_writer_fail(&l->w, 500);
     }
     call_close(l, result);
     Py_DECREF(result);
 out:
     /* a client that left mid-response still needs its request ended */
-    finish_error(l);
+    sl_writer_fail(&l->w, 500);
     Py_CLEAR(l->status);
     Py_CLEAR(l->headers);
     Py_DECREF(env);
