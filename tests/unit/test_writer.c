@@ -554,6 +554,61 @@ START_TEST(test_wsgi_pairs_checked)
 }
 END_TEST
 
+/* One rule for both interfaces: a name is an RFC 9110 token, a value
+ * holds no CR, LF or NUL. WSGI's pairs are checked when the head is built,
+ * ASGI's when the app sends them (sl_writer_check_headers()). */
+static const struct {
+    const char *wsgi, *asgi;
+} bad_fields[] = {
+    {"[('X Injected', 'yes')]", "[[b'X Injected', b'yes']]"},
+    {"[('X-A:', 'b')]", "[[b'X-A:', b'b']]"},
+    {"[('', 'b')]", "[[b'', b'b']]"},
+    {"[('(x)', 'b')]", "[[b'(x)', b'b']]"},
+    {"[('X-A', 'a\\r\\nX-Injected: 1')]", "[[b'X-A', b'a\\nX: 1']]"},
+    {"[('X-A', 'a\\x00b')]", "[[b'X-A', b'a\\x00b']]"},
+};
+
+START_TEST(test_header_rule_wsgi)
+{
+    UP(NULL);
+    get(&sl_writer_wsgi);
+    ck_assert_int_eq(start(200, "200 OK", bad_fields[_i].wsgi, -1, false), -1);
+    assert_raised(PyExc_ValueError, "bad header");
+    ck_assert_uint_eq(queued(), 0);
+}
+END_TEST
+
+START_TEST(test_header_rule_asgi)
+{
+    PyObject *h;
+
+    UP(NULL);
+    h = py(bad_fields[_i].asgi);
+    ck_assert_int_eq(sl_writer_check_headers(h, "ASGI: test"), -1);
+    Py_DECREF(h);
+    assert_raised(PyExc_ValueError, "CR, LF or NUL");
+}
+END_TEST
+
+/* Every tchar is welcome in a name, for both. */
+START_TEST(test_token_names_pass)
+{
+    PyObject *h;
+
+    UP(NULL);
+    h = py("[[b\"x!#$%&'*+-.^_`|~9\", b'v']]");
+    ck_assert_int_eq(sl_writer_check_headers(h, "ASGI: test"), 0);
+    Py_DECREF(h);
+    get(&sl_writer_wsgi);
+    ck_assert_int_eq(
+        start(200, "200 OK", "[(\"x!#$%&'*+-.^_`|~9\", 'v')]", 0, false), 0);
+    ck_assert_int_eq(sl_writer_end(&w, NULL), 0);
+    response(false);
+    ck_assert_str_eq(h_header(resp.head, "x!#$%&'*+-.^_`|~9", v, sizeof(v)),
+                     "v");
+}
+END_TEST
+
 static Suite *writer_suite(void)
 {
     Suite *s = suite_create("writer");
@@ -596,6 +651,11 @@ static Suite *writer_suite(void)
     tcase_add_test(tc, test_bad_content_length);
     tcase_add_loop_test(tc, test_wsgi_pairs_checked, 0,
                         sizeof(wsgi_mistakes) / sizeof(wsgi_mistakes[0]));
+    tcase_add_loop_test(tc, test_header_rule_wsgi, 0,
+                        sizeof(bad_fields) / sizeof(bad_fields[0]));
+    tcase_add_loop_test(tc, test_header_rule_asgi, 0,
+                        sizeof(bad_fields) / sizeof(bad_fields[0]));
+    tcase_add_test(tc, test_token_names_pass);
     suite_add_tcase(s, tc);
     return s;
 }

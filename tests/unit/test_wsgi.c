@@ -134,6 +134,10 @@ static const char APP[] =
     "    sr('200 OK', [('X:A', 'a')])\n"
     "    return [b'x']\n"
     "\n"
+    "def space_name(e, sr):\n"
+    "    sr('200 OK', [('X Injected', 'a')])\n"
+    "    return [b'x']\n"
+    "\n"
     "def non_latin1_header(e, sr):\n"
     "    sr('200 OK', [('X-A', '\\u20ac')])\n"
     "    return [b'x']\n"
@@ -707,6 +711,7 @@ static const struct {
     {"/bytes_status", "status must be str"},
     {"/crlf_header", "bad header"},
     {"/colon_name", "bad header"},
+    {"/space_name", "bad header"},
     {"/non_latin1_header", "not latin-1"},
     {"/tuple_headers", "headers must be a list"},
     {"/bad_cl", "bad Content-Length"},

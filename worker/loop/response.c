@@ -1,11 +1,12 @@
 /* response.c - a WSGI or ASGI response as HTTP/1.1 bytes.
  *
  * The head is copied, never re-encoded (WSGI's latin-1 str and ASGI's bytes
- * are both one byte per character); the checks are the ones a response
- * splitter would exploit (CR, LF, NUL, a colon in a name). Connection and
- * Transfer-Encoding belong to the server: the app's are read for intent and
- * dropped, and the framing is chosen here so a hello-world response goes out
- * with a Content-Length in the same write as its head.
+ * are both one byte per character); a name must be an RFC 9110 token and
+ * a value may not hold what would split the head (CR, LF, NUL), for WSGI
+ * and ASGI alike. Connection and Transfer-Encoding belong to the server:
+ * the app's are read for intent and dropped, and the framing is chosen
+ * here so a hello-world response goes out with a Content-Length in the
+ * same write as its head.
  */
 #include "config.h"
 
@@ -28,6 +29,26 @@ bool sl_response_bad_bytes(const char *p, size_t n)
     return false;
 }
 
+/* RFC 9110's tchar: the bytes a field name (a token) may hold. */
+static const bool tchar[256] = {
+    ['!'] = true,  ['#'] = true, ['$'] = true, ['%'] = true, ['&'] = true,
+    ['\''] = true, ['*'] = true, ['+'] = true, ['-'] = true, ['.'] = true,
+    ['^'] = true,  ['_'] = true, ['`'] = true, ['|'] = true, ['~'] = true,
+    ['0'] = true,  ['1'] = true, ['2'] = true, ['3'] = true, ['4'] = true,
+    ['5'] = true,  ['6'] = true, ['7'] = true, ['8'] = true, ['9'] = true,
+    ['A'] = true,  ['B'] = true, ['C'] = true, ['D'] = true, ['E'] = true,
+    ['F'] = true,  ['G'] = true, ['H'] = true, ['I'] = true, ['J'] = true,
+    ['K'] = true,  ['L'] = true, ['M'] = true, ['N'] = true, ['O'] = true,
+    ['P'] = true,  ['Q'] = true, ['R'] = true, ['S'] = true, ['T'] = true,
+    ['U'] = true,  ['V'] = true, ['W'] = true, ['X'] = true, ['Y'] = true,
+    ['Z'] = true,  ['a'] = true, ['b'] = true, ['c'] = true, ['d'] = true,
+    ['e'] = true,  ['f'] = true, ['g'] = true, ['h'] = true, ['i'] = true,
+    ['j'] = true,  ['k'] = true, ['l'] = true, ['m'] = true, ['n'] = true,
+    ['o'] = true,  ['p'] = true, ['q'] = true, ['r'] = true, ['s'] = true,
+    ['t'] = true,  ['u'] = true, ['v'] = true, ['w'] = true, ['x'] = true,
+    ['y'] = true,  ['z'] = true,
+};
+
 bool sl_response_bad_name(const char *p, size_t n)
 {
     size_t i;
@@ -35,8 +56,7 @@ bool sl_response_bad_name(const char *p, size_t n)
     if (n == 0)
         return true;
     for (i = 0; i < n; i++)
-        if (p[i] == ':' || p[i] == ' ' || p[i] == '\t' || p[i] == '\r' ||
-            p[i] == '\n' || p[i] == '\0')
+        if (!tchar[(unsigned char)p[i]])
             return true;
     return false;
 }

@@ -33,11 +33,13 @@ typedef struct {
     uint64_t sent;             /* body bytes framed so far */
 } sl_response_t;
 
-/* Does P[0..N) hold CR, LF or NUL (bytes that would split a head)? */
+/* Does P[0..N) hold CR, LF or NUL (bytes that would split a head)? The
+ * one rule for both interfaces' header values. */
 bool sl_response_bad_bytes(const char *p, size_t n);
 
-/* Is P[0..N) not a header name we send (empty, or holding a separator or
- * a byte that would split the head)? */
+/* Is P[0..N) not a header name we send: empty, or holding a byte that is
+ * not an RFC 9110 tchar (a separator, a space, a control or non-ASCII
+ * byte)? The one rule for both interfaces' names. */
 bool sl_response_bad_name(const char *p, size_t n);
 
 /* Append "HTTP/1.1 NNN Reason\r\n" for STATUS (100..999) to B. */

@@ -26,8 +26,9 @@ typedef struct {
 struct sl_writer_iface {
     const char *what; /* names the app's call in errors */
     /* Pair I of HEADERS into F; -1 with an exception when it is not of
-     * the interface's shape (or, WSGI, breaks the header rule). */
+     * the interface's shape. */
     int (*pair)(PyObject *headers, Py_ssize_t i, const char *what, field_t *f);
+    bool checked; /* the rule was applied when the app sent the list */
 };
 
 /* ------------------------------------------------------------------ */
@@ -66,14 +67,7 @@ static int pair_latin1(PyObject *headers, Py_ssize_t i, const char *what,
     if (f->name == NULL)
         return -1;
     f->value = latin1(PyTuple_GET_ITEM(t, 1), &f->vn, "header value");
-    if (f->value == NULL)
-        return -1;
-    if (f->nn == 0 || sl_response_bad_bytes(f->name, f->nn) ||
-        memchr(f->name, ':', f->nn) || sl_response_bad_bytes(f->value, f->vn)) {
-        PyErr_Format(PyExc_ValueError, "bad header %R", t);
-        return -1;
-    }
-    return 0;
+    return f->value != NULL ? 0 : -1;
 }
 
 /* ASGI: a [bytes, bytes] pair (list or tuple). */
@@ -105,26 +99,35 @@ static int pair_bytes(PyObject *headers, Py_ssize_t i, const char *what,
     return 0;
 }
 
-const sl_writer_iface_t sl_writer_wsgi = {"start_response()", pair_latin1};
-const sl_writer_iface_t sl_writer_asgi = {"http.response.start", pair_bytes};
+const sl_writer_iface_t sl_writer_wsgi = {"start_response()", pair_latin1,
+                                          false};
+const sl_writer_iface_t sl_writer_asgi = {"http.response.start", pair_bytes,
+                                          true};
+
+/* The one header rule, for both interfaces: -1 with a ValueError naming
+ * pair I of HEADERS when F breaks it. */
+static int check_field(const field_t *f, PyObject *headers, Py_ssize_t i,
+                       const char *what)
+{
+    if (!sl_response_bad_name(f->name, f->nn) &&
+        !sl_response_bad_bytes(f->value, f->vn))
+        return 0;
+    PyErr_Format(PyExc_ValueError,
+                 "%s: bad header %R: a name must be a token and a value may "
+                 "not hold CR, LF or NUL",
+                 what, PySequence_Fast_GET_ITEM(headers, i));
+    return -1;
+}
 
 int sl_writer_check_headers(PyObject *headers, const char *what)
 {
     Py_ssize_t i, n = PySequence_Fast_GET_SIZE(headers);
     field_t f;
 
-    for (i = 0; i < n; i++) {
-        if (pair_bytes(headers, i, what, &f) < 0)
+    for (i = 0; i < n; i++)
+        if (pair_bytes(headers, i, what, &f) < 0 ||
+            check_field(&f, headers, i, what) < 0)
             return -1;
-        if (sl_response_bad_name(f.name, f.nn) ||
-            sl_response_bad_bytes(f.value, f.vn)) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s: invalid header %R: a name must be a token and "
-                         "neither may hold CR, LF or NUL",
-                         what, PySequence_Fast_GET_ITEM(headers, i));
-            return -1;
-        }
-    }
     return 0;
 }
 
@@ -158,7 +161,9 @@ int sl_writer_start(sl_writer_t *w, int status, const char *line, size_t ln,
         sl_response_status_line(b, status);
     }
     for (i = 0; i < n; i++) {
-        if (w->iface->pair(headers, i, w->iface->what, &f) < 0)
+        if (w->iface->pair(headers, i, w->iface->what, &f) < 0 ||
+            (!w->iface->checked &&
+             check_field(&f, headers, i, w->iface->what) < 0))
             return -1;
         if (sl_response_field(&w->rs, b, f.name, f.nn, f.value, f.vn) < 0) {
             PyErr_Format(PyExc_ValueError, "%s: bad Content-Length %R",
