@@ -43,7 +43,6 @@ static const char *const key_names[K_COUNT] = {
     "state",    "extensions",   "http",         "1.0",     "1.1",
 };
 static PyObject *K[K_COUNT];
-static PyObject *method_names[64];
 
 /* sl_http_common_names as the scope has them (bytes), made once. */
 static PyObject *common_names[SL_HTTP_NCOMMON];
@@ -135,7 +134,7 @@ PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
     sl_http_target(q->hbuf.data + q->url_off, q->url_len, &t);
     if (PyDict_SetItem(scope, K[K_HTTP_VERSION], K[q->minor ? K_1_1 : K_1_0]) <
             0 ||
-        PyDict_SetItem(scope, K[K_METHOD], method_names[q->method & 63]) < 0 ||
+        PyDict_SetItem(scope, K[K_METHOD], sl_py_method(q->method)) < 0 ||
         set_steal(scope, K[K_PATH],
                   sl_py_unquote_path(t.path, t.path_len, true)) < 0 ||
         set_steal(scope, K[K_RAW_PATH],
@@ -218,15 +217,8 @@ static int init_names(void)
         if (common_names[i] == NULL)
             return -1;
     }
-    for (i = 0; i < 64; i++)
-        method_names[i] = PyUnicode_InternFromString("UNKNOWN");
-#define XX(num, name, string)                                                  \
-    Py_XSETREF(method_names[num], PyUnicode_InternFromString(#string));
-    HTTP_METHOD_MAP(XX)
-#undef XX
-    for (i = 0; i < 64; i++)
-        if (method_names[i] == NULL)
-            return -1;
+    if (sl_py_methods_init() < 0)
+        return -1;
     S.empty = PyBytes_FromStringAndSize(NULL, 0);
     return S.empty != NULL ? 0 : -1;
 }

@@ -49,7 +49,6 @@ static PyObject *app;   /* owned */
 static sl_pump_t *pump; /* borrowed */
 static PyObject *proto; /* owned: the prototype environ */
 static PyObject *errors_obj;
-static PyObject *method_names[64];
 static PyObject *listener_name[SL_MAX_LISTENERS];
 static PyObject *listener_port[SL_MAX_LISTENERS];
 
@@ -485,8 +484,8 @@ static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
     env = PyDict_Copy(proto);
     if (env == NULL)
         return NULL;
-    if (PyDict_SetItem(env, keys[K_REQUEST_METHOD],
-                       method_names[r->method & 63]) < 0 ||
+    if (PyDict_SetItem(env, keys[K_REQUEST_METHOD], sl_py_method(r->method)) <
+            0 ||
         PyDict_SetItem(env, keys[K_SERVER_PROTOCOL],
                        keys[r->minor ? K_HTTP_1_1 : K_HTTP_1_0]) < 0 ||
         PyDict_SetItem(env, keys[K_SERVER_NAME], listener_name[li]) < 0 ||
@@ -842,15 +841,8 @@ int sl_wsgi_init(PyObject *the_app, sl_pump_t *p)
             goto out_fail;
         PyUnicode_InternInPlace(&common_keys[i]);
     }
-    for (i = 0; i < 64; i++)
-        method_names[i] = PyUnicode_InternFromString("UNKNOWN");
-#define XX(num, name, string)                                                  \
-    method_names[num] = PyUnicode_InternFromString(#string);
-    HTTP_METHOD_MAP(XX)
-#undef XX
-    for (i = 0; i < 64; i++)
-        if (method_names[i] == NULL)
-            goto out_fail;
+    if (sl_py_methods_init() < 0)
+        goto out_fail;
     for (k = 0; k < p->nlisteners; k++) {
         listener_name[k] = PyUnicode_FromString(p->listeners[k].server_name);
         listener_port[k] = PyUnicode_FromString(p->listeners[k].server_port);
