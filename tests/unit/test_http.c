@@ -178,6 +178,35 @@ START_TEST(test_target)
 }
 END_TEST
 
+/* "METHOD url" for the log, cut to the buffer, always terminated. */
+START_TEST(test_log_name)
+{
+    static char url[] = "/a/path?q=1";
+    sl_req_t r = {.method = HTTP_GET, .url_len = 11};
+    char buf[32];
+
+    r.hbuf.data = url;
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, sizeof(buf)), 15);
+    ck_assert_str_eq(buf, "GET /a/path?q=1");
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, 8), 7);
+    ck_assert_str_eq(buf, "GET /a/");
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, 4), 3);
+    ck_assert_str_eq(buf, "GET");
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, 3), 2);
+    ck_assert_str_eq(buf, "GE");
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, 1), 0);
+    ck_assert_str_eq(buf, "");
+    buf[0] = 'x';
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, 0), 0);
+    ck_assert_int_eq(buf[0], 'x'); /* no room: untouched */
+    r.method = HTTP_MSEARCH;
+    r.url_off = 3;
+    r.url_len = 4;
+    sl_http_log_name(&r, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "M-SEARCH path");
+}
+END_TEST
+
 START_TEST(test_reason)
 {
     ck_assert_str_eq(sl_http_reason(200), "OK");
@@ -543,6 +572,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_name_is);
     tcase_add_test(tc, test_common_index);
     tcase_add_test(tc, test_target);
+    tcase_add_test(tc, test_log_name);
     tcase_add_test(tc, test_reason);
     tcase_add_test(tc, test_error_head);
     tcase_add_test(tc, test_error_head_appends);

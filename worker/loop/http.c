@@ -31,6 +31,25 @@ bool sl_http_name_is(const char *p, size_t n, const char *name)
     return name[n] == '\0';
 }
 
+size_t sl_http_log_name(const sl_req_t *r, char *buf, size_t n)
+{
+    const char *m = llhttp_method_name(r->method);
+    size_t mn = strlen(m), un = r->url_len;
+
+    if (n == 0)
+        return 0;
+    if (mn > n - 1)
+        mn = n - 1;
+    memcpy(buf, m, mn);
+    if (mn < n - 1)
+        buf[mn++] = ' ';
+    if (un > n - 1 - mn)
+        un = n - 1 - mn;
+    memcpy(buf + mn, r->hbuf.data + r->url_off, un);
+    buf[mn + un] = '\0';
+    return mn + un;
+}
+
 const char *const sl_http_common_names[SL_HTTP_NCOMMON] = {
     "host",
     "user-agent",

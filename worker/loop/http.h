@@ -18,6 +18,11 @@ const char *sl_http_reason(int status);
 /* Append a complete error response for STATUS with Connection: close. */
 void sl_http_error_head(sl_buf_t *b, int status);
 
+/* "METHOD url" of request R for the log, in BUF (N bytes, NUL-terminated,
+ * the URL cut to fit). Returns its length. No printf: ASGI makes one per
+ * request, and the drain copies one where a signal handler can print it. */
+size_t sl_http_log_name(const sl_req_t *r, char *buf, size_t n);
+
 /* Case-insensitive compare of a header name slice with NAME (lower case). */
 bool sl_http_name_is(const char *p, size_t n, const char *name);
 

@@ -1036,23 +1036,6 @@ static void refuse(sl_conn_t *c, uint32_t gen, int status)
     sl_writer_fail(&w, status);
 }
 
-/* "GET /path" into BUF (cut to fit): every request has one for the log,
- * so no printf here. */
-static void req_what(char *buf, size_t size, const sl_req_t *q)
-{
-    const char *m = llhttp_method_name(q->method);
-    size_t mn = strlen(m), un = q->url_len;
-
-    if (mn > size - 2)
-        mn = size - 2;
-    memcpy(buf, m, mn);
-    buf[mn++] = ' ';
-    if (un > size - 1 - mn)
-        un = size - 1 - mn;
-    memcpy(buf + mn, q->hbuf.data + q->url_off, un);
-    buf[mn + un] = '\0';
-}
-
 static req_t *req_new(sl_conn_t *c, uint32_t gen)
 {
     req_t *r = PyObject_New(req_t, &req_type);
@@ -1065,7 +1048,7 @@ static req_t *req_new(sl_conn_t *c, uint32_t gen)
     r->gen = gen;
     sl_writer_init(&r->w, &sl_writer_asgi, &L.scratch, c, gen);
     r->body_left = q->chunked ? 0 : q->content_length;
-    req_what(r->what, sizeof(r->what), q);
+    sl_http_log_name(q, r->what, sizeof(r->what));
     return r;
 }
 

@@ -685,6 +685,7 @@ static int send_iter(sl_wsgi_lane_t *l, PyObject *result)
 static void call_close(sl_wsgi_lane_t *l, PyObject *result)
 {
     PyObject *close, *r;
+    char what[512];
 
     if (PyList_CheckExact(result) || PyTuple_CheckExact(result))
         return;
@@ -695,11 +696,10 @@ static void call_close(sl_wsgi_lane_t *l, PyObject *result)
     }
     r = PyObject_CallNoArgs(close);
     Py_DECREF(close);
-    if (r == NULL)
-        sl_py_log_exception("error closing the result of %s %.*s",
-                            llhttp_method_name(l->w.c->req.method),
-                            (int)l->w.c->req.url_len,
-                            l->w.c->req.hbuf.data + l->w.c->req.url_off);
+    if (r == NULL) {
+        sl_http_log_name(&l->w.c->req, what, sizeof(what));
+        sl_py_log_exception("error closing the result of %s", what);
+    }
     Py_XDECREF(r);
 }
 
@@ -725,9 +725,10 @@ static void renew_if_kept(PyObject **slot, PyTypeObject *type,
 
 static void log_app_error(sl_wsgi_lane_t *l)
 {
-    sl_py_log_exception(
-        "error handling %s %.*s", llhttp_method_name(l->w.c->req.method),
-        (int)l->w.c->req.url_len, l->w.c->req.hbuf.data + l->w.c->req.url_off);
+    char what[512];
+
+    sl_http_log_name(&l->w.c->req, what, sizeof(what));
+    sl_py_log_exception("error handling %s", what);
 }
 
 void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen)
