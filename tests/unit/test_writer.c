@@ -4,7 +4,8 @@
  * thread is the loop thread and, once it took the request's ticket, the
  * executor: it drives one sl_writer_t over the request as WSGI's lane or
  * ASGI's send() would, with header lists made by the embedded interpreter,
- * and then reads what the client received. Python starts once per
+ * and then reads what the client received. Out-of-memory cases make the
+ * scratch buffer's growth fail (buf_faults.h). Python starts once per
  * process, so every test runs forked and starts it in its fixture.
  */
 #include "config.h"
@@ -12,6 +13,7 @@
 #include <check.h>
 #include <fcntl.h>
 
+#include "tests/unit/buf_faults.h"
 #include "tests/unit/py_harness.h"
 #include "worker/python/writer.h"
 
@@ -609,6 +611,69 @@ START_TEST(test_token_names_pass)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* out of memory                                                      */
+
+/* The head cannot be built whole: MemoryError, nothing queued (the
+ * fields after the failed one would fit, and must not go out without
+ * it); the error answer still can be, and goes. */
+START_TEST(test_head_out_of_memory)
+{
+    UP(NULL);
+    get(&sl_writer_asgi);
+    hb_fail_after(1); /* the status line grows the scratch; X-Long cannot */
+    ck_assert_int_eq(start(200, NULL,
+                           "[[b'x-long', b'v' * 3000], [b'x-after', b'1']]", -1,
+                           false),
+                     -1);
+    hb_fail_after(-1);
+    assert_raised(PyExc_MemoryError, "");
+    ck_assert(!w.started && !w.headed);
+    ck_assert_uint_eq(queued(), 0);
+    sl_writer_fail(&w, 500);
+    response(false);
+    ck_assert_int_eq(resp.status, 500);
+    ck_assert_ptr_null(hdr("x-after"));
+}
+END_TEST
+
+/* Not even the error answer fits: the close alone says it. */
+START_TEST(test_fail_out_of_memory_closes)
+{
+    UP(NULL);
+    get(&sl_writer_wsgi);
+    hb_fail_after(0);
+    sl_writer_fail(&w, 500);
+    hb_fail_after(-1);
+    ck_assert(w.ended);
+    ck_assert(h_run_until(&pump, closed_and_done, NULL));
+    ck_assert_uint_eq(client.len, 0);
+}
+END_TEST
+
+/* The trailers cannot be built: MemoryError, and the body is cut short
+ * (no last chunk) by the close. */
+START_TEST(test_trailers_out_of_memory)
+{
+    PyObject *t;
+
+    UP(NULL);
+    get(&sl_writer_asgi);
+    ck_assert_int_eq(start(200, NULL, "[]", -1, true), 0);
+    ck_assert_int_eq(body("ab", true), 0);
+    t = py("[[b'x-long', b'v' * 3000]]");
+    hb_fail_after(0);
+    ck_assert_int_eq(sl_writer_end(&w, t), -1);
+    hb_fail_after(-1);
+    Py_DECREF(t);
+    assert_raised(PyExc_MemoryError, "");
+    ck_assert(w.ended);
+    ck_assert(h_run_until(&pump, closed_and_done, NULL));
+    ck_assert_ptr_nonnull(strstr(client.data, "2\r\nab\r\n"));
+    ck_assert_ptr_null(strstr(client.data, "ab\r\n0"));
+}
+END_TEST
+
 static Suite *writer_suite(void)
 {
     Suite *s = suite_create("writer");
@@ -656,6 +721,14 @@ static Suite *writer_suite(void)
     tcase_add_loop_test(tc, test_header_rule_asgi, 0,
                         sizeof(bad_fields) / sizeof(bad_fields[0]));
     tcase_add_test(tc, test_token_names_pass);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("out of memory");
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_head_out_of_memory);
+    tcase_add_test(tc, test_fail_out_of_memory_closes);
+    tcase_add_test(tc, test_trailers_out_of_memory);
     suite_add_tcase(s, tc);
     return s;
 }

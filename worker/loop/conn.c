@@ -224,10 +224,11 @@ int sl_conn_flush_locked(sl_conn_t *c)
     return rc;
 }
 
-/* Queue a response the loop makes itself (errors), closing after it. */
+/* Queue a response the loop makes itself (errors), closing after it; out
+ * of memory, the close alone says it. */
 static void conn_error_response(sl_conn_t *c, int status)
 {
-    sl_http_error_head(&c->wbuf, status);
+    (void)sl_http_error_head(&c->wbuf, status);
     c->close_after = true;
     c->resp_done = true;
     c->state = SL_CONN_WRITING;
@@ -470,7 +471,10 @@ static void conn_process(sl_conn_t *c)
                 continue;
             }
             if (c->head_done && sl_http_is_health(c)) {
-                sl_http_health_head(&c->wbuf, c);
+                /* out of memory, no answer: close rather than leave the
+                 * client waiting on a kept-alive connection */
+                if (sl_http_health_head(&c->wbuf, c) < 0)
+                    c->close_after = true;
                 c->resp_done = true;
                 c->state = SL_CONN_WRITING;
                 continue;

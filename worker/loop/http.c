@@ -262,7 +262,7 @@ const char *sl_http_reason(int status)
     }
 }
 
-void sl_http_error_head(sl_buf_t *b, int status)
+int sl_http_error_head(sl_buf_t *b, int status)
 {
     char head[512];
     const char *reason = sl_http_reason(status);
@@ -278,8 +278,9 @@ void sl_http_error_head(sl_buf_t *b, int status)
                  "\r\n"
                  "%s\n",
                  status, reason, sl_date_line(), strlen(reason) + 1, reason);
-    if (n > 0 && (size_t)n < sizeof(head))
-        sl_buf_append(b, head, (size_t)n);
+    if (n <= 0 || (size_t)n >= sizeof(head))
+        return -1; /* cannot happen: the reasons are short */
+    return sl_buf_append(b, head, (size_t)n);
 }
 
 bool sl_http_is_health(const sl_conn_t *c)
@@ -295,7 +296,7 @@ bool sl_http_is_health(const sl_conn_t *c)
     return r->url_len == n && memcmp(r->hbuf.data + r->url_off, path, n) == 0;
 }
 
-void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
+int sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
 {
     char head[256];
     bool ok = !c->pump->terminating;
@@ -318,8 +319,9 @@ void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
                  : c->req.minor == 0 ? "Connection: keep-alive\r\n"
                                      : "",
                  c->req.head ? "" : body);
-    if (n > 0 && (size_t)n < sizeof(head))
-        sl_buf_append(b, head, (size_t)n);
+    if (n <= 0 || (size_t)n >= sizeof(head))
+        return -1; /* cannot happen: the head is fixed text */
+    return sl_buf_append(b, head, (size_t)n);
 }
 
 void sl_http_target(const char *url, size_t n, sl_target_t *t)

@@ -151,31 +151,34 @@ int sl_writer_start(sl_writer_t *w, int status, const char *line, size_t ln,
     sl_buf_t *b = w->scratch;
     Py_ssize_t i, n = PySequence_Fast_GET_SIZE(headers);
     field_t f;
+    int rc;
 
-    sl_response_begin(&w->rs, b, req, status);
-    if (line != NULL) {
-        SL_BUF_APPEND_LIT(b, "HTTP/1.1 ");
-        sl_buf_append(b, line, ln);
-        SL_BUF_APPEND_LIT(b, "\r\n");
-    } else {
-        sl_response_status_line(b, status);
-    }
+    if (sl_response_begin(&w->rs, b, req, status, line, ln) < 0)
+        goto out_nomem;
     for (i = 0; i < n; i++) {
         if (w->iface->pair(headers, i, w->iface->what, &f) < 0 ||
             (!w->iface->checked &&
              check_field(&f, headers, i, w->iface->what) < 0))
             return -1;
-        if (sl_response_field(&w->rs, b, f.name, f.nn, f.value, f.vn) < 0) {
+        rc = sl_response_field(&w->rs, b, f.name, f.nn, f.value, f.vn);
+        if (rc == -2) {
             PyErr_Format(PyExc_ValueError, "%s: bad Content-Length %R",
                          w->iface->what, PySequence_Fast_GET_ITEM(headers, i));
             return -1;
         }
+        if (rc < 0)
+            goto out_nomem;
     }
-    sl_response_end(&w->rs, b, req, known, trailers,
-                    sl_response_must_close(w->c, w->gen));
+    if (sl_response_end(&w->rs, b, req, known, trailers,
+                        sl_response_must_close(w->c, w->gen)) < 0)
+        goto out_nomem;
     w->trailers = trailers;
     w->started = w->headed = true;
     return 0;
+
+out_nomem:
+    PyErr_NoMemory(); /* what was built never leaves the scratch */
+    return -1;
 }
 
 /* Queue IOV[0..N) with FLAGS; past END the writer is done. */
@@ -229,8 +232,18 @@ int sl_writer_body(sl_writer_t *w, const void *data, size_t len, bool last)
     return queue(w, iov, n, end ? end_flags(w) : 0);
 }
 
-/* "0\r\n", the trailer fields of HEADERS and the final CRLF into B. 0, or
- * -1 with an exception. */
+/* "name: value\r\n" into B. 0, or -1 when out of memory. */
+static int put_field(sl_buf_t *b, const field_t *f)
+{
+    if (sl_buf_append(b, f->name, f->nn) < 0 ||
+        SL_BUF_APPEND_LIT(b, ": ") < 0 || sl_buf_append(b, f->value, f->vn) < 0)
+        return -1;
+    return SL_BUF_APPEND_LIT(b, "\r\n");
+}
+
+/* "0\r\n", the trailer fields of HEADERS and the final CRLF into the
+ * scratch. 0, or -1 with an exception (MemoryError when an append failed:
+ * the scratch is then never sent). */
 static int build_trailers(sl_writer_t *w, PyObject *headers)
 {
     sl_buf_t *b = w->scratch;
@@ -238,18 +251,22 @@ static int build_trailers(sl_writer_t *w, PyObject *headers)
     field_t f;
 
     b->len = b->off = 0;
-    SL_BUF_APPEND_LIT(b, "0\r\n");
+    if (SL_BUF_APPEND_LIT(b, "0\r\n") < 0)
+        goto out_nomem;
     n = headers != NULL ? PySequence_Fast_GET_SIZE(headers) : 0;
     for (i = 0; i < n; i++) {
         if (w->iface->pair(headers, i, "http.response.trailers", &f) < 0)
             return -1;
-        sl_buf_append(b, f.name, f.nn);
-        SL_BUF_APPEND_LIT(b, ": ");
-        sl_buf_append(b, f.value, f.vn);
-        SL_BUF_APPEND_LIT(b, "\r\n");
+        if (put_field(b, &f) < 0)
+            goto out_nomem;
     }
-    SL_BUF_APPEND_LIT(b, "\r\n");
+    if (SL_BUF_APPEND_LIT(b, "\r\n") < 0)
+        goto out_nomem;
     return 0;
+
+out_nomem:
+    PyErr_NoMemory();
+    return -1;
 }
 
 int sl_writer_end(sl_writer_t *w, PyObject *trailers)
@@ -319,10 +336,12 @@ void sl_writer_fail(sl_writer_t *w, int status)
         return;
     if (!w->sent && !w->gone) {
         w->scratch->len = w->scratch->off = 0;
-        sl_http_error_head(w->scratch, status);
-        iov.iov_base = w->scratch->data;
-        iov.iov_len = w->scratch->len;
-        n = 1;
+        /* out of memory, the close alone says it */
+        if (sl_http_error_head(w->scratch, status) == 0) {
+            iov.iov_base = w->scratch->data;
+            iov.iov_len = w->scratch->len;
+            n = 1;
+        }
     }
     w->headed = false;
     queue(w, &iov, n, SL_SEND_END | SL_SEND_CLOSE);
