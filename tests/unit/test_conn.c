@@ -936,6 +936,26 @@ START_TEST(test_expect_continue)
 }
 END_TEST
 
+/* No memory for the interim answer: none is sent, and the response's
+ * first bytes are the response's (they count as written). */
+START_TEST(test_expect_continue_out_of_memory)
+{
+    sl_ticket_t t;
+
+    UP(NULL);
+    hb_fail_after(1); /* the head's copy grows; the interim answer cannot */
+    h_sends(&client, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n"
+                     "Expect: 100-continue\r\n\r\n");
+    take_request(&t);
+    hb_fail_after(-1);
+    ck_assert_uint_eq(client.conn->interim, 0);
+    respond(t.gen, "ok");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_int_eq(resp.status, 200);
+    ck_assert(client.conn->wrote_any);
+}
+END_TEST
+
 /* A body the app did not read is dropped, never taken for the next
  * request: what looks like a request inside it is body bytes. */
 START_TEST(test_unread_body_closes)
@@ -1521,6 +1541,7 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_streamed_chunked_body_over_limit);
     tcase_add_test(tc, test_body_window);
     tcase_add_test(tc, test_expect_continue);
+    tcase_add_test(tc, test_expect_continue_out_of_memory);
     tcase_add_test(tc, test_unread_body_closes);
     tcase_add_test(tc, test_ignored_complete_body_keeps_alive);
     suite_add_tcase(s, tc);

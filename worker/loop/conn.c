@@ -294,10 +294,11 @@ static void conn_dispatch(sl_conn_t *c)
     c->gen++; /* under mu: a stale executor compares it there */
     c->body_done = !c->req.has_body || c->msg_done;
     pthread_mutex_unlock(&c->mu);
-    if (c->req.expect_continue && c->req.has_body) {
-        sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1);
+    /* out of memory, no interim answer: the client sends the body after
+     * its own wait; the response's first bytes must not count as it */
+    if (c->req.expect_continue && c->req.has_body &&
+        sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1) == 0)
         c->interim = sizeof(cont) - 1; /* not part of the response */
-    }
     if (c->pump->exec->run != NULL) {
         if (sl_buf_pending(&c->wbuf) > 0 && sl_conn_flush(c) < 0)
             c->aborted = true;
