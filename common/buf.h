@@ -19,27 +19,17 @@ typedef struct {
     size_t cap;
 } sl_buf_t;
 
+/* Grow B so that N more bytes fit after len: sl_buf_reserve()'s slow
+ * path (common/buf.c). 0, or -1 when out of memory (B unchanged). */
+int sl_buf_grow(sl_buf_t *b, size_t n);
+
 /* Make room for N more bytes after len; never moves stored bytes within the
  * buffer (offsets into it stay valid). 0, or -1 when out of memory. */
 static inline int sl_buf_reserve(sl_buf_t *b, size_t n)
 {
-    size_t want, cap;
-    char *p;
-
     if (b->cap - b->len >= n)
         return 0;
-    if (n > SIZE_MAX / 2 - b->len)
-        return -1;
-    want = b->len + n;
-    cap = b->cap ? b->cap : 1024;
-    while (cap < want)
-        cap *= 2;
-    p = realloc(b->data, cap);
-    if (p == NULL)
-        return -1;
-    b->data = p;
-    b->cap = cap;
-    return 0;
+    return sl_buf_grow(b, n);
 }
 
 /* Append N bytes. 0, or -1 when out of memory. */

@@ -490,6 +490,9 @@ def bad_header(environ, start_response):
     elif kind == "lf_in_name":
         headers = [("Content-Type", "text/plain"), ("X-A\nX-Injected", "yes")]
         status = "200 OK"
+    elif kind == "space_in_name":
+        headers = [("Content-Type", "text/plain"), ("X Injected", "yes")]
+        status = "200 OK"
     else:
         raise ValueError(kind)
     start_response(status, headers)

@@ -240,3 +240,19 @@ def test_forbidden_status_or_headers_are_not_sent(server, kind):
     assert r.header("X-Injected") is None
     assert b"should not be sent" not in r.body
     assert server.get("/hello").status == 200
+
+
+@pytest.mark.sluice_only
+def test_space_in_header_name_is_refused(server):
+    """A header name must be an RFC 9110 token, as for ASGI: one with a
+    space is refused (500), and the app's error is logged."""
+    mark = server.log_mark()
+    with server.connect() as c:
+        c.send(build_request("GET", "/bad_header?kind=space_in_name"))
+        r = c.read_response()
+    assert r.status == 500, r.raw
+    assert b"X Injected" not in r.raw
+    assert b"should not be sent" not in r.body
+    log = server.wait_for_log("bad header", since=mark)
+    assert "X Injected" in log, log
+    assert server.get("/hello").status == 200

@@ -2,7 +2,9 @@
  *
  * The buffer is all inline functions, so the tests poke at its fields: what
  * matters to its users (connections keep offsets into it) is exactly when
- * it moves, rewinds, grows and frees its memory.
+ * it moves, rewinds, grows and frees its memory. Growth fails on cue here
+ * (buf_faults.h), as it does for the suites that test callers' handling of
+ * out-of-memory.
  */
 #include "config.h"
 
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "tests/unit/buf_faults.h"
 
 START_TEST(test_empty)
 {
@@ -190,6 +193,29 @@ START_TEST(test_free)
 }
 END_TEST
 
+/* A growth that fails leaves the buffer as it was; what fits without
+ * growing still goes in. */
+START_TEST(test_failed_growth_changes_nothing)
+{
+    sl_buf_t b = {0};
+    char big[2000];
+
+    memset(big, 'x', sizeof(big));
+    hb_fail_after(1);
+    ck_assert_int_eq(sl_buf_append(&b, "abc", 3), 0); /* grows to 1024 */
+    ck_assert_int_eq(sl_buf_append(&b, big, sizeof(big)), -1);
+    ck_assert_uint_eq(b.len, 3);
+    ck_assert_uint_eq(b.cap, 1024);
+    ck_assert(memcmp(b.data, "abc", 3) == 0);
+    ck_assert_int_eq(sl_buf_append(&b, "de", 2), 0); /* fits: no growth */
+    ck_assert_uint_eq(b.len, 5);
+    hb_fail_after(-1);
+    ck_assert_int_eq(sl_buf_append(&b, big, sizeof(big)), 0);
+    ck_assert_uint_eq(b.len, 5 + sizeof(big));
+    sl_buf_free(&b);
+}
+END_TEST
+
 static Suite *buf_suite(void)
 {
     Suite *s = suite_create("buf");
@@ -205,6 +231,7 @@ static Suite *buf_suite(void)
     tcase_add_test(tc, test_compact);
     tcase_add_test(tc, test_reset_keeps_small_frees_large);
     tcase_add_test(tc, test_free);
+    tcase_add_test(tc, test_failed_growth_changes_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
+#include "tests/unit/buf_faults.h"
 #include "tests/unit/harness.h"
 #include "worker/loop/http.h"
 
@@ -935,6 +936,26 @@ START_TEST(test_expect_continue)
 }
 END_TEST
 
+/* No memory for the interim answer: none is sent, and the response's
+ * first bytes are the response's (they count as written). */
+START_TEST(test_expect_continue_out_of_memory)
+{
+    sl_ticket_t t;
+
+    UP(NULL);
+    hb_fail_after(1); /* the head's copy grows; the interim answer cannot */
+    h_sends(&client, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n"
+                     "Expect: 100-continue\r\n\r\n");
+    take_request(&t);
+    hb_fail_after(-1);
+    ck_assert_uint_eq(client.conn->interim, 0);
+    respond(t.gen, "ok");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_int_eq(resp.status, 200);
+    ck_assert(client.conn->wrote_any);
+}
+END_TEST
+
 /* A body the app did not read is dropped, never taken for the next
  * request: what looks like a request inside it is body bytes. */
 START_TEST(test_unread_body_closes)
@@ -1218,6 +1239,79 @@ START_TEST(test_sendfile_short_file_closes)
 }
 END_TEST
 
+/* Out of memory while a part is queued: none of it goes out, END still
+ * ends the request, and the connection closes without another byte. */
+START_TEST(test_send_out_of_memory_drops_the_part)
+{
+    static char big[2000];
+    struct iovec iov[2] = {{"Content-Length: 2000\r\n\r\n", 24},
+                           {big, sizeof(big)}};
+    sl_ticket_t t;
+
+    UP(NULL);
+    memset(big, 'b', sizeof(big));
+    h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    take_request(&t);
+    ck_assert_int_eq(send_str(t.gen, "HTTP/1.1 200 OK\r\n", 0), 0);
+    hb_fail_after(0); /* the first part fits, the second needs growth */
+    ck_assert_int_eq(sl_conn_send(client.conn, t.gen, iov, 2, SL_SEND_END), -1);
+    hb_fail_after(-1);
+    ck_assert(h_wait_eof(&pump, &client));
+    ck_assert_msg(memmem(client.data, client.len, "Content-Length", 14) == NULL,
+                  "a part cut short went out: %.*s", (int)client.len,
+                  client.data);
+    ck_assert_uint_eq(pump.inflight, 0);
+}
+END_TEST
+
+static bool out_taken(void *arg)
+{
+    sl_conn_t *c = arg;
+    bool taken;
+
+    pthread_mutex_lock(&c->mu);
+    taken = sl_buf_pending(&c->out) == 0;
+    pthread_mutex_unlock(&c->mu);
+    return taken;
+}
+
+/* Out of memory while the loop takes the executor's output behind bytes
+ * still being written: what follows the lost bytes never goes out. */
+START_TEST(test_take_out_of_memory_closes)
+{
+    enum { A = 512 * 1024 - 10, B = 1000 };
+    static char a[A], b[B];
+    struct iovec ia = {a, A}, ib = {b, B};
+    sl_ticket_t t;
+    int small = 16 * 1024;
+
+    UP(NULL);
+    ck_assert_int_eq(
+        setsockopt(client.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    ck_assert_int_eq(setsockopt(client.conn->fd, SOL_SOCKET, SO_SNDBUF, &small,
+                                sizeof(small)),
+                     0);
+    memset(a, 'a', A);
+    memset(b, 'b', B);
+    h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    take_request(&t);
+    ck_assert_int_eq(sl_conn_send(client.conn, t.gen, &ia, 1, 0), 1);
+    ck_assert(h_run_until(&pump, conn_blocked_on_write, client.conn));
+    /* B grows the executor's buffer; taking it behind A must grow the
+     * loop's, which fails */
+    hb_fail_after(1);
+    ck_assert_int_eq(sl_conn_send(client.conn, t.gen, &ib, 1, 0), 1);
+    ck_assert_int_eq(send_str(t.gen, "zzz", SL_SEND_END), 0);
+    ck_assert(h_run_until(&pump, out_taken, client.conn));
+    hb_fail_after(-1);
+    ck_assert(h_wait_eof(&pump, &client));
+    ck_assert_uint_le(client.len, A);
+    ck_assert_ptr_null(memchr(client.data, 'b', client.len));
+    ck_assert_ptr_null(memchr(client.data, 'z', client.len));
+    ck_assert_uint_eq(pump.inflight, 0);
+}
+END_TEST
+
 START_TEST(test_peer)
 {
     struct sockaddr_in sin;
@@ -1447,6 +1541,7 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_streamed_chunked_body_over_limit);
     tcase_add_test(tc, test_body_window);
     tcase_add_test(tc, test_expect_continue);
+    tcase_add_test(tc, test_expect_continue_out_of_memory);
     tcase_add_test(tc, test_unread_body_closes);
     tcase_add_test(tc, test_ignored_complete_body_keeps_alive);
     suite_add_tcase(s, tc);
@@ -1462,6 +1557,8 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_sendfile);
     tcase_add_test(tc, test_sendfile_refused_closes_fd);
     tcase_add_test(tc, test_sendfile_short_file_closes);
+    tcase_add_test(tc, test_send_out_of_memory_drops_the_part);
+    tcase_add_test(tc, test_take_out_of_memory_closes);
     tcase_add_test(tc, test_peer);
     tcase_add_test(tc, test_await);
     suite_add_tcase(s, tc);

@@ -10,6 +10,7 @@
 
 #include <check.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include "common/ctl.h"
 #include "tests/unit/harness.h"
@@ -185,6 +186,49 @@ START_TEST(test_graceful_timeout)
 }
 END_TEST
 
+/* Run the backstop's handler in a child that noted RUNNING (NULL: none)
+ * as the request on the loop thread; the child's exit status. */
+static int backstop_child(const char *running)
+{
+    static char url[64];
+    static sl_conn_t c;
+    sl_pump_t p = {0};
+    int status;
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        p.opt = &opt;
+        p.exec = &h_exec_lanes;
+        snprintf(url, sizeof(url), "%s", running ? running : "");
+        c.req.method = HTTP_POST;
+        c.req.hbuf.data = url;
+        c.req.url_len = (uint32_t)strlen(url);
+        sl_drain_signals(&p);
+        sl_drain_note_running(running ? &c : NULL);
+        memset(url, 'x', strlen(url)); /* the copy is what is shown */
+        raise(SIGALRM);
+        _exit(99);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* The backstop's last words name the request the loop thread runs, from
+ * the copy made when it started: the handler cannot format. */
+START_TEST(test_backstop_names_running_request)
+{
+    h_options(&opt, NULL);
+    ck_assert_int_eq(backstop_child("/stuck/here"), SL_EXIT_FAIL);
+    ck_assert_ptr_nonnull(strstr(log_text(), "graceful timeout: exiting; "
+                                             "abandoning POST /stuck/here\n"));
+    ck_assert_int_eq(backstop_child(NULL), SL_EXIT_FAIL);
+    ck_assert_ptr_nonnull(
+        strstr(log_text(), "\nsluice: worker graceful timeout: exiting\n"));
+}
+END_TEST
+
 /* A drain started from a signal inside the loop, with work in flight. */
 START_TEST(test_sigterm_waits_for_request)
 {
@@ -355,6 +399,7 @@ static Suite *drain_suite(void)
     tcase_add_test(tc, test_finish_leaves_no_timer);
     tcase_add_test(tc, test_in_flight_request_finishes);
     tcase_add_test(tc, test_graceful_timeout);
+    tcase_add_test(tc, test_backstop_names_running_request);
     tcase_add_test(tc, test_sigterm_waits_for_request);
     tcase_add_test(tc, test_shutdown_delay);
     tcase_add_test(tc, test_begin_without_delay_prepares);

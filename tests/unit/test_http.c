@@ -12,6 +12,7 @@
 #include <check.h>
 #include <regex.h>
 
+#include "tests/unit/buf_faults.h"
 #include "tests/unit/harness.h"
 #include "worker/loop/http.h"
 
@@ -178,6 +179,35 @@ START_TEST(test_target)
 }
 END_TEST
 
+/* "METHOD url" for the log, cut to the buffer, always terminated. */
+START_TEST(test_log_name)
+{
+    static char url[] = "/a/path?q=1";
+    sl_req_t r = {.method = HTTP_GET, .url_len = 11};
+    char buf[32];
+
+    r.hbuf.data = url;
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, sizeof(buf)), 15);
+    ck_assert_str_eq(buf, "GET /a/path?q=1");
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, 8), 7);
+    ck_assert_str_eq(buf, "GET /a/");
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, 4), 3);
+    ck_assert_str_eq(buf, "GET");
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, 3), 2);
+    ck_assert_str_eq(buf, "GE");
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, 1), 0);
+    ck_assert_str_eq(buf, "");
+    buf[0] = 'x';
+    ck_assert_uint_eq(sl_http_log_name(&r, buf, 0), 0);
+    ck_assert_int_eq(buf[0], 'x'); /* no room: untouched */
+    r.method = HTTP_MSEARCH;
+    r.url_off = 3;
+    r.url_len = 4;
+    sl_http_log_name(&r, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "M-SEARCH path");
+}
+END_TEST
+
 START_TEST(test_reason)
 {
     ck_assert_str_eq(sl_http_reason(200), "OK");
@@ -251,6 +281,21 @@ START_TEST(test_error_head_appends)
     sl_http_error_head(&b, 400);
     ck_assert(b.len > 4);
     ck_assert(memcmp(b.data, "keepHTTP/1.1 400 Bad Request\r\n", 30) == 0);
+    sl_buf_free(&b);
+}
+END_TEST
+
+/* Out of memory: nothing appended, and the caller is told. */
+START_TEST(test_error_head_out_of_memory)
+{
+    sl_buf_t b = {0};
+
+    hb_fail_after(0);
+    ck_assert_int_eq(sl_http_error_head(&b, 500), -1);
+    ck_assert_uint_eq(b.len, 0);
+    hb_fail_after(-1);
+    ck_assert_int_eq(sl_http_error_head(&b, 500), 0);
+    ck_assert(b.len > 0);
     sl_buf_free(&b);
 }
 END_TEST
@@ -468,6 +513,35 @@ START_TEST(test_health_ok)
 }
 END_TEST
 
+/* No memory for the health answer: the connection closes rather than
+ * leave the client waiting for an answer on a kept-alive connection. */
+START_TEST(test_health_out_of_memory)
+{
+    h_options(&opt, "--health-path", "/healthz", NULL);
+    up();
+    hb_fail_after(1); /* the head's copy grows; the answer cannot */
+    h_sends(&client, "GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n");
+    ck_assert(h_wait_eof(&pump, &client));
+    hb_fail_after(-1);
+    ck_assert_uint_eq(client.len, 0);
+    ck_assert_uint_eq(h_tickets(&pump), 0);
+}
+END_TEST
+
+/* No memory for an error answer: the close alone says it. */
+START_TEST(test_error_answer_out_of_memory)
+{
+    h_options(&opt, NULL);
+    up();
+    hb_fail_after(0); /* (the read buffer grew at accept) */
+    h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\nBad Header\r\n\r\n");
+    ck_assert(h_wait_eof(&pump, &client));
+    hb_fail_after(-1);
+    ck_assert_uint_eq(client.len, 0);
+    ck_assert_uint_eq(h_tickets(&pump), 0);
+}
+END_TEST
+
 START_TEST(test_health_head_has_no_body)
 {
     char v[64];
@@ -543,9 +617,11 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_name_is);
     tcase_add_test(tc, test_common_index);
     tcase_add_test(tc, test_target);
+    tcase_add_test(tc, test_log_name);
     tcase_add_test(tc, test_reason);
     tcase_add_test(tc, test_error_head);
     tcase_add_test(tc, test_error_head_appends);
+    tcase_add_test(tc, test_error_head_out_of_memory);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("head");
@@ -582,6 +658,8 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_health_http10_close);
     tcase_add_loop_test(tc, test_not_health, 0, 5);
     tcase_add_test(tc, test_no_health_path);
+    tcase_add_test(tc, test_health_out_of_memory);
+    tcase_add_test(tc, test_error_answer_out_of_memory);
     suite_add_tcase(s, tc);
     return s;
 }

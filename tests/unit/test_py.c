@@ -339,6 +339,39 @@ START_TEST(test_gil_released_in_poll)
 }
 END_TEST
 
+/* The method table: llhttp's numbers to interned names, "UNKNOWN" where
+ * HTTP names none; built once, one reference per slot, all given back. */
+START_TEST(test_methods)
+{
+    PyObject *unknown;
+    Py_ssize_t before;
+    int unnamed = 64;
+
+#define XX(num, name, string) unnamed--;
+    HTTP_METHOD_MAP(XX)
+#undef XX
+    options("mod_ok:app", NULL);
+    ck_assert_int_eq(sl_py_init(&opt), 0);
+    unknown = PyUnicode_InternFromString("UNKNOWN");
+    hp_check(unknown, "UNKNOWN");
+    before = Py_REFCNT(unknown);
+    ck_assert_int_eq(sl_py_methods_init(), 0);
+    ck_assert_str_eq(PyUnicode_AsUTF8(sl_py_method(HTTP_GET)), "GET");
+    ck_assert_str_eq(PyUnicode_AsUTF8(sl_py_method(HTTP_MSEARCH)), "M-SEARCH");
+    ck_assert_str_eq(PyUnicode_AsUTF8(sl_py_method(HTTP_SOURCE)), "SOURCE");
+    ck_assert_ptr_eq(sl_py_method(HTTP_PRI), unknown);      /* not HTTP's */
+    ck_assert_ptr_eq(sl_py_method(HTTP_DESCRIBE), unknown); /* RTSP's */
+    ck_assert_ptr_eq(sl_py_method(63), unknown);
+    ck_assert(PyUnicode_CHECK_INTERNED(sl_py_method(HTTP_POST)));
+    ck_assert_int_eq(Py_REFCNT(unknown) - before, unnamed);
+    ck_assert_int_eq(sl_py_methods_init(), 0); /* once */
+    ck_assert_int_eq(Py_REFCNT(unknown) - before, unnamed);
+    sl_py_methods_free();
+    ck_assert_int_eq(Py_REFCNT(unknown), before);
+    Py_DECREF(unknown);
+}
+END_TEST
+
 START_TEST(test_finalize)
 {
     options("mod_ok:app", NULL);
@@ -378,6 +411,7 @@ static Suite *py_suite(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_log_exception);
     tcase_add_test(tc, test_gil_released_in_poll);
+    tcase_add_test(tc, test_methods);
     tcase_add_test(tc, test_finalize);
     suite_add_tcase(s, tc);
     return s;

@@ -5,12 +5,15 @@
  * bytes. The tests look only at those bytes (the head in the buffer, the
  * iovecs sl_response_frame() fills, flattened as writev() would send them)
  * and at the predicate the executors act on (sl_response_ends_connection).
+ * The header rule both interfaces share is checked byte by byte, and heads
+ * are built while buffer growth fails (buf_faults.h).
  */
 #include "config.h"
 
 #include <check.h>
 
 #include "common/date.h"
+#include "tests/unit/buf_faults.h"
 #include "tests/unit/harness.h"
 #include "worker/loop/response.h"
 
@@ -63,8 +66,7 @@ static const char *build(int status, long long known, bool trailers, bool close,
     va_list ap;
     const char *name, *value;
 
-    sl_response_begin(&rs, &head, &req, status);
-    sl_response_status_line(&head, status);
+    ck_assert_int_eq(sl_response_begin(&rs, &head, &req, status, NULL, 0), 0);
     va_start(ap, close);
     while ((name = va_arg(ap, const char *)) != NULL) {
         value = va_arg(ap, const char *);
@@ -73,7 +75,8 @@ static const char *build(int status, long long known, bool trailers, bool close,
                          0);
     }
     va_end(ap);
-    sl_response_end(&rs, &head, &req, known, trailers, close);
+    ck_assert_int_eq(sl_response_end(&rs, &head, &req, known, trailers, close),
+                     0);
     return head_text();
 }
 
@@ -131,13 +134,27 @@ static const struct {
 
 START_TEST(test_status_line)
 {
-    sl_response_status_line(&head, status_lines[_i].status);
+    request(1, true, false);
+    ck_assert_int_eq(
+        sl_response_begin(&rs, &head, &req, status_lines[_i].status, NULL, 0),
+        0);
     ck_assert_str_eq(head_text(), status_lines[_i].line);
 }
 END_TEST
 
-/* The status line goes after what the buffer holds; begin empties both
- * the buffer and a response left over from the last request. */
+/* The app's status line (WSGI's "200 Fine") is sent as given. */
+START_TEST(test_status_line_given)
+{
+    request(1, true, false);
+    ck_assert_int_eq(sl_response_begin(&rs, &head, &req, 200, "200 Fine", 8),
+                     0);
+    ck_assert_str_eq(head_text(), "HTTP/1.1 200 Fine\r\n");
+    ck_assert_int_eq(rs.status, 200);
+}
+END_TEST
+
+/* Begin empties both the buffer and a response left over from the last
+ * request before it writes the status line. */
 START_TEST(test_begin_starts_afresh)
 {
     const char *h;
@@ -463,9 +480,10 @@ START_TEST(test_content_length_not_a_number)
     const char *s = bad_lengths[_i];
 
     request(1, true, false);
-    sl_response_begin(&rs, &head, &req, 200);
+    ck_assert_int_eq(sl_response_begin(&rs, &head, &req, 200, NULL, 0), 0);
     ck_assert_int_eq(
-        sl_response_field(&rs, &head, "Content-Length", 14, s, strlen(s)), -1);
+        sl_response_field(&rs, &head, "Content-Length", 14, s, strlen(s)), -2);
+    ck_assert(!rs.nomem); /* the app's mistake, not memory's */
 }
 END_TEST
 
@@ -615,6 +633,124 @@ START_TEST(test_bad_name)
 }
 END_TEST
 
+/* RFC 9110: token = 1*tchar, tchar = "!" / "#" / "$" / "%" / "&" / "'" /
+ * "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA. */
+static bool is_tchar(int ch)
+{
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+           (ch >= 'A' && ch <= 'Z') ||
+           (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+/* Every byte, alone and inside a name: bad exactly when not a tchar. */
+START_TEST(test_name_is_a_token)
+{
+    char name[3] = {'X', 0, 'Y'};
+    int ch;
+
+    for (ch = 0; ch < 256; ch++) {
+        name[1] = (char)ch;
+        ck_assert_msg(sl_response_bad_name(name + 1, 1) == !is_tchar(ch),
+                      "byte 0x%02x alone", ch);
+        ck_assert_msg(sl_response_bad_name(name, 3) == !is_tchar(ch),
+                      "byte 0x%02x inside a name", ch);
+    }
+}
+END_TEST
+
+START_TEST(test_name_examples)
+{
+    ck_assert(sl_response_bad_name("", 0));
+    ck_assert(sl_response_bad_name("X Injected", 10));
+    ck_assert(sl_response_bad_name("X-A:", 4));
+    ck_assert(sl_response_bad_name("X-A\t", 4));
+    ck_assert(sl_response_bad_name("(comment)", 9));
+    ck_assert(sl_response_bad_name("caf\xc3\xa9", 5));
+    ck_assert(!sl_response_bad_name("Content-Type", 12));
+    ck_assert(!sl_response_bad_name("x!#$%&'*+-.^_`|~9", 17));
+}
+END_TEST
+
+/* A value may hold anything but what would split the head. */
+START_TEST(test_value_bytes)
+{
+    char value[3] = {'a', 0, 'b'};
+    int ch;
+
+    for (ch = 0; ch < 256; ch++) {
+        value[1] = (char)ch;
+        ck_assert_msg(sl_response_bad_bytes(value, 3) ==
+                          (ch == '\r' || ch == '\n' || ch == '\0'),
+                      "byte 0x%02x", ch);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* out of memory                                                      */
+
+static char long_a[3000], long_b[5000];
+
+/* A head with two long fields, so that the buffer grows mid-way: its
+ * steps' results and'ed, in *RC (0, or -1 from any step). */
+static void build_long(sl_response_t *rs, sl_buf_t *b, int *rc)
+{
+    sl_req_t req = {.major = 1, .minor = 1, .keep_alive = true};
+
+    memset(long_a, 'a', sizeof(long_a));
+    memset(long_b, 'b', sizeof(long_b));
+    *rc = sl_response_begin(rs, b, &req, 200, "200 Fine", 8);
+    *rc |= sl_response_field(rs, b, "X-A", 3, long_a, sizeof(long_a));
+    *rc |= sl_response_field(rs, b, "X-Short", 7, "s", 1);
+    *rc |= sl_response_field(rs, b, "X-B", 3, long_b, sizeof(long_b));
+    *rc |= sl_response_end(rs, b, &req, 12, false, false);
+}
+
+START_TEST(test_head_whole)
+{
+    sl_response_t rs;
+    sl_buf_t b = {0};
+    int rc;
+
+    sl_date_update();
+    build_long(&rs, &b, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert(strncmp(b.data, "HTTP/1.1 200 Fine\r\nX-A: aaa", 25) == 0);
+    ck_assert(b.len > sizeof(long_a) + sizeof(long_b));
+    ck_assert(memcmp(b.data + b.len - 4, "\r\n\r\n", 4) == 0);
+    ck_assert_ptr_nonnull(memmem(b.data, b.len, "Content-Length: 12\r\n", 20));
+    sl_buf_free(&b);
+}
+END_TEST
+
+/* Out of memory at any growth: a step says so and end() fails, though the
+ * small appends after the failed one fit (they would cut the head short
+ * and still end it with a blank line); the next head builds whole. */
+START_TEST(test_head_out_of_memory)
+{
+    sl_response_t rs, whole;
+    sl_buf_t ref = {0}, b = {0};
+    int rc;
+
+    sl_date_update();
+    build_long(&whole, &ref, &rc);
+    ck_assert_int_eq(rc, 0);
+    hb_fail_after(_i); /* 0: at the status line; 1: X-A; 2: X-B */
+    build_long(&rs, &b, &rc);
+    ck_assert_int_eq(rc, -1);
+    ck_assert(rs.nomem);
+    ck_assert_int_eq(
+        sl_response_end(&rs, &b, &(sl_req_t){.minor = 1}, -1, false, false),
+        -1); /* still failed: it sticks until begin */
+    hb_fail_after(-1);
+    build_long(&rs, &b, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_uint_eq(b.len, ref.len);
+    sl_buf_free(&ref);
+    sl_buf_free(&b);
+}
+END_TEST
+
 static Suite *response_suite(void)
 {
     Suite *s = suite_create("response");
@@ -623,6 +759,7 @@ static Suite *response_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, test_status_line, 0,
                         sizeof(status_lines) / sizeof(status_lines[0]));
+    tcase_add_test(tc, test_status_line_given);
     tcase_add_test(tc, test_begin_starts_afresh);
     tcase_add_test(tc, test_status_line_on_http10);
     suite_add_tcase(s, tc);
@@ -653,6 +790,14 @@ static Suite *response_suite(void)
     tcase_add_test(tc, test_content_length_trimmed);
     tcase_add_test(tc, test_bad_bytes);
     tcase_add_test(tc, test_bad_name);
+    tcase_add_test(tc, test_name_is_a_token);
+    tcase_add_test(tc, test_name_examples);
+    tcase_add_test(tc, test_value_bytes);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("memory");
+    tcase_add_test(tc, test_head_whole);
+    tcase_add_loop_test(tc, test_head_out_of_memory, 0, 3);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("body");

@@ -134,6 +134,10 @@ static const char APP[] =
     "    sr('200 OK', [('X:A', 'a')])\n"
     "    return [b'x']\n"
     "\n"
+    "def space_name(e, sr):\n"
+    "    sr('200 OK', [('X Injected', 'a')])\n"
+    "    return [b'x']\n"
+    "\n"
     "def non_latin1_header(e, sr):\n"
     "    sr('200 OK', [('X-A', '\\u20ac')])\n"
     "    return [b'x']\n"
@@ -208,6 +212,11 @@ static const char APP[] =
     "\n"
     "def file_cl(e, sr):\n"
     "    sr('200 OK', [('Content-Length', '4')])\n"
+    "    return e['wsgi.file_wrapper'](open(e['QUERY_STRING'], 'rb'))\n"
+    "\n"
+    "def file_after_write(e, sr):\n"
+    "    w = sr('200 OK', [])\n"
+    "    w(b'written;')\n"
     "    return e['wsgi.file_wrapper'](open(e['QUERY_STRING'], 'rb'))\n"
     "\n"
     "def file_bytesio(e, sr):\n"
@@ -292,11 +301,19 @@ static void teardown(void)
         up();                                                                  \
     } while (0)
 
+static void serve_up(void);
+
 static void up(void)
+{
+    ck_assert_int_eq(sl_py_init(&opt), 0);
+    serve_up();
+}
+
+/* The app, an inline pump and a client, once Python runs. */
+static void serve_up(void)
 {
     PyObject *app;
 
-    ck_assert_int_eq(sl_py_init(&opt), 0);
     hp_module("testapp", APP);
     app = sl_py_load_app(&opt);
     hp_check(app, "load the app");
@@ -702,6 +719,7 @@ static const struct {
     {"/bytes_status", "status must be str"},
     {"/crlf_header", "bad header"},
     {"/colon_name", "bad header"},
+    {"/space_name", "bad header"},
     {"/non_latin1_header", "not latin-1"},
     {"/tuple_headers", "headers must be a list"},
     {"/bad_cl", "bad Content-Length"},
@@ -838,6 +856,19 @@ START_TEST(test_file_wrapper_head)
 }
 END_TEST
 
+/* write() began a chunked body: the file goes out in chunks too, never
+ * raw behind them. */
+START_TEST(test_file_wrapper_after_write)
+{
+    UP(NULL);
+    make_file("from the file");
+    get_file("file_after_write");
+    ck_assert(resp.chunked);
+    ck_assert_str_eq(resp.body, "written;from the file");
+    assert_kept_alive();
+}
+END_TEST
+
 /* Not a real file: iterated with the block size, and closed. */
 START_TEST(test_file_wrapper_without_fileno)
 {
@@ -933,6 +964,50 @@ START_TEST(test_environ_post_and_http10)
     assert_no_env("HTTP_CONTENT_TYPE");
     assert_no_env("HTTP_CONTENT_LENGTH");
     assert_no_env("HTTP_HOST");
+}
+END_TEST
+
+/* The method names are made once, one reference per table slot: building
+ * the table must not leak the placeholder a known name replaces (wsgi.c's
+ * own table kept one "UNKNOWN" per known method). */
+START_TEST(test_method_table_references)
+{
+    PyObject *unknown;
+    Py_ssize_t before;
+    int known = 0;
+
+    h_options(&opt, NULL);
+    ck_assert_int_eq(sl_py_init(&opt), 0);
+    unknown = PyUnicode_InternFromString("UNKNOWN");
+    hp_check(unknown, "UNKNOWN");
+    before = Py_REFCNT(unknown);
+    serve_up();
+#define XX(num, name, string) known++;
+    HTTP_METHOD_MAP(XX)
+#undef XX
+    ck_assert_int_eq(Py_REFCNT(unknown) - before, 64 - known);
+    Py_DECREF(unknown);
+}
+END_TEST
+
+/* Requests keep no reference to their method's name. */
+START_TEST(test_method_name_not_leaked)
+{
+    PyObject *name;
+    Py_ssize_t before;
+    int i;
+
+    UP(NULL);
+    name = PyUnicode_InternFromString("M-SEARCH");
+    hp_check(name, "M-SEARCH");
+    exchange("M-SEARCH /env HTTP/1.1\r\nHost: h\r\n\r\n");
+    before = Py_REFCNT(name);
+    for (i = 0; i < 20; i++) {
+        exchange("M-SEARCH /env HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_env("REQUEST_METHOD=str:'M-SEARCH'");
+    }
+    ck_assert_int_eq(Py_REFCNT(name), before);
+    Py_DECREF(name);
 }
 END_TEST
 
@@ -1088,6 +1163,7 @@ static Suite *wsgi_suite(void)
     tcase_add_test(tc, test_file_wrapper_app_content_length);
     tcase_add_test(tc, test_file_wrapper_head);
     tcase_add_test(tc, test_file_wrapper_without_fileno);
+    tcase_add_test(tc, test_file_wrapper_after_write);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("environ");
@@ -1097,6 +1173,8 @@ static Suite *wsgi_suite(void)
     tcase_add_test(tc, test_environ_multi);
     tcase_add_test(tc, test_environ_post_and_http10);
     tcase_add_test(tc, test_environ_other_methods);
+    tcase_add_test(tc, test_method_table_references);
+    tcase_add_test(tc, test_method_name_not_leaked);
     tcase_add_test(tc, test_environ_headers);
     tcase_add_test(tc, test_path_info_decoding);
     tcase_add_test(tc, test_absolute_form);

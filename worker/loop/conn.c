@@ -224,10 +224,11 @@ int sl_conn_flush_locked(sl_conn_t *c)
     return rc;
 }
 
-/* Queue a response the loop makes itself (errors), closing after it. */
+/* Queue a response the loop makes itself (errors), closing after it; out
+ * of memory, the close alone says it. */
 static void conn_error_response(sl_conn_t *c, int status)
 {
-    sl_http_error_head(&c->wbuf, status);
+    (void)sl_http_error_head(&c->wbuf, status);
     c->close_after = true;
     c->resp_done = true;
     c->state = SL_CONN_WRITING;
@@ -293,10 +294,11 @@ static void conn_dispatch(sl_conn_t *c)
     c->gen++; /* under mu: a stale executor compares it there */
     c->body_done = !c->req.has_body || c->msg_done;
     pthread_mutex_unlock(&c->mu);
-    if (c->req.expect_continue && c->req.has_body) {
-        sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1);
+    /* out of memory, no interim answer: the client sends the body after
+     * its own wait; the response's first bytes must not count as it */
+    if (c->req.expect_continue && c->req.has_body &&
+        sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1) == 0)
         c->interim = sizeof(cont) - 1; /* not part of the response */
-    }
     if (c->pump->exec->run != NULL) {
         if (sl_buf_pending(&c->wbuf) > 0 && sl_conn_flush(c) < 0)
             c->aborted = true;
@@ -411,8 +413,11 @@ static void conn_take(sl_conn_t *c)
 {
     pthread_mutex_lock(&c->mu);
     c->notified = false;
-    if (sl_buf_pending(&c->out) > 0) {
-        sl_conn_take_out(c); /* out of memory: those bytes are lost */
+    if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0) {
+        /* out of memory: those bytes are lost, so nothing after them may
+         * go out either; the executor stops, END closes the connection */
+        c->aborted = true;
+        sl_conn_wake(c);
     }
     if (c->resp_done && c->file_fd >= 0) {
         c->wfile_fd = c->file_fd;
@@ -467,7 +472,10 @@ static void conn_process(sl_conn_t *c)
                 continue;
             }
             if (c->head_done && sl_http_is_health(c)) {
-                sl_http_health_head(&c->wbuf, c);
+                /* out of memory, no answer: close rather than leave the
+                 * client waiting on a kept-alive connection */
+                if (sl_http_health_head(&c->wbuf, c) < 0)
+                    c->close_after = true;
                 c->resp_done = true;
                 c->state = SL_CONN_WRITING;
                 continue;

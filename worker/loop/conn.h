@@ -101,7 +101,9 @@ struct sl_conn {
 /* Queue response bytes for request GEN. Never blocks. Returns 0, 1 when
  * more than the credit is now queued (call sl_conn_wait_credit() before
  * producing more), or -1 when the request is stale or the client is gone:
- * stop producing. */
+ * stop producing. Out of memory, none of IOV is queued and the connection
+ * is treated as gone (-1). SL_SEND_END ends the request whatever the
+ * result, unless it is stale. */
 int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
                  int iovcnt, int flags);
 
@@ -211,7 +213,8 @@ int sl_conn_flush(sl_conn_t *c);
 int sl_conn_flush_locked(sl_conn_t *c);
 
 /* Move what the executor queued in c->out behind the loop's write buffer
- * (mu held). 0, or -1 when out of memory (those bytes are lost). */
+ * (mu held). 0, or -1 when out of memory (those bytes are lost: the
+ * caller must see that nothing after them goes out). */
 int sl_conn_take_out(sl_conn_t *c);
 
 #endif

@@ -53,6 +53,7 @@ static size_t credit_used(const sl_conn_t *c)
 int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
                  int iovcnt, int flags)
 {
+    size_t mark;
     int i, rc = 0;
 
     pthread_mutex_lock(&c->mu);
@@ -69,9 +70,17 @@ int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
         rc = -1;
         goto out_unlock;
     }
+    mark = c->out.len;
     for (i = 0; i < iovcnt; i++) {
         if (sl_buf_append(&c->out, iov[i].iov_base, iov[i].iov_len) < 0) {
+            /* out of memory: none of this part goes out (a part cut short
+             * would corrupt the response), the connection closes, and END
+             * still frees the request */
+            c->out.len = mark;
             c->aborted = true;
+            if (flags & SL_SEND_END)
+                c->resp_done = true;
+            c->pump->exec->notify(c);
             rc = -1;
             goto out_unlock;
         }

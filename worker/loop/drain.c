@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "worker/loop/drain.h"
+#include "worker/loop/http.h"
 
 #define STEP_SECS 0.1
 /* An idle keep-alive connection is closed after this much quiet during a
@@ -26,16 +27,17 @@
 #define IDLE_GRACE 0.1
 
 /* Signal-handler state: TERM arrived; the request an executor runs on the
- * loop thread (for the backstop's last words). Written by the loop thread or
- * the handler only. */
+ * loop thread (for the backstop's last words: copied when the request
+ * starts, since the handler may not format, and shown only while
+ * running_len says the copy is whole). Written by the loop thread or the
+ * handler only. */
 static volatile sig_atomic_t term_seen;
 static const sl_options_t *backstop_opt;
 static double backstop_margin; /* past the graceful timeout, see drain.h */
 static timer_t backstop_timer;
 static bool backstop_ready;
-static const char *volatile running_method;
-static const char *volatile running_url;
-static volatile int running_url_len;
+static char running_what[256];
+static atomic_int running_len;
 
 static void drain_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -48,6 +50,7 @@ static void drain_finish(sl_pump_t *p, bool forced)
 {
     ev_tstamp now = ev_now(p->loop);
     sl_conn_t *c, *next;
+    char what[512];
 
     /* first: connections released below must not step the drain again */
     p->stopping = true;
@@ -55,10 +58,11 @@ static void drain_finish(sl_pump_t *p, bool forced)
     p->exec->finish(p); /* cancel what still runs in the executor */
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
-        if (c->state == SL_CONN_SERVING || c->state == SL_CONN_WRITING)
-            sl_warn("drain: abandoning request %s %.*s after %.1fs",
-                    llhttp_method_name(c->req.method), (int)c->req.url_len,
-                    c->req.hbuf.data + c->req.url_off, now - c->req.start);
+        if (c->state == SL_CONN_SERVING || c->state == SL_CONN_WRITING) {
+            sl_http_log_name(&c->req, what, sizeof(what));
+            sl_warn("drain: abandoning request %s after %.1fs", what,
+                    now - c->req.start);
+        }
         sl_conn_abort(c);
     }
     p->exit_status = forced ? SL_EXIT_FAIL : SL_EXIT_OK;
@@ -147,17 +151,15 @@ static void backstop_handler(int sig)
 {
     static const char head[] = "sluice: worker graceful timeout: exiting";
     static const char mid[] = "; abandoning ";
-    const char *m = running_method, *u = running_url;
+    int n = atomic_load(&running_len);
     int fd = sl_log_fd();
     ssize_t rc;
 
     (void)sig;
     rc = write(fd, head, sizeof(head) - 1);
-    if (m != NULL && u != NULL) {
+    if (n > 0) {
         rc = write(fd, mid, sizeof(mid) - 1);
-        rc = write(fd, m, strlen(m));
-        rc = write(fd, " ", 1);
-        rc = write(fd, u, (size_t)running_url_len);
+        rc = write(fd, running_what, (size_t)n);
     }
     rc = write(fd, "\n", 1);
     (void)rc;
@@ -221,13 +223,14 @@ bool sl_drain_closing(const sl_pump_t *p)
 
 void sl_drain_note_running(const sl_conn_t *c)
 {
-    if (c == NULL) {
-        running_url = NULL;
+    /* the handler shows nothing while the copy changes (on this thread;
+     * one that fires elsewhere at that moment may show it half made) */
+    atomic_store(&running_len, 0);
+    atomic_signal_fence(memory_order_seq_cst);
+    if (c == NULL)
         return;
-    }
-    running_method = llhttp_method_name(c->req.method);
-    running_url_len = (int)c->req.url_len;
-    running_url = c->req.hbuf.data + c->req.url_off;
+    atomic_store(&running_len, (int)sl_http_log_name(&c->req, running_what,
+                                                     sizeof(running_what)));
 }
 
 void sl_drain_fast(sl_pump_t *p)

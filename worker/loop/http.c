@@ -31,6 +31,25 @@ bool sl_http_name_is(const char *p, size_t n, const char *name)
     return name[n] == '\0';
 }
 
+size_t sl_http_log_name(const sl_req_t *r, char *buf, size_t n)
+{
+    const char *m = llhttp_method_name(r->method);
+    size_t mn = strlen(m), un = r->url_len;
+
+    if (n == 0)
+        return 0;
+    if (mn > n - 1)
+        mn = n - 1;
+    memcpy(buf, m, mn);
+    if (mn < n - 1)
+        buf[mn++] = ' ';
+    if (un > n - 1 - mn)
+        un = n - 1 - mn;
+    memcpy(buf + mn, r->hbuf.data + r->url_off, un);
+    buf[mn + un] = '\0';
+    return mn + un;
+}
+
 const char *const sl_http_common_names[SL_HTTP_NCOMMON] = {
     "host",
     "user-agent",
@@ -243,7 +262,7 @@ const char *sl_http_reason(int status)
     }
 }
 
-void sl_http_error_head(sl_buf_t *b, int status)
+int sl_http_error_head(sl_buf_t *b, int status)
 {
     char head[512];
     const char *reason = sl_http_reason(status);
@@ -259,8 +278,9 @@ void sl_http_error_head(sl_buf_t *b, int status)
                  "\r\n"
                  "%s\n",
                  status, reason, sl_date_line(), strlen(reason) + 1, reason);
-    if (n > 0 && (size_t)n < sizeof(head))
-        sl_buf_append(b, head, (size_t)n);
+    if (n <= 0 || (size_t)n >= sizeof(head))
+        return -1; /* cannot happen: the reasons are short */
+    return sl_buf_append(b, head, (size_t)n);
 }
 
 bool sl_http_is_health(const sl_conn_t *c)
@@ -276,7 +296,7 @@ bool sl_http_is_health(const sl_conn_t *c)
     return r->url_len == n && memcmp(r->hbuf.data + r->url_off, path, n) == 0;
 }
 
-void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
+int sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
 {
     char head[256];
     bool ok = !c->pump->terminating;
@@ -299,8 +319,9 @@ void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
                  : c->req.minor == 0 ? "Connection: keep-alive\r\n"
                                      : "",
                  c->req.head ? "" : body);
-    if (n > 0 && (size_t)n < sizeof(head))
-        sl_buf_append(b, head, (size_t)n);
+    if (n <= 0 || (size_t)n >= sizeof(head))
+        return -1; /* cannot happen: the head is fixed text */
+    return sl_buf_append(b, head, (size_t)n);
 }
 
 void sl_http_target(const char *url, size_t n, sl_target_t *t)

@@ -21,8 +21,14 @@ int sl_http_head_complete(sl_conn_t *c);
 /* The reason phrase for STATUS ("Unknown" when we have none). */
 const char *sl_http_reason(int status);
 
-/* Append a complete error response for STATUS with Connection: close. */
-void sl_http_error_head(sl_buf_t *b, int status);
+/* Append a complete error response for STATUS with Connection: close.
+ * 0, or -1 when out of memory (nothing appended). */
+int sl_http_error_head(sl_buf_t *b, int status);
+
+/* "METHOD url" of request R for the log, in BUF (N bytes, NUL-terminated,
+ * the URL cut to fit). Returns its length. No printf: ASGI makes one per
+ * request, and the drain copies one where a signal handler can print it. */
+size_t sl_http_log_name(const sl_req_t *r, char *buf, size_t n);
 
 /* Case-insensitive compare of a header name slice with NAME (lower case). */
 bool sl_http_name_is(const char *p, size_t n, const char *name);
@@ -39,8 +45,9 @@ int sl_http_common_index(const char *p, size_t n);
 /* Is C's request for --health-path (GET or HEAD, no body)? */
 bool sl_http_is_health(const sl_conn_t *c);
 
-/* Append the health answer: 200 while serving, 503 once TERM arrived. */
-void sl_http_health_head(sl_buf_t *b, const sl_conn_t *c);
+/* Append the health answer: 200 while serving, 503 once TERM arrived.
+ * 0, or -1 when out of memory (nothing appended). */
+int sl_http_health_head(sl_buf_t *b, const sl_conn_t *c);
 
 /* A request target cut into its parts: the path (in absolute-form, what
  * follows the authority, "/" when nothing does) and the query after '?'

@@ -42,17 +42,17 @@ static const char *const key_names[K_COUNT] = {
     "raw_path", "query_string", "root_path",    "headers", "client", "server",
     "state",    "extensions",   "http",         "1.0",     "1.1",
 };
-static PyObject *K[K_COUNT];
-static PyObject *method_names[64];
+static PyObject *names[K_COUNT];
 
 /* sl_http_common_names as the scope has them (bytes), made once. */
 static PyObject *common_names[SL_HTTP_NCOMMON];
 
+/* What every scope is made from. */
 static struct {
     PyObject *proto;                    /* owned: the prototype scope */
     PyObject *server[SL_MAX_LISTENERS]; /* owned: (host, port) or None */
     PyObject *empty;                    /* owned: b"" */
-} S;
+} parts;
 
 static int set_steal(PyObject *d, PyObject *key, PyObject *v)
 {
@@ -128,28 +128,28 @@ PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
 {
     const sl_req_t *q = &c->req;
     sl_target_t t;
-    PyObject *scope = PyDict_Copy(S.proto);
+    PyObject *scope = PyDict_Copy(parts.proto);
 
     if (scope == NULL)
         return NULL;
     sl_http_target(q->hbuf.data + q->url_off, q->url_len, &t);
-    if (PyDict_SetItem(scope, K[K_HTTP_VERSION], K[q->minor ? K_1_1 : K_1_0]) <
-            0 ||
-        PyDict_SetItem(scope, K[K_METHOD], method_names[q->method & 63]) < 0 ||
-        set_steal(scope, K[K_PATH],
+    if (PyDict_SetItem(scope, names[K_HTTP_VERSION],
+                       names[q->minor ? K_1_1 : K_1_0]) < 0 ||
+        PyDict_SetItem(scope, names[K_METHOD], sl_py_method(q->method)) < 0 ||
+        set_steal(scope, names[K_PATH],
                   sl_py_unquote_path(t.path, t.path_len, true)) < 0 ||
-        set_steal(scope, K[K_RAW_PATH],
+        set_steal(scope, names[K_RAW_PATH],
                   PyBytes_FromStringAndSize(t.path, (Py_ssize_t)t.path_len)) <
             0 ||
-        set_steal(scope, K[K_QUERY_STRING],
+        set_steal(scope, names[K_QUERY_STRING],
                   t.query ? PyBytes_FromStringAndSize(t.query,
                                                       (Py_ssize_t)t.query_len)
-                          : Py_NewRef(S.empty)) < 0 ||
-        set_steal(scope, K[K_HEADERS], scope_headers(q)) < 0 ||
-        set_steal(scope, K[K_CLIENT], scope_client(c)) < 0 ||
-        PyDict_SetItem(scope, K[K_SERVER], S.server[c->listener]) < 0 ||
+                          : Py_NewRef(parts.empty)) < 0 ||
+        set_steal(scope, names[K_HEADERS], scope_headers(q)) < 0 ||
+        set_steal(scope, names[K_CLIENT], scope_client(c)) < 0 ||
+        PyDict_SetItem(scope, names[K_SERVER], parts.server[c->listener]) < 0 ||
         (state != NULL &&
-         set_steal(scope, K[K_STATE], PyDict_Copy(state)) < 0)) {
+         set_steal(scope, names[K_STATE], PyDict_Copy(state)) < 0)) {
         Py_DECREF(scope);
         return NULL;
     }
@@ -177,30 +177,30 @@ static int init_proto(const sl_pump_t *p)
     PyObject *asgi, *ext;
     int k, rc;
 
-    S.proto = PyDict_New();
+    parts.proto = PyDict_New();
     asgi = Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.3");
     ext = Py_BuildValue("{s{}s{}}", "http.response.pathsend",
                         "http.response.trailers");
-    if (S.proto == NULL || asgi == NULL || ext == NULL) {
+    if (parts.proto == NULL || asgi == NULL || ext == NULL) {
         Py_XDECREF(asgi);
         Py_XDECREF(ext);
         return -1;
     }
-    rc = PyDict_SetItem(S.proto, K[K_TYPE], K[K_HTTP]) < 0 ||
-         set_steal(S.proto, K[K_ASGI], asgi) < 0 ||
-         PyDict_SetItem(S.proto, K[K_SCHEME], K[K_HTTP]) < 0 ||
-         set_steal(S.proto, K[K_ROOT_PATH],
+    rc = PyDict_SetItem(parts.proto, names[K_TYPE], names[K_HTTP]) < 0 ||
+         set_steal(parts.proto, names[K_ASGI], asgi) < 0 ||
+         PyDict_SetItem(parts.proto, names[K_SCHEME], names[K_HTTP]) < 0 ||
+         set_steal(parts.proto, names[K_ROOT_PATH],
                    PyUnicode_FromString(p->opt->root_path)) < 0 ||
-         set_steal(S.proto, K[K_EXTENSIONS], ext) < 0;
+         set_steal(parts.proto, names[K_EXTENSIONS], ext) < 0;
     if (rc)
         return -1;
     for (k = 0; k < p->nlisteners; k++) {
         if (p->listeners[k].unix_sock)
-            S.server[k] = Py_NewRef(Py_None);
+            parts.server[k] = Py_NewRef(Py_None);
         else
-            S.server[k] = Py_BuildValue("(si)", p->listeners[k].server_name,
-                                        atoi(p->listeners[k].server_port));
-        if (S.server[k] == NULL)
+            parts.server[k] = Py_BuildValue("(si)", p->listeners[k].server_name,
+                                            atoi(p->listeners[k].server_port));
+        if (parts.server[k] == NULL)
             return -1;
     }
     return 0;
@@ -211,24 +211,17 @@ static int init_names(void)
     size_t i;
 
     for (i = 0; i < K_COUNT; i++)
-        if ((K[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
+        if ((names[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
             return -1;
     for (i = 0; i < SL_HTTP_NCOMMON; i++) {
         common_names[i] = PyBytes_FromString(sl_http_common_names[i]);
         if (common_names[i] == NULL)
             return -1;
     }
-    for (i = 0; i < 64; i++)
-        method_names[i] = PyUnicode_InternFromString("UNKNOWN");
-#define XX(num, name, string)                                                  \
-    Py_XSETREF(method_names[num], PyUnicode_InternFromString(#string));
-    HTTP_METHOD_MAP(XX)
-#undef XX
-    for (i = 0; i < 64; i++)
-        if (method_names[i] == NULL)
-            return -1;
-    S.empty = PyBytes_FromStringAndSize(NULL, 0);
-    return S.empty != NULL ? 0 : -1;
+    if (sl_py_methods_init() < 0)
+        return -1;
+    parts.empty = PyBytes_FromStringAndSize(NULL, 0);
+    return parts.empty != NULL ? 0 : -1;
 }
 
 int sl_asgi_scope_init(const sl_pump_t *p)

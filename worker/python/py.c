@@ -268,9 +268,51 @@ int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
     return 0;
 }
 
+/* Method names by llhttp's number; a power of two, so any number maps
+ * into the table (llhttp's are below 64). */
+#define NMETHODS 64
+static PyObject *method_names[NMETHODS]; /* owned, one reference each */
+
+int sl_py_methods_init(void)
+{
+    static const char *const known[NMETHODS] = {
+#define XX(num, name, string) [num] = #string,
+        HTTP_METHOD_MAP(XX)
+#undef XX
+    };
+    size_t i;
+
+    if (method_names[0] != NULL)
+        return 0;
+    for (i = 0; i < NMETHODS; i++) {
+        method_names[i] =
+            PyUnicode_InternFromString(known[i] ? known[i] : "UNKNOWN");
+        if (method_names[i] == NULL) {
+            sl_py_methods_free();
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyObject *sl_py_method(int method)
+{
+    return method_names[(unsigned)method & (NMETHODS - 1)];
+}
+
+void sl_py_methods_free(void)
+{
+    size_t i;
+
+    for (i = 0; i < NMETHODS; i++)
+        Py_CLEAR(method_names[i]);
+}
+
 void sl_py_finalize(void)
 {
     uint32_t i;
+
+    sl_py_methods_free();
 
     for (i = 0; i < npeers; i++) {
         Py_CLEAR(peers[i].addr);

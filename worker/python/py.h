@@ -39,6 +39,19 @@ int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
  * reference, or NULL with an exception. */
 PyObject *sl_py_unquote_path(const char *p, size_t n, bool utf8);
 
+/* Make the request method names (str, interned) once per process, for
+ * WSGI's REQUEST_METHOD and ASGI's scope["method"] alike; later calls do
+ * nothing. 0, or -1 with a Python exception. GIL held. */
+int sl_py_methods_init(void);
+
+/* The name of llhttp method METHOD (sl_req_t.method): a borrowed
+ * reference, "UNKNOWN" for a number HTTP does not name. After
+ * sl_py_methods_init(). */
+PyObject *sl_py_method(int method);
+
+/* Drop the method names (sl_py_finalize() does). GIL held. */
+void sl_py_methods_free(void);
+
 /* Stop the interpreter (GIL held by this thread). */
 void sl_py_finalize(void);
 

@@ -1,28 +1,98 @@
-/* writer.h - response heads and trailers from Python header lists. */
+/* writer.h - one response, from the app's status and headers to END: the
+ * writer WSGI and ASGI share.
+ *
+ * An interface converts what its app gave (WSGI's status text and (str,
+ * str) tuples, ASGI's int and [bytes, bytes] pairs) and decides how to wait
+ * for credit (a WSGI lane blocks without the GIL, an ASGI send() awaits);
+ * the writer does the rest the same way for both: the head, the framing of
+ * the body, the END that gives the connection back to the loop, and the
+ * way a broken response ends (a 500 while nothing went out, a closed
+ * connection once something did).
+ */
 #ifndef SL_WRITER_H
 #define SL_WRITER_H
 
 #include <Python.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "common/buf.h"
+#include "worker/loop/conn.h"
 #include "worker/loop/response.h"
 
-/* Validate HEADERS, a list or tuple of [bytes, bytes] pairs, as the ASGI
- * app gave them (WHAT names the message in errors). 0, or -1 with a
- * TypeError/ValueError set. GIL held. */
+/* How an interface's header list holds its pairs (writer.c). */
+typedef struct sl_writer_iface sl_writer_iface_t;
+
+/* A list of (str, str) tuples of latin-1 text, checked when the head is
+ * built (PEP 3333). */
+extern const sl_writer_iface_t sl_writer_wsgi;
+
+/* A list or tuple of [bytes, bytes] pairs, checked by
+ * sl_writer_check_headers() when the app sends them (ASGI). */
+extern const sl_writer_iface_t sl_writer_asgi;
+
+/* One response. Its fields are read-only outside writer.c. */
+typedef struct {
+    const sl_writer_iface_t *iface; /* borrowed: static */
+    sl_conn_t *c;                   /* borrowed: pool slots outlive requests */
+    uint32_t gen;                   /* the request's generation */
+    sl_buf_t *scratch; /* borrowed: where the head, an error answer or the
+                          trailers are built; the caller's, reused */
+    sl_response_t rs;  /* the head's framing, once start() built it */
+    bool started;      /* start() built the head (it may not be out yet) */
+    bool headed;       /* the head waits in *scratch for the next part */
+    bool trailers;     /* the app announced trailers: end() sends them */
+    bool sent;         /* bytes of the response were queued */
+    bool ended;        /* END was queued: the connection moved on */
+    bool gone;         /* nothing more goes out: ended, or the client left */
+} sl_writer_t;
+
+/* Set W up for request GEN of C, for an app of IFACE, building in
+ * SCRATCH (which must outlive the calls below; it is emptied by them). */
+void sl_writer_init(sl_writer_t *w, const sl_writer_iface_t *iface,
+                    sl_buf_t *scratch, sl_conn_t *c, uint32_t gen);
+
+/* Build the head into the scratch, to go out with the next body(), end()
+ * or sendfile(): STATUS (100..999) with LINE[0..LN) as the app wrote the
+ * status ("200 OK"), or the reason table's when LINE is NULL; HEADERS of
+ * W's interface; KNOWN the whole body length when known, else -1;
+ * TRAILERS when the app will end the response with trailer fields. The
+ * connection is asked to close when the worker drains or an unread body
+ * is too big. 0, or -1 with an exception (a bad pair or Content-Length):
+ * nothing was sent. GIL held. */
+int sl_writer_start(sl_writer_t *w, int status, const char *line, size_t ln,
+                    PyObject *headers, long long known, bool trailers);
+
+/* Queue LEN body bytes at DATA (the head first when it waits). LAST: they
+ * are the body's last, and the response ends with them unless trailers
+ * were announced (then end() sends them). Never blocks. 0; 1 when more
+ * than the credit is queued now (the caller waits: sl_conn_wait_credit()
+ * or SL_AWAIT_CREDIT); -1 when the client is gone (stop producing). */
+int sl_writer_body(sl_writer_t *w, const void *data, size_t len, bool last);
+
+/* End the response: the head when it waits, the last chunk, or TRAILERS
+ * (pairs of W's interface, already checked; NULL for none) when they were
+ * announced and the body is chunked. 0, or -1 when the client is gone or
+ * the trailers could not be built (then the connection closes). GIL held
+ * when TRAILERS is not NULL. */
+int sl_writer_end(sl_writer_t *w, PyObject *trailers);
+
+/* Send the head when it waits, then LEN bytes of FD from OFF by
+ * sendfile(2) as the rest of the body, and END. LEN is cut to what the
+ * head's Content-Length still allows; a bodiless response sends none. W
+ * takes FD (closed on every path). The body must not be chunked (a head
+ * start() built with KNOWN >= 0 never is). 0, or -1 when the client is
+ * gone; the response is ended either way. */
+int sl_writer_sendfile(sl_writer_t *w, int fd, off_t off, uint64_t len);
+
+/* End a broken response: an error answer with STATUS when nothing was
+ * sent, else a closed connection. Does nothing once the response ended. */
+void sl_writer_fail(sl_writer_t *w, int status);
+
+/* Validate HEADERS, a list or tuple of [bytes, bytes] pairs, as an ASGI
+ * app gave them (WHAT names the message in errors): each name an RFC 9110
+ * token, no CR, LF or NUL in a value. 0, or -1 with a TypeError or
+ * ValueError set. GIL held. */
 int sl_writer_check_headers(PyObject *headers, const char *what);
-
-/* Build the head of REQ's response into B (emptied first): STATUS,
- * HEADERS (checked), and the framing: KNOWN is the whole body length when
- * known, else -1; TRAILERS asks for a chunked body that trailers end;
- * CLOSE forces Connection: close. Fills RS. 0, or -1 with an exception. */
-int sl_writer_head(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
-                   int status, PyObject *headers, long long known,
-                   bool trailers, bool close);
-
-/* Append the last chunk, the trailer fields of HEADERS (checked; NULL for
- * none) and the final CRLF to B. 0, or -1 with an exception. */
-int sl_writer_trailers(sl_buf_t *b, PyObject *headers);
 
 #endif

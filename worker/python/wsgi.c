@@ -1,263 +1,50 @@
-/* wsgi.c - PEP 3333 on top of a connection.
+/* wsgi.c - PEP 3333 on top of a connection: the handler.
  *
- * Everything constant about an environ is built once: the keys are interned
- * from a table, the wsgi.* entries live in a prototype dict that each request
- * copies, and the common header names map to ready-made HTTP_* keys. Per
- * request what remains is the dict copy, a handful of small strings, and the
- * call. The response head is formatted into a lane-owned buffer and queued
- * together with the first body chunk, so a hello-world response leaves in
- * one write; a list result of known length gets a Content-Length instead of
- * chunked framing.
+ * One request from start to END on a lane: the environ (wsgi_environ.c),
+ * the app's call with the lane's start_response (wsgi_objects.c), the
+ * result sent as its kind allows, and close(). The response goes through
+ * the writer both interfaces share (writer.c): the head waits in the
+ * lane's buffer and leaves with the first body chunk, so a hello-world
+ * response is one write; a list result of known length gets a
+ * Content-Length instead of chunked framing, and a file wrapper over a
+ * regular file goes by sendfile(2).
  */
 #include "config.h"
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
-#include "worker/loop/drain.h"
 #include "worker/loop/http.h"
-#include "worker/python/py.h"
 #include "worker/loop/response.h"
-#include "worker/python/wsgi.h"
-#include "worker/python/wsgi_input.h"
+#include "worker/python/py.h"
+#include "worker/python/writer.h"
+#include "worker/python/wsgi_internal.h"
 
-#define MAX_IOV 64
-
-struct sl_wsgi_lane {
-    sl_buf_t head;        /* owned: the response head being built */
-    PyObject *start_resp; /* owned: this lane's start_response */
-    PyObject *write;      /* owned: this lane's write() */
-    sl_conn_t *c;         /* borrowed: the request being served */
-    uint32_t gen;
-    PyObject *status;  /* owned, set by start_response */
-    PyObject *headers; /* owned, set by start_response */
-    sl_response_t rs;  /* the head's framing, once it is built */
-    bool sent;         /* the head is queued */
-    bool gone;         /* nothing more can be sent */
-    bool ended;        /* END was queued: the loop may move on */
-};
-
-typedef struct {
-    PyObject_HEAD
-    sl_wsgi_lane_t *lane; /* borrowed: lanes outlive their callables */
-} lane_fn_t;
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *filelike; /* owned */
-    Py_ssize_t blksize;
-} file_wrapper_t;
-
-static PyObject *app;   /* owned */
-static sl_pump_t *pump; /* borrowed */
-static PyObject *proto; /* owned: the prototype environ */
-static PyObject *errors_obj;
-static PyObject *method_names[64];
-static PyObject *listener_name[SL_MAX_LISTENERS];
-static PyObject *listener_port[SL_MAX_LISTENERS];
-
-/* Interned keys, built once from this table. */
-enum {
-    K_REQUEST_METHOD,
-    K_SCRIPT_NAME,
-    K_PATH_INFO,
-    K_QUERY_STRING,
-    K_CONTENT_TYPE,
-    K_CONTENT_LENGTH,
-    K_SERVER_NAME,
-    K_SERVER_PORT,
-    K_SERVER_PROTOCOL,
-    K_REMOTE_ADDR,
-    K_REMOTE_PORT,
-    K_RAW_URI,
-    K_WSGI_INPUT,
-    K_HTTP_1_0,
-    K_HTTP_1_1,
-    K_EMPTY,
-    K_CLOSE,
-    K_COUNT
-};
-static const char *const key_names[K_COUNT] = {
-    "REQUEST_METHOD",  "SCRIPT_NAME",    "PATH_INFO",   "QUERY_STRING",
-    "CONTENT_TYPE",    "CONTENT_LENGTH", "SERVER_NAME", "SERVER_PORT",
-    "SERVER_PROTOCOL", "REMOTE_ADDR",    "REMOTE_PORT", "RAW_URI",
-    "wsgi.input",      "HTTP/1.0",       "HTTP/1.1",    "",
-    "close",
-};
-static PyObject *keys[K_COUNT];
-
-/* The environ keys of sl_http_common_names, made once. */
-static PyObject *common_keys[SL_HTTP_NCOMMON];
+static PyObject *app;        /* owned */
+static PyObject *close_name; /* owned: "close", interned */
 
 /* ------------------------------------------------------------------ */
-/* wsgi.errors                                                        */
+/* the response                                                       */
 
-static PyObject *errors_write(PyObject *self, PyObject *arg)
+/* Build the head from the app's status and headers. KNOWN is the body
+ * length when the server knows it (a list result), or -1. 0, or -1 with a
+ * Python exception. */
+int sl_wsgi_head(sl_wsgi_lane_t *l, long long known)
 {
-    Py_ssize_t n;
     const char *s;
+    Py_ssize_t sn;
 
-    (void)self;
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "write() argument must be str, not %s",
-                     Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    s = PyUnicode_AsUTF8AndSize(arg, &n);
-    if (s == NULL)
-        return NULL;
-    while (n > 0) {
-        ssize_t w = write(sl_log_fd(), s, (size_t)n);
-        if (w <= 0)
-            break;
-        s += w;
-        n -= w;
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *errors_writelines(PyObject *self, PyObject *seq)
-{
-    PyObject *it = PyObject_GetIter(seq), *item, *r;
-
-    if (it == NULL)
-        return NULL;
-    while ((item = PyIter_Next(it)) != NULL) {
-        r = errors_write(self, item);
-        Py_DECREF(item);
-        if (r == NULL) {
-            Py_DECREF(it);
-            return NULL;
-        }
-        Py_DECREF(r);
-    }
-    Py_DECREF(it);
-    if (PyErr_Occurred())
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *errors_flush(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef errors_methods[] = {
-    {"write", errors_write, METH_O, "write(str)"},
-    {"writelines", errors_writelines, METH_O, "writelines(seq)"},
-    {"flush", errors_flush, METH_NOARGS, "flush()"},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyTypeObject errors_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.Errors",
-    .tp_basicsize = sizeof(PyObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "wsgi.errors: the error log",
-    .tp_methods = errors_methods,
-};
-
-/* ------------------------------------------------------------------ */
-/* wsgi.file_wrapper                                                  */
-
-static PyObject *fw_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
-    static char *kwlist[] = {"filelike", "blksize", NULL};
-    PyObject *filelike;
-    Py_ssize_t blksize = 8192;
-    file_wrapper_t *fw;
-
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|n", kwlist, &filelike,
-                                     &blksize))
-        return NULL;
-    fw = (file_wrapper_t *)type->tp_alloc(type, 0);
-    if (fw == NULL)
-        return NULL;
-    Py_INCREF(filelike);
-    fw->filelike = filelike;
-    fw->blksize = blksize > 0 ? blksize : 8192;
-    return (PyObject *)fw;
-}
-
-static void fw_dealloc(file_wrapper_t *fw)
-{
-    Py_XDECREF(fw->filelike);
-    Py_TYPE(fw)->tp_free((PyObject *)fw);
-}
-
-static PyObject *fw_iternext(file_wrapper_t *fw)
-{
-    PyObject *data =
-        PyObject_CallMethod(fw->filelike, "read", "n", fw->blksize);
-
-    if (data != NULL && PyBytes_Check(data) && PyBytes_GET_SIZE(data) == 0) {
-        Py_DECREF(data);
-        return NULL;
-    }
-    return data;
-}
-
-static PyObject *fw_close(file_wrapper_t *fw, PyObject *unused)
-{
-    (void)unused;
-    if (PyObject_HasAttrString(fw->filelike, "close"))
-        return PyObject_CallMethod(fw->filelike, "close", NULL);
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef fw_methods[] = {
-    {"close", (PyCFunction)fw_close, METH_NOARGS, "close the file"},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyTypeObject fw_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.FileWrapper",
-    .tp_basicsize = sizeof(file_wrapper_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "wsgi.file_wrapper: sent with sendfile(2) when it can be",
-    .tp_new = fw_new,
-    .tp_dealloc = (destructor)fw_dealloc,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = (iternextfunc)fw_iternext,
-    .tp_methods = fw_methods,
-};
-
-/* ------------------------------------------------------------------ */
-/* the response head                                                  */
-
-/* Latin-1 bytes of a str without copying; NULL with an exception. */
-static const char *latin1(PyObject *s, Py_ssize_t *n, const char *what)
-{
-    if (!PyUnicode_Check(s)) {
-        PyErr_Format(PyExc_TypeError, "%s must be str, not %s", what,
-                     Py_TYPE(s)->tp_name);
-        return NULL;
-    }
-    if (PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND) {
-        PyErr_Format(PyExc_ValueError, "%s is not latin-1: %R", what, s);
-        return NULL;
-    }
-    *n = PyUnicode_GET_LENGTH(s);
-    return (const char *)PyUnicode_1BYTE_DATA(s);
-}
-
-/* Format the head into l->head. KNOWN is the body length when the server
- * knows it (a list result), or -1. 0, or -1 with a Python exception. */
-static int head_build(sl_wsgi_lane_t *l, long long known)
-{
-    sl_conn_t *c = l->c;
-    sl_buf_t *b = &l->head;
-    Py_ssize_t i, n, sn, nn, vn;
-    const char *s, *name, *val;
-
-    s = latin1(l->status, &sn, "status");
-    if (s == NULL)
+    if (!PyUnicode_Check(l->status) ||
+        PyUnicode_KIND(l->status) != PyUnicode_1BYTE_KIND) {
+        PyErr_Format(PyExc_ValueError, "status is not latin-1: %R", l->status);
         return -1;
+    }
+    s = (const char *)PyUnicode_1BYTE_DATA(l->status);
+    sn = PyUnicode_GET_LENGTH(l->status);
     if (sn < 4 || s[3] != ' ' || s[0] < '1' || s[0] > '5' || s[1] < '0' ||
         s[1] > '9' || s[2] < '0' || s[2] > '9' ||
         sl_response_bad_bytes(s, (size_t)sn)) {
@@ -265,359 +52,24 @@ static int head_build(sl_wsgi_lane_t *l, long long known)
                      l->status);
         return -1;
     }
-    sl_response_begin(&l->rs, b, &c->req,
-                      (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0'));
-    SL_BUF_APPEND_LIT(b, "HTTP/1.1 ");
-    sl_buf_append(b, s, (size_t)sn);
-    SL_BUF_APPEND_LIT(b, "\r\n");
-
-    n = PyList_GET_SIZE(l->headers);
-    for (i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(l->headers, i);
-        name = latin1(PyTuple_GET_ITEM(t, 0), &nn, "header name");
-        if (name == NULL)
-            return -1;
-        val = latin1(PyTuple_GET_ITEM(t, 1), &vn, "header value");
-        if (val == NULL)
-            return -1;
-        if (nn == 0 || sl_response_bad_bytes(name, (size_t)nn) ||
-            memchr(name, ':', (size_t)nn) ||
-            sl_response_bad_bytes(val, (size_t)vn)) {
-            PyErr_Format(PyExc_ValueError, "bad header %R", t);
-            return -1;
-        }
-        if (sl_response_field(&l->rs, b, name, (size_t)nn, val, (size_t)vn) <
-            0) {
-            PyErr_Format(PyExc_ValueError, "bad Content-Length %R", t);
-            return -1;
-        }
-    }
-    sl_response_end(&l->rs, b, &c->req, known, false,
-                    sl_conn_must_close(c, l->gen));
-    return 0;
+    return sl_writer_start(
+        &l->w, (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0'), s,
+        (size_t)sn, l->headers, known, false);
 }
 
-/* Queue DATA (and the head first if it is not out yet); END finishes the
- * response. 0, or -1 when the client is gone (no exception set). */
-static int emit(sl_wsgi_lane_t *l, const char *data, size_t len, bool end)
+/* Queue DATA (after the head when it waits); END finishes the response.
+ * Waits for credit without the GIL. 0, or -1 when the client is gone (no
+ * exception set). */
+int sl_wsgi_emit(sl_wsgi_lane_t *l, const char *data, size_t len, bool end)
 {
-    struct iovec iov[4];
-    char size_line[24];
-    int n = 0, flags = 0, rc;
+    int rc = sl_writer_body(&l->w, data, len, end);
 
-    if (l->gone)
-        return -1;
-    if (!l->sent) {
-        iov[n].iov_base = l->head.data;
-        iov[n++].iov_len = l->head.len;
-        l->sent = true;
-    }
-    sl_response_frame(&l->rs, iov, &n, size_line, data, len, end);
-    if (end) {
-        flags |= SL_SEND_END;
-        if (sl_response_ends_connection(&l->rs))
-            flags |= SL_SEND_CLOSE;
-    }
-    rc = sl_conn_send(l->c, l->gen, iov, n, flags);
     if (rc == 1) {
         Py_BEGIN_ALLOW_THREADS
-        rc = sl_conn_wait_credit(l->c, l->gen);
+        rc = sl_conn_wait_credit(l->w.c, l->w.gen);
         Py_END_ALLOW_THREADS
     }
-    if (end && rc >= 0)
-        l->ended = true;
-    if (rc < 0 || end) {
-        l->gone = true;
-        return rc < 0 ? -1 : 0;
-    }
-    return 0;
-}
-
-/* End the response whatever state it is in: a 500 when nothing was sent,
- * a close when a broken response is under way. */
-static void finish_error(sl_wsgi_lane_t *l)
-{
-    struct iovec iov;
-
-    if (l->ended)
-        return;
-    if (!l->sent && !l->gone) {
-        l->head.len = l->head.off = 0;
-        sl_http_error_head(&l->head, 500);
-        iov.iov_base = l->head.data;
-        iov.iov_len = l->head.len;
-        sl_conn_send(l->c, l->gen, &iov, 1, SL_SEND_END | SL_SEND_CLOSE);
-    } else {
-        sl_conn_send(l->c, l->gen, NULL, 0, SL_SEND_END | SL_SEND_CLOSE);
-    }
-    l->gone = true;
-    l->ended = true;
-}
-
-/* ------------------------------------------------------------------ */
-/* start_response and write                                           */
-
-static PyObject *start_response_call(lane_fn_t *self, PyObject *args,
-                                     PyObject *kw)
-{
-    static char *kwlist[] = {"status", "headers", "exc_info", NULL};
-    sl_wsgi_lane_t *l = self->lane;
-    PyObject *status, *headers, *exc_info = Py_None;
-    Py_ssize_t i, n;
-
-    if (l == NULL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "start_response() called after its request ended");
-        return NULL;
-    }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:start_response", kwlist,
-                                     &status, &headers, &exc_info))
-        return NULL;
-    if (exc_info != Py_None) {
-        if (l->sent) {
-            /* too late to change the head: re-raise the app's error */
-            PyObject *t, *v, *tb;
-            if (!PyTuple_Check(exc_info) || PyTuple_GET_SIZE(exc_info) != 3) {
-                PyErr_SetString(PyExc_TypeError, "exc_info must be a 3-tuple");
-                return NULL;
-            }
-            t = PyTuple_GET_ITEM(exc_info, 0);
-            v = PyTuple_GET_ITEM(exc_info, 1);
-            tb = PyTuple_GET_ITEM(exc_info, 2);
-            Py_INCREF(t);
-            Py_INCREF(v);
-            Py_INCREF(tb);
-            PyErr_Restore(t, v, tb == Py_None ? NULL : tb);
-            return NULL;
-        }
-    } else if (l->status != NULL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "start_response() called a second time without "
-                        "exc_info");
-        return NULL;
-    }
-    if (!PyUnicode_Check(status)) {
-        PyErr_Format(PyExc_TypeError, "status must be str, not %s",
-                     Py_TYPE(status)->tp_name);
-        return NULL;
-    }
-    if (!PyList_Check(headers)) {
-        PyErr_Format(PyExc_TypeError, "headers must be a list, not %s",
-                     Py_TYPE(headers)->tp_name);
-        return NULL;
-    }
-    n = PyList_GET_SIZE(headers);
-    for (i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(headers, i);
-        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2 ||
-            !PyUnicode_Check(PyTuple_GET_ITEM(t, 0)) ||
-            !PyUnicode_Check(PyTuple_GET_ITEM(t, 1))) {
-            PyErr_Format(PyExc_TypeError,
-                         "headers must be (str, str) tuples, got %R", t);
-            return NULL;
-        }
-    }
-    Py_INCREF(status);
-    Py_XSETREF(l->status, status);
-    Py_INCREF(headers);
-    Py_XSETREF(l->headers, headers);
-    Py_INCREF(l->write);
-    return l->write;
-}
-
-static PyObject *write_call(lane_fn_t *self, PyObject *args, PyObject *kw)
-{
-    sl_wsgi_lane_t *l = self->lane;
-    PyObject *data;
-
-    if (l == NULL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "write() called after its request ended");
-        return NULL;
-    }
-    if (kw != NULL || !PyArg_ParseTuple(args, "O:write", &data))
-        return NULL;
-    if (!PyBytes_Check(data)) {
-        PyErr_Format(PyExc_TypeError, "write() argument must be bytes, not %s",
-                     Py_TYPE(data)->tp_name);
-        return NULL;
-    }
-    if (l->status == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "write() before start_response()");
-        return NULL;
-    }
-    if (!l->sent && head_build(l, -1) < 0)
-        return NULL;
-    if (emit(l, PyBytes_AS_STRING(data), (size_t)PyBytes_GET_SIZE(data),
-             false) < 0) {
-        PyErr_SetString(PyExc_OSError, "client disconnected");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-static PyTypeObject start_response_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.StartResponse",
-    .tp_basicsize = sizeof(lane_fn_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_call = (ternaryfunc)start_response_call,
-};
-
-static PyTypeObject write_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.Write",
-    .tp_basicsize = sizeof(lane_fn_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_call = (ternaryfunc)write_call,
-};
-
-/* ------------------------------------------------------------------ */
-/* environ                                                            */
-
-static int set_str(PyObject *env, PyObject *key, const char *s, Py_ssize_t n)
-{
-    PyObject *v = PyUnicode_DecodeLatin1(s, n, NULL);
-    int rc;
-
-    if (v == NULL)
-        return -1;
-    rc = PyDict_SetItem(env, key, v);
-    Py_DECREF(v);
-    return rc;
-}
-
-/* HTTP_NAME_IN_CAPS, or CONTENT_TYPE / CONTENT_LENGTH (CGI's). */
-static PyObject *make_key(const char *name, size_t n)
-{
-    char stackbuf[256], *key = stackbuf;
-    size_t i, pre = 5;
-    PyObject *k;
-
-    if (sl_http_name_is(name, n, "content-type") ||
-        sl_http_name_is(name, n, "content-length"))
-        pre = 0;
-    if (n + pre > sizeof(stackbuf) && (key = malloc(n + pre)) == NULL)
-        return PyErr_NoMemory();
-    memcpy(key, "HTTP_", pre);
-    for (i = 0; i < n; i++) {
-        char ch = name[i];
-        if (ch >= 'a' && ch <= 'z')
-            ch = (char)(ch - 32);
-        else if (ch == '-')
-            ch = '_';
-        key[pre + i] = ch;
-    }
-    k = PyUnicode_DecodeLatin1(key, (Py_ssize_t)(n + pre), NULL);
-    if (key != stackbuf)
-        free(key);
-    return k;
-}
-
-/* The environ key for a header name; new reference, NULL with an
- * exception, or Py_None (new ref) when the header is to be dropped. */
-static PyObject *header_key(const char *name, size_t n)
-{
-    int i = sl_http_common_index(name, n);
-
-    if (i >= 0)
-        return Py_NewRef(common_keys[i]);
-    if (memchr(name, '_', n) != NULL)
-        Py_RETURN_NONE; /* would alias the dashed name in environ */
-    return make_key(name, n);
-}
-
-static int set_headers(PyObject *env, const sl_req_t *r)
-{
-    const char *hb = r->hbuf.data;
-    int i, rc;
-
-    for (i = 0; i < r->nhdrs; i++) {
-        const sl_hdr_t *hd = &r->hdrs[i];
-        PyObject *key, *val, *old, *joined;
-
-        key = header_key(hb + hd->name_off, hd->name_len);
-        if (key == NULL)
-            return -1;
-        if (key == Py_None) {
-            Py_DECREF(key);
-            continue;
-        }
-        val = PyUnicode_DecodeLatin1(hb + hd->val_off, hd->val_len, NULL);
-        if (val == NULL) {
-            Py_DECREF(key);
-            return -1;
-        }
-        old = PyDict_GetItemWithError(env, key); /* borrowed */
-        if (old != NULL) {
-            joined = PyUnicode_FromFormat("%U,%U", old, val);
-            Py_DECREF(val);
-            val = joined;
-        }
-        rc = val == NULL ? -1 : PyDict_SetItem(env, key, val);
-        Py_DECREF(key);
-        Py_XDECREF(val);
-        if (rc < 0)
-            return -1;
-    }
-    return 0;
-}
-
-static PyObject *build_environ(sl_conn_t *c, uint32_t gen)
-{
-    const sl_req_t *r = &c->req;
-    const char *url = r->hbuf.data + r->url_off;
-    size_t n = r->url_len;
-    sl_target_t t;
-    PyObject *env, *input, *v;
-    int li = c->listener;
-
-    env = PyDict_Copy(proto);
-    if (env == NULL)
-        return NULL;
-    if (PyDict_SetItem(env, keys[K_REQUEST_METHOD],
-                       method_names[r->method & 63]) < 0 ||
-        PyDict_SetItem(env, keys[K_SERVER_PROTOCOL],
-                       keys[r->minor ? K_HTTP_1_1 : K_HTTP_1_0]) < 0 ||
-        PyDict_SetItem(env, keys[K_SERVER_NAME], listener_name[li]) < 0 ||
-        PyDict_SetItem(env, keys[K_SERVER_PORT], listener_port[li]) < 0 ||
-        set_str(env, keys[K_RAW_URI], url, (Py_ssize_t)n) < 0)
-        goto out_fail;
-
-    sl_http_target(url, n, &t);
-    v = sl_py_unquote_path(t.path, t.path_len, false);
-    if (v == NULL || PyDict_SetItem(env, keys[K_PATH_INFO], v) < 0) {
-        Py_XDECREF(v);
-        goto out_fail;
-    }
-    Py_DECREF(v);
-    if (t.query != NULL) {
-        if (set_str(env, keys[K_QUERY_STRING], t.query,
-                    (Py_ssize_t)t.query_len) < 0)
-            goto out_fail;
-    } else if (PyDict_SetItem(env, keys[K_QUERY_STRING], keys[K_EMPTY]) < 0) {
-        goto out_fail;
-    }
-
-    if (c->peer.ss_family != AF_UNIX) {
-        PyObject *addr, *port;
-        if (sl_py_peer(c, &addr, &port, NULL) < 0 ||
-            PyDict_SetItem(env, keys[K_REMOTE_ADDR], addr) < 0 ||
-            PyDict_SetItem(env, keys[K_REMOTE_PORT], port) < 0)
-            goto out_fail;
-    }
-    if (set_headers(env, r) < 0)
-        goto out_fail;
-
-    input = sl_wsgi_input_new(c, gen);
-    if (input == NULL || PyDict_SetItem(env, keys[K_WSGI_INPUT], input) < 0) {
-        Py_XDECREF(input);
-        goto out_fail;
-    }
-    Py_DECREF(input);
-    return env;
-
-out_fail:
-    Py_DECREF(env);
-    return NULL;
+    return rc < 0 ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -645,34 +97,36 @@ static int send_sequence(sl_wsgi_lane_t *l, PyObject *seq)
                         "the app returned without calling start_response()");
         return -1;
     }
-    if (!l->sent && head_build(l, total) < 0)
+    if (!l->w.started && sl_wsgi_head(l, total) < 0)
         return -1;
     if (n == 1) { /* the common case: head and body in one write */
-        emit(l, PyBytes_AS_STRING(items[0]), (size_t)PyBytes_GET_SIZE(items[0]),
-             true);
+        sl_wsgi_emit(l, PyBytes_AS_STRING(items[0]),
+                     (size_t)PyBytes_GET_SIZE(items[0]), true);
         return 0;
     }
     for (i = 0; i < n; i++) {
         if (PyBytes_GET_SIZE(items[i]) == 0)
             continue;
-        if (emit(l, PyBytes_AS_STRING(items[i]),
-                 (size_t)PyBytes_GET_SIZE(items[i]), false) < 0)
+        if (sl_wsgi_emit(l, PyBytes_AS_STRING(items[i]),
+                         (size_t)PyBytes_GET_SIZE(items[i]), false) < 0)
             return 0;
     }
-    emit(l, NULL, 0, true);
+    sl_wsgi_emit(l, NULL, 0, true);
     return 0;
 }
 
 /* A file wrapper over a regular file: head, then sendfile(2). 1 when sent,
  * 0 when the file is not fit (iterate instead), -1 on error. */
-static int send_file(sl_wsgi_lane_t *l, file_wrapper_t *fw)
+static int send_file(sl_wsgi_lane_t *l, sl_wsgi_file_t *fw)
 {
     PyObject *r;
     struct stat st;
     off_t off;
     uint64_t len;
-    int fd, dup_fd;
+    int fd;
 
+    if (l->w.sent && l->w.rs.chunked)
+        return 0; /* write() began a chunked body: sendfile cannot frame */
     r = PyObject_CallMethod(fw->filelike, "fileno", NULL);
     if (r == NULL) {
         PyErr_Clear();
@@ -701,29 +155,18 @@ static int send_file(sl_wsgi_lane_t *l, file_wrapper_t *fw)
                         "the app returned without calling start_response()");
         return -1;
     }
-    if (!l->sent) {
-        if (head_build(l, (long long)len) < 0)
-            return -1;
-    }
-    if (l->rs.app_cl && l->rs.cl < len)
-        len = l->rs.cl;
-    if (l->rs.no_body || len == 0) {
-        emit(l, NULL, 0, true);
-        return 1;
-    }
-    if (emit(l, NULL, 0, false) < 0)
-        return 1;
-    dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (dup_fd < 0) {
+    /* the connection takes a descriptor of its own: the app closes its
+     * file when the response is over, the loop sends it later */
+    fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
-    l->rs.sent += len;
-    if (sl_conn_sendfile(l->c, l->gen, dup_fd, off, (size_t)len,
-                         sl_response_ends_connection(&l->rs) ? SL_SEND_CLOSE
-                                                             : 0) == 0)
-        l->ended = true;
-    l->gone = true;
+    if (!l->w.started && sl_wsgi_head(l, (long long)len) < 0) {
+        close(fd);
+        return -1;
+    }
+    sl_writer_sendfile(&l->w, fd, off, len);
     return 1;
 }
 
@@ -751,13 +194,13 @@ static int send_iter(sl_wsgi_lane_t *l, PyObject *result)
                 Py_DECREF(it);
                 return -1;
             }
-            if (!l->sent && head_build(l, -1) < 0) {
+            if (!l->w.started && sl_wsgi_head(l, -1) < 0) {
                 Py_DECREF(chunk);
                 Py_DECREF(it);
                 return -1;
             }
-            if (emit(l, PyBytes_AS_STRING(chunk),
-                     (size_t)PyBytes_GET_SIZE(chunk), false) < 0) {
+            if (sl_wsgi_emit(l, PyBytes_AS_STRING(chunk),
+                             (size_t)PyBytes_GET_SIZE(chunk), false) < 0) {
                 Py_DECREF(chunk);
                 break; /* the client left: stop, close() still runs */
             }
@@ -767,65 +210,46 @@ static int send_iter(sl_wsgi_lane_t *l, PyObject *result)
     Py_DECREF(it);
     if (PyErr_Occurred())
         return -1;
-    if (l->gone)
+    if (l->w.gone)
         return 0;
     if (l->status == NULL) {
         PyErr_SetString(PyExc_RuntimeError,
                         "the app returned without calling start_response()");
         return -1;
     }
-    if (!l->sent && head_build(l, 0) < 0)
+    if (!l->w.started && sl_wsgi_head(l, 0) < 0)
         return -1;
-    emit(l, NULL, 0, true);
+    sl_wsgi_emit(l, NULL, 0, true);
     return 0;
 }
 
 static void call_close(sl_wsgi_lane_t *l, PyObject *result)
 {
     PyObject *close, *r;
+    char what[512];
 
     if (PyList_CheckExact(result) || PyTuple_CheckExact(result))
         return;
-    close = PyObject_GetAttr(result, keys[K_CLOSE]);
+    close = PyObject_GetAttr(result, close_name);
     if (close == NULL) {
         PyErr_Clear();
         return;
     }
     r = PyObject_CallNoArgs(close);
     Py_DECREF(close);
-    if (r == NULL)
-        sl_py_log_exception("error closing the result of %s %.*s",
-                            llhttp_method_name(l->c->req.method),
-                            (int)l->c->req.url_len,
-                            l->c->req.hbuf.data + l->c->req.url_off);
-    Py_XDECREF(r);
-}
-
-/* The lane's start_response and write() serve one request after another;
- * one the app kept past its request is cut loose (its calls then raise) so
- * it can never write into a later request, and the lane takes a new one. */
-static void renew_if_kept(PyObject **slot, PyTypeObject *type,
-                          sl_wsgi_lane_t *l)
-{
-    lane_fn_t *fresh;
-
-    if (Py_REFCNT(*slot) == 1)
-        return;
-    fresh = PyObject_New(lane_fn_t, type);
-    if (fresh == NULL) {
-        PyErr_Clear();
-        return; /* keep the old one: still correct for honest apps */
+    if (r == NULL) {
+        sl_http_log_name(&l->w.c->req, what, sizeof(what));
+        sl_py_log_exception("error closing the result of %s", what);
     }
-    fresh->lane = l;
-    ((lane_fn_t *)*slot)->lane = NULL;
-    Py_SETREF(*slot, (PyObject *)fresh);
+    Py_XDECREF(r);
 }
 
 static void log_app_error(sl_wsgi_lane_t *l)
 {
-    sl_py_log_exception(
-        "error handling %s %.*s", llhttp_method_name(l->c->req.method),
-        (int)l->c->req.url_len, l->c->req.hbuf.data + l->c->req.url_off);
+    char what[512];
+
+    sl_http_log_name(&l->w.c->req, what, sizeof(what));
+    sl_py_log_exception("error handling %s", what);
 }
 
 void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen)
@@ -833,15 +257,12 @@ void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen)
     PyObject *env, *result, *args[2];
     int rc;
 
-    l->c = c;
-    l->gen = gen;
-    l->sent = l->gone = l->ended = false;
-    memset(&l->rs, 0, sizeof(l->rs));
+    sl_writer_init(&l->w, &sl_writer_wsgi, &l->head, c, gen);
 
-    env = build_environ(c, gen);
+    env = sl_wsgi_environ_new(c, gen);
     if (env == NULL) {
         log_app_error(l);
-        finish_error(l);
+        sl_writer_fail(&l->w, 500);
         return;
     }
     args[0] = env;
@@ -849,30 +270,29 @@ void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen)
     result = PyObject_Vectorcall(app, args, 2, NULL);
     if (result == NULL) {
         log_app_error(l);
-        finish_error(l);
+        sl_writer_fail(&l->w, 500);
         goto out;
     }
     rc = 0;
     if (PyList_CheckExact(result) || PyTuple_CheckExact(result))
         rc = send_sequence(l, result);
-    else if (Py_TYPE(result) == &fw_type)
-        rc = send_file(l, (file_wrapper_t *)result);
-    if (rc == 0 && !l->gone)
+    else if (Py_TYPE(result) == &sl_wsgi_file_type)
+        rc = send_file(l, (sl_wsgi_file_t *)result);
+    if (rc == 0 && !l->w.gone)
         rc = send_iter(l, result);
     if (rc < 0) {
         log_app_error(l);
-        finish_error(l);
+        sl_writer_fail(&l->w, 500);
     }
     call_close(l, result);
     Py_DECREF(result);
 out:
     /* a client that left mid-response still needs its request ended */
-    finish_error(l);
+    sl_writer_fail(&l->w, 500);
     Py_CLEAR(l->status);
     Py_CLEAR(l->headers);
     Py_DECREF(env);
-    renew_if_kept(&l->start_resp, &start_response_type, l);
-    renew_if_kept(&l->write, &write_type, l);
+    sl_wsgi_objects_renew(l);
 }
 
 /* ------------------------------------------------------------------ */
@@ -881,22 +301,13 @@ out:
 sl_wsgi_lane_t *sl_wsgi_lane_new(void)
 {
     sl_wsgi_lane_t *l = calloc(1, sizeof(*l));
-    lane_fn_t *sr, *wr;
 
     if (l == NULL)
         return NULL;
-    sr = PyObject_New(lane_fn_t, &start_response_type);
-    wr = PyObject_New(lane_fn_t, &write_type);
-    if (sr == NULL || wr == NULL) {
-        Py_XDECREF(sr);
-        Py_XDECREF(wr);
+    if (sl_wsgi_objects_new(l) < 0) {
         free(l);
         return NULL;
     }
-    sr->lane = l;
-    wr->lane = l;
-    l->start_resp = (PyObject *)sr;
-    l->write = (PyObject *)wr;
     return l;
 }
 
@@ -910,75 +321,14 @@ void sl_wsgi_lane_free(sl_wsgi_lane_t *l)
     free(l);
 }
 
-static int proto_set(const char *key, PyObject *v)
-{
-    int rc;
-
-    if (v == NULL)
-        return -1;
-    rc = PyDict_SetItemString(proto, key, v);
-    Py_DECREF(v);
-    return rc;
-}
-
 int sl_wsgi_init(PyObject *the_app, sl_pump_t *p)
 {
-    size_t i;
-    int k;
-
-    app = the_app;
-    Py_INCREF(app);
-    pump = p;
-    if (PyType_Ready(&errors_type) < 0 || PyType_Ready(&fw_type) < 0 ||
-        PyType_Ready(&start_response_type) < 0 ||
-        PyType_Ready(&write_type) < 0 || sl_wsgi_input_init() < 0)
-        goto out_fail;
-    for (i = 0; i < K_COUNT; i++)
-        if ((keys[i] = PyUnicode_InternFromString(key_names[i])) == NULL)
-            goto out_fail;
-    for (i = 0; i < SL_HTTP_NCOMMON; i++) {
-        const char *name = sl_http_common_names[i];
-        if ((common_keys[i] = make_key(name, strlen(name))) == NULL)
-            goto out_fail;
-        PyUnicode_InternInPlace(&common_keys[i]);
+    app = Py_NewRef(the_app);
+    close_name = PyUnicode_InternFromString("close");
+    if (close_name == NULL || sl_wsgi_objects_init() < 0 ||
+        sl_wsgi_environ_init(p) < 0) {
+        sl_py_log_exception("cannot set up WSGI");
+        return -1;
     }
-    for (i = 0; i < 64; i++)
-        method_names[i] = PyUnicode_InternFromString("UNKNOWN");
-#define XX(num, name, string)                                                  \
-    method_names[num] = PyUnicode_InternFromString(#string);
-    HTTP_METHOD_MAP(XX)
-#undef XX
-    for (i = 0; i < 64; i++)
-        if (method_names[i] == NULL)
-            goto out_fail;
-    for (k = 0; k < p->nlisteners; k++) {
-        listener_name[k] = PyUnicode_FromString(p->listeners[k].server_name);
-        listener_port[k] = PyUnicode_FromString(p->listeners[k].server_port);
-        if (listener_name[k] == NULL || listener_port[k] == NULL)
-            goto out_fail;
-    }
-    errors_obj = PyObject_New(PyObject, &errors_type);
-    proto = PyDict_New();
-    if (errors_obj == NULL || proto == NULL)
-        goto out_fail;
-    Py_INCREF(errors_obj);
-    if (proto_set("wsgi.version", Py_BuildValue("(ii)", 1, 0)) < 0 ||
-        proto_set("wsgi.url_scheme", PyUnicode_FromString("http")) < 0 ||
-        proto_set("wsgi.errors", errors_obj) < 0 ||
-        proto_set("wsgi.multithread", PyBool_FromLong(p->opt->threads > 1)) <
-            0 ||
-        proto_set("wsgi.multiprocess", PyBool_FromLong(p->opt->workers > 1)) <
-            0 ||
-        proto_set("wsgi.run_once", PyBool_FromLong(0)) < 0 ||
-        proto_set("wsgi.input_terminated", PyBool_FromLong(1)) < 0 ||
-        proto_set("SCRIPT_NAME", PyUnicode_FromString("")) < 0)
-        goto out_fail;
-    Py_INCREF(&fw_type);
-    if (proto_set("wsgi.file_wrapper", (PyObject *)&fw_type) < 0)
-        goto out_fail;
     return 0;
-
-out_fail:
-    sl_py_log_exception("cannot set up WSGI");
-    return -1;
 }

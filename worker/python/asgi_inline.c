@@ -1,0 +1,223 @@
+/* asgi_inline.c - ASGI in inline mode: the event loop drives libev.
+ *
+ * The asyncio loop runs on the loop thread itself and the pump becomes its
+ * guest: libev runs one pass (sl_pump_run_once()) when its backend fd is
+ * readable, after the app queued output (the connection is marked dirty,
+ * and one call_soon per batch hands every dirty connection's output to the
+ * loop side), and on a 100 ms timer for libev's own timers. Tickets are
+ * handled at once, on this thread.
+ */
+#include "config.h"
+
+#include <Python.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+#include "worker/python/asgi.h"
+#include "worker/python/asgi_internal.h"
+#include "worker/python/py.h"
+
+#define INLINE_TICK 0.1 /* libev timers run this often */
+
+/* The driver's state. */
+static struct {
+    sl_conn_t **dirty; /* owned: connections with output or a window to
+                          reopen (borrowed each) */
+    bool *is_dirty;    /* owned: per connection */
+    uint32_t ndirty;
+    bool kick_scheduled; /* a call_soon of on_ev is pending */
+    PyObject *on_ev;     /* owned: drive libev */
+    PyObject *on_tick;   /* owned: the 100 ms timer */
+} driver;
+
+static PyObject *call_loop(const char *meth, const char *fmt, PyObject *a,
+                           double d)
+{
+    return fmt[0] == 'O' ? PyObject_CallMethod(sl_asgi.loop, meth, fmt, a)
+                         : PyObject_CallMethod(sl_asgi.loop, meth, fmt, d, a);
+}
+
+/* Once per batch, after the tasks that are ready now. */
+void sl_asgi_inline_mark_dirty(sl_conn_t *c)
+{
+    PyObject *res;
+
+    if (!sl_asgi.inline_mode || driver.is_dirty[c->idx])
+        return;
+    driver.is_dirty[c->idx] = true;
+    driver.dirty[driver.ndirty++] = c;
+    if (driver.kick_scheduled || sl_asgi.stopping)
+        return;
+    res = call_loop("call_soon", "O", driver.on_ev, 0);
+    if (res == NULL)
+        sl_py_log_exception("ASGI: scheduling libev");
+    else
+        driver.kick_scheduled = true;
+    Py_XDECREF(res);
+}
+
+/* Hand the executor's output of every dirty connection to the loop. */
+static void flush_dirty(void)
+{
+    uint32_t i;
+
+    for (i = 0; i < driver.ndirty; i++) {
+        sl_conn_t *c = driver.dirty[i];
+        driver.is_dirty[c->idx] = false;
+        if (c->state != SL_CONN_FREE)
+            sl_conn_complete(c);
+    }
+    driver.ndirty = 0;
+}
+
+/* notify (exec.h) of the inline executor: the connection is dirty. */
+static void inline_notify(sl_conn_t *c)
+{
+    sl_asgi_inline_mark_dirty(c);
+}
+
+/* hand_over (exec.h) of the inline executor: the tickets are handled at
+ * once, on this thread. */
+static void inline_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
+{
+    uint32_t i;
+
+    (void)p;
+    for (i = 0; i < n; i++)
+        sl_asgi_req_ticket(&t[i]);
+}
+
+/* Run libev until the dirty connections' output is handed over (a few
+ * rounds: handing it over can make more); once the drain finished, cancel
+ * what is left and stop the event loop. */
+static void ev_drive(void)
+{
+    int round;
+
+    if (sl_asgi.stopping)
+        return;
+    for (round = 0; round < 4; round++) {
+        flush_dirty();
+        if (!sl_pump_run_once(sl_asgi.p) || driver.ndirty == 0)
+            break;
+    }
+    if (sl_asgi.p->stopping) {
+        PyObject *res;
+        sl_asgi_req_cancel_all();
+        sl_asgi.stopping = true;
+        res = PyObject_CallMethod(sl_asgi.loop, "stop", NULL);
+        if (res == NULL)
+            sl_py_log_exception("ASGI: stopping the event loop");
+        Py_XDECREF(res);
+    }
+}
+
+static PyObject *on_ev(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    driver.kick_scheduled = false;
+    ev_drive();
+    Py_RETURN_NONE;
+}
+
+static PyObject *on_tick(PyObject *self, PyObject *unused)
+{
+    PyObject *res;
+
+    (void)self;
+    (void)unused;
+    ev_drive();
+    if (sl_asgi.stopping)
+        Py_RETURN_NONE;
+    res = call_loop("call_later", "dO", driver.on_tick, INLINE_TICK);
+    if (res == NULL)
+        return NULL;
+    Py_DECREF(res);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef on_ev_def = {"sluice_ev", on_ev, METH_NOARGS, NULL};
+
+static PyMethodDef on_tick_def = {"sluice_tick", on_tick, METH_NOARGS, NULL};
+
+static void run_inline(sl_conn_t *c)
+{
+    sl_asgi_req_start(c, c->gen);
+}
+
+int sl_asgi_run_inline(sl_pump_t *p)
+{
+    PyObject *res;
+    int bfd;
+
+    sl_pump_start(p);
+    bfd = p->backend_fd;
+    if (bfd < 0) {
+        sl_error("ASGI inline mode needs libev's epoll backend");
+        return SL_EXIT_FAIL;
+    }
+    res = PyObject_CallMethod(sl_asgi.loop, "add_reader", "iO", bfd,
+                              driver.on_ev);
+    if (res == NULL)
+        goto out_fail;
+    Py_DECREF(res);
+    res = call_loop("call_later", "dO", driver.on_tick, INLINE_TICK);
+    if (res == NULL)
+        goto out_fail;
+    Py_DECREF(res);
+    ev_drive();
+    res = PyObject_CallMethod(sl_asgi.loop, "run_forever", NULL);
+    if (res == NULL)
+        goto out_fail;
+    Py_DECREF(res);
+    return p->exit_status;
+
+out_fail:
+    sl_py_log_exception("ASGI: the inline event loop failed");
+    return SL_EXIT_FAIL;
+}
+
+/* The event loop runs here and takes its tickets straight from the
+ * pump. */
+int sl_asgi_inline_start(sl_pump_t *p)
+{
+    driver.dirty = calloc(p->nconns, sizeof(*driver.dirty));
+    driver.is_dirty = calloc(p->nconns, sizeof(*driver.is_dirty));
+    if (driver.dirty == NULL || driver.is_dirty == NULL) {
+        sl_error("out of memory for %u connections", p->nconns);
+        return -1;
+    }
+    driver.on_ev = PyCFunction_New(&on_ev_def, NULL);
+    driver.on_tick = PyCFunction_New(&on_tick_def, NULL);
+    if (driver.on_ev == NULL || driver.on_tick == NULL) {
+        sl_py_log_exception("ASGI: inline mode");
+        return -1;
+    }
+    if (sl_asgi_loop_create() < 0)
+        return -1;
+    return sl_asgi_loop_startup();
+}
+
+/* stop (exec.h) of the inline executor: the event loop has stopped (the
+ * drain's finish ended it); shut down here, on the loop thread. */
+static int inline_stop(sl_pump_t *p, double timeout)
+{
+    (void)timeout; /* lifespan shutdown has its own budget */
+    if (!sl_asgi.started)
+        return 0;
+    sl_asgi.budget = sl_asgi_shutdown_budget(p);
+    sl_asgi_loop_shutdown();
+    return 0;
+}
+
+const sl_exec_t sl_asgi_inline_exec = {
+    .name = "inline",
+    .hand_over = inline_hand_over,
+    .notify = inline_notify,
+    .wake = sl_exec_wake_ticket,
+    .wait = sl_exec_wait_never,
+    .run = run_inline,
+    .finish = sl_exec_finish_nothing,
+    .stop = inline_stop,
+};

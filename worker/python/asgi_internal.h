@@ -1,0 +1,175 @@
+/* asgi_internal.h - what the files of the ASGI executor share, and no one
+ * else: the request object, the executor's state, the interned names.
+ *
+ *   asgi.c          set-up, and the event loop's life (create, lifespan)
+ *   asgi_request.c  one request: the coroutine its Task runs, start, end
+ *   asgi_channel.c  receive() and send(): the request's messages
+ *   asgi_lane.c     pump mode: the lane thread, woken by an eventfd
+ *   asgi_inline.c   inline mode: the event loop drives libev
+ *
+ * Everything here runs with the GIL held, on the event loop's thread.
+ */
+#ifndef SL_ASGI_INTERNAL_H
+#define SL_ASGI_INTERNAL_H
+
+#include <Python.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "worker/loop/conn.h"
+#include "worker/loop/pump.h"
+#include "worker/python/writer.h"
+
+/* Where a request's response stands. */
+enum { RS_INIT, RS_STARTED, RS_BODY, RS_TRAILERS, RS_DONE };
+
+/* One request: the Task's coroutine and the state of its response. */
+typedef struct sl_asgi_req {
+    PyObject_HEAD
+    sl_conn_t *c; /* borrowed: pool slots outlive requests */
+    uint32_t gen;
+    struct sl_asgi_req *prev, *next; /* the live list, which holds a
+                                        reference */
+    PyObject *coro;         /* owned: the app's awaitable, while it runs */
+    PyObject *task;         /* owned while the coroutine runs */
+    PyObject *recv_waiters; /* owned list of Futures, or NULL */
+    PyObject *send_waiter;  /* owned Future, or NULL */
+    PyObject *headers;      /* owned: http.response.start's, until sent */
+    PyObject *trailers;     /* owned list of trailer pairs, or NULL */
+    sl_writer_t w;          /* the response */
+    int status;             /* http.response.start's, until sent */
+    int state;              /* RS_* */
+    uint64_t body_left;     /* sized request body not yet received */
+    bool want_trailers;     /* http.response.start said trailers: True */
+    bool body_done;         /* receive() gave more_body: False */
+    bool gone;              /* the client left, or the request is stale */
+    bool finished;          /* the app's coroutine is over */
+    bool on_slot;           /* sl_asgi.slots points here */
+    bool cancelled;         /* cancelled by the drain */
+    char what[96];          /* "GET /path", for the log */
+} sl_asgi_req_t;
+
+/* The executor's state, one per worker (asgi.c). */
+typedef struct {
+    sl_pump_t *p;              /* borrowed */
+    PyObject *app;             /* owned */
+    PyObject *loop;            /* owned: the event loop */
+    PyObject *create_future;   /* owned: loop.create_future */
+    PyObject *task_type;       /* owned: asyncio.Task */
+    PyObject *kw_task;         /* owned: ("loop", "context") */
+    PyObject *base_ctx;        /* owned: the context every Task copies */
+    PyObject *cancelled_error; /* owned: asyncio.CancelledError */
+    PyObject *state;           /* owned: lifespan state, or NULL */
+    PyObject *empty;           /* owned: b"" */
+    PyObject *empty_tuple;     /* owned: () */
+    sl_asgi_req_t **slots;     /* per connection: the request whose
+                                  response it carries (borrowed) */
+    sl_asgi_req_t *live;       /* every request whose app still runs */
+    sl_buf_t scratch;          /* the writers' heads, errors, trailers */
+    const char *loop_name;     /* "uvloop" or "asyncio" */
+    double budget;             /* for lifespan shutdown */
+    bool started;              /* sl_asgi_start() succeeded */
+    bool inline_mode;          /* the event loop runs on the loop thread */
+    bool stopping;             /* the event loop is being stopped */
+} sl_asgi_t;
+
+extern sl_asgi_t sl_asgi;
+
+/* Interned names, made once (asgi.c). */
+enum {
+    N_TYPE,
+    N_PATH,
+    N_HEADERS,
+    N_BODY,
+    N_MORE_BODY,
+    N_STATUS,
+    N_TRAILERS,
+    N_MORE_TRAILERS,
+    N_HTTP_REQUEST,
+    N_HTTP_DISCONNECT,
+    N_RESPONSE_START,
+    N_RESPONSE_BODY,
+    N_RESPONSE_TRAILERS,
+    N_RESPONSE_PATHSEND,
+    N_SET_RESULT,
+    N_DONE,
+    N_CANCEL,
+    N_THROW,
+    N_CLOSE,
+    N_COUNT
+};
+extern PyObject *sl_asgi_names[N_COUNT];
+
+/* Time cancelled request tasks get to unwind at shutdown. */
+#define SL_ASGI_CANCEL_SECS 1.0
+
+/* ---- asgi.c: the event loop's life ---- */
+
+/* Create the event loop and what every request needs of it. 0, or -1
+ * after logging. */
+int sl_asgi_loop_create(void);
+
+/* Lifespan startup on the event loop. 0, or -1 after logging. */
+int sl_asgi_loop_startup(void);
+
+/* Cancel the requests left, run lifespan shutdown within sl_asgi.budget,
+ * close the loop. */
+void sl_asgi_loop_shutdown(void);
+
+/* What is left of --graceful-timeout for lifespan shutdown. */
+double sl_asgi_shutdown_budget(sl_pump_t *p);
+
+/* ---- asgi_request.c: one request ---- */
+
+/* Ready the request type. 0, or -1 with an exception. */
+int sl_asgi_req_init(void);
+
+/* Start request GEN of C: scope, receive and send, the app's coroutine,
+ * its Task. Errors answer the client (500, 501) and are logged. */
+void sl_asgi_req_start(sl_conn_t *c, uint32_t gen);
+
+/* Act on ticket T: start a request, or wake the one it names. */
+void sl_asgi_req_ticket(const sl_ticket_t *t);
+
+/* Cancel every request's Task (the drain's finish). */
+void sl_asgi_req_cancel_all(void);
+
+/* The writer ended R's response: release what waits for it. Once. */
+void sl_asgi_req_ended(sl_asgi_req_t *r);
+
+/* End R's broken response with STATUS (or a close), then as ended. */
+void sl_asgi_req_fail(sl_asgi_req_t *r, int status);
+
+/* ---- asgi_channel.c: receive() and send() ---- */
+
+/* Ready the receive and send types. 0, or -1 with an exception. */
+int sl_asgi_channel_init(void);
+
+/* R's receive() (SEND false) or send() callable; a new reference, or NULL
+ * with an exception. */
+PyObject *sl_asgi_channel_new(sl_asgi_req_t *r, bool send);
+
+/* A WAKE for R: hand out what its waiting receive()s can have, let a
+ * send() that waits for credit go on when it may. */
+void sl_asgi_channel_wake(sl_asgi_req_t *r);
+
+/* R is over: every receive() still waiting gets http.disconnect, a send()
+ * waiting for credit returns. */
+void sl_asgi_channel_release(sl_asgi_req_t *r);
+
+/* ---- asgi_inline.c: inline mode ---- */
+
+/* Set up the dirty list and the event loop on this thread. 0 or -1. */
+int sl_asgi_inline_start(sl_pump_t *p);
+
+/* C has output or a body window to reopen: run libev soon. No-op in
+ * pump mode. */
+void sl_asgi_inline_mark_dirty(sl_conn_t *c);
+
+/* ---- asgi_lane.c: pump mode ---- */
+
+/* Start the lane thread and wait for its event loop to boot. 0 or -1. */
+int sl_asgi_lane_start(void);
+
+#endif

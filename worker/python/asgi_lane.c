@@ -1,0 +1,231 @@
+/* asgi_lane.c - ASGI in pump mode: one lane thread runs the event loop.
+ *
+ * The lane holds the GIL while the loop runs (the loop's poll releases
+ * it). The pump hands over a pass's tickets through the work queue and
+ * writes the lane's eventfd once per pass; on_tickets() takes the whole
+ * batch. The loop thread reaches the lane only through that queue and the
+ * eventfd, and two flags (finish, stop) read on the lane's side.
+ */
+#include "config.h"
+
+#include <Python.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/python/asgi.h"
+#include "worker/python/asgi_internal.h"
+#include "worker/python/py.h"
+
+#define TICKET_BATCH 256
+
+/* The lane thread and how the loop thread talks to it. */
+static struct {
+    int efd; /* wakes the event loop: tickets, finish, stop */
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int boot; /* 0 booting, 1 serving, -1 failed */
+    bool exited;
+    atomic_bool finish_asked;
+    atomic_bool stop_asked;
+} lane = {.efd = -1};
+
+static void efd_write(void)
+{
+    uint64_t one = 1;
+
+    if (lane.efd >= 0 && write(lane.efd, &one, sizeof(one)) < 0 &&
+        errno != EAGAIN)
+        sl_log_errno(SL_LOG_ERROR, "write() to the ASGI lane's eventfd");
+}
+
+/* The eventfd's reader: this pass's tickets, in one batch. */
+static PyObject *on_tickets(PyObject *self, PyObject *unused)
+{
+    sl_ticket_t batch[TICKET_BATCH];
+    uint64_t v;
+    uint32_t i, n;
+
+    (void)self;
+    (void)unused;
+    if (read(lane.efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+        sl_log_errno(SL_LOG_ERROR, "read() of the ASGI lane's eventfd");
+    while ((n = sl_queue_pop_all(&sl_asgi.p->work, batch, TICKET_BATCH)) > 0)
+        for (i = 0; i < n; i++)
+            sl_asgi_req_ticket(&batch[i]);
+    if (atomic_exchange(&lane.finish_asked, false))
+        sl_asgi_req_cancel_all();
+    if (atomic_load(&lane.stop_asked) && !sl_asgi.stopping) {
+        PyObject *res = PyObject_CallMethod(sl_asgi.loop, "stop", NULL);
+        if (res == NULL)
+            sl_py_log_exception("ASGI: stopping the event loop");
+        Py_XDECREF(res);
+        sl_asgi.stopping = true;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef on_tickets_def = {"sluice_tickets", on_tickets, METH_NOARGS,
+                                     NULL};
+
+static void boot_report(int state)
+{
+    pthread_mutex_lock(&lane.mu);
+    lane.boot = state;
+    pthread_cond_broadcast(&lane.cv);
+    pthread_mutex_unlock(&lane.mu);
+}
+
+/* Create the event loop, listen for tickets, run lifespan startup. 0, or
+ * -1 after logging. */
+static int lane_boot(void)
+{
+    PyObject *fn, *res;
+
+    if (sl_asgi_loop_create() < 0)
+        return -1;
+    fn = PyCFunction_New(&on_tickets_def, NULL);
+    if (fn == NULL)
+        goto out_pyerr;
+    res = PyObject_CallMethod(sl_asgi.loop, "add_reader", "iO", lane.efd, fn);
+    Py_DECREF(fn);
+    if (res == NULL)
+        goto out_pyerr;
+    Py_DECREF(res);
+    return sl_asgi_loop_startup();
+
+out_pyerr:
+    sl_py_log_exception("ASGI: cannot set up the event loop");
+    return -1;
+}
+
+/* No more tickets; then what every mode does at the end. */
+static void lane_shutdown(void)
+{
+    PyObject *res;
+
+    sl_asgi.stopping = true;
+    res = PyObject_CallMethod(sl_asgi.loop, "remove_reader", "i", lane.efd);
+    if (res == NULL)
+        PyErr_Clear();
+    Py_XDECREF(res);
+    sl_asgi_loop_shutdown();
+}
+
+static void *lane_main(void *arg)
+{
+    PyGILState_STATE gs = PyGILState_Ensure();
+    PyObject *res;
+    int rc;
+
+    (void)arg;
+    rc = lane_boot();
+    boot_report(rc == 0 ? 1 : -1);
+    if (rc == 0) {
+        res = PyObject_CallMethod(sl_asgi.loop, "run_forever", NULL);
+        if (res == NULL)
+            sl_py_log_exception("ASGI: the event loop failed");
+        Py_XDECREF(res);
+        lane_shutdown();
+    }
+    PyGILState_Release(gs);
+    pthread_mutex_lock(&lane.mu);
+    lane.exited = true;
+    pthread_cond_broadcast(&lane.cv);
+    pthread_mutex_unlock(&lane.mu);
+    return NULL;
+}
+
+int sl_asgi_lane_start(void)
+{
+    sigset_t all, old;
+    int rc;
+
+    lane.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (lane.efd < 0) {
+        sl_log_errno(SL_LOG_ERROR, "eventfd() for the ASGI lane");
+        return -1;
+    }
+    pthread_mutex_init(&lane.mu, NULL);
+    pthread_cond_init(&lane.cv, NULL);
+    /* the lane never takes signals: the loop thread owns them */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = pthread_create(&lane.tid, NULL, lane_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        errno = rc;
+        sl_log_errno(SL_LOG_ERROR, "pthread_create() for the ASGI lane");
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&lane.mu);
+    while (lane.boot == 0)
+        pthread_cond_wait(&lane.cv, &lane.mu);
+    pthread_mutex_unlock(&lane.mu);
+    Py_END_ALLOW_THREADS
+    if (lane.boot < 0) {
+        pthread_join(lane.tid, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* finish (exec.h) of the lane: cancel the tasks on the lane's thread. */
+static void lane_finish(sl_pump_t *p)
+{
+    (void)p;
+    if (!sl_asgi.started)
+        return;
+    atomic_store(&lane.finish_asked, true);
+    efd_write();
+}
+
+/* hand_over (exec.h) of the lane: the batch goes to the work queue, the
+ * eventfd wakes the event loop once for all of it. */
+static void lane_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
+{
+    sl_exec_hand_over_queue(p, t, n);
+    efd_write();
+}
+
+/* stop (exec.h) of the lane: the lane stops its event loop, shuts down
+ * and exits; wait for that, within the shutdown's budget and a margin. */
+static int lane_stop(sl_pump_t *p, double timeout)
+{
+    struct timespec ts;
+    int rc = 0;
+
+    (void)timeout; /* lifespan shutdown has its own budget */
+    if (!sl_asgi.started)
+        return 0;
+    sl_asgi.budget = sl_asgi_shutdown_budget(p);
+    atomic_store(&lane.stop_asked, true);
+    efd_write();
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(sl_asgi.budget + SL_ASGI_CANCEL_SECS + 4);
+    pthread_mutex_lock(&lane.mu);
+    while (!lane.exited && rc == 0)
+        rc = pthread_cond_timedwait(&lane.cv, &lane.mu, &ts);
+    rc = lane.exited ? 0 : 1;
+    pthread_mutex_unlock(&lane.mu);
+    if (rc == 0)
+        pthread_join(lane.tid, NULL);
+    return rc;
+}
+
+const sl_exec_t sl_asgi_lane_exec = {
+    .name = "pump",
+    .hand_over = lane_hand_over,
+    .notify = sl_exec_notify_handoff,
+    .wake = sl_exec_wake_ticket,
+    .wait = sl_exec_wait_never,
+    .finish = lane_finish,
+    .stop = lane_stop,
+};

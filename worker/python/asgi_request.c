@@ -1,0 +1,435 @@
+/* asgi_request.c - one ASGI request: the coroutine its Task runs.
+ *
+ * Each request is a real asyncio Task, so current_task(), contextvars and
+ * cancellation are asyncio's own. The Task's coroutine is the request
+ * object itself: a thin C coroutine that forwards to the app's and ends
+ * the request the moment the app returns or raises, with no done-callback
+ * round trip through the loop. The live list holds every request whose
+ * app still runs (the drain cancels them); a connection's slot names the
+ * request whose response it carries (WAKE tickets find it there).
+ */
+#include "config.h"
+
+#include <Python.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "worker/loop/http.h"
+#include "worker/python/asgi_done.h"
+#include "worker/python/asgi_internal.h"
+#include "worker/python/asgi_scope.h"
+#include "worker/python/py.h"
+
+static PyTypeObject req_type;
+
+static void req_finish(sl_asgi_req_t *r, bool raised);
+
+/* ------------------------------------------------------------------ */
+/* the live list and the slots                                        */
+
+/* The request is its own awaitable (a Task's coroutine never is awaited,
+ * but asyncio's checks want am_await). */
+static PyObject *self_await(PyObject *o)
+{
+    return Py_NewRef(o);
+}
+
+static void live_insert(sl_asgi_req_t *r)
+{
+    r->prev = NULL;
+    r->next = sl_asgi.live;
+    if (sl_asgi.live != NULL)
+        sl_asgi.live->prev = r;
+    sl_asgi.live = r; /* the list keeps the reference it was given */
+}
+
+static void live_remove(sl_asgi_req_t *r)
+{
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        sl_asgi.live = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+    Py_DECREF(r);
+}
+
+static void slot_clear(sl_asgi_req_t *r)
+{
+    if (r->on_slot && sl_asgi.slots[r->c->idx] == r)
+        sl_asgi.slots[r->c->idx] = NULL;
+    r->on_slot = false;
+}
+
+/* ------------------------------------------------------------------ */
+/* the response's end                                                 */
+
+void sl_asgi_req_ended(sl_asgi_req_t *r)
+{
+    if (r->state == RS_DONE)
+        return;
+    r->state = RS_DONE;
+    Py_CLEAR(r->headers);
+    Py_CLEAR(r->trailers);
+    slot_clear(r);
+    sl_asgi_channel_release(r);
+}
+
+void sl_asgi_req_fail(sl_asgi_req_t *r, int status)
+{
+    sl_writer_fail(&r->w, status);
+    sl_asgi_req_ended(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* the request object: the Task's coroutine                           */
+
+static void req_dealloc(sl_asgi_req_t *r)
+{
+    Py_XDECREF(r->coro);
+    Py_XDECREF(r->task);
+    Py_XDECREF(r->recv_waiters);
+    Py_XDECREF(r->send_waiter);
+    Py_XDECREF(r->headers);
+    Py_XDECREF(r->trailers);
+    PyObject_Free(r);
+}
+
+/* The app's coroutine came to an end (RAISED: with the exception set). */
+static void req_finish(sl_asgi_req_t *r, bool raised)
+{
+    PyObject *t, *v, *tb;
+    bool quiet;
+
+    Py_INCREF(r);
+    if (raised) {
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        /* a cancellation we caused, or one after the client left, is no
+         * error of the app's */
+        quiet = (r->cancelled || r->gone) &&
+                PyErr_GivenExceptionMatches(t, sl_asgi.cancelled_error);
+        if (quiet) {
+            Py_XDECREF(t);
+            Py_XDECREF(v);
+            Py_XDECREF(tb);
+        } else {
+            PyErr_Restore(t, v, tb);
+            sl_py_log_exception(r->w.ended ? "error in %s after its response"
+                                           : "error handling %s",
+                                r->what);
+        }
+        sl_asgi_req_fail(r, r->cancelled ? 503 : 500);
+    } else if (!r->w.ended) {
+        if (r->state == RS_INIT)
+            sl_error("ASGI app returned without starting a response to %s",
+                     r->what);
+        else
+            sl_error("ASGI app returned without completing the response "
+                     "to %s",
+                     r->what);
+        sl_asgi_req_fail(r, 500);
+    }
+    if (!r->finished) {
+        r->finished = true;
+        slot_clear(r);
+        sl_asgi_channel_release(r);
+        Py_CLEAR(r->coro);
+        Py_CLEAR(r->task); /* the Task holds us: break the cycle */
+        live_remove(r);
+    }
+    Py_DECREF(r);
+}
+
+static PySendResult req_am_send(sl_asgi_req_t *r, PyObject *arg,
+                                PyObject **result)
+{
+    PySendResult st;
+
+    if (r->coro == NULL) {
+        *result = NULL;
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the ASGI request's coroutine has finished");
+        return PYGEN_ERROR;
+    }
+    st = PyIter_Send(r->coro, arg, result);
+    if (st == PYGEN_NEXT)
+        return st;
+    if (st == PYGEN_RETURN)
+        Py_CLEAR(*result);
+    req_finish(r, st == PYGEN_ERROR);
+    Py_INCREF(Py_None);
+    *result = Py_None;
+    return PYGEN_RETURN;
+}
+
+static PyObject *req_iternext(sl_asgi_req_t *r)
+{
+    PyObject *res;
+
+    if (req_am_send(r, Py_None, &res) == PYGEN_NEXT)
+        return res;
+    Py_XDECREF(res);
+    return NULL;
+}
+
+static PyObject *req_send_meth(sl_asgi_req_t *r, PyObject *arg)
+{
+    PyObject *res;
+    PySendResult st = req_am_send(r, arg, &res);
+
+    if (st == PYGEN_NEXT)
+        return res;
+    if (st == PYGEN_RETURN) {
+        Py_DECREF(res);
+        PyErr_SetNone(PyExc_StopIteration);
+    }
+    return NULL;
+}
+
+/* throw(exc): how a Task delivers cancellation. */
+static PyObject *req_throw(sl_asgi_req_t *r, PyObject *const *args,
+                           Py_ssize_t n)
+{
+    PyObject *a[4], *res;
+    Py_ssize_t i;
+
+    if (n < 1 || n > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
+        return NULL;
+    }
+    if (r->coro == NULL)
+        return sl_asgi_done_raise(args, n);
+    a[0] = r->coro;
+    for (i = 0; i < n; i++)
+        a[i + 1] = args[i];
+    res = PyObject_VectorcallMethod(sl_asgi_names[N_THROW], a, (size_t)(n + 1),
+                                    NULL);
+    if (res != NULL)
+        return res;
+    if (PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        PyErr_Clear();
+        req_finish(r, false);
+    } else {
+        req_finish(r, true);
+    }
+    PyErr_SetNone(PyExc_StopIteration);
+    return NULL;
+}
+
+static PyObject *req_close(sl_asgi_req_t *r, PyObject *unused)
+{
+    PyObject *res;
+
+    (void)unused;
+    if (r->coro == NULL)
+        Py_RETURN_NONE;
+    res = PyObject_CallMethodNoArgs(r->coro, sl_asgi_names[N_CLOSE]);
+    if (res == NULL)
+        PyErr_Clear();
+    Py_XDECREF(res);
+    r->gone = true;
+    req_finish(r, false);
+    Py_RETURN_NONE;
+}
+
+/* The rest of the coroutine interface (cr_frame, __qualname__, ...) is the
+ * app's coroutine's, for asyncio's and anyio's introspection. */
+static PyObject *req_getattro(sl_asgi_req_t *r, PyObject *name)
+{
+    PyObject *v = PyObject_GenericGetAttr((PyObject *)r, name);
+
+    if (v != NULL || r->coro == NULL ||
+        !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return v;
+    PyErr_Clear();
+    return PyObject_GetAttr(r->coro, name);
+}
+
+static PyObject *req_repr(sl_asgi_req_t *r)
+{
+    return PyUnicode_FromFormat("<sluice ASGI request %s>", r->what);
+}
+
+static PyMethodDef req_methods[] = {
+    {"send", (PyCFunction)req_send_meth, METH_O, NULL},
+    {"throw", (PyCFunction)(void (*)(void))req_throw, METH_FASTCALL, NULL},
+    {"close", (PyCFunction)req_close, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyAsyncMethods req_async = {
+    .am_await = self_await,
+    .am_send = (sendfunc)req_am_send,
+};
+
+static PyTypeObject req_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.ASGIRequest",
+    .tp_basicsize = sizeof(sl_asgi_req_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "one ASGI HTTP request: the coroutine its Task runs",
+    .tp_dealloc = (destructor)req_dealloc,
+    .tp_repr = (reprfunc)req_repr,
+    .tp_getattro = (getattrofunc)req_getattro,
+    .tp_as_async = &req_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)req_iternext,
+    .tp_methods = req_methods,
+};
+
+/* ------------------------------------------------------------------ */
+/* starting a request                                                 */
+
+/* Answer request GEN of C with STATUS without starting it. */
+static void refuse(sl_conn_t *c, uint32_t gen, int status)
+{
+    sl_writer_t w;
+
+    sl_writer_init(&w, &sl_writer_asgi, &sl_asgi.scratch, c, gen);
+    sl_writer_fail(&w, status);
+}
+
+static sl_asgi_req_t *req_new(sl_conn_t *c, uint32_t gen)
+{
+    sl_asgi_req_t *r = PyObject_New(sl_asgi_req_t, &req_type);
+    const sl_req_t *q = &c->req;
+
+    if (r == NULL)
+        return NULL;
+    memset((char *)r + sizeof(PyObject), 0, sizeof(*r) - sizeof(PyObject));
+    r->c = c;
+    r->gen = gen;
+    sl_writer_init(&r->w, &sl_writer_asgi, &sl_asgi.scratch, c, gen);
+    r->body_left = q->chunked ? 0 : q->content_length;
+    sl_http_log_name(q, r->what, sizeof(r->what));
+    return r;
+}
+
+/* The app's awaitable as an iterator the request can drive. */
+static PyObject *awaitable_iter(PyObject *aw)
+{
+    PyAsyncMethods *am = Py_TYPE(aw)->tp_as_async;
+    PyObject *it;
+
+    if (PyCoro_CheckExact(aw))
+        return aw;
+    if (am == NULL || am->am_await == NULL) {
+        PyErr_Format(PyExc_TypeError,
+                     "the ASGI app returned %s, not an awaitable",
+                     Py_TYPE(aw)->tp_name);
+        Py_DECREF(aw);
+        return NULL;
+    }
+    it = am->am_await(aw);
+    Py_DECREF(aw);
+    return it;
+}
+
+void sl_asgi_req_start(sl_conn_t *c, uint32_t gen)
+{
+    PyObject *args[3] = {NULL, NULL, NULL}, *aw, *targs[3];
+    sl_asgi_req_t *r;
+
+    if (sl_asgi_scope_is_websocket(&c->req)) {
+        sl_debug("refusing a WebSocket upgrade: not supported yet");
+        refuse(c, gen, 501);
+        return;
+    }
+    r = req_new(c, gen);
+    if (r == NULL) {
+        sl_py_log_exception("ASGI: cannot start a request");
+        refuse(c, gen, 500);
+        return;
+    }
+    live_insert(r);
+    args[0] = sl_asgi_scope_new(c, sl_asgi.state);
+    args[1] = sl_asgi_channel_new(r, false);
+    args[2] = sl_asgi_channel_new(r, true);
+    if (args[0] == NULL || args[1] == NULL || args[2] == NULL)
+        goto out_fail;
+    aw = PyObject_Vectorcall(sl_asgi.app, args, 3, NULL);
+    if (aw == NULL || (r->coro = awaitable_iter(aw)) == NULL)
+        goto out_fail;
+    /* each Task gets a fresh copy of the loop's base context, never of the
+     * context a callback happens to run in (in inline mode that can be the
+     * previous request's) */
+    targs[0] = (PyObject *)r;
+    targs[1] = sl_asgi.loop;
+    targs[2] = PyContext_Copy(sl_asgi.base_ctx);
+    if (targs[2] == NULL)
+        goto out_fail;
+    r->task = PyObject_Vectorcall(sl_asgi.task_type, targs, 1, sl_asgi.kw_task);
+    Py_DECREF(targs[2]);
+    if (r->task == NULL)
+        goto out_fail;
+    sl_asgi.slots[c->idx] = r;
+    r->on_slot = true;
+    Py_DECREF(args[0]);
+    Py_DECREF(args[1]);
+    Py_DECREF(args[2]);
+    return;
+
+out_fail:
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[1]);
+    Py_XDECREF(args[2]);
+    req_finish(r, true);
+}
+
+void sl_asgi_req_ticket(const sl_ticket_t *t)
+{
+    sl_conn_t *c = &sl_asgi.p->conns[t->idx];
+    sl_asgi_req_t *r;
+
+    if (t->kind == SL_TICKET_SUBMIT) {
+        sl_asgi_req_start(c, t->gen);
+    } else {
+        r = sl_asgi.slots[t->idx];
+        if (r != NULL && r->gen == t->gen)
+            sl_asgi_channel_wake(r);
+    }
+    if (PyErr_Occurred())
+        sl_py_log_exception("ASGI: unexpected error on a ticket");
+}
+
+void sl_asgi_req_cancel_all(void)
+{
+    sl_asgi_req_t *r, *next;
+    PyObject *res;
+
+    for (r = sl_asgi.live; r != NULL; r = next) {
+        Py_INCREF(r);
+        r->cancelled = true;
+        if (r->task != NULL) {
+            res = PyObject_CallMethodNoArgs(r->task, sl_asgi_names[N_CANCEL]);
+            if (res == NULL)
+                sl_py_log_exception("ASGI: cancelling %s", r->what);
+            Py_XDECREF(res);
+        }
+        next = r->next;
+        Py_DECREF(r);
+    }
+}
+
+/* asyncio.Task takes coroutines only: the request type registers as one. */
+int sl_asgi_req_init(void)
+{
+    PyObject *abc, *coro, *r;
+
+    if (PyType_Ready(&req_type) < 0)
+        return -1;
+    abc = PyImport_ImportModule("collections.abc");
+    if (abc == NULL)
+        return -1;
+    coro = PyObject_GetAttrString(abc, "Coroutine");
+    Py_DECREF(abc);
+    if (coro == NULL)
+        return -1;
+    r = PyObject_CallMethod(coro, "register", "O", (PyObject *)&req_type);
+    Py_DECREF(coro);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
