@@ -96,6 +96,21 @@ static const char APP[] =
     "        state['suspended'] += bool(ran)\n"
     "        state['sent'] += 1\n"
     "\n"
+    "async def trailers(scope, receive, send):\n"
+    "    await send({'type': 'http.response.start', 'status': 200,\n"
+    "                'headers': [], 'trailers': True})\n"
+    "    await send(body(b'data', True))\n"
+    "    await send(body(b'+more'))\n"
+    "    await send({'type': 'http.response.trailers',\n"
+    "                'headers': [(b'x-sum', b'abc')], 'more_trailers': True})\n"
+    "    await send({'type': 'http.response.trailers',\n"
+    "                'headers': [(b'x-count', b'2')]})\n"
+    "\n"
+    "async def pathsend(scope, receive, send):\n"
+    "    await send(start(200, [(b'content-type', b'application/x-test')]))\n"
+    "    await send({'type': 'http.response.pathsend',\n"
+    "                'path': scope['query_string'].decode()})\n"
+    "\n"
     "async def disconnect(scope, receive, send):\n"
     "    await receive()\n"
     "    state['entered'] += 1\n"
@@ -352,6 +367,56 @@ START_TEST(test_streamed_with_more_body)
     ck_assert(resp.chunked);
     ck_assert_ptr_null(hdr("Content-Length"));
     ck_assert_str_eq(resp.body, "first+second");
+}
+END_TEST
+
+/* Trailers asked for in http.response.start follow the last chunk, from
+ * every http.response.trailers message. */
+START_TEST(test_trailers)
+{
+    up();
+    get("/trailers");
+    ck_assert(h_run_until(&pump, received, "x-count: 2\r\n\r\n"));
+    ck_assert_ptr_nonnull(strstr(client.data, "Transfer-Encoding: chunked"));
+    ck_assert_ptr_nonnull(strstr(client.data, "\r\n\r\n4\r\ndata\r\n"
+                                              "5\r\n+more\r\n"
+                                              "0\r\nx-sum: abc\r\n"
+                                              "x-count: 2\r\n\r\n"));
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_str_eq(resp.body, "data+more");
+    ck_assert_uint_eq(client.len, 0); /* nothing after the trailers */
+}
+END_TEST
+
+/* http.response.pathsend: the file whole, sized, and the connection kept
+ * for the next request. */
+START_TEST(test_pathsend)
+{
+    enum { SIZE = 300 * 1000 };
+    static char data[SIZE];
+    char path[160], raw[320];
+    FILE *f;
+
+    for (size_t i = 0; i < SIZE; i++)
+        data[i] = (char)('a' + i % 23);
+    snprintf(path, sizeof(path), "%s/file.bin", h_test_dir());
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, SIZE, f), SIZE);
+    fclose(f);
+    up();
+    snprintf(raw, sizeof(raw), "GET /pathsend?%s HTTP/1.1\r\nHost: h\r\n\r\n",
+             path);
+    h_sends(&client, raw);
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_int_eq(resp.status, 200);
+    ck_assert_str_eq(hdr("Content-Type"), "application/x-test");
+    ck_assert_str_eq(hdr("Content-Length"), "300000");
+    ck_assert_uint_eq(resp.body_len, SIZE);
+    ck_assert(memcmp(resp.body, data, SIZE) == 0);
+    get("/hello");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_str_eq(resp.body, "hello");
 }
 END_TEST
 
@@ -697,6 +762,8 @@ static Suite *asgi_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_hello);
     tcase_add_test(tc, test_streamed_with_more_body);
+    tcase_add_test(tc, test_trailers);
+    tcase_add_test(tc, test_pathsend);
     tcase_add_test(tc, test_large_response_to_slow_reader);
     tcase_add_test(tc, test_body_in_pieces);
     tcase_add_test(tc, test_chunked_body_in_pieces);
