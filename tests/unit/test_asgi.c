@@ -20,10 +20,10 @@
 #include "worker/python/asgi_lifespan.h"
 
 static const char APP[] =
-    "import asyncio\n"
+    "import asyncio, hashlib\n"
     "state = {'startup': 0, 'shutdown': 0, 'entered': 0, 'cancelled': 0,\n"
     "         'got': None, 'sizes': [], 'more': [], 'sent': 0,\n"
-    "         'suspended': 0}\n"
+    "         'suspended': 0, 'types': []}\n"
     "loop = None\n"
     "gates = {}\n"
     "\n"
@@ -75,6 +75,19 @@ static const char APP[] =
     "    await send(start())\n"
     "    await send(body(data))\n"
     "\n"
+    "async def digest(scope, receive, send):\n"
+    "    h, n, calls = hashlib.sha1(), 0, 0\n"
+    "    while True:\n"
+    "        m = await receive()\n"
+    "        h.update(m['body'])\n"
+    "        n += len(m['body'])\n"
+    "        calls += 1\n"
+    "        if not m['more_body']:\n"
+    "            break\n"
+    "    state['calls'] = calls\n"
+    "    await send(start())\n"
+    "    await send(body(b'%d %s' % (n, h.hexdigest().encode())))\n"
+    "\n"
     "async def stream(scope, receive, send):\n"
     "    await send(start())\n"
     "    await send(body(b'first', True))\n"
@@ -115,6 +128,13 @@ static const char APP[] =
     "    await receive()\n"
     "    state['entered'] += 1\n"
     "    state['got'] = (await receive())['type']\n"
+    "\n"
+    "async def partial_body(scope, receive, send):\n"
+    "    while True:\n"
+    "        m = await receive()\n"
+    "        state['types'].append(m['type'])\n"
+    "        if m['type'] == 'http.disconnect' or not m['more_body']:\n"
+    "            return\n"
     "\n"
     "async def raise_early(scope, receive, send):\n"
     "    1 / 0\n"
@@ -499,6 +519,59 @@ START_TEST(test_chunked_body_in_pieces)
 }
 END_TEST
 
+typedef struct {
+    int fd;
+    const char *data;
+    size_t n;
+} sender_t;
+
+static void *send_all(void *arg)
+{
+    sender_t *s = arg;
+
+    for (size_t at = 0; at < s->n;) {
+        ssize_t w = send(s->fd, s->data + at, s->n - at, MSG_NOSIGNAL);
+        if (w <= 0)
+            return NULL;
+        at += (size_t)w;
+    }
+    return NULL;
+}
+
+/* A body far above the loop's body window reaches the app whole: the
+ * window reopens as receive() takes the bytes. */
+START_TEST(test_large_request_body)
+{
+    enum { SIZE = 3 * 1024 * 1024 };
+    static char data[SIZE];
+    char head[128];
+    const char *want;
+    sender_t s = {.data = data, .n = SIZE};
+    pthread_t th;
+
+    ck_assert_int_gt(SIZE, 4 * SL_CONN_BODY_WINDOW);
+    up();
+    for (size_t i = 0; i < SIZE; i++)
+        data[i] = (char)(i % 253);
+    snprintf(head, sizeof(head),
+             "POST /digest HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n",
+             SIZE);
+    h_sends(&client, head);
+    s.fd = client.fd;
+    ck_assert_int_eq(pthread_create(&th, NULL, send_all, &s), 0);
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    gil_take();
+    hp_module("want", "import hashlib\n"
+                      "b = bytes(i % 253 for i in range(3 * 1024 * 1024))\n"
+                      "d = '%d %s' % (len(b), hashlib.sha1(b).hexdigest())\n");
+    want = hp_eval("want", "d");
+    ck_assert_str_eq(resp.body, want);
+    gil_give();
+    ck_assert_int_gt(atoi(app_eval("state['calls']")), 1);
+}
+END_TEST
+
 /* With the body read, receive() waits for the client to leave and then
  * says so. */
 START_TEST(test_disconnect_when_client_closes)
@@ -509,6 +582,21 @@ START_TEST(test_disconnect_when_client_closes)
     ck_assert_str_eq(app_eval("state['got']"), "None");
     h_client_close(&client);
     ck_assert(until_app("state['got']", "http.disconnect"));
+    ck_assert(h_run_until(&pump, h_nactive_is, &(h_nactive_t){&pump, 0}));
+}
+END_TEST
+
+/* A client that leaves in the middle of its body: the receive() waiting
+ * for the rest gets http.disconnect. */
+START_TEST(test_disconnect_mid_body)
+{
+    up();
+    h_sends(&client, "POST /partial_body HTTP/1.1\r\nHost: h\r\n"
+                     "Content-Length: 10\r\n\r\n12345");
+    ck_assert(until_app("state['types']", "['http.request']"));
+    h_client_close(&client);
+    ck_assert(
+        until_app("state['types']", "['http.request', 'http.disconnect']"));
     ck_assert(h_run_until(&pump, h_nactive_is, &(h_nactive_t){&pump, 0}));
 }
 END_TEST
@@ -767,7 +855,9 @@ static Suite *asgi_suite(void)
     tcase_add_test(tc, test_large_response_to_slow_reader);
     tcase_add_test(tc, test_body_in_pieces);
     tcase_add_test(tc, test_chunked_body_in_pieces);
+    tcase_add_test(tc, test_large_request_body);
     tcase_add_test(tc, test_disconnect_when_client_closes);
+    tcase_add_test(tc, test_disconnect_mid_body);
     tcase_add_test(tc, test_raise_before_sending);
     tcase_add_test(tc, test_raise_after_start_before_body);
     tcase_add_test(tc, test_raise_after_body_began);
