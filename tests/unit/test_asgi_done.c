@@ -216,6 +216,37 @@ START_TEST(test_throw_raises_what_it_is_given)
 }
 END_TEST
 
+/* throw() of what is no exception is a TypeError, as for a generator;
+ * so is a separate value with an instance. */
+START_TEST(test_throw_rejects_what_is_not_an_exception)
+{
+    PyObject *d = sl_asgi_done_new(PyLong_FromLong(1));
+
+    ck_assert_ptr_nonnull(d);
+    set_attr("d", d);
+    ck_assert_str_eq(hp_eval("t", "repr(stop_value(d.throw, 42))"),
+                     "('raised', TypeError('exceptions must be classes or "
+                     "instances deriving from BaseException, not int'))");
+    ck_assert_str_eq(
+        hp_eval("t", "repr(stop_value(d.throw, ValueError('x'), 'y'))"),
+        "('raised', TypeError('instance exception may not have a separate "
+        "value'))");
+    /* None as the value is no value */
+    ck_assert_str_eq(
+        hp_eval("t", "repr(stop_value(d.throw, ValueError('x'), None))"),
+        "('raised', ValueError('x'))");
+    /* a generator says the same */
+    hp_module("t", "def gen():\n"
+                   "    yield\n"
+                   "g = gen()\n"
+                   "next(g)\n");
+    ck_assert_str_eq(hp_eval("t", "repr(stop_value(g.throw, 42))"),
+                     "('raised', TypeError('exceptions must be classes or "
+                     "instances deriving from BaseException, not int'))");
+    Py_DECREF(d);
+}
+END_TEST
+
 START_TEST(test_raise_from_c)
 {
     PyObject *exc = PyObject_CallFunction(PyExc_OSError, "is", 2, "gone");
@@ -330,6 +361,7 @@ static Suite *asgi_done_suite(void)
     tcase_add_test(tc, test_next_and_send_stop_with_the_value);
     tcase_add_test(tc, test_none_value);
     tcase_add_test(tc, test_throw_raises_what_it_is_given);
+    tcase_add_test(tc, test_throw_rejects_what_is_not_an_exception);
     tcase_add_test(tc, test_raise_from_c);
     tcase_add_test(tc, test_close);
     tcase_add_test(tc, test_value_refcount_balanced);
