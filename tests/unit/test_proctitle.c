@@ -118,6 +118,33 @@ START_TEST(test_name_without_init)
 }
 END_TEST
 
+/* A title longer than the area is cut to fit, NUL-terminated, and
+ * nothing past the area is written: an argv of our own, laid end to end
+ * as the kernel lays one out, with guard bytes after it. */
+static int long_title_check(void)
+{
+    static char mem[] = "ab\0cd\0GUARD";
+    char *argv[] = {mem, mem + 3, NULL};
+    char **copy = sl_proctitle_init(2, argv);
+
+    if (copy == NULL || strcmp(copy[0], "ab") || strcmp(copy[1], "cd"))
+        return 1;
+    sl_proctitle_set("sluice", "%s", "sluice: a title far longer than argv");
+    if (memcmp(mem, "sluic\0", 6) != 0)
+        return 2; /* 6 bytes of area: 5 of title and the NUL */
+    if (strcmp(mem + 6, "GUARD") != 0)
+        return 3;
+    if (strcmp(copy[0], "ab") != 0)
+        return 4;
+    return 0;
+}
+
+START_TEST(test_long_title_cut)
+{
+    in_child(long_title_check);
+}
+END_TEST
+
 static Suite *proctitle_suite(void)
 {
     Suite *s = suite_create("proctitle");
@@ -125,6 +152,7 @@ static Suite *proctitle_suite(void)
 
     tcase_add_test(tc, test_proctitle);
     tcase_add_test(tc, test_name_without_init);
+    tcase_add_test(tc, test_long_title_cut);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -96,10 +96,22 @@ PyObject *sl_asgi_done_raise(PyObject *const *args, Py_ssize_t n)
         PyErr_SetString(PyExc_TypeError, "throw() takes an exception");
         return NULL;
     }
-    if (PyExceptionInstance_Check(args[0]))
-        PyErr_SetObject((PyObject *)Py_TYPE(args[0]), args[0]);
-    else
+    if (PyExceptionInstance_Check(args[0])) {
+        if (n > 1 && args[1] != Py_None)
+            PyErr_SetString(PyExc_TypeError,
+                            "instance exception may not have a separate "
+                            "value");
+        else
+            PyErr_SetObject((PyObject *)Py_TYPE(args[0]), args[0]);
+    } else if (PyExceptionClass_Check(args[0])) {
         PyErr_SetObject(args[0], n > 1 ? args[1] : NULL);
+    } else {
+        /* PyErr_SetObject() would make it a SystemError */
+        PyErr_Format(PyExc_TypeError,
+                     "exceptions must be classes or instances deriving "
+                     "from BaseException, not %s",
+                     Py_TYPE(args[0])->tp_name);
+    }
     return NULL;
 }
 
