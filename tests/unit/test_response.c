@@ -691,63 +691,54 @@ END_TEST
 
 static char long_a[3000], long_b[5000];
 
-/* A head with two long fields, so that the buffer grows mid-way: its
- * steps' results and'ed, in *RC (0, or -1 from any step). */
-static void build_long(sl_response_t *rs, sl_buf_t *b, int *rc)
+/* A head with two long fields built into the suite's buffer, so that it
+ * grows mid-way: the steps' results or'ed (0, or -1 from any step). */
+static int build_long(void)
 {
-    sl_req_t req = {.major = 1, .minor = 1, .keep_alive = true};
+    int rc;
 
+    request(1, true, false);
     memset(long_a, 'a', sizeof(long_a));
     memset(long_b, 'b', sizeof(long_b));
-    *rc = sl_response_begin(rs, b, &req, 200, "200 Fine", 8);
-    *rc |= sl_response_field(rs, b, "X-A", 3, long_a, sizeof(long_a));
-    *rc |= sl_response_field(rs, b, "X-Short", 7, "s", 1);
-    *rc |= sl_response_field(rs, b, "X-B", 3, long_b, sizeof(long_b));
-    *rc |= sl_response_end(rs, b, &req, 12, false, false);
+    rc = sl_response_begin(&rs, &head, &req, 200, "200 Fine", 8);
+    rc |= sl_response_field(&rs, &head, "X-A", 3, long_a, sizeof(long_a));
+    rc |= sl_response_field(&rs, &head, "X-Short", 7, "s", 1);
+    rc |= sl_response_field(&rs, &head, "X-B", 3, long_b, sizeof(long_b));
+    rc |= sl_response_end(&rs, &head, &req, 12, false, false);
+    return rc;
 }
 
 START_TEST(test_head_whole)
 {
-    sl_response_t rs;
-    sl_buf_t b = {0};
-    int rc;
-
-    sl_date_update();
-    build_long(&rs, &b, &rc);
-    ck_assert_int_eq(rc, 0);
-    ck_assert(strncmp(b.data, "HTTP/1.1 200 Fine\r\nX-A: aaa", 25) == 0);
-    ck_assert(b.len > sizeof(long_a) + sizeof(long_b));
-    ck_assert(memcmp(b.data + b.len - 4, "\r\n\r\n", 4) == 0);
-    ck_assert_ptr_nonnull(memmem(b.data, b.len, "Content-Length: 12\r\n", 20));
-    sl_buf_free(&b);
+    ck_assert_int_eq(build_long(), 0);
+    ck_assert(strncmp(head.data, "HTTP/1.1 200 Fine\r\nX-A: aaa", 25) == 0);
+    ck_assert(head.len > sizeof(long_a) + sizeof(long_b));
+    ck_assert(memcmp(head.data + head.len - 4, "\r\n\r\n", 4) == 0);
+    ck_assert_ptr_nonnull(
+        memmem(head.data, head.len, "Content-Length: 12\r\n", 20));
 }
 END_TEST
 
 /* Out of memory at any growth: a step says so and end() fails, though the
  * small appends after the failed one fit (they would cut the head short
- * and still end it with a blank line); the next head builds whole. */
+ * and still end it with a blank line); the next head builds whole. Each
+ * build starts from an empty buffer, so the same growths happen. */
 START_TEST(test_head_out_of_memory)
 {
-    sl_response_t rs, whole;
-    sl_buf_t ref = {0}, b = {0};
-    int rc;
+    size_t whole;
 
-    sl_date_update();
-    build_long(&whole, &ref, &rc);
-    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(build_long(), 0);
+    whole = head.len;
+    sl_buf_free(&head);
     hb_fail_after(_i); /* 0: at the status line; 1: X-A; 2: X-B */
-    build_long(&rs, &b, &rc);
-    ck_assert_int_eq(rc, -1);
+    ck_assert_int_eq(build_long(), -1);
     ck_assert(rs.nomem);
-    ck_assert_int_eq(
-        sl_response_end(&rs, &b, &(sl_req_t){.minor = 1}, -1, false, false),
-        -1); /* still failed: it sticks until begin */
+    ck_assert_int_eq(sl_response_end(&rs, &head, &req, -1, false, false),
+                     -1); /* still failed: it sticks until begin */
     hb_fail_after(-1);
-    build_long(&rs, &b, &rc);
-    ck_assert_int_eq(rc, 0);
-    ck_assert_uint_eq(b.len, ref.len);
-    sl_buf_free(&ref);
-    sl_buf_free(&b);
+    sl_buf_free(&head);
+    ck_assert_int_eq(build_long(), 0);
+    ck_assert_uint_eq(head.len, whole);
 }
 END_TEST
 
@@ -796,6 +787,7 @@ static Suite *response_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("memory");
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_head_whole);
     tcase_add_loop_test(tc, test_head_out_of_memory, 0, 3);
     suite_add_tcase(s, tc);
