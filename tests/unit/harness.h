@@ -426,6 +426,55 @@ static inline uint32_t h_tickets(const sl_pump_t *p)
     return p->npending + p->work.count;
 }
 
+/* A lane blocked in a body read, on a thread of its own: start
+ * h_reader_main() on an h_reader_t naming the connection and the request's
+ * generation; it reads up to sizeof(buf) - 1 bytes with
+ * sl_conn_read_body(), waiting. h_reader_done() says when it returned
+ * (rc holds the result). */
+typedef struct {
+    sl_conn_t *c;
+    uint32_t gen;
+    char buf[64];
+    long rc;
+    bool done; /* under c->mu */
+} h_reader_t;
+
+static inline void *h_reader_main(void *arg)
+{
+    h_reader_t *r = arg;
+    long rc = sl_conn_read_body(r->c, r->gen, r->buf, sizeof(r->buf) - 1, false,
+                                true);
+
+    pthread_mutex_lock(&r->c->mu);
+    r->rc = rc;
+    r->done = true;
+    pthread_mutex_unlock(&r->c->mu);
+    return NULL;
+}
+
+static inline bool h_reader_done(void *arg)
+{
+    h_reader_t *r = arg;
+    bool done;
+
+    pthread_mutex_lock(&r->c->mu);
+    done = r->done;
+    pthread_mutex_unlock(&r->c->mu);
+    return done;
+}
+
+/* Does the executor on connection ARG say it waits (c->waiting)? */
+static inline bool h_executor_waiting(void *arg)
+{
+    sl_conn_t *c = arg;
+    bool w;
+
+    pthread_mutex_lock(&c->mu);
+    w = c->waiting;
+    pthread_mutex_unlock(&c->mu);
+    return w;
+}
+
 static inline void h_resp_free(h_resp_t *r)
 {
     free(r->body);

@@ -379,4 +379,26 @@ static inline int h_listen(void)
     return fd;
 }
 
+/* A client's bytes sent from a thread of its own, for when the test
+ * thread must keep running a loop meanwhile: start h_send_all() on an
+ * h_sender_t; it returns once all N bytes went, or at the first error. */
+typedef struct {
+    int fd;
+    const char *data;
+    size_t n;
+} h_sender_t;
+
+static inline void *h_send_all(void *arg)
+{
+    h_sender_t *s = arg;
+
+    for (size_t at = 0; at < s->n;) {
+        ssize_t w = send(s->fd, s->data + at, s->n - at, MSG_NOSIGNAL);
+        if (w <= 0)
+            return NULL;
+        at += (size_t)w;
+    }
+    return NULL;
+}
+
 #endif

@@ -519,25 +519,6 @@ START_TEST(test_chunked_body_in_pieces)
 }
 END_TEST
 
-typedef struct {
-    int fd;
-    const char *data;
-    size_t n;
-} sender_t;
-
-static void *send_all(void *arg)
-{
-    sender_t *s = arg;
-
-    for (size_t at = 0; at < s->n;) {
-        ssize_t w = send(s->fd, s->data + at, s->n - at, MSG_NOSIGNAL);
-        if (w <= 0)
-            return NULL;
-        at += (size_t)w;
-    }
-    return NULL;
-}
-
 /* A body far above the loop's body window reaches the app whole: the
  * window reopens as receive() takes the bytes. */
 START_TEST(test_large_request_body)
@@ -546,7 +527,7 @@ START_TEST(test_large_request_body)
     static char data[SIZE];
     char head[128];
     const char *want;
-    sender_t s = {.data = data, .n = SIZE};
+    h_sender_t s = {.data = data, .n = SIZE};
     pthread_t th;
 
     ck_assert_int_gt(SIZE, 4 * SL_CONN_BODY_WINDOW);
@@ -558,7 +539,7 @@ START_TEST(test_large_request_body)
              SIZE);
     h_sends(&client, head);
     s.fd = client.fd;
-    ck_assert_int_eq(pthread_create(&th, NULL, send_all, &s), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, h_send_all, &s), 0);
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     gil_take();

@@ -715,66 +715,23 @@ START_TEST(test_chunked_body)
 }
 END_TEST
 
-typedef struct {
-    sl_conn_t *c;
-    uint32_t gen;
-    char buf[64];
-    long rc;
-    bool done; /* under c->mu */
-} reader_t;
-
-static void *read_waiting(void *arg)
-{
-    reader_t *r = arg;
-    long rc = sl_conn_read_body(r->c, r->gen, r->buf, sizeof(r->buf) - 1, false,
-                                true);
-
-    pthread_mutex_lock(&r->c->mu);
-    r->rc = rc;
-    r->done = true;
-    pthread_mutex_unlock(&r->c->mu);
-    return NULL;
-}
-
-static bool reader_done(void *arg)
-{
-    reader_t *r = arg;
-    bool done;
-
-    pthread_mutex_lock(&r->c->mu);
-    done = r->done;
-    pthread_mutex_unlock(&r->c->mu);
-    return done;
-}
-
-static bool executor_waiting(void *arg)
-{
-    sl_conn_t *c = arg;
-    bool w;
-
-    pthread_mutex_lock(&c->mu);
-    w = c->waiting;
-    pthread_mutex_unlock(&c->mu);
-    return w;
-}
-
 /* A lane that waits for body bytes is woken when they arrive. */
 START_TEST(test_read_body_waits_for_bytes)
 {
     sl_ticket_t t;
     pthread_t th;
-    reader_t r = {0};
+    h_reader_t r = {0};
 
     UP(NULL);
     h_sends(&client, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\n");
     take_request(&t);
     r.c = client.conn;
     r.gen = t.gen;
-    ck_assert_int_eq(pthread_create(&th, NULL, read_waiting, &r), 0);
-    ck_assert(h_run_until(&pump, executor_waiting, r.c));
-    ck_assert(!reader_done(&r));
+    ck_assert_int_eq(pthread_create(&th, NULL, h_reader_main, &r), 0);
+    ck_assert(h_run_until(&pump, h_executor_waiting, r.c));
+    ck_assert(!h_reader_done(&r));
     h_sends(&client, "hello");
-    ck_assert(h_run_until(&pump, reader_done, &r));
+    ck_assert(h_run_until(&pump, h_reader_done, &r));
     pthread_join(th, NULL);
     ck_assert_int_eq(r.rc, 5);
     ck_assert_str_eq(r.buf, "hello");
@@ -786,7 +743,7 @@ START_TEST(test_client_gone_mid_body)
 {
     sl_ticket_t t;
     pthread_t th;
-    reader_t r = {0};
+    h_reader_t r = {0};
     h_nactive_t none = {&pump, 0};
 
     UP(NULL);
@@ -797,11 +754,11 @@ START_TEST(test_client_gone_mid_body)
     r.gen = t.gen;
     ck_assert_int_eq(
         sl_conn_read_body(r.c, t.gen, r.buf, sizeof(r.buf), false, true), 10);
-    ck_assert_int_eq(pthread_create(&th, NULL, read_waiting, &r), 0);
-    ck_assert(h_run_until(&pump, executor_waiting, r.c));
+    ck_assert_int_eq(pthread_create(&th, NULL, h_reader_main, &r), 0);
+    ck_assert(h_run_until(&pump, h_executor_waiting, r.c));
     close(client.fd);
     client.fd = -1;
-    ck_assert(h_run_until(&pump, reader_done, &r));
+    ck_assert(h_run_until(&pump, h_reader_done, &r));
     pthread_join(th, NULL);
     ck_assert_int_eq(r.rc, -1);
     ck_assert(r.c->aborted);
@@ -1147,7 +1104,7 @@ START_TEST(test_credit)
     w.gen = t.gen;
     ck_assert_int_eq(pthread_create(&th, NULL, wait_credit, &w), 0);
     ck_assert(h_run_until(&pump, conn_blocked_on_write, client.conn));
-    ck_assert(h_run_until(&pump, executor_waiting, client.conn));
+    ck_assert(h_run_until(&pump, h_executor_waiting, client.conn));
     ck_assert(!waiter_done(&w));
     ck_assert(h_run_until(&pump, reading_until_done, &w));
     pthread_join(th, NULL);

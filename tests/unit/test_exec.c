@@ -157,49 +157,6 @@ END_TEST
 /* ------------------------------------------------------------------ */
 /* wake_cv and wait_cv                                                */
 
-typedef struct {
-    sl_conn_t *c;
-    uint32_t gen;
-    char buf[64];
-    long rc;
-    bool done; /* under c->mu */
-} reader_t;
-
-static void *read_waiting(void *arg)
-{
-    reader_t *r = arg;
-    long rc = sl_conn_read_body(r->c, r->gen, r->buf, sizeof(r->buf) - 1, false,
-                                true);
-
-    pthread_mutex_lock(&r->c->mu);
-    r->rc = rc;
-    r->done = true;
-    pthread_mutex_unlock(&r->c->mu);
-    return NULL;
-}
-
-static bool reader_done(void *arg)
-{
-    reader_t *r = arg;
-    bool done;
-
-    pthread_mutex_lock(&r->c->mu);
-    done = r->done;
-    pthread_mutex_unlock(&r->c->mu);
-    return done;
-}
-
-static bool executor_waiting(void *arg)
-{
-    sl_conn_t *c = arg;
-    bool w;
-
-    pthread_mutex_lock(&c->mu);
-    w = c->waiting;
-    pthread_mutex_unlock(&c->mu);
-    return w;
-}
-
 /* A lane blocked in a body read (wait_cv: it says it waits, and sleeps on
  * c->cv) is woken by wake_cv alone: the bytes are put in its buffer by
  * hand, so nothing else could have woken it. Awake, it no longer says it
@@ -208,25 +165,25 @@ START_TEST(test_wake_cv_signals_waiter)
 {
     sl_ticket_t t;
     pthread_t th;
-    reader_t r = {0};
+    h_reader_t r = {0};
 
     up(&h_exec_lanes, POST5, &t);
     r.c = client.conn;
     r.gen = t.gen;
-    ck_assert_int_eq(pthread_create(&th, NULL, read_waiting, &r), 0);
-    ck_assert(h_run_until(&pump, executor_waiting, r.c));
-    ck_assert(!reader_done(&r));
+    ck_assert_int_eq(pthread_create(&th, NULL, h_reader_main, &r), 0);
+    ck_assert(h_run_until(&pump, h_executor_waiting, r.c));
+    ck_assert(!h_reader_done(&r));
 
     pthread_mutex_lock(&r.c->mu);
     ck_assert_int_eq(sl_buf_append(&r.c->body, "hello", 5), 0);
     sl_exec_wake_cv(r.c);
     pthread_mutex_unlock(&r.c->mu);
 
-    ck_assert(h_run_until(&pump, reader_done, &r));
+    ck_assert(h_run_until(&pump, h_reader_done, &r));
     pthread_join(th, NULL);
     ck_assert_int_eq(r.rc, 5);
     ck_assert_str_eq(r.buf, "hello");
-    ck_assert(!executor_waiting(r.c));
+    ck_assert(!h_executor_waiting(r.c));
 }
 END_TEST
 
@@ -235,20 +192,20 @@ START_TEST(test_wake_cv_without_bytes_waits_again)
 {
     sl_ticket_t t;
     pthread_t th;
-    reader_t r = {0};
+    h_reader_t r = {0};
 
     up(&h_exec_lanes, POST5, &t);
     r.c = client.conn;
     r.gen = t.gen;
-    ck_assert_int_eq(pthread_create(&th, NULL, read_waiting, &r), 0);
-    ck_assert(h_run_until(&pump, executor_waiting, r.c));
+    ck_assert_int_eq(pthread_create(&th, NULL, h_reader_main, &r), 0);
+    ck_assert(h_run_until(&pump, h_executor_waiting, r.c));
     pthread_mutex_lock(&r.c->mu);
     sl_exec_wake_cv(r.c);
     pthread_mutex_unlock(&r.c->mu);
     /* it woke (or will), found nothing and sleeps again: the bytes the
      * client now sends are what end its wait */
     h_sends(&client, "abcde");
-    ck_assert(h_run_until(&pump, reader_done, &r));
+    ck_assert(h_run_until(&pump, h_reader_done, &r));
     pthread_join(th, NULL);
     ck_assert_int_eq(r.rc, 5);
     ck_assert_str_eq(r.buf, "abcde");
@@ -268,7 +225,7 @@ START_TEST(test_wake_ticket)
     up(&h_exec_await, POST5, &t);
     c = client.conn;
     ck_assert_int_eq(sl_conn_await(c, t.gen, SL_AWAIT_BODY), 1);
-    ck_assert(executor_waiting(c));
+    ck_assert(h_executor_waiting(c));
     ck_assert_uint_eq(pump.npending, 0);
 
     pthread_mutex_lock(&c->mu);

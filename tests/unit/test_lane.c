@@ -233,31 +233,12 @@ START_TEST(test_large_response_through_credit)
 }
 END_TEST
 
-typedef struct {
-    int fd;
-    const char *data;
-    size_t n;
-} sender_t;
-
-static void *send_all(void *arg)
-{
-    sender_t *s = arg;
-
-    for (size_t at = 0; at < s->n;) {
-        ssize_t w = send(s->fd, s->data + at, s->n - at, MSG_NOSIGNAL);
-        if (w <= 0)
-            return NULL;
-        at += (size_t)w;
-    }
-    return NULL;
-}
-
 /* A request body far above the body window reaches the lane whole. */
 START_TEST(test_large_request_body)
 {
     enum { SIZE = 3 * 1024 * 1024 };
     static char body[SIZE], head[128];
-    sender_t s = {.data = body, .n = SIZE};
+    h_sender_t s = {.data = body, .n = SIZE};
     pthread_t th;
     const char *want;
 
@@ -269,7 +250,7 @@ START_TEST(test_large_request_body)
              SIZE);
     h_sends(&client, head);
     s.fd = client.fd;
-    ck_assert_int_eq(pthread_create(&th, NULL, send_all, &s), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, h_send_all, &s), 0);
     ck_assert(h_response(&pump, &client, &resp, false));
     pthread_join(th, NULL);
     gil_take();
