@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,4 +44,19 @@ bool sl_startup(int argc, char **argv, sl_options_t *o, char ***args,
         return false;
     }
     return true;
+}
+
+int sl_startup_int(const char *s, int *out)
+{
+    char *end;
+    long v;
+
+    if (s[0] < '0' || s[0] > '9')
+        return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (*end != '\0' || errno != 0 || v > INT_MAX)
+        return -1;
+    *out = (int)v;
+    return 0;
 }

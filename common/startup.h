@@ -22,4 +22,9 @@
 bool sl_startup(int argc, char **argv, sl_options_t *o, char ***args,
                 int *status);
 
+/* S as a whole non-negative decimal int (what the supervisor passes in
+ * SLUICE_* variables: fds, ids, counts) into *OUT: 0, or -1 when S is
+ * empty, signed, has anything after the digits or does not fit. */
+int sl_startup_int(const char *s, int *out);
+
 #endif

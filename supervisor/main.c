@@ -10,7 +10,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +24,6 @@
 
 static int run_supervisor(sl_options_t *o, char **args);
 static int open_listeners(sl_options_t *o, sl_listener_t *ls);
-static int parse_int(const char *s, int *out);
 
 int main(int argc, char **argv)
 {
@@ -47,7 +45,7 @@ static int run_supervisor(sl_options_t *o, char **args)
 
     /* A binary upgrade keeps the worker count TTIN/TTOU left behind. */
     const char *w = getenv("SLUICE_UPGRADE_WORKERS");
-    if (w != NULL && parse_int(w, &workers) == 0 && workers > 0) {
+    if (w != NULL && sl_startup_int(w, &workers) == 0 && workers > 0) {
         o->workers = workers;
     }
     unsetenv("SLUICE_UPGRADE_WORKERS");
@@ -77,17 +75,4 @@ static int open_listeners(sl_options_t *o, sl_listener_t *ls)
     snprintf(list, sizeof(list), "%s", inherited);
     unsetenv("SLUICE_UPGRADE_FDS");
     return sl_listen_inherit(list, ls, SL_MAX_LISTENERS);
-}
-
-static int parse_int(const char *s, int *out)
-{
-    char *end;
-
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || v > INT_MAX) {
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
 }

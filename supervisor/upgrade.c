@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/startup.h"
 #include "supervisor/spawn.h"
 #include "supervisor/upgrade.h"
 
@@ -212,15 +213,10 @@ static void close_pipe(sl_upgrade_t *u)
 static int env_int(const char *name)
 {
     const char *v = getenv(name);
-    char *end;
+    int n;
 
-    if (v == NULL || v[0] < '0' || v[0] > '9') {
+    if (v == NULL || sl_startup_int(v, &n) == -1) {
         return -1;
     }
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (*end != '\0' || errno != 0 || n > INT_MAX) {
-        return -1;
-    }
-    return (int)n;
+    return n;
 }

@@ -9,9 +9,7 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +25,6 @@
 static bool same_handoff(void);
 static int run_worker(const sl_options_t *o, const char *id);
 static int parse_fd_list(const char *list, int *fds, int max);
-static int parse_int(const char *s, int *out);
 
 int main(int argc, char **argv)
 {
@@ -57,7 +54,7 @@ static bool same_handoff(void)
     const char *theirs = getenv("SLUICE_HANDOFF");
     int version;
 
-    if (theirs != NULL && parse_int(theirs, &version) == 0 &&
+    if (theirs != NULL && sl_startup_int(theirs, &version) == 0 &&
         version == SL_HANDOFF_VERSION) {
         unsetenv("SLUICE_HANDOFF");
         return true;
@@ -78,7 +75,7 @@ static int run_worker(const sl_options_t *o, const char *id)
     const char *list = getenv("SLUICE_LISTEN_FDS");
     const char *ctl = getenv("SLUICE_CTL_FD");
 
-    if (parse_int(id, &worker_id) == -1) {
+    if (sl_startup_int(id, &worker_id) == -1) {
         sl_error("SLUICE_WORKER_ID='%s' is not a worker number", id);
         return SL_EXIT_FAIL;
     }
@@ -115,24 +112,11 @@ static int parse_fd_list(const char *list, int *fds, int max)
     strcpy(buf, list);
     for (char *save, *tok = strtok_r(buf, ",", &save); tok != NULL;
          tok = strtok_r(NULL, ",", &save)) {
-        if (n == max || parse_int(tok, &fds[n]) == -1 ||
+        if (n == max || sl_startup_int(tok, &fds[n]) == -1 ||
             fcntl(fds[n], F_SETFD, FD_CLOEXEC) == -1) {
             return -1;
         }
         n++;
     }
     return n;
-}
-
-static int parse_int(const char *s, int *out)
-{
-    char *end;
-
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || v > INT_MAX) {
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
 }

@@ -184,6 +184,30 @@ START_TEST(test_error_logfile_unopenable)
 }
 END_TEST
 
+/* The SLUICE_* integers: whole non-negative decimal ints, nothing else;
+ * *OUT untouched on a refusal. */
+START_TEST(test_int)
+{
+    static const char *const bad[] = {
+        "",   "-1",         "+1",
+        " 1", "1 ",         "1x",
+        "x",  "2147483648", "99999999999999999999"};
+    int v = 0;
+
+    ck_assert_int_eq(sl_startup_int("0", &v), 0);
+    ck_assert_int_eq(v, 0);
+    ck_assert_int_eq(sl_startup_int("007", &v), 0);
+    ck_assert_int_eq(v, 7);
+    ck_assert_int_eq(sl_startup_int("2147483647", &v), 0);
+    ck_assert_int_eq(v, 2147483647);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = 42;
+        ck_assert_msg(sl_startup_int(bad[i], &v) == -1, "\"%s\"", bad[i]);
+        ck_assert_int_eq(v, 42);
+    }
+}
+END_TEST
+
 static Suite *startup_suite(void)
 {
     Suite *s = suite_create("startup");
@@ -198,6 +222,7 @@ static Suite *startup_suite(void)
     tcase_add_test(tc, test_version_exits_ok);
     tcase_add_test(tc, test_bad_option_is_usage);
     tcase_add_test(tc, test_error_logfile_unopenable);
+    tcase_add_test(tc, test_int);
     suite_add_tcase(s, tc);
     return s;
 }
