@@ -14,6 +14,8 @@ PACKAGES="
     python3-uvicorn python3-uvloop python3-httptools python3-hypercorn
     gunicorn uwsgi uwsgi-plugin-python3 python3-waitress
     wrk python3-matplotlib
+    zlib1g-dev clang-14 libfuzzer-14-dev
+    python3-websockets python3-wsproto node-ws nodejs
 "
 
 # shellcheck disable=SC2086 # one word per package
