@@ -60,14 +60,11 @@ bool sl_response_bad_name(const char *p, size_t n)
 }
 
 /* Append N bytes of P to B for RS's head. A failure sticks: the head is
- * unusable from then on, whatever later appends manage. */
-static void put(sl_response_t *rs, sl_buf_t *b, const void *p, size_t n)
-{
-    if (!rs->nomem && sl_buf_append(b, p, n) < 0)
-        rs->nomem = true;
-}
-
-#define PUT_LIT(rs, b, s) put((rs), (b), (s), sizeof(s) - 1)
+ * unusable from then on, whatever later appends manage. Macros, so that
+ * every append is inlined and a literal's length stays a constant (a head
+ * is a dozen small appends per request). */
+#define PUT(rs, b, p, n)  ((rs)->nomem |= sl_buf_append((b), (p), (n)) < 0)
+#define PUT_LIT(rs, b, s) PUT((rs), (b), (s), sizeof(s) - 1)
 
 int sl_response_begin(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
                       int status, const char *line, size_t ln)
@@ -78,14 +75,14 @@ int sl_response_begin(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
     b->len = b->off = 0;
     PUT_LIT(rs, b, "HTTP/1.1 ");
     if (line != NULL) {
-        put(rs, b, line, ln);
+        PUT(rs, b, line, ln);
     } else {
         const char *r = sl_http_reason(status);
         char code[4] = {(char)('0' + status / 100),
                         (char)('0' + status / 10 % 10),
                         (char)('0' + status % 10), ' '};
-        put(rs, b, code, sizeof(code));
-        put(rs, b, r, strlen(r));
+        PUT(rs, b, code, sizeof(code));
+        PUT(rs, b, r, strlen(r));
     }
     PUT_LIT(rs, b, "\r\n");
     return rs->nomem ? -1 : 0;
@@ -109,9 +106,9 @@ int sl_response_field(sl_response_t *rs, sl_buf_t *b, const char *name,
     } else if (sl_http_name_is(name, nn, "date")) {
         rs->has_date = true;
     }
-    put(rs, b, name, nn);
+    PUT(rs, b, name, nn);
     PUT_LIT(rs, b, ": ");
-    put(rs, b, value, vn);
+    PUT(rs, b, value, vn);
     PUT_LIT(rs, b, "\r\n");
     return rs->nomem ? -1 : 0;
 }
@@ -124,7 +121,7 @@ static void put_u64(sl_response_t *rs, sl_buf_t *b, uint64_t v)
     do
         digits[--i] = (char)('0' + v % 10);
     while ((v /= 10) != 0);
-    put(rs, b, digits + i, sizeof(digits) - i);
+    PUT(rs, b, digits + i, sizeof(digits) - i);
 }
 
 int sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
@@ -136,7 +133,7 @@ int sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
     if (!rs->has_server)
         PUT_LIT(rs, b, "Server: sluice\r\n");
     if (!rs->has_date)
-        put(rs, b, sl_date_line(), SL_DATE_LINE_LEN);
+        PUT(rs, b, sl_date_line(), SL_DATE_LINE_LEN);
     if (rs->app_cl) {
         /* a sized body has no room for trailers */
     } else if (trailers && req->minor >= 1 && framed) {
