@@ -135,6 +135,19 @@ START_TEST(test_every_split)
 }
 END_TEST
 
+/* An empty text may come as NULL (an empty message's data): found by
+ * fuzz_ws under UBSan, NULL + 0 being undefined. */
+START_TEST(test_null_empty)
+{
+    sl_utf8_t u;
+
+    ck_assert_int_eq(sl_utf8_check(NULL, 0), SL_UTF8_VALID);
+    sl_utf8_init(&u);
+    ck_assert_int_eq(sl_utf8_feed(&u, "\xe2", 1), SL_UTF8_INCOMPLETE);
+    ck_assert_int_eq(sl_utf8_feed(&u, NULL, 0), SL_UTF8_INCOMPLETE);
+}
+END_TEST
+
 /* Once invalid, always invalid: more valid text does not mend it. */
 START_TEST(test_sticky)
 {
@@ -200,6 +213,7 @@ static Suite *utf8_suite(void)
     tcase_add_test(tc, test_invalid);
     tcase_add_test(tc, test_incomplete);
     tcase_add_test(tc, test_every_split);
+    tcase_add_test(tc, test_null_empty);
     tcase_add_test(tc, test_sticky);
     tcase_add_test(tc, test_exhaustive);
     suite_add_tcase(s, tc);
