@@ -46,15 +46,15 @@
 
 /* A received message, handed to the executor. */
 typedef struct {
-    int opcode;     /* SL_WS_OP_TEXT or SL_WS_OP_BINARY */
-    sl_buf_t data;  /* owned by the receiver once taken: sl_buf_free() */
+    int opcode;    /* SL_WS_OP_TEXT or SL_WS_OP_BINARY */
+    sl_buf_t data; /* owned by the receiver once taken: sl_buf_free() */
 } sl_ws_msg_t;
 
 /* How a WebSocket ended, for websocket.disconnect. */
 typedef struct {
-    unsigned code;     /* the peer's close code, 1005 without one, 1006
-                          without a close frame, 1001/1012 on a drain */
-    char reason[124];  /* NUL-terminated UTF-8 */
+    unsigned code;    /* the peer's close code, 1005 without one, 1006
+                         without a close frame, 1001/1012 on a drain */
+    char reason[124]; /* NUL-terminated UTF-8 */
 } sl_ws_end_t;
 
 /* The per-connection WebSocket state (conn_ws.c); c->ws, NULL for HTTP. */
