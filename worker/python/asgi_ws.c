@@ -152,12 +152,14 @@ PyObject *sl_asgi_ws_recv_try(sl_asgi_req_t *r)
 /* ------------------------------------------------------------------ */
 /* errors                                                             */
 
-/* Raise sluice.ClientDisconnected: the client went away (no misuse). */
+/* Raise sluice.ClientDisconnected: the client went away, or the
+ * WebSocket is closing (the drain's close went out): no misuse. */
 static PyObject *disconnected(sl_asgi_req_t *r, const char *what)
 {
     PyErr_Format(sl_asgi_ws_disconnected,
-                 "ASGI: %s: the WebSocket client went away (code %u) (%s)",
-                 what, r->ws_end.code, r->what);
+                 "ASGI: %s: the WebSocket is closed or its client went away "
+                 "(%s)",
+                 what, r->what);
     return NULL;
 }
 
@@ -366,10 +368,8 @@ static PyObject *send_message(sl_asgi_req_t *r, PyObject *msg)
                       "ASGI: websocket.send needs exactly one of 'bytes' "
                       "and 'text' (%s)",
                       r->what);
-    if (r->ws_ended || r->gone) {
-        ws_end(r, NULL);
+    if (r->ws_ended || r->gone)
         return disconnected(r, "websocket.send");
-    }
     if (text != NULL) {
         if (!PyUnicode_Check(text))
             return misuse(r, PyExc_TypeError,
@@ -392,10 +392,8 @@ static PyObject *send_message(sl_asgi_req_t *r, PyObject *msg)
         PyBuffer_Release(&view);
     }
     sl_asgi_inline_mark_dirty(r->c);
-    if (rc < 0) {
-        ws_end(r, NULL);
+    if (rc < 0) /* receive() will say how it ended */
         return disconnected(r, "websocket.send");
-    }
     return rc == 1 ? sl_asgi_channel_wait_credit(r) : sl_asgi_done_none();
 }
 
@@ -612,9 +610,8 @@ static void log_end(sl_asgi_req_t *r, bool raised)
         if ((r->cancelled || r->gone || r->ws_ended) &&
             PyErr_GivenExceptionMatches(t, sl_asgi.cancelled_error))
             quiet = true;
-        if (r->ws_ended &&
-            PyErr_GivenExceptionMatches(t, sl_asgi_ws_disconnected))
-            quiet = true;
+        if (PyErr_GivenExceptionMatches(t, sl_asgi_ws_disconnected))
+            quiet = true; /* raised only when the client left */
         if (v != NULL && v == r->ws_misuse)
             Py_CLEAR(r->ws_misuse); /* its traceback says it all */
         if (quiet) {
