@@ -86,17 +86,18 @@ static void ws_end(sl_asgi_req_t *r, const sl_ws_end_t *end)
 
 PyObject *sl_asgi_ws_disconnect_msg(sl_asgi_req_t *r)
 {
-    PyObject *m;
+    PyObject *m, *reason;
 
     ws_end(r, NULL);
+    reason = PyUnicode_DecodeUTF8(
+        r->ws_end.reason, (Py_ssize_t)strlen(r->ws_end.reason), "replace");
+    if (reason == NULL)
+        return NULL;
     m = msg_new(N_WS_DISCONNECT, N_CODE,
                 PyLong_FromUnsignedLong(r->ws_end.code));
-    if (m != NULL && PyDict_SetItem(m, sl_asgi_names[N_REASON],
-                                    PyUnicode_DecodeUTF8(
-                                        r->ws_end.reason,
-                                        (Py_ssize_t)strlen(r->ws_end.reason),
-                                        "replace")) < 0)
+    if (m != NULL && PyDict_SetItem(m, sl_asgi_names[N_REASON], reason) < 0)
         Py_CLEAR(m);
+    Py_DECREF(reason);
     return m;
 }
 
