@@ -13,13 +13,14 @@ import asyncio
 import base64
 import json
 import os
+import signal
 
 import pytest
 import websockets
 import websockets.exceptions
 from websockets.client import connect as ws_connect
 
-from conftest import start_mode_server
+from conftest import ASGI_MODE_PARAMS, start_mode_server
 
 pytestmark = pytest.mark.sluice_only
 
@@ -349,3 +350,22 @@ def test_misuse_caught_is_still_logged_once(server):
     server.wait_for_call("CAUGHT-THEN websocket.disconnect")
     log = server.wait_for_log("the app went on", since=mark)
     assert log.count("exactly one of") == 1, log
+
+
+# ---------------------------------------------------------------- drain
+
+@pytest.mark.parametrize("mode", ASGI_MODE_PARAMS)
+def test_drain_closes_1001_and_tells_the_app(make_server, mode):
+    s = make_server("ws_app:app", mode=mode)
+
+    async def go():
+        async with connect(s, "/echo") as ws:
+            await ws.send("hi")
+            assert await ws.recv() == "hi"
+            os.kill(s.pid, signal.SIGTERM)
+            return await closed_with(ws)
+
+    assert run(go()) == (1001, "", [])
+    s.wait_for_call("ECHO disconnect 1001 ''")
+    s.proc.wait(TIMEOUT)
+    assert s.proc.returncode == 0
