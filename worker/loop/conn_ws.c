@@ -474,8 +474,9 @@ static void parse(sl_conn_t *c)
     }
     if (ws->rx_done)
         b->off = b->len = 0; /* what follows a close is nobody's */
-    if (!ws->rx_done && c->peer_eof && sl_buf_pending(b) == 0) {
-        /* EOF without a close frame */
+    if (c->peer_eof && !ws->peer_closed &&
+        (ws->rx_done || sl_buf_pending(b) == 0)) {
+        /* EOF: without a close frame, the end is 1006 */
         ws->rx_done = true;
         ws->peer_closed = true;
         pthread_mutex_lock(&c->mu);
