@@ -14,6 +14,7 @@
 #include <check.h>
 
 #include "tests/unit/py_harness.h"
+#include "tests/unit/ws_frames.h"
 #include "worker/python/asgi.h"
 #include "worker/python/asgi_lifespan.h"
 
@@ -227,33 +228,14 @@ static const char *hdr(const char *name)
     return h_header(resp.head, name, v, sizeof(v));
 }
 
-/* Send one masked client frame. */
+/* Send one masked client frame (ws_frames.h builds it). */
 static void send_frame(int opcode, const void *data, size_t n)
 {
-    static const uint8_t mask[4] = {0x11, 0x22, 0x33, 0x44};
-    uint8_t *f = malloc(n + 14);
-    size_t h = 2, i;
+    sl_buf_t b = {0};
 
-    ck_assert_ptr_nonnull(f);
-    f[0] = (uint8_t)(0x80 | opcode);
-    if (n < 126) {
-        f[1] = (uint8_t)(0x80 | n);
-    } else if (n < 65536) {
-        f[1] = 0x80 | 126;
-        f[2] = (uint8_t)(n >> 8);
-        f[3] = (uint8_t)n;
-        h = 4;
-    } else {
-        f[1] = 0x80 | 127;
-        for (i = 0; i < 8; i++)
-            f[2 + i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
-        h = 10;
-    }
-    memcpy(f + h, mask, 4);
-    for (i = 0; i < n; i++)
-        f[h + 4 + i] = ((const uint8_t *)data)[i] ^ mask[i % 4];
-    h_send(&client, f, h + 4 + n);
-    free(f);
+    wf_frame(&b, (uint8_t)(0x80 | opcode), data, n, 0);
+    h_send(&client, b.data, b.len);
+    sl_buf_free(&b);
 }
 
 /* Take one whole server frame off the client's bytes into *F. */
