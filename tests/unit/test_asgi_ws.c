@@ -12,6 +12,8 @@
 #include "config.h"
 
 #include <check.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include "tests/unit/py_harness.h"
 #include "tests/unit/ws_frames.h"
@@ -491,6 +493,117 @@ START_TEST(test_send_after_client_left)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* inline mode                                                        */
+
+/* Inline, the test thread runs the event loop, so the client is a thread:
+ * the handshake, one text frame (built beforehand: no check asserts off
+ * the test thread), its echo, then the drain as the supervisor asks for
+ * it (SIGTERM), and the close frame it brings. It records; the test
+ * thread asserts. */
+typedef struct {
+    struct sockaddr_in to;
+    sl_buf_t frame; /* the client's text frame */
+    char got[1024];
+    size_t len;
+    int err;
+} inline_client_t;
+
+/* Read until GOT holds N bytes after the handshake's head (or fail). */
+static bool read_more(int fd, inline_client_t *ic, size_t n)
+{
+    while (ic->len < n) {
+        ssize_t k =
+            recv(fd, ic->got + ic->len, sizeof(ic->got) - 1 - ic->len, 0);
+        if (k <= 0) {
+            ic->err = k == 0 ? EPIPE : errno;
+            return false;
+        }
+        ic->len += (size_t)k;
+        ic->got[ic->len] = '\0';
+    }
+    return true;
+}
+
+static void *inline_client(void *arg)
+{
+    static const char hs[] = "GET /echo HTTP/1.1\r\nHost: h\r\n"
+                             "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                             "Sec-WebSocket-Key: " KEY "\r\n"
+                             "Sec-WebSocket-Version: 13\r\n\r\n";
+    inline_client_t *ic = arg;
+    struct timeval tv = {.tv_sec = 5};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const char *end = NULL;
+
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+        connect(fd, (struct sockaddr *)&ic->to, sizeof(ic->to)) < 0 ||
+        send(fd, hs, sizeof(hs) - 1, MSG_NOSIGNAL) < 0) {
+        ic->err = errno;
+        goto out;
+    }
+    while (end == NULL && read_more(fd, ic, ic->len + 1))
+        end = strstr(ic->got, "\r\n\r\n");
+    if (end == NULL)
+        goto out;
+    if (send(fd, ic->frame.data, ic->frame.len, MSG_NOSIGNAL) < 0) {
+        ic->err = errno;
+        goto out;
+    }
+    /* the echo: 2 + 4 bytes */
+    if (!read_more(fd, ic, (size_t)(end + 4 - ic->got) + 6))
+        goto out;
+    kill(getpid(), SIGTERM);
+    read_more(fd, ic, (size_t)(end + 4 - ic->got) + 6 + 4); /* close 1001 */
+out:
+    if (fd >= 0)
+        close(fd);
+    kill(getpid(), SIGTERM); /* drain, whatever happened */
+    return NULL;
+}
+
+/* Inline: the handshake, a message both ways, and the drain's close 1001,
+ * which the app's receive() reports. */
+START_TEST(test_inline_echo_and_drain)
+{
+    static const uint8_t want[] = {0x81, 4,    'p', 'i',  'n',
+                                   'g',  0x88, 2,   0x03, 0xe9};
+    inline_client_t ic = {0};
+    socklen_t len = sizeof(ic.to);
+    pthread_t th;
+    const char *body;
+    PyObject *app;
+
+    h_options(&opt, "--ws-per-message-deflate", "false", NULL);
+    ck_assert_int_eq(sl_py_init(&opt), 0);
+    hp_module("testapp", APP);
+    app = sl_py_load_app(&opt);
+    hp_check(app, "load the app");
+    ck_assert_int_eq(sl_asgi_lifespan_init(), 0);
+    h_exec = &sl_asgi_inline_exec;
+    h_pump_up(&pump, &opt);
+    ck_assert_int_eq(sl_asgi_init(app, &pump), 0);
+    Py_DECREF(app);
+    ck_assert_int_eq(sl_asgi_start(&pump), 0);
+    wf_frame(&ic.frame, 0x81, "ping", 4, 0);
+    ck_assert_int_eq(
+        getsockname(pump.listeners[0].fd, (struct sockaddr *)&ic.to, &len), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, inline_client, &ic), 0);
+    ck_assert_int_eq(sl_asgi_run_inline(&pump), SL_EXIT_OK);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    sl_buf_free(&ic.frame);
+    ck_assert_msg(ic.err == 0, "client: %s (got: %s)", strerror(ic.err),
+                  ic.got);
+    ck_assert(strncmp(ic.got, "HTTP/1.1 101 ", 13) == 0);
+    body = strstr(ic.got, "\r\n\r\n") + 4;
+    ck_assert_uint_eq(ic.len - (size_t)(body - ic.got), sizeof(want));
+    ck_assert(memcmp(body, want, sizeof(want)) == 0);
+    ck_assert_str_eq(hp_eval("testapp", "state['end']"), "(1001, '')");
+    ck_assert_int_eq(pump.exec->stop(&pump, 2.0), 0);
+    pump.exec = NULL; /* stopped: the teardown must not again */
+}
+END_TEST
+
 static Suite *asgi_ws_suite(void)
 {
     Suite *s = suite_create("asgi_ws");
@@ -508,6 +621,12 @@ static Suite *asgi_ws_suite(void)
     tcase_add_test(tc, test_close_with_code_and_reason);
     tcase_add_test(tc, test_send_waits_for_credit);
     tcase_add_test(tc, test_send_after_client_left);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("inline");
+    tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_inline_echo_and_drain);
     suite_add_tcase(s, tc);
     return s;
 }
