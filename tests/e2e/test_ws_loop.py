@@ -1,0 +1,66 @@
+"""Upgrade requests to an executor that serves no WebSockets (WSGI): the
+request reaches the app as an ordinary one, as under gunicorn's sync
+workers, the client gets the app's response, then the end of the
+connection. Nothing hangs, whatever follows the head.
+"""
+
+import json
+
+from helpers import build_request
+
+WS_HEADERS = (("Upgrade", "websocket"), ("Connection", "Upgrade"),
+              ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+              ("Sec-WebSocket-Version", "13"))
+
+# a masked text frame "hi", as a client would send right after its head
+FRAME = bytes([0x81, 0x82, 1, 2, 3, 4, ord("h") ^ 1, ord("i") ^ 2])
+
+
+def test_websocket_upgrade_reaches_a_wsgi_app(server):
+    with server.connect() as c:
+        r = c.request("GET", "/environ", WS_HEADERS)
+        assert r.status == 200
+        env = json.loads(r.body)
+        assert env["HTTP_UPGRADE"]["value"] == "websocket"
+        assert env["HTTP_SEC_WEBSOCKET_VERSION"]["value"] == "13"
+        assert r.has_token("Connection", "close")
+        c.expect_eof()
+
+
+def test_bytes_after_the_upgrade_head_do_not_hang(server):
+    with server.connect() as c:
+        c.send(build_request("GET", "/hello", WS_HEADERS) + FRAME)
+        r = c.read_response()
+        assert r.status == 200
+        assert r.body == b"hello\n"
+        c.expect_eof()
+
+
+def test_other_upgrades_are_ordinary_requests(server):
+    headers = (("Upgrade", "h2c"), ("Connection", "Upgrade, HTTP2-Settings"),
+               ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA"))
+    with server.connect() as c:
+        r = c.request("GET", "/environ", headers)
+        assert r.status == 200
+        assert json.loads(r.body)["HTTP_UPGRADE"]["value"] == "h2c"
+        c.expect_eof()
+
+
+def test_upgrade_with_a_body_is_served(server):
+    with server.connect() as c:
+        c.send(build_request("POST", "/echo", WS_HEADERS, body=b"payload"))
+        r = c.read_response("POST")
+        assert r.status == 200
+        assert r.body == b"payload"
+        c.expect_eof()
+
+
+def test_a_plain_request_after_is_served(server):
+    # the upgrade's connection closed; the worker goes on serving
+    with server.connect() as c:
+        c.request("GET", "/hello", WS_HEADERS)
+        c.expect_eof()
+    with server.connect() as c:
+        r = c.request("GET", "/hello")
+        assert r.status == 200
+        assert not r.has_token("Connection", "close")
