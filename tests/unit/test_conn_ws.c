@@ -9,6 +9,7 @@
 #include <check.h>
 #include <malloc.h>
 #include <sys/ioctl.h>
+#include <zlib.h>
 
 #include "common/ctl.h"
 #include "tests/unit/harness.h"
@@ -762,6 +763,72 @@ START_TEST(test_idle_memory)
 }
 END_TEST
 
+/* Send TEXT compressed (RFC 7692: raw deflate, the flush's empty block
+ * cut off, RSV1 on the frame). */
+static void send_deflated(const char *text)
+{
+    z_stream z;
+    uint8_t out[512], frame[600];
+    size_t n, h = 0;
+
+    memset(&z, 0, sizeof(z));
+    ck_assert_int_eq(
+        deflateInit2(&z, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    z.next_in = (Bytef *)text;
+    z.avail_in = (uInt)strlen(text);
+    z.next_out = out;
+    z.avail_out = sizeof(out);
+    ck_assert_int_eq(deflate(&z, Z_SYNC_FLUSH), Z_OK);
+    n = sizeof(out) - z.avail_out - 4;
+    deflateEnd(&z);
+    ck_assert_uint_lt(n, 126);
+    frame[h++] = 0x80 | 0x40 | SL_WS_OP_TEXT;
+    frame[h++] = (uint8_t)(0x80 | n);
+    memset(frame + h, 0, 4); /* a zero mask: the payload as is */
+    h += 4;
+    memcpy(frame + h, out, n);
+    h_send(&client, frame, h + n);
+}
+
+/* With permessage-deflate and a client that keeps its context (what
+ * browsers offer), the inflater's window is part of the stream and stays:
+ * measured and reported, bounded by zlib's own size. */
+START_TEST(test_idle_memory_deflate)
+{
+    sl_conn_t *c;
+    sl_ticket_t t;
+    sl_ws_msg_t m;
+    size_t before, after;
+
+    UP(NULL);
+    c = client.conn;
+    client.cap = 1 << 20;
+    client.data = realloc(client.data, client.cap + 1);
+    ck_assert_ptr_nonnull(client.data);
+    before = mallinfo2().uordblks - malloc_usable_size(c->rbuf.data) -
+             malloc_usable_size(c->req.hbuf.data);
+    h_sends(&client, HANDSHAKE("Sec-WebSocket-Extensions: permessage-deflate;"
+                               " client_max_window_bits\r\n"));
+    ck_assert(h_take_ticket(&pump, &t));
+    ck_assert_int_eq(sl_conn_ws_accept(c, t.gen, NULL, NULL, 0), 0);
+    ck_assert(h_response(&pump, &client, &resp, true));
+    ck_assert_int_eq(resp.status, 101);
+    send_deflated("hello hello hello hello");
+    recv_msg(t.gen, &m);
+    ck_assert_uint_eq(sl_buf_pending(&m.data), 23);
+    ck_assert(memcmp(m.data.data, "hello hello hello hello", 23) == 0);
+    sl_buf_free(&m.data);
+    h_run_passes(&pump, 3);
+    sl_conn_ws_sweep(c, ev_now(pump.loop) + 1.5);
+    after = mallinfo2().uordblks - malloc_usable_size(resp.body);
+    fprintf(stderr,
+            "idle WebSocket with permessage-deflate, client context kept: "
+            "%zu bytes malloc'd\n",
+            after - before);
+    ck_assert_uint_le(after - before, 64 * 1024);
+}
+END_TEST
+
 static Suite *conn_ws_suite(void)
 {
     Suite *s = suite_create("conn_ws");
@@ -788,6 +855,7 @@ static Suite *conn_ws_suite(void)
     tcase_add_test(tc, test_drain_1001);
     tcase_add_test(tc, test_restart_1012);
     tcase_add_test(tc, test_idle_memory);
+    tcase_add_test(tc, test_idle_memory_deflate);
     suite_add_tcase(s, tc);
     return s;
 }
