@@ -16,6 +16,14 @@
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/drain.h"
 
+/* A sanitizer's allocator is not glibc's: mallinfo2() says nothing there,
+ * and the memory tests only report. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define HEAP_MEASURED 0
+#else
+#define HEAP_MEASURED 1
+#endif
+
 static const sl_exec_t ws_exec = {
     .name = "test websocket",
     .websocket = true,
@@ -759,7 +767,8 @@ START_TEST(test_idle_memory)
             "idle WebSocket after traffic: %zu bytes malloc'd, of them %zu "
             "the request head\n",
             after - before, malloc_usable_size(c->req.hbuf.data));
-    ck_assert_uint_le(after - before, 2048);
+    if (HEAP_MEASURED)
+        ck_assert_uint_le(after - before, 2048);
 }
 END_TEST
 
@@ -825,7 +834,8 @@ START_TEST(test_idle_memory_deflate)
             "idle WebSocket with permessage-deflate, client context kept: "
             "%zu bytes malloc'd\n",
             after - before);
-    ck_assert_uint_le(after - before, 64 * 1024);
+    if (HEAP_MEASURED)
+        ck_assert_uint_le(after - before, 64 * 1024);
 }
 END_TEST
 
