@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <zlib.h>
 
@@ -664,6 +665,82 @@ START_TEST(test_send_credit)
 }
 END_TEST
 
+/* An executor on a thread of its own (a handoff executor's shape): it
+ * echoes WANT messages, sleeping on the work queue for its wake tickets
+ * while the test thread runs the loop. */
+typedef struct {
+    uint32_t gen;
+    int want, done;
+} echo_t;
+
+static void *echo_main(void *arg)
+{
+    echo_t *e = arg;
+    sl_conn_t *c = client.conn;
+    sl_ws_msg_t m;
+    sl_ws_end_t end;
+    sl_ticket_t t;
+    int rc;
+
+    while (e->done < e->want) {
+        rc = sl_conn_ws_recv(c, e->gen, &m, &end);
+        if (rc == 1) {
+            if (!sl_queue_pop_wait(&pump.work, &t))
+                break;
+            continue;
+        }
+        if (rc < 0)
+            break;
+        rc = sl_conn_ws_send(c, e->gen, m.opcode, m.data.data,
+                             sl_buf_pending(&m.data));
+        sl_buf_free(&m.data);
+        if (rc < 0)
+            break;
+        e->done++;
+    }
+    return NULL;
+}
+
+typedef struct {
+    int want, got;
+} frames_t;
+
+static bool frames_in(void *arg)
+{
+    frames_t *n = arg;
+    frame_t f;
+
+    while (take_frame(&f)) {
+        ck_assert_int_eq(f.opcode, SL_WS_OP_TEXT);
+        n->got++;
+    }
+    return n->got >= n->want || client.eof;
+}
+
+START_TEST(test_echo_from_another_thread)
+{
+    enum { N = 300 };
+    echo_t e = {.want = N};
+    frames_t n = {.want = N};
+    pthread_t th;
+    char text[64];
+
+    UP(NULL);
+    e.gen = open_ws(NULL, NULL);
+    ck_assert_int_eq(pthread_create(&th, NULL, echo_main, &e), 0);
+    for (int i = 0; i < N; i++) {
+        snprintf(text, sizeof(text), "message %d", i);
+        send_frame(SL_WS_OP_TEXT, text, strlen(text));
+        if (i % 50 == 0)
+            h_run_passes(&pump, 1);
+    }
+    ck_assert(h_run_until(&pump, frames_in, &n));
+    ck_assert_int_eq(n.got, N);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(e.done, N);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* drain                                                              */
 
@@ -862,6 +939,7 @@ static Suite *conn_ws_suite(void)
     tcase_add_test(tc, test_too_big_1009);
     tcase_add_test(tc, test_queue_full_stops_reading);
     tcase_add_test(tc, test_send_credit);
+    tcase_add_test(tc, test_echo_from_another_thread);
     tcase_add_test(tc, test_drain_1001);
     tcase_add_test(tc, test_restart_1012);
     tcase_add_test(tc, test_idle_memory);
