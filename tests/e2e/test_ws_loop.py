@@ -6,6 +6,9 @@ connection. Nothing hangs, whatever follows the head.
 
 import json
 
+import pytest
+
+from conftest import start_mode_server
 from helpers import build_request
 
 WS_HEADERS = (("Upgrade", "websocket"), ("Connection", "Upgrade"),
@@ -64,3 +67,47 @@ def test_a_plain_request_after_is_served(server):
         r = c.request("GET", "/hello")
         assert r.status == 200
         assert not r.has_token("Connection", "close")
+
+
+# ------------------------------------------------ an executor that serves them
+# A bad WebSocket handshake to an ASGI app is answered by the loop, before
+# the app could see it; an upgrade to another protocol is an ordinary
+# request there too.
+
+@pytest.fixture(scope="module")
+def asgi_server(asgi_mode, tmp_path_factory):
+    with start_mode_server(tmp_path_factory, "ws-asgi", asgi_mode,
+                           "asgi_app:app") as s:
+        yield s
+
+
+@pytest.mark.sluice_only
+def test_websocket_version_other_than_13_is_426(asgi_server):
+    headers = tuple(h for h in WS_HEADERS if h[0] != "Sec-WebSocket-Version")
+    with asgi_server.connect() as c:
+        r = c.request("GET", "/hello",
+                      headers + (("Sec-WebSocket-Version", "8"),))
+        assert r.status == 426
+        assert r.header("Sec-WebSocket-Version") == "13"
+        assert r.has_token("Connection", "close")
+        c.expect_eof()
+
+
+@pytest.mark.sluice_only
+def test_websocket_without_a_key_is_400(asgi_server):
+    headers = tuple(h for h in WS_HEADERS if h[0] != "Sec-WebSocket-Key")
+    with asgi_server.connect() as c:
+        r = c.request("GET", "/hello", headers)
+        assert r.status == 400
+        c.expect_eof()
+
+
+@pytest.mark.sluice_only
+def test_other_upgrades_reach_an_asgi_app(asgi_server):
+    headers = (("Upgrade", "h2c"), ("Connection", "Upgrade, HTTP2-Settings"),
+               ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA"))
+    with asgi_server.connect() as c:
+        r = c.request("GET", "/hello", headers)
+        assert r.status == 200
+        assert r.has_token("Connection", "close")
+        c.expect_eof()
