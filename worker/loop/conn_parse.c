@@ -133,7 +133,10 @@ static int on_headers_complete(llhttp_t *h)
         return fail(c, status);
     /* a WebSocket handshake for an executor that serves them: checked
      * here, answered here when bad; any other upgrade (or WSGI) is an
-     * ordinary request, and the connection closes after its response */
+     * ordinary request, and the connection closes after its response:
+     * what the client sends after it is in another protocol */
+    if (c->parser.upgrade)
+        c->req.keep_alive = false;
     if (c->pump->exec->websocket && sl_ws_is_upgrade(&c->req)) {
         status = sl_conn_ws_upgrade(c);
         if (status != 0)
