@@ -112,7 +112,7 @@ void sl_asgi_channel_release(sl_asgi_req_t *r)
         for (i = 0; i < PyList_GET_SIZE(list); i++) {
             msg = r->ws ? sl_asgi_ws_disconnect_msg(r) : disconnect_msg();
             if (msg == NULL) {
-                sl_py_log_exception("ASGI: http.disconnect");
+                sl_py_log_exception("ASGI: the disconnect message");
                 break;
             }
             fut_resolve(PyList_GET_ITEM(list, i), msg);
