@@ -623,6 +623,12 @@ START_TEST(test_queue_full_stops_reading)
      * 64 MB, though the app took nothing */
     ck_assert_uint_lt(sent, 64 * 1024 * 1024);
     ck_assert_uint_lt(client.conn->rbuf.cap, 4 * 65536);
+    /* a peer we do not read is not pinged, nor timed out */
+    sl_conn_ws_sweep(client.conn, ev_now(pump.loop) + 100);
+    sl_conn_ws_sweep(client.conn, ev_now(pump.loop) + 200);
+    h_run_passes(&pump, 3);
+    h_pull(&client);
+    ck_assert_uint_eq(client.len, 0);
     /* taking messages lets reading go on */
     for (i = 0; i < 20; i++) {
         recv_msg(gen, &m);
