@@ -747,6 +747,108 @@ START_TEST(test_echo_from_another_thread)
 }
 END_TEST
 
+/* An on-loop executor (ASGI inline's shape): run() is called from the
+ * dispatch, its output waits until its driver hands the connection back
+ * (sl_conn_complete(), here the test), and wakes come as tickets handed
+ * over on the loop thread. */
+static struct {
+    sl_conn_t *ran, *dirty;
+    uint32_t gen;
+    int wakes;
+} inl;
+
+static void inl_run(sl_conn_t *c)
+{
+    inl.ran = c;
+    inl.gen = c->gen;
+}
+
+static void inl_notify(sl_conn_t *c)
+{
+    inl.dirty = c;
+}
+
+static void inl_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
+{
+    (void)p;
+    for (uint32_t i = 0; i < n; i++)
+        inl.wakes += t[i].kind == SL_TICKET_WAKE;
+}
+
+static const sl_exec_t ws_inline_exec = {
+    .name = "test websocket inline",
+    .websocket = true,
+    .hand_over = inl_hand_over,
+    .notify = inl_notify,
+    .wake = sl_exec_wake_ticket,
+    .wait = sl_exec_wait_never,
+    .run = inl_run,
+    .finish = sl_exec_finish_nothing,
+    .stop = h_exec_stop,
+};
+
+static bool inl_ran(void *arg)
+{
+    (void)arg;
+    return inl.ran != NULL;
+}
+
+static bool inl_woken(void *arg)
+{
+    (void)arg;
+    return inl.wakes > 0;
+}
+
+/* The executor's driver: hand back what it queued. */
+static void inl_drive(void)
+{
+    if (inl.dirty != NULL) {
+        sl_conn_t *c = inl.dirty;
+        inl.dirty = NULL;
+        sl_conn_complete(c);
+    }
+}
+
+START_TEST(test_on_loop_executor)
+{
+    sl_ws_msg_t m;
+    sl_ws_end_t end;
+    frame_t f;
+
+    memset(&inl, 0, sizeof(inl));
+    h_exec = &ws_inline_exec;
+    UP(NULL);
+    h_sends(&client, HANDSHAKE(""));
+    ck_assert(h_run_until(&pump, inl_ran, NULL));
+    ck_assert_int_eq(sl_conn_ws_accept(inl.ran, inl.gen, NULL, NULL, 0), 0);
+    inl_drive();
+    ck_assert(h_response(&pump, &client, &resp, true));
+    ck_assert_int_eq(resp.status, 101);
+    ck_assert_int_eq(sl_conn_ws_recv(inl.ran, inl.gen, &m, &end), 1);
+    send_frame(SL_WS_OP_TEXT, "inline", 6);
+    ck_assert(h_run_until(&pump, inl_woken, NULL));
+    ck_assert_int_eq(sl_conn_ws_recv(inl.ran, inl.gen, &m, &end), 0);
+    ck_assert_int_eq(sl_conn_ws_send(inl.ran, inl.gen, SL_WS_OP_TEXT,
+                                     m.data.data, sl_buf_pending(&m.data)),
+                     0);
+    sl_buf_free(&m.data);
+    inl_drive();
+    wait_frame(&f);
+    ck_assert_uint_eq(f.len, 6);
+    ck_assert(memcmp(f.data, "inline", 6) == 0);
+    send_close(1000, "");
+    wait_frame(&f);
+    assert_close(&f, 1000);
+    ck_assert_int_eq(sl_conn_ws_recv(inl.ran, inl.gen, &m, &end), -1);
+    ck_assert_uint_eq(end.code, 1000);
+    sl_conn_send(inl.ran, inl.gen, NULL, 0, SL_SEND_END);
+    inl_drive();
+    ck_assert(h_wait_eof(&pump, &client));
+    ck_assert_uint_eq(pump.inflight, 0);
+    ck_assert_uint_eq(pump.nactive, 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* drain                                                              */
 
@@ -946,6 +1048,7 @@ static Suite *conn_ws_suite(void)
     tcase_add_test(tc, test_queue_full_stops_reading);
     tcase_add_test(tc, test_send_credit);
     tcase_add_test(tc, test_echo_from_another_thread);
+    tcase_add_test(tc, test_on_loop_executor);
     tcase_add_test(tc, test_drain_1001);
     tcase_add_test(tc, test_restart_1012);
     tcase_add_test(tc, test_idle_memory);
