@@ -40,10 +40,12 @@ static int lead(sl_utf8_t *u, uint8_t b)
 
 int sl_utf8_feed(sl_utf8_t *u, const void *p, size_t n)
 {
-    const uint8_t *s = p, *end = s + n;
+    const uint8_t *s = p, *end;
 
-    if (u->bad)
-        return SL_UTF8_INVALID;
+    /* an empty message's data may be NULL, and NULL + 0 is undefined */
+    if (n == 0 || u->bad)
+        return sl_utf8_state(u);
+    end = s + n;
     while (s < end) {
         uint8_t b = *s;
 

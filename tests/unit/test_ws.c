@@ -421,7 +421,7 @@ END_TEST
 
 START_TEST(test_max_size)
 {
-    char p[100];
+    char p[101];
     sl_buf_t b = {0};
     wf_log_t log;
 

@@ -75,10 +75,13 @@ typedef struct {
 bool sl_ws_is_upgrade(const sl_req_t *req);
 
 /* Check REQ (an upgrade attempt) against RFC 6455 §4.2.1 and fill *HS.
- * DEFLATE: offer permessage-deflate if the client asks for it. Returns 0,
- * or the HTTP status to answer: 400 (bad method, version, key or header),
- * or 426 (a version other than 13: answer with "Sec-WebSocket-Version:
- * 13"). Never allocates. */
+ * DEFLATE: accept permessage-deflate if the client offers it (the first
+ * acceptable offer; we always answer server_no_context_takeover). Returns
+ * 0, or the HTTP status to answer: 400 (not GET, not HTTP/1.1, no Host, no
+ * Upgrade: websocket or Connection: upgrade, a key that is not base64 of
+ * 16 bytes, two keys or two versions), or 426 (Sec-WebSocket-Version
+ * missing or not 13: answer with "Sec-WebSocket-Version: 13"). Never
+ * allocates. */
 int sl_ws_handshake(const sl_req_t *req, bool deflate, sl_ws_handshake_t *hs);
 
 /* Sec-WebSocket-Accept for KEY (the header's value as sent, 24 bytes of
@@ -105,8 +108,8 @@ typedef struct {
     int kind;   /* SL_WS_EV_* */
     int opcode; /* MESSAGE: SL_WS_OP_TEXT or SL_WS_OP_BINARY */
     /* MESSAGE: the payload, taken with sl_ws_rx_take() or valid until the
-     * next feed; PING/PONG: the control payload (valid until the next
-     * feed) */
+     * next feed (NULL when LEN is 0); PING/PONG: the control payload
+     * (valid until the next feed) */
     const uint8_t *data;
     size_t len;
     unsigned code;      /* CLOSE: the peer's code (1005 for none);

@@ -19,17 +19,67 @@ const uint8_t sl_ws_deflate_tail[4] = {0x00, 0x00, 0xff, 0xff};
 /* Output is produced in steps of at least this much. */
 #define INFLATE_STEP 4096
 
+/* A stream and the bytes zlib allocated for it: zlib's allocations go
+ * through counting hooks so that what a connection holds can be measured
+ * (sl_ws_zheld()), not guessed. */
+typedef struct {
+    z_stream z; /* first: a z_stream * is a zbox_t * */
+    size_t held;
+} zbox_t;
+
+/* Room before each block for its size, keeping malloc's alignment. */
+#define ZHEAD 16
+
+static voidpf zalloc_counted(voidpf opaque, uInt items, uInt size)
+{
+    size_t n = (size_t)items * size;
+    char *p = malloc(ZHEAD + n);
+
+    if (p == NULL)
+        return NULL;
+    memcpy(p, &n, sizeof(n));
+    *(size_t *)opaque += n;
+    return p + ZHEAD;
+}
+
+static void zfree_counted(voidpf opaque, voidpf ptr)
+{
+    char *p = (char *)ptr - ZHEAD;
+    size_t n;
+
+    memcpy(&n, p, sizeof(n));
+    *(size_t *)opaque -= n;
+    free(p);
+}
+
+static zbox_t *zbox_new(void)
+{
+    zbox_t *b = calloc(1, sizeof(*b));
+
+    if (b == NULL)
+        return NULL;
+    b->z.zalloc = zalloc_counted;
+    b->z.zfree = zfree_counted;
+    b->z.opaque = &b->held;
+    return b;
+}
+
+size_t sl_ws_zheld(const z_stream *z)
+{
+    return z ? sizeof(zbox_t) + ((const zbox_t *)z)->held : 0;
+}
+
 z_stream *sl_ws_inflater_new(int bits)
 {
-    z_stream *z = calloc(1, sizeof(*z));
+    zbox_t *b = zbox_new();
 
-    if (z == NULL)
+    if (b == NULL)
         return NULL;
-    if (inflateInit2(z, -bits) != Z_OK) {
-        free(z);
+    if (inflateInit2(&b->z, -bits) != Z_OK) {
+        free(b);
         return NULL;
     }
-    return z;
+    return &b->z;
 }
 
 void sl_ws_inflater_free(z_stream *z)
@@ -103,7 +153,8 @@ int sl_ws_inflate(z_stream *z, const uint8_t *in, size_t n, sl_buf_t *out,
 
 z_stream *sl_ws_deflater_new(int bits)
 {
-    z_stream *z = calloc(1, sizeof(*z));
+    zbox_t *b = zbox_new();
+    z_stream *z = b ? &b->z : NULL;
     int strategy = Z_DEFAULT_STRATEGY;
 
     if (z == NULL)

@@ -62,4 +62,17 @@ void sl_ws_deflater_free(z_stream *z);
  * unchanged). */
 int sl_ws_deflate(z_stream *z, const void *in, size_t n, sl_buf_t *out);
 
+/* Bytes a stream of ours holds: its struct and all zlib allocated for it
+ * (0 for NULL). */
+size_t sl_ws_zheld(const z_stream *z);
+
+/* Bytes a parser or a writer holds right now, all included: what an idle
+ * connection costs, for tests and measurements. */
+size_t sl_ws_rx_held(const sl_ws_rx_t *rx);
+size_t sl_ws_tx_held(const sl_ws_tx_t *tx);
+
+/* The most a writer held at once while compressing (its deflater): a
+ * measurement for tests. */
+size_t sl_ws_tx_peak(const sl_ws_tx_t *tx);
+
 #endif

@@ -71,6 +71,11 @@ void sl_ws_rx_free(sl_ws_rx_t *rx)
     free(rx);
 }
 
+size_t sl_ws_rx_held(const sl_ws_rx_t *rx)
+{
+    return sizeof(*rx) + rx->msg.cap + sl_ws_zheld(rx->zin);
+}
+
 void sl_ws_rx_take(sl_ws_rx_t *rx, sl_buf_t *out)
 {
     sl_buf_free(out);

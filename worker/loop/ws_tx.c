@@ -23,6 +23,7 @@
 
 struct sl_ws_tx {
     sl_ws_deflate_params_t d;
+    size_t peak; /* the most a deflater held, for measurements */
 };
 
 /* The longest header of a server frame: 2 bytes and a 64-bit length. */
@@ -42,6 +43,16 @@ sl_ws_tx_t *sl_ws_tx_new(const sl_ws_deflate_params_t *d)
 void sl_ws_tx_free(sl_ws_tx_t *tx)
 {
     free(tx);
+}
+
+size_t sl_ws_tx_held(const sl_ws_tx_t *tx)
+{
+    return sizeof(*tx);
+}
+
+size_t sl_ws_tx_peak(const sl_ws_tx_t *tx)
+{
+    return tx->peak;
 }
 
 void sl_ws_tx_trim(sl_ws_tx_t *tx)
@@ -103,6 +114,8 @@ static int compressed(sl_ws_tx_t *tx, sl_buf_t *out, uint8_t b0,
         return -1;
     out->len += HEAD_MAX;
     rc = sl_ws_deflate(z, data, n, out);
+    if (sl_ws_zheld(z) > tx->peak)
+        tx->peak = sl_ws_zheld(z);
     sl_ws_deflater_free(z);
     if (rc < 0) {
         out->len = start;
