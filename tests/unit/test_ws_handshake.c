@@ -222,11 +222,12 @@ START_TEST(test_deflate_plain)
     ck_assert_int_eq(offer(true, &hs, "permessage-deflate", NULL), 0);
     ck_assert(hs.deflate.on);
     ck_assert(hs.deflate.server_no_context_takeover); /* always, unasked */
-    ck_assert(!hs.deflate.client_no_context_takeover);
+    ck_assert(hs.deflate.client_no_context_takeover); /* asked, too */
     ck_assert_int_eq(hs.deflate.server_max_window_bits, 15);
     ck_assert_int_eq(hs.deflate.client_max_window_bits, 15);
     ck_assert_str_eq(hs.extensions,
-                     "permessage-deflate; server_no_context_takeover");
+                     "permessage-deflate; server_no_context_takeover; "
+                     "client_no_context_takeover");
     /* switched off: not negotiated */
     ck_assert_int_eq(offer(false, &hs, "permessage-deflate", NULL), 0);
     ck_assert(!hs.deflate.on);
@@ -245,7 +246,8 @@ START_TEST(test_deflate_params)
     ck_assert(hs.deflate.on);
     ck_assert_int_eq(hs.deflate.client_max_window_bits, 15);
     ck_assert_str_eq(hs.extensions,
-                     "permessage-deflate; server_no_context_takeover");
+                     "permessage-deflate; server_no_context_takeover; "
+                     "client_no_context_takeover");
     /* everything, quoted values too */
     ck_assert_int_eq(
         offer(true, &hs,
@@ -325,6 +327,7 @@ START_TEST(test_deflate_several_offers)
     ck_assert_int_eq(hs.deflate.server_max_window_bits, 11);
     ck_assert_str_eq(hs.extensions, "permessage-deflate; "
                                     "server_no_context_takeover; "
+                                    "client_no_context_takeover; "
                                     "server_max_window_bits=11");
 }
 END_TEST

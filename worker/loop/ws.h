@@ -108,7 +108,7 @@ typedef struct {
     int kind;   /* SL_WS_EV_* */
     int opcode; /* MESSAGE: SL_WS_OP_TEXT or SL_WS_OP_BINARY */
     /* MESSAGE: the payload, taken with sl_ws_rx_take() or valid until the
-     * next feed (NULL when LEN is 0); PING/PONG: the control payload
+     * next feed (may be NULL when LEN is 0); PING/PONG: the control payload
      * (valid until the next feed) */
     const uint8_t *data;
     size_t len;

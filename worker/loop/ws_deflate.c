@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "worker/loop/ws_internal.h"
@@ -25,6 +26,7 @@ const uint8_t sl_ws_deflate_tail[4] = {0x00, 0x00, 0xff, 0xff};
 typedef struct {
     z_stream z; /* first: a z_stream * is a zbox_t * */
     size_t held;
+    int bits; /* a deflater's window */
 } zbox_t;
 
 /* Room before each block for its size, keeping malloc's alignment. */
@@ -166,9 +168,47 @@ z_stream *sl_ws_deflater_new(int bits)
         bits = 9;
         strategy = Z_RLE;
     }
+    b->bits = strategy == Z_RLE ? 8 : bits;
     if (deflateInit2(z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -bits, 8,
                      strategy) != Z_OK) {
         free(z);
+        return NULL;
+    }
+    return z;
+}
+
+/* The thread's deflater, freed when the thread ends. */
+static pthread_key_t thread_key;
+static pthread_once_t thread_once = PTHREAD_ONCE_INIT;
+static bool thread_key_ok;
+
+static void thread_deflater_free(void *z)
+{
+    sl_ws_deflater_free(z);
+}
+
+static void thread_key_init(void)
+{
+    thread_key_ok = pthread_key_create(&thread_key, thread_deflater_free) == 0;
+}
+
+z_stream *sl_ws_deflater_thread(int bits)
+{
+    z_stream *z;
+
+    pthread_once(&thread_once, thread_key_init);
+    if (!thread_key_ok)
+        return NULL;
+    z = pthread_getspecific(thread_key);
+    if (z != NULL && ((zbox_t *)z)->bits == bits) {
+        deflateReset(z);
+        return z;
+    }
+    sl_ws_deflater_free(z);
+    pthread_setspecific(thread_key, NULL);
+    z = sl_ws_deflater_new(bits);
+    if (z != NULL && pthread_setspecific(thread_key, z) != 0) {
+        sl_ws_deflater_free(z);
         return NULL;
     }
     return z;

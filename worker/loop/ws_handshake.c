@@ -430,9 +430,15 @@ static bool offer_one(const char *p, size_t n, sl_ws_deflate_params_t *d)
         n = rest;
         len = plen;
     }
-    /* we always drop our context: our deflater holds nothing between
-     * messages (RFC 7692 §7.1.1.1 lets a server say so unasked) */
+    /* Both sides drop their context after each message, whatever the
+     * offer: then neither our deflater nor our inflater holds anything
+     * between messages, and an idle WebSocket costs a few hundred bytes
+     * instead of zlib's window (~40 kB for the inflater). RFC 7692 lets a
+     * server say server_no_context_takeover unasked (§7.1.1.1), and ask
+     * client_no_context_takeover of a client that did not offer it
+     * (§7.1.1.2). The price: repeated small messages compress less. */
     d->server_no_context_takeover = true;
+    d->client_no_context_takeover = true;
     d->on = true;
     return true;
 }

@@ -11,8 +11,9 @@
  * message.
  *
  * Our side always has no context takeover (ws_handshake.c), so the
- * deflater holds nothing between messages: it is made for a message and
- * freed after it, and an idle writer is a few bytes.
+ * deflater holds nothing a connection needs between messages: one per
+ * thread (ws_deflate.c) serves every connection, reset for each message,
+ * and an idle writer is a few bytes.
  */
 #include "config.h"
 
@@ -109,14 +110,13 @@ static int compressed(sl_ws_tx_t *tx, sl_buf_t *out, uint8_t b0,
 
     if (sl_buf_reserve(out, HEAD_MAX) < 0)
         return -1;
-    z = sl_ws_deflater_new(tx->d.server_max_window_bits);
+    z = sl_ws_deflater_thread(tx->d.server_max_window_bits);
     if (z == NULL)
         return -1;
     out->len += HEAD_MAX;
     rc = sl_ws_deflate(z, data, n, out);
     if (sl_ws_zheld(z) > tx->peak)
         tx->peak = sl_ws_zheld(z);
-    sl_ws_deflater_free(z);
     if (rc < 0) {
         out->len = start;
         return -1;
