@@ -334,6 +334,12 @@ START_TEST(test_restart_1012)
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv),
                      0);
     sl_pump_set_ctl(&pump, sv[0]);
+    /* the heartbeat counts it */
+    sl_pump_ctl(&pump, SL_CTL_HEARTBEAT);
+    ck_assert_int_eq(sl_ctl_recv(sv[1], &m), 1);
+    ck_assert_uint_eq(m.websockets, 1);
+    ck_assert_uint_eq(m.conns, 1);
+    m = (sl_ctl_msg_t){.type = SL_CTL_RESTART};
     /* written just before the TERM: the drain reads it itself */
     ck_assert_int_eq(sl_ctl_send(sv[1], &m), 0);
     sl_drain_prepare(&pump);
@@ -344,6 +350,26 @@ START_TEST(test_restart_1012)
     close(sv[0]);
     close(sv[1]);
     pump.ctl_fd = -1;
+}
+END_TEST
+
+/* A WebSocket the app accepts while the worker drains is closed at once,
+ * with the drain's code. */
+START_TEST(test_accepted_during_drain)
+{
+    sl_ticket_t t;
+    frame_t f;
+
+    UP(NULL);
+    h_sends(&client, HANDSHAKE(""));
+    ck_assert(h_take_ticket(&pump, &t));
+    sl_drain_prepare(&pump);
+    ck_assert_int_eq(sl_conn_ws_accept(client.conn, t.gen, NULL, NULL, 0), 0);
+    ck_assert(h_response(&pump, &client, &resp, true));
+    ck_assert_int_eq(resp.status, 101);
+    wait_frame(&f);
+    assert_close(&f, SL_WS_CLOSE_GOING_AWAY);
+    ck_assert_uint_eq(recv_end(t.gen).code, SL_WS_CLOSE_GOING_AWAY);
 }
 END_TEST
 
@@ -518,6 +544,7 @@ static Suite *conn_ws_flow_suite(void)
     tcase_add_test(tc, test_on_loop_executor);
     tcase_add_test(tc, test_drain_1001);
     tcase_add_test(tc, test_restart_1012);
+    tcase_add_test(tc, test_accepted_during_drain);
     tcase_add_test(tc, test_idle_memory);
     tcase_add_test(tc, test_idle_memory_deflate);
     suite_add_tcase(s, tc);
