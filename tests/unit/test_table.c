@@ -423,6 +423,40 @@ START_TEST(test_table_counts_and_picks)
 }
 END_TEST
 
+/* Open WebSockets are counted from the live workers' last heartbeats; a
+ * stopping worker's last count is stale and left out. */
+START_TEST(test_counts_websockets)
+{
+    ck_assert_int_eq(sl_table_init(&table, NULL, NULL, NULL), 0);
+    sl_worker_t *s = table.slots;
+    s[0] = (sl_worker_t){.state = SL_WORKER_READY, .last.websockets = 3};
+    s[1] = (sl_worker_t){.state = SL_WORKER_READY, .last.websockets = 4};
+    s[2] = (sl_worker_t){.state = SL_WORKER_STOPPING, .last.websockets = 9};
+    table.high = 3;
+    ck_assert_uint_eq(sl_table_counts(&table, 0).websockets, 7);
+}
+END_TEST
+
+/* The TERM of a replacement is announced on the control channel; a worker
+ * without one is skipped. */
+START_TEST(test_send_restart)
+{
+    sl_worker_t w = {.id = 1, .ctl_fd = -1};
+    sl_ctl_msg_t m;
+    int sv[2];
+
+    sl_table_send_restart(&w); /* no channel: nothing, no crash */
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv),
+                     0);
+    w.ctl_fd = sv[0];
+    sl_table_send_restart(&w);
+    ck_assert_int_eq(sl_ctl_recv(sv[1], &m), 1);
+    ck_assert_uint_eq(m.type, SL_CTL_RESTART);
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
 /* The order of letting go, one rule at a time: booting before ready,
  * then retiring, then the older generation, then the older process. */
 START_TEST(test_pick_order)
@@ -501,6 +535,8 @@ static Suite *table_suite(void)
     tcase_add_test(fail, test_socketpair_failure);
     tcase_add_test(query, test_table_counts_and_picks);
     tcase_add_test(query, test_pick_order);
+    tcase_add_test(query, test_counts_websockets);
+    tcase_add_test(query, test_send_restart);
     tcase_add_test(query, test_live_and_outdated);
     return s;
 }

@@ -594,6 +594,13 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
         sl_conn_ws_process(c);
         return;
     }
+    if (!ws->rx_done && queue_full(c)) {
+        /* not reading: the peer's silence says nothing, and its pong
+         * would wait behind the messages the app has yet to take */
+        ws->last_rx = now;
+        ws->ping_at = 0;
+        return;
+    }
     if (!ws->close_sent && !ws->rx_done) {
         if (ws->ping_at > 0 && o->ws_ping_timeout > 0 &&
             now - ws->ping_at >= o->ws_ping_timeout) {
