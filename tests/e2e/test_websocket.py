@@ -17,23 +17,36 @@ import asyncio
 import json
 import subprocess
 import time
+import zlib
 from pathlib import Path
 
 import pytest
 import websockets
+from websockets.exceptions import ConnectionClosed, InvalidStatusCode
 
 import helpers
 from conftest import ASGI_EXECUTOR_PARAMS
-from helpers import wait_until
-from ws_helpers import (OP_BIN, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT,
+from ws_helpers import (OP_BIN, OP_CONT, OP_PING, OP_PONG, OP_TEXT,
                         ON_SLUICE, WS_TARGET, WsRaw, WsServer, ws_deflate,
-                        ws_inflate, ws_node_env, ws_run,
+                        ws_node_env, ws_run,
                         ws_skip_inline_on_reference, sluice_ws_only)
 
 E2E = Path(__file__).resolve().parent
 SIZES = [0, 125, 126, 65536, 1 << 20]
 MAX_SIZE_TIGHT = 4096
 PING = 0.4  # --ws-ping-interval and --ws-ping-timeout of the tight server
+
+
+
+def not_on_wsproto(why):
+    """What Debian's uvicorn 0.17 with --ws wsproto gets wrong, seen when
+    these tests were checked against it; those tests skip there."""
+    return pytest.mark.skipif(WS_TARGET == "uvicorn-wsproto",
+                              reason="uvicorn --ws wsproto: " + why)
+
+
+NO_CLOSE_FRAME = not_on_wsproto("drops the TCP connection without a close "
+                                "frame on a protocol error")
 
 
 def start(tmp_path_factory, label, mode, app, args=()):
@@ -190,7 +203,7 @@ def test_close_before_accept_is_403(srv):
     async def go():
         async with connect(srv, "/refuse"):
             pass
-    with pytest.raises(websockets.exceptions.InvalidStatusCode) as e:
+    with pytest.raises(InvalidStatusCode) as e:
         ws_run(go())
     assert e.value.status_code == 403
 
@@ -207,7 +220,7 @@ def test_denial_response(srv):
     async def go():
         async with connect(srv, "/deny"):
             pass
-    with pytest.raises(websockets.exceptions.InvalidStatusCode) as e:
+    with pytest.raises(InvalidStatusCode) as e:
         ws_run(go())
     assert e.value.status_code == 401
 
@@ -226,6 +239,19 @@ def test_client_close_code_reaches_app(srv):
     assert srv.called("WATCH cc got 'hi'")
 
 
+@not_on_wsproto("never tells the app (it waits in receive() for ever, and "
+                "the server then does not exit on SIGTERM)")
+def test_client_vanishing_reaches_app(srv):
+    # no close frame, just the TCP connection gone: the app's receive()
+    # returns a disconnect with 1006 (abnormal closure), it does not hang
+    c = WsRaw.to(srv, "/watch?m=gone")
+    c.send_text("here")
+    srv.wait_for_call("WATCH gone got 'here'")
+    c.abort()
+    line = srv.wait_for_call("WATCH gone disconnect")[0]
+    assert line.startswith("WATCH gone disconnect 1006"), line
+
+
 @sluice_ws_only
 def test_client_close_reason_reaches_app(srv):
     # ASGI 2.3's websocket.disconnect has the reason (uvicorn 0.17: no)
@@ -240,7 +266,7 @@ def test_client_close_reason_reaches_app(srv):
 def test_app_close_code_reaches_client(srv):
     async def go():
         async with connect(srv, "/closeme?code=4001&reason=app%20bye") as ws:
-            with pytest.raises(websockets.exceptions.ConnectionClosed):
+            with pytest.raises(ConnectionClosed):
                 await bounded(ws.recv())
             return ws.close_code, ws.close_reason
     code, reason = ws_run(go())
@@ -249,6 +275,8 @@ def test_app_close_code_reaches_client(srv):
         assert reason == "app bye"
 
 
+@not_on_wsproto("closes the socket without waiting for the client's close "
+                "frame (a reset when it arrives)")
 def test_app_close_raw_handshake(srv):
     # the server's close frame first, then our answer, then its EOF
     with WsRaw.to(srv, "/closeme?code=4001&reason=app%20bye") as c:
@@ -299,6 +327,7 @@ def test_server_pings_and_drops_the_silent(tight):
 
 # ---------------------------------------------------------------- protocol errors
 
+@NO_CLOSE_FRAME
 def test_unmasked_frame_is_1002(srv):
     with WsRaw.to(srv, "/echo") as c:
         c.send_frame(OP_TEXT, b"naked", mask=False)
@@ -306,6 +335,7 @@ def test_unmasked_frame_is_1002(srv):
         c.expect_eof()
 
 
+@NO_CLOSE_FRAME
 def test_reserved_bits_are_1002(tight):
     # no extension negotiated on this server: RSV1 means nothing
     with WsRaw.to(tight, "/echo") as c:
@@ -314,6 +344,7 @@ def test_reserved_bits_are_1002(tight):
         c.expect_eof()
 
 
+@NO_CLOSE_FRAME
 @pytest.mark.parametrize("frames", [
     [(OP_TEXT, b"\xff\xfe", True)],
     # a character split over two frames whose second half is wrong
@@ -327,6 +358,7 @@ def test_bad_utf8_is_1007(srv, frames):
         c.expect_eof()
 
 
+@not_on_wsproto("never answers a message over --ws-max-size")
 def test_oversize_message_is_1009(tight):
     with WsRaw.to(tight, "/echo") as c:
         c.send_frame(OP_BIN, bytes(MAX_SIZE_TIGHT))  # at the limit: fine
@@ -463,7 +495,7 @@ def test_fastapi_route(fast):
     assert second == {"room": "lobby", "echo": {"n": 2}, "count": 2}
     fast.wait_for_call("FASTAPI ws lobby disconnect")
     # a dependency that refuses: closed before accept, so a 403
-    with pytest.raises(websockets.exceptions.InvalidStatusCode) as e:
+    with pytest.raises(InvalidStatusCode) as e:
         ws_run(go("/ws/lobby?token=wrong"))
     assert e.value.status_code == 403
 
@@ -490,8 +522,6 @@ def test_deflate_used_both_ways_raw(srv):
         assert c.status == 101
         ext = c.header("Sec-WebSocket-Extensions", "")
         assert ext.split(";")[0].strip() == "permessage-deflate", ext
-        inflater = None
-        import zlib
         inflater = zlib.decompressobj(wbits=-15)
         for text in ("a" * 65536, "b" * 65536 + "end"):
             c.send_frame(OP_TEXT, ws_deflate(text.encode()), rsv=4)

@@ -18,7 +18,6 @@ import hashlib
 import os
 import socket
 import struct
-import sys
 import time
 import zlib
 
@@ -77,12 +76,6 @@ class WsServer(helpers.Server):
 
     def url(self, path):
         return "ws://%s:%d%s" % (self.host, self.port, path)
-
-
-def ws_server(workdir, app, mode, args=()):
-    """A started WsServer for APP in MODE (an ASGI mode dict)."""
-    from conftest import mode_kwargs
-    return WsServer(workdir, app, **mode_kwargs(mode, args)).start()
 
 
 def ws_skip_inline_on_reference(mode):
@@ -145,11 +138,6 @@ def ws_deflate(data):
     return out[:-4]
 
 
-def ws_inflate(data):
-    d = zlib.decompressobj(wbits=-15)
-    return d.decompress(data + b"\x00\x00\xff\xff")
-
-
 class WsRaw:
     """A client on a raw socket: the handshake, then frames in and out.
     Every read is bounded by TIMEOUT."""
@@ -168,6 +156,7 @@ class WsRaw:
         self.headers = []
         self.body = b""
         self.wire_in = 0  # frame bytes read, heads included
+        self.closing = False  # a close frame was sent or received
         if handshake:
             self.handshake(host, port, path, headers)
 
@@ -182,6 +171,24 @@ class WsRaw:
         self.close()
 
     def close(self):
+        """Leave politely: a close frame 1000 unless a close was sent or
+        seen, then the socket (the server's answer is not awaited).
+        abort() leaves without one."""
+        if self.status == 101 and not self.closing:
+            try:
+                self.sock.sendall(ws_frame(OP_CLOSE, ws_close_payload(1000)))
+                self.sock.shutdown(socket.SHUT_WR)
+                self.sock.settimeout(1.0)
+                end = time.monotonic() + 2.0
+                while self.sock.recv(65536) and time.monotonic() < end:
+                    pass
+            except OSError:
+                pass
+        self.sock.close()
+
+    def abort(self):
+        """Close the TCP connection without a close frame."""
+        self.closing = True
         self.sock.close()
 
     def handshake(self, host, port, path, headers=()):
@@ -239,6 +246,8 @@ class WsRaw:
         self.sock.sendall(data)
 
     def send_frame(self, opcode, payload=b"", **kw):
+        if opcode == OP_CLOSE:
+            self.closing = True
         self.sock.sendall(ws_frame(opcode, payload, **kw))
 
     def send_text(self, text):
@@ -279,6 +288,7 @@ class WsRaw:
             if op == OP_PONG:
                 continue
             if op == OP_CLOSE:
+                self.closing = True
                 raise AssertionError("close frame %r instead of a message"
                                      % (ws_parse_close(payload),))
             if first_op is None:
@@ -294,6 +304,7 @@ class WsRaw:
         while True:
             fin, rsv, op, payload = self.recv_frame()
             if op == OP_CLOSE:
+                self.closing = True
                 return ws_parse_close(payload)
             if op == OP_PING and answer_pings:
                 self.send_frame(OP_PONG, payload)
@@ -334,6 +345,3 @@ def ws_run(coro):
     import asyncio
     return asyncio.run(coro)
 
-
-def ws_log(*a):
-    print(*a, file=sys.stderr)
