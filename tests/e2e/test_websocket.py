@@ -322,17 +322,46 @@ def test_server_pings_and_drops_the_silent(tight):
         code, _ = c.recv_close(answer_pings=False)
         assert code == 1011
         assert time.monotonic() - t0 < 2 * PING + 2
-        c.expect_eof()
+        # a peer that answers no ping will not answer the close either: cut
+        # at once, or after the server's bounded wait for the close (5 s on
+        # sluice); either way, no reset
+        assert c.expect_eof(timeout=8) == "eof"
 
 
 # ---------------------------------------------------------------- protocol errors
+
+def answer_close_then_eof(c, code):
+    """Answer the server's close as a client library does; then the TCP
+    connection ends. A reset is allowed: a server that failed the
+    connection may have closed its socket before our answer arrived."""
+    c.send_close(code)
+    assert c.expect_eof() in ("eof", "reset")
+
+
+@NO_CLOSE_FRAME
+@pytest.mark.parametrize("frame", [
+    dict(opcode=OP_TEXT, payload=b"naked", mask=False),
+    dict(opcode=OP_TEXT, payload=b"\xff\xfe"),
+], ids=["unmasked", "bad-utf8"])
+def test_failed_connection_is_dropped_at_once(srv, frame):
+    # RFC 6455 §7.1.7: on a protocol error the server fails the
+    # connection: its close frame, then the TCP connection closed, without
+    # waiting for (or processing) an answer from the client (§7.1.1)
+    with WsRaw.to(srv, "/echo") as c:
+        c.send_frame(**frame)
+        c.recv_close()
+        t0 = time.monotonic()
+        assert c.expect_eof(timeout=2) == "eof"
+        assert time.monotonic() - t0 < 2
+
+
 
 @NO_CLOSE_FRAME
 def test_unmasked_frame_is_1002(srv):
     with WsRaw.to(srv, "/echo") as c:
         c.send_frame(OP_TEXT, b"naked", mask=False)
         assert c.recv_close()[0] == 1002
-        c.expect_eof()
+        answer_close_then_eof(c, 1002)
 
 
 @NO_CLOSE_FRAME
@@ -341,7 +370,7 @@ def test_reserved_bits_are_1002(tight):
     with WsRaw.to(tight, "/echo") as c:
         c.send_frame(OP_TEXT, b"x", rsv=4)
         assert c.recv_close()[0] == 1002
-        c.expect_eof()
+        answer_close_then_eof(c, 1002)
 
 
 @NO_CLOSE_FRAME
@@ -355,7 +384,7 @@ def test_bad_utf8_is_1007(srv, frames):
         for op, data, fin in frames:
             c.send_frame(op, data, fin=fin)
         assert c.recv_close()[0] == 1007
-        c.expect_eof()
+        answer_close_then_eof(c, 1007)
 
 
 @not_on_wsproto("never answers a message over --ws-max-size")
@@ -366,7 +395,7 @@ def test_oversize_message_is_1009(tight):
         assert (op, len(payload)) == (OP_BIN, MAX_SIZE_TIGHT)
         c.send_frame(OP_BIN, bytes(MAX_SIZE_TIGHT + 1))
         assert c.recv_close(answer_pings=True)[0] == 1009
-        c.expect_eof()
+        answer_close_then_eof(c, 1009)
 
 
 @sluice_ws_only
@@ -378,7 +407,7 @@ def test_oversize_fragmented_is_1009(tight):
                          fin=False)
         c.send_frame(OP_CONT, b"!", fin=True)
         assert c.recv_close(answer_pings=True)[0] == 1009
-        c.expect_eof()
+        answer_close_then_eof(c, 1009)
 
 
 # ---------------------------------------------------------------- memory
@@ -560,4 +589,4 @@ def test_deflate_bomb_is_1009(srv):
         assert len(bomb) < 64 << 10
         c.send_frame(OP_BIN, bomb, rsv=4)
         assert c.recv_close(answer_pings=True)[0] == 1009
-        c.expect_eof()
+        answer_close_then_eof(c, 1009)
