@@ -22,7 +22,10 @@ Routes (WebSocket unless said otherwise):
   /drain?m=MARK    accept, send "ready", wait; on the disconnect record its
                    code, try one more send, record the result, then finish
                    a little work and record "DRAIN MARK finished"
-HTTP: anything else answers 200 "ok" (readiness probes).
+  /hold?m=MARK     accept, receive nothing until GET /release?m=MARK
+                   (HTTP), then count the messages that arrive until the
+                   client closes: "HOLD MARK got N BYTES"
+HTTP: /release?m=MARK as above; anything else answers 200 "ok".
 """
 
 import asyncio
@@ -33,6 +36,7 @@ from urllib.parse import parse_qs
 from asgi_app import record
 
 OUR_PROTOCOLS = ("chat.v2", "chat.v1")
+RELEASED = set()  # /hold marks released by GET /release (one process)
 
 
 def query(scope):
@@ -43,6 +47,9 @@ def query(scope):
 async def http(scope, receive, send):
     if scope["path"] == "/pid":
         body = str(os.getpid()).encode()
+    elif scope["path"] == "/release":
+        RELEASED.add(query(scope).get("m", "-"))
+        body = b"released"
     else:
         body = b"ok"
     await send({"type": "http.response.start", "status": 200,
@@ -139,6 +146,22 @@ async def flood(q, receive, send):
         pass
 
 
+async def hold(q, receive, send):
+    mark = q.get("m", "-")
+    await send({"type": "websocket.accept"})
+    record("HOLD %s holding" % mark)
+    while mark not in RELEASED:
+        await asyncio.sleep(0.02)
+    n = size = 0
+    while True:
+        msg = await receive()
+        if msg["type"] == "websocket.disconnect":
+            break
+        n += 1
+        size += len(msg.get("bytes") or b"")
+    record("HOLD %s got %d %d" % (mark, n, size))
+
+
 async def drain(q, receive, send):
     mark = q.get("m", "-")
     await send({"type": "websocket.accept"})
@@ -186,6 +209,8 @@ async def app(scope, receive, send):
         await send({"type": "websocket.accept"})
         await send({"type": "websocket.send", "text": str(os.getpid())})
         await echo_loop(receive, send)
+    elif path == "/hold":
+        await hold(q, receive, send)
     elif path == "/drain":
         await drain(q, receive, send)
     else:

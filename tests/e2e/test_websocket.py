@@ -16,6 +16,7 @@ options uvicorn lacks) skip there, as does inline mode.
 import asyncio
 import json
 import subprocess
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -28,6 +29,7 @@ import helpers
 from conftest import ASGI_EXECUTOR_PARAMS
 from ws_helpers import (OP_BIN, OP_CONT, OP_PING, OP_PONG, OP_TEXT,
                         ON_SLUICE, WS_TARGET, WsRaw, WsServer, ws_deflate,
+                        ws_frame,
                         ws_node_env, ws_run,
                         ws_skip_inline_on_reference, sluice_ws_only)
 
@@ -460,6 +462,56 @@ def test_slow_reader_memory_bounded(srv):
             op, payload, _ = c.recv_message()
             assert (op, len(payload)) == (OP_BIN, FLOOD_SIZE), i
         srv.wait_for_call("FLOOD slow done %d" % FLOOD_N)
+
+
+def test_app_not_receiving_memory_bounded(srv):
+    # The other way: a client sends 64 MiB while the app receives nothing.
+    # The server queues a bounded number of messages and then stops
+    # reading, so the client's sends block; nothing is lost once the app
+    # receives again.
+    pid = srv.ws_worker_pid()
+    c = WsRaw.to(srv, "/hold?m=in")
+    srv.wait_for_call("HOLD in holding")
+    base = helpers.vm_rss_kib(pid)
+    frame = ws_frame(OP_BIN, bytes_of(FLOOD_SIZE))
+    sent = [0]
+    failed = []
+
+    def sender():
+        try:
+            for _ in range(FLOOD_N):
+                c.sock.sendall(frame)
+                sent[0] += 1
+        except OSError as e:
+            failed.append(e)
+    c.sock.settimeout(30)
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    try:
+        last, end = -1, time.monotonic() + 30
+        while time.monotonic() < end and t.is_alive():
+            if sent[0] == last:
+                break
+            last = sent[0]
+            time.sleep(0.25)
+        grown = helpers.vm_rss_kib(pid) - base
+        print("hold: client sent %d of %d, worker RSS +%d KiB"
+              % (last, FLOOD_N, grown))
+        assert t.is_alive(), "all %d messages were taken while the app " \
+            "received nothing" % FLOOD_N
+        assert helpers.sanitized() or grown < FLOOD_RSS_BOUND_KIB, \
+            "worker RSS grew %d KiB while the app received nothing " \
+            "(client sent %d of %d messages)" % (grown, last, FLOOD_N)
+        assert srv.get("/release?m=in").body == b"released"
+        t.join(30)
+        assert not t.is_alive() and not failed, failed
+        c.send_close(1000)
+        c.recv_close()
+    finally:
+        c.close()
+        t.join(5)
+    line = srv.wait_for_call("HOLD in got")[0]
+    assert line == "HOLD in got %d %d" % (FLOOD_N, FLOOD_N * FLOOD_SIZE)
 
 
 # ---------------------------------------------------------------- many sockets
