@@ -165,6 +165,7 @@ def run_wsload(run, port, path, conns, args, root_pid):
     res["cpu_us_per_msg"] = 1e6 * res["server_cpu_s"] / n if n else None
     res["server_cpu_pct"] = 100.0 * res["server_cpu_s"] / wall
     res["client_cpu_pct"] = 100.0 * res["client_cpu_s"] / wall
+    res["client_user_pct"] = 100.0 * res.get("client_user_s", 0) / wall
     return res
 
 
@@ -190,6 +191,7 @@ def summarise(runs, arm_names, conns_list, baselines):
                     cpu_us_per_msg=_med([r["cpu_us_per_msg"] for r in ok]),
                     server_cpu_pct=_med([r["server_cpu_pct"] for r in ok]),
                     client_cpu_pct=_med([r["client_cpu_pct"] for r in ok]),
+                    client_user_pct=_med([r["client_user_pct"] for r in ok]),
                     other_pct=_med([r.get("other_on_server_cpu_pct")
                                     for r in ok]),
                     p50_ms=_med([r["latency_us"]["p50"] for r in ok]) / 1e3,
@@ -257,7 +259,11 @@ def markdown(doc):
       "(/proc/PID/stat) over the measured window, per echoed message. "
       "*CPU vs X*: that over X's (below 1 is cheaper). *client CPU*: "
       "wsload's own CPU time over wall time, which must stay below the "
-      "server's for the run to measure the server")
+      "server's for the run to measure the server; in brackets its user "
+      "part. Most of the client's time is the kernel's: on loopback the "
+      "sender's system call also runs the receiver's TCP input, so the "
+      "client's system time includes part of the server's network work "
+      "and the server's includes part of the client's")
     w("")
     w("| arm | conns | msgs/s | min–max | %s | CPU µs/msg | %s | server CPU "
       "| client CPU | others on its CPU | p50 ms | p99 ms | flags |"
@@ -273,7 +279,7 @@ def markdown(doc):
             continue
         fl = flags(r)
         w("| %s | %d | %.0f | %.0f–%.0f | %s | %.1f | %s | %.0f %% | %.0f %% "
-          "| %s | %.2f | %.2f | %s |" % (
+          "(%.0f %%) | %s | %.2f | %.2f | %s |" % (
               r["arm"], r["conns"], r["rps_median"], r["rps_min"],
               r["rps_max"],
               " | ".join("%.2f×" % r["ratio"][b] if b in r["ratio"] else "–"
@@ -281,7 +287,7 @@ def markdown(doc):
               r["cpu_us_per_msg"],
               " | ".join("%.2f" % r["cpu_ratio"][b] if b in r["cpu_ratio"]
                          else "–" for b in bl),
-              r["server_cpu_pct"], r["client_cpu_pct"],
+              r["server_cpu_pct"], r["client_cpu_pct"], r["client_user_pct"],
               "%.0f %%" % r["other_pct"] if r.get("other_pct") is not None
               else "?", r["p50_ms"], r["p99_ms"],
               ("⚠ " + "; ".join(fl)) if fl else "0"))
