@@ -40,6 +40,7 @@ WRK_LUA = BENCH / "wrk_summary.lua"
 sys.path.insert(0, str(BENCH))
 
 import report  # noqa: E402
+import wsbench  # noqa: E402
 from suites import SUITES  # noqa: E402
 
 TASKSET = "/usr/bin/taskset"
@@ -549,7 +550,9 @@ def machine_info():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--suite", default="wsgi", choices=sorted(SUITES))
+    ap.add_argument("--suite", default="wsgi", choices=sorted(SUITES),
+                    help="wsgi, asgi, change, or ws (WebSocket echo, loaded "
+                         "by bench/wsload.c: see wsbench.py)")
     ap.add_argument("--duration", type=int, default=10,
                     help="seconds per measured wrk run (default 10)")
     ap.add_argument("--warmup", type=int, default=2,
@@ -596,8 +599,9 @@ def main():
         base = args.render[:-5] if args.render.endswith(".json") else args.render
         with open(base + ".json") as f:
             doc = json.load(f)
-        Path(base + ".md").write_text(report.markdown(doc))
-        report.chart(doc, base + ".png")
+        rep = wsbench if doc["meta"].get("suite") == "ws" else report
+        Path(base + ".md").write_text(rep.markdown(doc))
+        rep.chart(doc, base + ".png")
         print("wrote %s.md, %s.png" % (base, base))
         return 0
 
@@ -625,6 +629,10 @@ def main():
                        "/tmp", "x")
             print("%-20s %s  [GET %s]" % (arm.name, s.command_line(), arm.path))
         return 0
+
+    if suite.kind == "ws":
+        return wsbench.main(sys.modules[__name__], args, suite, arms,
+                            conns_list, baselines, ctx_base)
 
     if not Path(WRK).exists():
         print("wrk not found at %s (apt-get install wrk)" % WRK, file=sys.stderr)

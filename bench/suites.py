@@ -62,6 +62,9 @@ class Suite:
     app: str  # file in bench/apps
     baselines: List[str]  # arms the ratio columns divide by
     arms: List[Arm]
+    # "http": loaded by wrk (run.py); "ws": WebSocket echo loaded by
+    # bench/wsload.c (wsbench.py)
+    kind: str = "http"
 
 
 UWSGI_COMMON = [
@@ -238,4 +241,50 @@ CHANGE = Suite(
     ],
 )
 
-SUITES = {s.name: s for s in (WSGI, ASGI, CHANGE)}
+# WebSocket echo (issue 10): every arm serves apps/ws_echo_asgi.py on /ws;
+# wsload.c is the client (wsbench.py). The sluice arms are skipped while
+# sluice does not complete a WebSocket handshake.
+_UVICORN_WS = ["/usr/bin/python3", "-m", "uvicorn", "--loop", "uvloop",
+               "--http", "httptools", "--host", "127.0.0.1",
+               "--port", "{port}", "--app-dir", "{apps}", "--no-access-log",
+               "--log-level", "warning"]
+
+WS = Suite(
+    name="ws",
+    title="WebSocket echo, one worker",
+    app="ws_echo_asgi.py",
+    baselines=["uvicorn-websockets"],
+    kind="ws",
+    arms=[
+        _sluice("sluice", "ws_echo_asgi:app", extra=["--interface", "asgi"],
+                path="/ws", expect=None, note="pump mode (default), uvloop"),
+        _sluice("sluice-inline", "ws_echo_asgi:app",
+                extra=["--interface", "asgi"], env={"SLUICE_INLINE": "1"},
+                path="/ws", expect=None,
+                note="inline mode: SLUICE_INLINE=1, uvloop"),
+        Arm(
+            name="uvicorn-websockets",
+            argv=_UVICORN_WS + ["--ws", "websockets", "ws_echo_asgi:app"],
+            path="/ws", expect_body=None, requires="/usr/bin/python3",
+            note="uvloop + httptools, --ws websockets (the websockets "
+                 "library's protocol), single process, access log off",
+        ),
+        Arm(
+            name="uvicorn-wsproto",
+            argv=_UVICORN_WS + ["--ws", "wsproto", "ws_echo_asgi:app"],
+            path="/ws", expect_body=None, requires="/usr/bin/python3",
+            note="the same with --ws wsproto",
+        ),
+        Arm(
+            name="hypercorn",
+            argv=["/usr/bin/hypercorn", "-w", "1", "-k", "uvloop",
+                  "-b", "127.0.0.1:{port}", "--backlog", "1024",
+                  "ws_echo_asgi:app"],
+            path="/ws", expect_body=None, requires="/usr/bin/hypercorn",
+            note="uvloop worker class (wsproto underneath); backlog raised "
+                 "from 100",
+        ),
+    ],
+)
+
+SUITES = {s.name: s for s in (WSGI, ASGI, CHANGE, WS)}

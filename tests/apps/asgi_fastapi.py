@@ -6,7 +6,8 @@ middleware."""
 import asyncio
 from typing import List, Optional
 
-from fastapi import BackgroundTasks, Depends, FastAPI, Request
+from fastapi import (BackgroundTasks, Depends, FastAPI, Request, WebSocket,
+                     WebSocketDisconnect, status)
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel
 
@@ -90,3 +91,29 @@ async def stream():
 @app.get("/text", response_class=PlainTextResponse)
 async def text():
     return "plain\n"
+
+
+async def ws_token(websocket: WebSocket, token: Optional[str] = None):
+    """Refuses (closes before accept: the client gets a 403) without the
+    right token."""
+    if token != "t":
+        await websocket.close(code=status.WS_1008_POLICY_VIOLATION)
+        return None
+    return token
+
+
+@app.websocket("/ws/{room}")
+async def ws_room(websocket: WebSocket, room: str,
+                  token: Optional[str] = Depends(ws_token)):
+    if token is None:
+        return
+    await websocket.accept()
+    count = 0
+    try:
+        while True:
+            data = await websocket.receive_json()
+            count += 1
+            await websocket.send_json({"room": room, "echo": data,
+                                       "count": count})
+    except WebSocketDisconnect as e:
+        record("FASTAPI ws %s disconnect %s" % (room, e.code))

@@ -13,7 +13,8 @@ from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.responses import (JSONResponse, PlainTextResponse,
                                  StreamingResponse)
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocketDisconnect
 
 from asgi_app import record
 
@@ -110,6 +111,27 @@ async def boom(request):
     raise RuntimeError("starlette boom")
 
 
+async def ws(websocket):
+    # WebSocket route (tests/e2e/test_websocket.py): the first offered
+    # subprotocol, a greeting, then echo with a prefix (text) or doubled
+    # (bytes) until the client leaves
+    name = websocket.query_params.get("name", "-")
+    offered = websocket.scope.get("subprotocols") or []
+    await websocket.accept(subprotocol=offered[0] if offered else None)
+    await websocket.send_text("hello %s" % name)
+    try:
+        while True:
+            msg = await websocket.receive()
+            if msg["type"] == "websocket.disconnect":
+                raise WebSocketDisconnect(msg.get("code", 1000))
+            if msg.get("text") is not None:
+                await websocket.send_text("starlette echo: " + msg["text"])
+            else:
+                await websocket.send_bytes(msg["bytes"] * 2)
+    except WebSocketDisconnect as e:
+        record("STARLETTE ws %s disconnect %s" % (name, e.code))
+
+
 app = Starlette(
     routes=[
         Route("/", index), Route("/__ready", index), Route("/json", as_json),
@@ -119,6 +141,7 @@ app = Starlette(
         Route("/stream", stream), Route("/sse", sse),
         Route("/background", background), Route("/state", state),
         Route("/task", task), Route("/boom", boom),
+        WebSocketRoute("/ws", ws),
     ],
     middleware=[Middleware(Stamp)],
     lifespan=lifespan,
