@@ -42,6 +42,9 @@ struct sl_conn_ws {
     bool rx_done;       /* nothing more to parse: a close, an error, EOF */
     bool peer_closed;   /* the peer's side is over: its close or EOF */
     bool app_done;      /* the executor's END was taken */
+    bool failed;        /* we fail the connection (RFC 6455 §7.1.7): after
+                           our close frame, our side shuts at once */
+    bool shut_wr;       /* failed, and our write side is shut */
     ev_tstamp last_rx;  /* bytes last came from the peer */
     ev_tstamp ping_at;  /* our ping waits for its pong since, 0 = none */
     ev_tstamp close_at; /* our close was seen by the loop at, 0 = not yet */
@@ -404,6 +407,7 @@ static void on_event(sl_conn_t *c, const sl_ws_event_t *ev)
     case SL_WS_EV_MESSAGE:
         if (queue_message(c, ev->opcode) == 0)
             break;
+        ws->failed = true;
         pthread_mutex_lock(&c->mu);
         set_end(ws, SL_WS_CLOSE_INTERNAL, NULL, 0);
         queue_close_locked(c, SL_WS_CLOSE_INTERNAL, NULL, 0);
@@ -436,6 +440,7 @@ static void on_event(sl_conn_t *c, const sl_ws_event_t *ev)
         break;
     case SL_WS_EV_ERROR:
         ws->rx_done = true;
+        ws->failed = true;
         sl_debug("WebSocket on fd %d: %s (closing with %u)", c->fd,
                  ev->reason ? ev->reason : "error", ev->code);
         pthread_mutex_lock(&c->mu);
@@ -553,10 +558,20 @@ void sl_conn_ws_process(sl_conn_t *c)
         give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
         pthread_mutex_unlock(&c->mu);
     }
+    /* failing: once our close frame is out, the peer gets EOF right
+     * behind it instead of waiting for a close handshake we will not
+     * finish; we read on (and drop) until it closes too, so unread input
+     * cannot turn our close into a reset that eats the close frame */
+    if (rc == 1 && ws->failed && !ws->shut_wr && !c->peer_eof) {
+        ws->shut_wr = true;
+        if (shutdown(c->fd, SHUT_WR) < 0)
+            rc = -1;
+    }
     /* over: the socket broke, or both closes went their way (or the peer
      * left), and what we had to say is out */
     done = rc < 0 ||
-           (rc == 1 && ws->peer_closed && (ws->close_sent || c->peer_eof));
+           (rc == 1 && ws->peer_closed && (ws->close_sent || c->peer_eof)) ||
+           (rc == 1 && ws->failed && c->peer_eof);
     if (done) {
         pthread_mutex_lock(&c->mu);
         give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
@@ -605,6 +620,7 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
         if (ws->ping_at > 0 && o->ws_ping_timeout > 0 &&
             now - ws->ping_at >= o->ws_ping_timeout) {
             pthread_mutex_lock(&c->mu);
+            ws->failed = true;
             set_end(ws, SL_WS_CLOSE_INTERNAL, NULL, 0);
             queue_close_locked(c, SL_WS_CLOSE_INTERNAL, "ping timeout", 12);
             sl_conn_wake(c);
