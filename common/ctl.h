@@ -2,12 +2,15 @@
  *
  * One socketpair(AF_UNIX, SOCK_SEQPACKET) per worker: message boundaries
  * are kept, a message is one fixed-layout struct, and EOF on either end
- * means the other process is gone. Only the worker writes; the supervisor
- * talks back with signals (TERM drain, INT/QUIT fast stop, USR1 reopen
- * logs, ABRT dump tracebacks and die). The two ends are different
- * executables, perhaps from different builds: a change to the layout below
- * bumps SL_HANDOFF_VERSION (common/handoff.h), and a worker refuses to run
- * under a supervisor of another version.
+ * means the other process is gone. The worker writes its state; the
+ * supervisor talks back with signals (TERM drain, INT/QUIT fast stop, USR1
+ * reopen logs, ABRT dump tracebacks and die) and with one message,
+ * SL_CTL_RESTART, written just before the TERM of a rolling restart or a
+ * retirement, so the worker can tell its WebSocket clients "service
+ * restart" (1012: come back) rather than "going away" (1001). The two ends are
+ * different executables, perhaps from different builds: a change to the layout
+ * below bumps SL_HANDOFF_VERSION (common/handoff.h), and a worker refuses to
+ * run under a supervisor of another version.
  */
 #ifndef SL_CTL_H
 #define SL_CTL_H
@@ -19,6 +22,8 @@ enum {
     SL_CTL_HEARTBEAT = 2, /* once a second from the loop thread */
     SL_CTL_RETIRE = 3,    /* max-requests reached: replace me, then TERM */
     SL_CTL_DRAINING = 4,  /* the worker began to drain (TERM or EOF) */
+    SL_CTL_RESTART = 5,   /* supervisor -> worker: the TERM that follows
+                             replaces the worker (HUP, max-requests) */
 };
 
 typedef struct {
@@ -30,6 +35,7 @@ typedef struct {
     uint32_t lanes;      /* executor lanes */
     uint32_t busy_lanes; /* lanes inside a request now */
     double oldest;       /* age in seconds of the oldest request in flight */
+    uint32_t websockets; /* open WebSockets (counted in conns too) */
 } sl_ctl_msg_t;
 
 /* Send one message on FD (a SOCK_SEQPACKET end); never blocks, drops the

@@ -23,7 +23,7 @@
 
 /* Bump when anything above or the layout of sl_ctl_msg_t (common/ctl.h)
  * changes. */
-#define SL_HANDOFF_VERSION 1
+#define SL_HANDOFF_VERSION 2
 
 /* Listening sockets per server: at most SL_MAX_BINDS from --bind, but
  * systemd (LISTEN_FDS) and a binary upgrade may pass up to this many. */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/log.h"
 #include "common/options.h"
@@ -121,6 +122,22 @@ static const opt_def_t opt_defs[] = {
     {"reload-surge", 0, OPT_INT, FIELD(reload_surge), 1, MAX_WORKERS, "N",
      "rolling restart (HUP): new workers started at once beyond the"
      " target [1]"},
+    {"ws-max-size", 0, OPT_LLONG, FIELD(ws_max_size), 1, 2147483647.0, "BYTES",
+     "largest WebSocket message (after inflating); a bigger one closes"
+     " the WebSocket with 1009 [16777216]"},
+    {"ws-max-queue", 0, OPT_INT, FIELD(ws_max_queue), 1, 65536, "N",
+     "received WebSocket messages queued for the app, at most; reading"
+     " from the client stops while the queue is full [32]"},
+    {"ws-ping-interval", 0, OPT_SECONDS, FIELD(ws_ping_interval), 0,
+     MAX_SECONDS, "SECS",
+     "ping a WebSocket peer idle for SECS, 0 = never [20]"},
+    {"ws-ping-timeout", 0, OPT_SECONDS, FIELD(ws_ping_timeout), 0, MAX_SECONDS,
+     "SECS",
+     "close a WebSocket (1011) whose peer does not answer a ping within"
+     " SECS, 0 = wait forever [20]"},
+    {"ws-per-message-deflate", 0, OPT_SPECIAL, NOFIELD, 0, 0, "BOOL",
+     "accept permessage-deflate compression on WebSockets: true or"
+     " false [true]"},
     {"health-path", 0, OPT_STRING, FIELD(health_path), 0, 0, "PATH",
      "answer GET or HEAD of PATH without calling the app [none]"},
     {"pid", 'p', OPT_STRING, FIELD(pidfile), 0, 0, "FILE",
@@ -297,6 +314,11 @@ static void set_defaults(sl_options_t *o)
         .max_requests = 0,
         .max_requests_jitter = 0,
         .reload_surge = 1,
+        .ws_max_size = 16777216,
+        .ws_max_queue = 32,
+        .ws_ping_interval = 20,
+        .ws_ping_timeout = 20,
+        .ws_per_message_deflate = true,
         .error_logfile = NULL, /* stderr */
         .log_level = SL_LOG_INFO,
     };
@@ -458,6 +480,20 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
     }
     if (strcmp(d->name, "loop") == 0 || strcmp(d->name, "lifespan") == 0) {
         return apply_asgi_choice(o, d, arg);
+    }
+    if (strcmp(d->name, "ws-per-message-deflate") == 0) {
+        /* the words uvicorn's --ws-per-message-deflate takes */
+        if (strcasecmp(arg, "true") == 0 || strcmp(arg, "1") == 0) {
+            o->ws_per_message_deflate = true;
+        } else if (strcasecmp(arg, "false") == 0 || strcmp(arg, "0") == 0) {
+            o->ws_per_message_deflate = false;
+        } else {
+            sl_log_usage("argument --ws-per-message-deflate: invalid"
+                         " choice: '%s' (choose from true, false)",
+                         arg);
+            return -1;
+        }
+        return 0;
     }
     if (strcmp(d->name, "log-level") == 0) {
         int level = sl_log_level_parse(arg);

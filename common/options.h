@@ -82,6 +82,13 @@ typedef struct {
     int max_requests;
     int max_requests_jitter;
     int reload_surge;
+    /* WebSockets (uvicorn's names and defaults) */
+    long long ws_max_size;   /* bytes of one message */
+    int ws_max_queue;        /* received messages queued for the app */
+    double ws_ping_interval; /* seconds, 0 = no pings */
+    double ws_ping_timeout;  /* seconds, 0 = no timeout */
+    bool ws_per_message_deflate;
+
     const char *health_path;
     const char *pidfile;
     const char *error_logfile;

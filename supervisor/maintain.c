@@ -167,6 +167,9 @@ static void replace_outdated(supervisor_t *s)
         if (w->gen < s->gen_min) {
             s->reload_replaced++;
         }
+        /* a replacement: its WebSocket clients are told to come back
+         * (1012), not that the service goes away */
+        sl_table_send_restart(w);
         sl_maintain_drain_worker(s, w, w->retire ? "retired" : "replaced");
     }
 }

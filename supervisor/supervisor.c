@@ -670,9 +670,15 @@ void sl_supervisor_status_text(const supervisor_t *s, char *buf, size_t size)
                  " starting; ",
                  (long)s->upgrade.child);
     }
-    snprintf(buf, size, "%s%d/%d workers ready, %.1f req/s%s%s", what,
-             sl_table_counts(&s->table, s->gen_min).ready, s->target, s->rps,
-             s->reload_note[0] ? "; last " : "", s->reload_note);
+    sl_table_counts_t c = sl_table_counts(&s->table, s->gen_min);
+    char ws[48] = "";
+
+    /* as the live workers' last heartbeats counted them */
+    if (c.websockets > 0)
+        snprintf(ws, sizeof(ws), ", %u WebSockets open", c.websockets);
+    snprintf(buf, size, "%s%d/%d workers ready, %.1f req/s%s%s%s", what,
+             c.ready, s->target, s->rps, ws, s->reload_note[0] ? "; last " : "",
+             s->reload_note);
 }
 
 static void update_title(const supervisor_t *s)

@@ -153,6 +153,15 @@ bool sl_worker_outdated(const sl_worker_t *w, unsigned gen_min)
     return w->retire || w->gen < gen_min;
 }
 
+void sl_table_send_restart(sl_worker_t *w)
+{
+    sl_ctl_msg_t m = {.type = SL_CTL_RESTART};
+
+    if (w->ctl_fd >= 0 && sl_ctl_send(w->ctl_fd, &m) < 0) {
+        sl_log_errno(SL_LOG_DEBUG, "worker %d: sending RESTART failed", w->id);
+    }
+}
+
 sl_table_counts_t sl_table_counts(const sl_table_t *t, unsigned gen_min)
 {
     sl_table_counts_t c = {0};
@@ -170,6 +179,7 @@ sl_table_counts_t sl_table_counts(const sl_table_t *t, unsigned gen_min)
         c.current_ready += !old && ready;
         c.outdated += old;
         c.older += w->gen < gen_min;
+        c.websockets += w->last.websockets;
     }
     return c;
 }

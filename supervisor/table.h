@@ -94,13 +94,18 @@ int sl_table_count(const sl_table_t *t);
 bool sl_worker_outdated(const sl_worker_t *w, unsigned gen_min);
 
 typedef struct {
-    int live;          /* booting or ready */
-    int ready;         /* ready, outdated or not: serving now */
-    int current;       /* live and not outdated */
-    int current_ready; /* ready and not outdated */
-    int outdated;      /* live and outdated */
-    int older;         /* live, of a generation older than gen_min */
+    int live;            /* booting or ready */
+    int ready;           /* ready, outdated or not: serving now */
+    int current;         /* live and not outdated */
+    int current_ready;   /* ready and not outdated */
+    int outdated;        /* live and outdated */
+    int older;           /* live, of a generation older than gen_min */
+    unsigned websockets; /* open WebSockets, as last reported */
 } sl_table_counts_t;
+
+/* Tell W that the TERM about to follow replaces it (SL_CTL_RESTART);
+ * never blocks, a full channel drops it. */
+void sl_table_send_restart(sl_worker_t *w);
 
 /* T's workers counted against GEN_MIN. */
 sl_table_counts_t sl_table_counts(const sl_table_t *t, unsigned gen_min);

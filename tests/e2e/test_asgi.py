@@ -1,6 +1,6 @@
 """ASGI 3.0 over HTTP with raw apps (tests/apps/asgi_app.py): the scope,
 receive() and send() message by message, every error path, lifespan state,
-WebSocket refusal, backpressure and disconnects.
+a WebSocket handshake to it, backpressure and disconnects.
 
 Every test runs in pump mode and inline mode (SLUICE_INLINE=1), each on
 uvloop and on asyncio's own loop (conftest.ASGI_MODES).
@@ -340,15 +340,20 @@ def test_send_after_end_raises(server):
         in line
 
 
-def test_websocket_upgrade_refused(server):
+def test_websocket_to_an_http_only_app(server):
+    """The handshake reaches the app as a websocket scope; this app
+    asserts http and raises before any accept: a 500 that closes, never
+    a hang (the websocket scope itself: test_ws_asgi.py)."""
+    mark = server.log_mark()
     with server.connect() as c:
         r = c.request("GET", "/hello", headers=[
             ("Connection", "Upgrade"), ("Upgrade", "websocket"),
             ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
             ("Sec-WebSocket-Version", "13")])
-        assert r.status == 501
+        assert r.status == 500
         assert r.header("Connection") == "close"
         c.expect_eof()
+    server.wait_for_log("error in WebSocket GET /hello", since=mark)
 
 
 # ---------------------------------------------------------------- tasks

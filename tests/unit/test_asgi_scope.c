@@ -69,16 +69,23 @@ static void request(const char *raw)
     ck_assert_uint_eq(t.idx, client.conn->idx);
 }
 
-/* The scope of the request with the executor, with STATE, as t.scope. */
-static void scope(PyObject *state)
+/* The scope of the request with the executor, with STATE, as t.scope:
+ * the websocket scope when WS. */
+static void scope_as(PyObject *state, bool ws)
 {
-    PyObject *s = sl_asgi_scope_new(client.conn, state);
+    PyObject *s = ws ? sl_asgi_scope_new_ws(client.conn, state)
+                     : sl_asgi_scope_new(client.conn, state);
 
     hp_check(s, "sl_asgi_scope_new");
     ck_assert(PyDict_CheckExact(s));
     ck_assert_int_eq(
         PyObject_SetAttrString(PyImport_AddModule("t"), "scope", s), 0);
     Py_DECREF(s);
+}
+
+static void scope(PyObject *state)
+{
+    scope_as(state, false);
 }
 
 /* Send RAW and build its scope without state. */
@@ -336,31 +343,90 @@ END_TEST
 /* ------------------------------------------------------------------ */
 /* WebSocket                                                          */
 
-static const struct {
-    const char *headers;
-    bool websocket;
-} upgrades[] = {
-    {"Connection: Upgrade\r\nUpgrade: websocket\r\n", true},
-    {"Connection: upgrade\r\nUpgrade: WebSocket\r\n", true},
-    {"upgrade: WEBSOCKET\r\n", true},
-    {"Connection: Upgrade\r\nUpgrade: h2c\r\n", false},
-    {"Upgrade: websockets\r\n", false},
-    {"Upgrade: websocke\r\n", false},
-    {"X-Upgrade: websocket\r\n", false},
-    {"Connection: Upgrade\r\n", false},
-    {"", false},
-};
+/* The pump of these tests does not take WebSockets: the handshake is an
+ * ordinary request to the loop, and only the scope differs. */
+#define HANDSHAKE                                                              \
+    "Connection: Upgrade\r\nUpgrade: websocket\r\n"                            \
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"                          \
+    "Sec-WebSocket-Version: 13\r\n"
 
-START_TEST(test_is_websocket)
+START_TEST(test_ws_fixed_keys)
 {
-    char raw[256];
+    UP("--root-path", "/r", NULL);
+    request("GET /chat HTTP/1.1\r\nHost: h\r\n" HANDSHAKE "\r\n");
+    scope_as(NULL, true);
+    ck_assert_str_eq(ev("repr(scope['type'])"), "'websocket'");
+    ck_assert_str_eq(ev("repr(scope['asgi'])"),
+                     "{'version': '3.0', 'spec_version': '2.4'}");
+    ck_assert_str_eq(ev("repr(scope['scheme'])"), "'ws'");
+    ck_assert_str_eq(ev("repr(scope['root_path'])"), "'/r'");
+    ck_assert_str_eq(ev("repr(scope['extensions'])"),
+                     "{'websocket.http.response': {}}");
+    ck_assert_str_eq(ev("repr(scope['subprotocols'])"), "[]");
+    ck_assert_str_eq(ev("sorted(scope)"),
+                     "['asgi', 'client', 'extensions', 'headers', "
+                     "'http_version', 'path', 'query_string', 'raw_path', "
+                     "'root_path', 'scheme', 'server', 'subprotocols', "
+                     "'type']");
+}
+END_TEST
+
+/* The parts both scope types have come from the one builder: the same
+ * values as the http scope of the same request, state included. */
+START_TEST(test_ws_shares_the_http_parts)
+{
+    PyObject *state;
 
     UP(NULL);
-    snprintf(raw, sizeof(raw), "GET /ws HTTP/1.1\r\nHost: h\r\n%s\r\n",
-             upgrades[_i].headers);
+    hp_module("t", "state = {'k': [1]}\n");
+    state = PyObject_GetAttrString(PyImport_AddModule("t"), "state");
+    hp_check(state, "state");
+    request("GET /a%20b/c?x=1&y=%20 HTTP/1.1\r\nHost: h\r\n" HANDSHAKE
+            "X-Mixed: Val\r\n\r\n");
+    scope_as(state, false);
+    hp_module("t", "http = scope\n");
+    scope_as(state, true);
+    Py_DECREF(state);
+    ck_assert_str_eq(ev("scope['path']"), "/a b/c");
+    ck_assert_str_eq(ev("scope['raw_path']"), "b'/a%20b/c'");
+    ck_assert_str_eq(ev("scope['query_string']"), "b'x=1&y=%20'");
+    ck_assert_str_eq(ev("scope['headers'][-1]"), "(b'x-mixed', b'Val')");
+    ck_assert_str_eq(ev("[k for k in http if k not in ('type', 'asgi', "
+                        "'scheme', 'extensions', 'method') and "
+                        "http[k] != scope[k]]"),
+                     "[]");
+    ck_assert_str_eq(ev("scope['state'] == state"), "True");
+    ck_assert_str_eq(ev("scope['state'] is not state"), "True");
+    ck_assert_str_eq(ev("scope['http_version']"), "1.1");
+}
+END_TEST
+
+static const struct {
+    const char *fields, *want;
+} offers[] = {
+    {"", "[]"},
+    {"Sec-WebSocket-Protocol: chat\r\n", "['chat']"},
+    {"Sec-WebSocket-Protocol: chat, superchat\r\n", "['chat', 'superchat']"},
+    {"Sec-WebSocket-Protocol:  a ,\tb\t,c \r\n", "['a', 'b', 'c']"},
+    {"Sec-WebSocket-Protocol: a,,b,\r\n", "['a', 'b']"},
+    {"Sec-WebSocket-Protocol: , \r\n", "[]"},
+    {"sec-websocket-protocol: one\r\nX-Other: two\r\n"
+     "SEC-WEBSOCKET-PROTOCOL: three, four\r\n",
+     "['one', 'three', 'four']"},
+    {"Sec-WebSocket-Protocols: no\r\n", "[]"},
+};
+
+START_TEST(test_ws_subprotocols)
+{
+    char raw[512];
+
+    UP(NULL);
+    snprintf(raw, sizeof(raw),
+             "GET /ws HTTP/1.1\r\nHost: h\r\n" HANDSHAKE "%s\r\n",
+             offers[_i].fields);
     request(raw);
-    ck_assert_int_eq(sl_asgi_scope_is_websocket(&client.conn->req),
-                     upgrades[_i].websocket);
+    scope_as(NULL, true);
+    ck_assert_str_eq(ev("scope['subprotocols']"), offers[_i].want);
 }
 END_TEST
 
@@ -389,8 +455,10 @@ static Suite *asgi_scope_suite(void)
     tc = tcase_create("websocket");
     tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_loop_test(tc, test_is_websocket, 0,
-                        sizeof(upgrades) / sizeof(upgrades[0]));
+    tcase_add_test(tc, test_ws_fixed_keys);
+    tcase_add_test(tc, test_ws_shares_the_http_parts);
+    tcase_add_loop_test(tc, test_ws_subprotocols, 0,
+                        sizeof(offers) / sizeof(offers[0]));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -324,6 +324,11 @@ static const struct {
     {"--chdir", "", "--chdir: must not be empty"},
     {"--bind", "", "-b/--bind: must not be empty"},
     {"--error-logfile", "", "must not be empty"},
+    {"--ws-max-size", "0", "--ws-max-size: '0' is out of range"},
+    {"--ws-max-queue", "0", "out of range"},
+    {"--ws-ping-interval", "-1", "out of range"},
+    {"--ws-ping-timeout", "soon", "invalid number of seconds"},
+    {"--ws-per-message-deflate", "yes", "invalid choice: 'yes'"},
 };
 
 START_TEST(test_bad_value)
@@ -358,6 +363,33 @@ START_TEST(test_command_line_errors)
                        "-t/--timeout: expected one argument");
     assert_usage_error(parse(&o, "--help=yes", "m:a", NULL),
                        "unrecognized option '--help=yes'");
+}
+END_TEST
+
+/* WebSocket options: uvicorn's defaults, and its true/false words. */
+START_TEST(test_websocket_options)
+{
+    sl_options_t o;
+
+    ck_assert_int_eq(parse(&o, "m:a", NULL), 0);
+    ck_assert_int_eq(o.ws_max_size, 16777216);
+    ck_assert_int_eq(o.ws_max_queue, 32);
+    ck_assert_double_eq(o.ws_ping_interval, 20);
+    ck_assert_double_eq(o.ws_ping_timeout, 20);
+    ck_assert(o.ws_per_message_deflate);
+    ck_assert_int_eq(parse(&o, "--ws-max-size", "1024", "--ws-max-queue", "4",
+                           "--ws-ping-interval", "0", "--ws-ping-timeout",
+                           "2.5", "--ws-per-message-deflate", "false", "m:a",
+                           NULL),
+                     0);
+    ck_assert_int_eq(o.ws_max_size, 1024);
+    ck_assert_int_eq(o.ws_max_queue, 4);
+    ck_assert_double_eq(o.ws_ping_interval, 0);
+    ck_assert_double_eq(o.ws_ping_timeout, 2.5);
+    ck_assert(!o.ws_per_message_deflate);
+    ck_assert_int_eq(parse(&o, "--ws-per-message-deflate", "True", "m:a", NULL),
+                     0);
+    ck_assert(o.ws_per_message_deflate);
 }
 END_TEST
 
@@ -417,6 +449,11 @@ START_TEST(test_help)
         "--max-requests-jitter",
         "--reload-surge",
         "--health-path",
+        "--ws-max-size",
+        "--ws-max-queue",
+        "--ws-ping-interval",
+        "--ws-ping-timeout",
+        "--ws-per-message-deflate",
         "--pid",
         "--backlog",
         "--umask",
@@ -464,6 +501,7 @@ static Suite *options_suite(void)
     tcase_add_loop_test(tc, test_bad_value, 0,
                         sizeof(bad_values) / sizeof(bad_values[0]));
     tcase_add_test(tc, test_command_line_errors);
+    tcase_add_test(tc, test_websocket_options);
     tcase_add_test(tc, test_inline_mode);
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_help);

@@ -30,6 +30,7 @@
 
 #include "common/log.h"
 #include "worker/loop/conn.h"
+#include "worker/loop/conn_ws.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 
@@ -39,12 +40,11 @@
 static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents);
 static void conn_process(sl_conn_t *c);
 static void conn_take(sl_conn_t *c);
-static void conn_close(sl_conn_t *c);
 
 /* ------------------------------------------------------------------ */
 /* watcher and buffers                                                */
 
-static void conn_watch(sl_conn_t *c, int events)
+void sl_conn_watch(sl_conn_t *c, int events)
 {
     if (c->io.events == events && ev_is_active(&c->io))
         return;
@@ -95,6 +95,7 @@ static void conn_reset_request(sl_conn_t *c)
     c->inflight = 0;
     pthread_mutex_unlock(&c->mu);
     sl_buf_compact(&c->rbuf);
+    sl_conn_ws_free(c);
 }
 
 void sl_conn_start(sl_conn_t *c, int fd, int listener,
@@ -117,7 +118,7 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
     conn_reset_request(c);
     c->idle_since = ev_now(c->pump->loop);
     c->deadline = c->idle_since + c->pump->opt->header_timeout;
-    conn_watch(c, EV_READ);
+    sl_conn_watch(c, EV_READ);
 }
 
 static size_t max_head(const sl_options_t *o)
@@ -195,7 +196,7 @@ static int conn_write(sl_conn_t *c, size_t *written_out)
  * executor waiting for it hears so below half the credit (mu held). */
 static void credit_back(sl_conn_t *c, size_t written)
 {
-    if (written == 0 || c->state != SL_CONN_SERVING)
+    if (written == 0 || (c->state != SL_CONN_SERVING && c->state != SL_CONN_WS))
         return;
     c->inflight -= written < c->inflight ? written : c->inflight;
     if (c->inflight + c->out.len <= SL_CONN_CREDIT / 2)
@@ -207,7 +208,8 @@ int sl_conn_flush(sl_conn_t *c)
     size_t written;
     int rc = conn_write(c, &written);
 
-    if (written > 0 && c->state == SL_CONN_SERVING) {
+    if (written > 0 &&
+        (c->state == SL_CONN_SERVING || c->state == SL_CONN_WS)) {
         pthread_mutex_lock(&c->mu);
         credit_back(c, written);
         pthread_mutex_unlock(&c->mu);
@@ -228,7 +230,10 @@ int sl_conn_flush_locked(sl_conn_t *c)
  * of memory, the close alone says it. */
 static void conn_error_response(sl_conn_t *c, int status)
 {
-    (void)sl_http_error_head(&c->wbuf, status);
+    if (status == 426)
+        (void)sl_conn_ws_refusal(&c->wbuf, status);
+    else
+        (void)sl_http_error_head(&c->wbuf, status);
     c->close_after = true;
     c->resp_done = true;
     c->state = SL_CONN_WRITING;
@@ -237,13 +242,14 @@ static void conn_error_response(sl_conn_t *c, int status)
 /* ------------------------------------------------------------------ */
 /* loop side                                                          */
 
-static void conn_close(sl_conn_t *c)
+void sl_conn_close(sl_conn_t *c)
 {
-    conn_watch(c, 0);
+    sl_conn_watch(c, 0);
     fd_close(&c->wfile_fd);
     pthread_mutex_lock(&c->mu);
     fd_close(&c->file_fd);
     pthread_mutex_unlock(&c->mu);
+    sl_conn_ws_free(c);
     sl_buf_reset(&c->wbuf, SL_CONN_BUF_KEEP);
     sl_buf_reset(&c->rbuf, SL_CONN_BUF_KEEP);
     sl_pump_release(c->pump, c);
@@ -255,12 +261,12 @@ static void conn_close(sl_conn_t *c)
 static void conn_linger(sl_conn_t *c)
 {
     if (c->peer_eof || shutdown(c->fd, SHUT_WR) < 0) {
-        conn_close(c);
+        sl_conn_close(c);
         return;
     }
     c->state = SL_CONN_CLOSING;
     c->deadline = ev_now(c->pump->loop) + LINGER_SECS;
-    conn_watch(c, EV_READ);
+    sl_conn_watch(c, EV_READ);
 }
 
 /* The response is written: next request, or close. */
@@ -348,11 +354,14 @@ static void on_readable(sl_conn_t *c)
     int rc;
 
     switch (c->state) {
+    case SL_CONN_WS:
+        sl_conn_ws_read(c);
+        return;
     case SL_CONN_CLOSING: {
         char sink[4096];
         ssize_t n = recv(c->fd, sink, sizeof(sink), 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-            conn_close(c);
+            sl_conn_close(c);
         return;
     }
     case SL_CONN_READING:
@@ -365,7 +374,7 @@ static void on_readable(sl_conn_t *c)
             break;
         }
         if (rc < 0 && !c->peer_eof) {
-            conn_close(c);
+            sl_conn_close(c);
             return;
         }
         break;
@@ -425,6 +434,8 @@ static void conn_take(sl_conn_t *c)
         c->wfile_len = c->file_len;
         c->file_fd = -1;
     }
+    if (c->ws != NULL)
+        sl_conn_ws_take_locked(c);
     if (c->resp_done && c->state == SL_CONN_SERVING) {
         c->state = SL_CONN_WRITING;
         c->pump->inflight--;
@@ -441,7 +452,7 @@ static void conn_take(sl_conn_t *c)
     }
     if (c->aborted && c->state == SL_CONN_WRITING) {
         sl_pump_request_done(c->pump, c);
-        conn_close(c);
+        sl_conn_close(c);
         return;
     }
 }
@@ -487,10 +498,10 @@ static void conn_process(sl_conn_t *c)
                 continue;
             }
             if (c->peer_eof) {
-                conn_close(c);
+                sl_conn_close(c);
                 return;
             }
-            conn_watch(c, EV_READ);
+            sl_conn_watch(c, EV_READ);
             return;
 
         case SL_CONN_SERVING:
@@ -507,7 +518,7 @@ static void conn_process(sl_conn_t *c)
                 c->aborted = true;
                 sl_conn_wake(c);
                 pthread_mutex_unlock(&c->mu);
-                conn_watch(c, 0);
+                sl_conn_watch(c, 0);
                 return;
             }
             events = rc == 0 ? EV_WRITE : 0;
@@ -517,18 +528,18 @@ static void conn_process(sl_conn_t *c)
                 sl_buf_pending(&c->rbuf) < SL_CONN_BODY_WINDOW)
                 events |= EV_READ;
             pthread_mutex_unlock(&c->mu);
-            conn_watch(c, events);
+            sl_conn_watch(c, events);
             return;
 
         case SL_CONN_WRITING:
             rc = sl_conn_flush(c);
             if (rc < 0) {
                 sl_pump_request_done(c->pump, c);
-                conn_close(c);
+                sl_conn_close(c);
                 return;
             }
             if (rc == 0) {
-                conn_watch(c, EV_WRITE);
+                sl_conn_watch(c, EV_WRITE);
                 return;
             }
             /* a body the app did not read: drop it, then go on */
@@ -538,10 +549,10 @@ static void conn_process(sl_conn_t *c)
                 } else if (!c->msg_done) {
                     if (c->peer_eof) {
                         sl_pump_request_done(c->pump, c);
-                        conn_close(c);
+                        sl_conn_close(c);
                         return;
                     }
-                    conn_watch(c, EV_READ);
+                    sl_conn_watch(c, EV_READ);
                     return;
                 }
             }
@@ -549,6 +560,10 @@ static void conn_process(sl_conn_t *c)
             if (c->state != SL_CONN_READING)
                 return;
             continue;
+
+        case SL_CONN_WS:
+            sl_conn_ws_process(c);
+            return;
 
         default:
             return;
@@ -558,6 +573,10 @@ static void conn_process(sl_conn_t *c)
 
 void sl_conn_sweep(sl_conn_t *c, ev_tstamp now)
 {
+    if (c->state == SL_CONN_WS) {
+        sl_conn_ws_sweep(c, now);
+        return;
+    }
     if (c->deadline == 0 || now < c->deadline)
         return;
     switch (c->state) {
@@ -567,11 +586,11 @@ void sl_conn_sweep(sl_conn_t *c, ev_tstamp now)
             conn_error_response(c, 408);
             conn_process(c);
         } else {
-            conn_close(c);
+            sl_conn_close(c);
         }
         break;
     case SL_CONN_CLOSING:
-        conn_close(c);
+        sl_conn_close(c);
         break;
     default:
         break;
@@ -592,7 +611,7 @@ bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
         return c->state == SL_CONN_FREE;
     }
     if (rc < 0 || now - c->idle_since >= grace) {
-        conn_close(c);
+        sl_conn_close(c);
         return true;
     }
     return false;
@@ -604,9 +623,10 @@ void sl_conn_abort(sl_conn_t *c)
     c->aborted = true;
     sl_conn_wake(c);
     pthread_mutex_unlock(&c->mu);
-    if (c->state == SL_CONN_SERVING) {
-        conn_watch(c, 0);
+    if (c->state == SL_CONN_SERVING ||
+        (c->state == SL_CONN_WS && sl_conn_ws_app_running(c))) {
+        sl_conn_watch(c, 0);
         return; /* released when the executor ends */
     }
-    conn_close(c);
+    sl_conn_close(c);
 }

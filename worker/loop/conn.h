@@ -27,6 +27,7 @@
 
 typedef struct sl_pump sl_pump_t;
 typedef struct sl_conn sl_conn_t;
+typedef struct sl_conn_ws sl_conn_ws_t;
 
 enum {
     SL_CONN_FREE = 0,
@@ -34,6 +35,7 @@ enum {
     SL_CONN_SERVING, /* a request is with the executor */
     SL_CONN_WRITING, /* the executor is done, output still queued */
     SL_CONN_CLOSING, /* lingering close: write side shut, draining input */
+    SL_CONN_WS,      /* a WebSocket after its 101 (conn_ws.h) */
 };
 
 /* Flags for sl_conn_send(). */
@@ -70,6 +72,8 @@ struct sl_conn {
     int http_error;   /* status to answer instead of serving, 0 = none */
     bool in_msg;      /* a message has begun and is not yet served */
     sl_req_t req;
+    sl_conn_ws_t *ws; /* owned: the WebSocket state, NULL for HTTP; set and
+                         freed by the loop, read by the executor under mu */
 
     /* Shared with the executor: everything below is under mu. */
     pthread_mutex_t mu;
@@ -211,6 +215,12 @@ int sl_conn_flush(sl_conn_t *c);
 /* The same, for a caller that holds c->mu (an executor on the loop
  * thread, inside one of the calls above). */
 int sl_conn_flush_locked(sl_conn_t *c);
+
+/* Set the events C's watcher waits for (0: none). */
+void sl_conn_watch(sl_conn_t *c, int events);
+
+/* Close C now and give its slot back (loop thread). */
+void sl_conn_close(sl_conn_t *c);
 
 /* Move what the executor queued in c->out behind the loop's write buffer
  * (mu held). 0, or -1 when out of memory (those bytes are lost: the

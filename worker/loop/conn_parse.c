@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "worker/loop/conn.h"
+#include "worker/loop/conn_ws.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 
@@ -130,6 +131,17 @@ static int on_headers_complete(llhttp_t *h)
 
     if (status != 0)
         return fail(c, status);
+    /* a WebSocket handshake for an executor that serves them: checked
+     * here, answered here when bad; any other upgrade (or WSGI) is an
+     * ordinary request, and the connection closes after its response:
+     * what the client sends after it is in another protocol */
+    if (c->parser.upgrade)
+        c->req.keep_alive = false;
+    if (c->pump->exec->websocket && sl_ws_is_upgrade(&c->req)) {
+        status = sl_conn_ws_upgrade(c);
+        if (status != 0)
+            return fail(c, status);
+    }
     c->head_done = true;
     c->deadline = 0;
     /* With a body, stop here so the request is handed over before its body

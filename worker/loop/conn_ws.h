@@ -46,15 +46,15 @@
 
 /* A received message, handed to the executor. */
 typedef struct {
-    int opcode;     /* SL_WS_OP_TEXT or SL_WS_OP_BINARY */
-    sl_buf_t data;  /* owned by the receiver once taken: sl_buf_free() */
+    int opcode;    /* SL_WS_OP_TEXT or SL_WS_OP_BINARY */
+    sl_buf_t data; /* owned by the receiver once taken: sl_buf_free() */
 } sl_ws_msg_t;
 
 /* How a WebSocket ended, for websocket.disconnect. */
 typedef struct {
-    unsigned code;     /* the peer's close code, 1005 without one, 1006
-                          without a close frame, 1001/1012 on a drain */
-    char reason[124];  /* NUL-terminated UTF-8 */
+    unsigned code;    /* the peer's close code, 1005 without one, 1006
+                         without a close frame, 1001/1012 on a drain */
+    char reason[124]; /* NUL-terminated UTF-8 */
 } sl_ws_end_t;
 
 /* The per-connection WebSocket state (conn_ws.c); c->ws, NULL for HTTP. */
@@ -96,8 +96,27 @@ int sl_conn_ws_close(sl_conn_t *c, uint32_t gen, unsigned code,
  * HTTP status to answer at once (400, 426). */
 int sl_conn_ws_upgrade(sl_conn_t *c);
 
-/* Bytes arrived on a WebSocket connection (c->rbuf): parse frames. */
+/* C's socket is readable in state SL_CONN_WS: read (unless the queue of
+ * received messages is full), then advance as sl_conn_ws_process(). */
 void sl_conn_ws_read(sl_conn_t *c);
+
+/* Advance a connection in state SL_CONN_WS: parse what rbuf holds, write
+ * what is queued, close once the close handshake and the app are done. */
+void sl_conn_ws_process(sl_conn_t *c);
+
+/* The loop takes what the executor queued (conn.c, mu held): the switch
+ * to SL_CONN_WS after an accept, the app's END, the app's close. */
+void sl_conn_ws_take_locked(sl_conn_t *c);
+
+/* Does the app still hold C's WebSocket (no END taken yet)? */
+bool sl_conn_ws_app_running(const sl_conn_t *c);
+
+/* The loop's own answer to a refused handshake: STATUS (400, 426 with
+ * Sec-WebSocket-Version: 13), Connection: close. 0 or -1. */
+int sl_conn_ws_refusal(sl_buf_t *b, int status);
+
+/* Open WebSockets in P (the heartbeat's count). */
+uint32_t sl_conn_ws_count(sl_pump_t *p);
 
 /* The 1 Hz sweep: ping the idle peer, cut one that stopped answering, cut
  * a close handshake that timed out. */

@@ -17,6 +17,7 @@
 #include "common/ctl.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "worker/loop/conn_ws.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/http.h"
 
@@ -91,6 +92,25 @@ void sl_drain_begin(sl_pump_t *p)
     ev_timer_start(p->loop, &p->delay_timer);
 }
 
+/* Tell every open WebSocket: close 1012 when the supervisor said this TERM
+ * is a restart (its SL_CTL_RESTART comes just before the TERM: read what
+ * the loop has not yet), 1001 otherwise. */
+static void close_websockets(sl_pump_t *p)
+{
+    sl_ctl_msg_t m;
+    sl_conn_t *c, *next;
+
+    while (p->ctl_fd >= 0 && sl_ctl_recv(p->ctl_fd, &m) == 1)
+        if (m.type == SL_CTL_RESTART)
+            p->restart = true;
+    p->ws_going_away =
+        p->restart ? SL_WS_CLOSE_RESTART : SL_WS_CLOSE_GOING_AWAY;
+    for (c = p->active.next; c != &p->active; c = next) {
+        next = c->next;
+        sl_conn_ws_going_away(c, p->ws_going_away);
+    }
+}
+
 void sl_drain_prepare(sl_pump_t *p)
 {
     if (p->draining)
@@ -109,6 +129,7 @@ void sl_drain_prepare(sl_pump_t *p)
     sl_pump_accept_pending(p);
     sl_pump_stop_listening(p);
     sl_pump_ctl(p, SL_CTL_DRAINING);
+    close_websockets(p);
     sl_drain_step(p);
 }
 

@@ -35,6 +35,11 @@ typedef struct sl_exec {
      * timeout, since the loop cannot keep time itself meanwhile. */
     bool holds_loop;
 
+    /* The executor serves WebSockets (conn_ws.h): the loop checks upgrade
+     * handshakes and submits them. Otherwise an upgrade reaches the app as
+     * an ordinary request and the connection closes after the response. */
+    bool websocket;
+
     /* Take this pass's tickets (SL_TICKET_SUBMIT, SL_TICKET_WAKE), at the
      * end of the pass; T is only valid during the call. Loop thread. */
     void (*hand_over)(sl_pump_t *p, const sl_ticket_t *t, uint32_t n);

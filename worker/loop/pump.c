@@ -28,6 +28,7 @@
 #include "common/ctl.h"
 #include "common/date.h"
 #include "common/log.h"
+#include "worker/loop/conn_ws.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/pump.h"
 
@@ -267,6 +268,7 @@ void sl_pump_ctl(sl_pump_t *p, uint32_t type)
     m.conns = p->nactive;
     m.lanes = (uint32_t)p->lanes;
     m.busy_lanes = p->inflight < m.lanes ? p->inflight : m.lanes;
+    m.websockets = sl_conn_ws_count(p);
     for (c = p->active.next; c != &p->active; c = c->next)
         if (c->state == SL_CONN_SERVING && now - c->req.start > m.oldest)
             m.oldest = now - c->req.start;
@@ -282,6 +284,8 @@ static void ctl_cb(struct ev_loop *loop, ev_io *w, int revents)
 
     (void)revents;
     rc = sl_ctl_recv(p->ctl_fd, &m);
+    if (rc == 1 && m.type == SL_CTL_RESTART)
+        p->restart = true;
     if (rc == 1 || (rc < 0 && errno == EAGAIN))
         return;
     /* EOF or error: the supervisor is gone; never stay as an orphan */
@@ -497,6 +501,7 @@ void sl_pump_destroy(sl_pump_t *p)
             sl_conn_t *c = &p->conns[i];
             if (c->fd >= 0)
                 close(c->fd);
+            sl_conn_ws_free(c);
             sl_buf_free(&c->rbuf);
             sl_buf_free(&c->wbuf);
             sl_buf_free(&c->body);

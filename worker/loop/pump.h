@@ -60,6 +60,9 @@ struct sl_pump {
     ev_io ctl_io;       /* embedded: EOF = supervisor gone */
     uint64_t retire_at; /* served count that asks for RETIRE */
     bool retired;
+    bool restart;           /* the supervisor sent SL_CTL_RESTART */
+    unsigned ws_going_away; /* drain: the close code of WebSockets (1001,
+                               1012 for a restart), 0 before the drain */
     int lanes; /* executor lanes a request can hold (0: none, ASGI) */
 
     ev_tstamp last_tick;

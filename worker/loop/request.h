@@ -33,6 +33,7 @@ typedef struct {
     bool head;               /* HEAD: no response body */
     uint64_t content_length; /* valid when has_body and !chunked */
     bool chunked;
+    bool websocket;  /* a valid WebSocket handshake (conn_ws.h) */
     ev_tstamp start; /* when the headers were complete */
 } sl_req_t;
 

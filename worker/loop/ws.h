@@ -34,8 +34,8 @@ enum {
     SL_WS_CLOSE_NORMAL = 1000,
     SL_WS_CLOSE_GOING_AWAY = 1001,
     SL_WS_CLOSE_PROTOCOL = 1002,
-    SL_WS_CLOSE_NO_STATUS = 1005,   /* reported only: close without a code */
-    SL_WS_CLOSE_ABNORMAL = 1006,    /* reported only: no close frame */
+    SL_WS_CLOSE_NO_STATUS = 1005,    /* reported only: close without a code */
+    SL_WS_CLOSE_ABNORMAL = 1006,     /* reported only: no close frame */
     SL_WS_CLOSE_INVALID_DATA = 1007, /* text that is not UTF-8 */
     SL_WS_CLOSE_TOO_BIG = 1009,
     SL_WS_CLOSE_INTERNAL = 1011,
@@ -57,12 +57,17 @@ typedef struct {
     int client_max_window_bits;      /* 8..15: our inflater's window */
 } sl_ws_deflate_params_t;
 
+/* Room for the longest Sec-WebSocket-Extensions value we answer, with its
+ * NUL: "permessage-deflate" and all four parameters take 128 bytes. */
+#define SL_WS_EXTENSIONS_MAX 160
+
 /* What the answer to a valid handshake request needs. (Subprotocols are
  * the executor's: it reads Sec-WebSocket-Protocol from the request.) */
 typedef struct {
-    char accept[29];          /* Sec-WebSocket-Accept, NUL-terminated */
+    char accept[29];                /* Sec-WebSocket-Accept, NUL-terminated */
     sl_ws_deflate_params_t deflate; /* what we accept of the offer */
-    char extensions[128]; /* our Sec-WebSocket-Extensions value, "" = none */
+    /* our Sec-WebSocket-Extensions value, "" = none */
+    char extensions[SL_WS_EXTENSIONS_MAX];
 } sl_ws_handshake_t;
 
 /* Is REQ an attempt at a WebSocket upgrade (GET or not, with Upgrade:
@@ -142,13 +147,12 @@ void sl_ws_tx_free(sl_ws_tx_t *tx);
 /* Append one whole frame of OPCODE carrying DATA[0..N) to OUT, compressed
  * when deflate is on and OPCODE is text or binary. 0, or -1 when out of
  * memory (OUT unchanged). */
-int sl_ws_tx_frame(sl_ws_tx_t *tx, sl_buf_t *out, int opcode,
-                   const void *data, size_t n);
+int sl_ws_tx_frame(sl_ws_tx_t *tx, sl_buf_t *out, int opcode, const void *data,
+                   size_t n);
 
 /* Append a close frame with CODE (0: none) and REASON (cut at 123 bytes on
  * a UTF-8 boundary). 0 or -1. */
-int sl_ws_tx_close(sl_buf_t *out, unsigned code, const char *reason,
-                   size_t n);
+int sl_ws_tx_close(sl_buf_t *out, unsigned code, const char *reason, size_t n);
 
 /* Give back what the writer holds between messages. */
 void sl_ws_tx_trim(sl_ws_tx_t *tx);

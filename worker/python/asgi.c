@@ -1,5 +1,5 @@
-/* asgi.c - ASGI 3.0 HTTP on one asyncio event loop per worker: set-up,
- * and the event loop's life.
+/* asgi.c - ASGI 3.0 HTTP and WebSockets on one asyncio event loop per
+ * worker: set-up, and the event loop's life.
  *
  * The executor is spread over a few files (asgi_internal.h lists them):
  * the request and its messages are the same in both modes, and only who
@@ -47,6 +47,19 @@ static const char *const name_text[N_COUNT] = {
     "cancel",
     "throw",
     "close",
+    "text",
+    "bytes",
+    "code",
+    "reason",
+    "subprotocol",
+    "websocket.connect",
+    "websocket.receive",
+    "websocket.disconnect",
+    "websocket.accept",
+    "websocket.send",
+    "websocket.close",
+    "websocket.http.response.start",
+    "websocket.http.response.body",
 };
 
 int sl_asgi_loop_create(void)
@@ -169,7 +182,7 @@ int sl_asgi_init(PyObject *app, sl_pump_t *p)
     }
     if (sl_asgi_done_init() < 0 || init_names() < 0 || init_asyncio() < 0 ||
         sl_asgi_req_init() < 0 || sl_asgi_channel_init() < 0 ||
-        sl_asgi_scope_init(p) < 0)
+        sl_asgi_ws_init() < 0 || sl_asgi_scope_init(p) < 0)
         goto out_fail;
     sl_asgi.empty = PyBytes_FromStringAndSize(NULL, 0);
     sl_asgi.empty_tuple = PyTuple_New(0);

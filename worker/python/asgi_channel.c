@@ -39,7 +39,7 @@ typedef struct {
 
 /* Is S the interned string KEY? Apps write message types as literals that
  * are not interned (they hold dots), so compare the text when needed. */
-static bool str_is(PyObject *s, PyObject *key)
+bool sl_asgi_str_is(PyObject *s, PyObject *key)
 {
     if (s == key)
         return true;
@@ -110,9 +110,9 @@ void sl_asgi_channel_release(sl_asgi_req_t *r)
     r->recv_waiters = NULL;
     if (list != NULL) {
         for (i = 0; i < PyList_GET_SIZE(list); i++) {
-            msg = disconnect_msg();
+            msg = r->ws ? sl_asgi_ws_disconnect_msg(r) : disconnect_msg();
             if (msg == NULL) {
-                sl_py_log_exception("ASGI: http.disconnect");
+                sl_py_log_exception("ASGI: the disconnect message");
                 break;
             }
             fut_resolve(PyList_GET_ITEM(list, i), msg);
@@ -211,6 +211,8 @@ static PyObject *recv_try(sl_asgi_req_t *r)
     PyObject *m;
     int rc;
 
+    if (r->ws)
+        return sl_asgi_ws_recv_try(r);
     for (;;) {
         if (r->gone || r->w.ended)
             return disconnect_msg();
@@ -324,7 +326,7 @@ void sl_asgi_channel_wake(sl_asgi_req_t *r)
 /* send()                                                             */
 
 /* send() must wait until the client took enough of the output. */
-static PyObject *wait_credit(sl_asgi_req_t *r)
+PyObject *sl_asgi_channel_wait_credit(sl_asgi_req_t *r)
 {
     PyObject *fut;
 
@@ -348,7 +350,8 @@ static PyObject *wait_credit(sl_asgi_req_t *r)
 
 /* Queue LEN body bytes (the head first if it is not out yet); LAST is
  * more_body False. 0, 1 when over the credit, -1 with an exception. */
-static int emit(sl_asgi_req_t *r, const void *data, size_t len, bool last)
+int sl_asgi_channel_emit(sl_asgi_req_t *r, const void *data, size_t len,
+                         bool last)
 {
     int rc;
 
@@ -448,12 +451,13 @@ static PyObject *send_body(sl_asgi_req_t *r, PyObject *msg)
                           Py_TYPE(body)->tp_name);
     }
     last = more ? !PyObject_IsTrue(more) : 1;
-    rc = last < 0 ? -1 : emit(r, view.buf, (size_t)view.len, last);
+    rc = last < 0 ? -1
+                  : sl_asgi_channel_emit(r, view.buf, (size_t)view.len, last);
     PyBuffer_Release(&view);
     if (rc < 0)
         return proto_error(r);
     if (rc == 1)
-        return wait_credit(r);
+        return sl_asgi_channel_wait_credit(r);
     return sl_asgi_done_none();
 }
 
@@ -552,6 +556,8 @@ static PyObject *req_send(sl_asgi_req_t *r, PyObject *msg)
 {
     PyObject *type;
 
+    if (r->ws)
+        return sl_asgi_ws_send(r, msg);
     if (!PyDict_Check(msg))
         return proto_fail(r, PyExc_TypeError,
                           "ASGI: send() takes a dict message, not %s",
@@ -562,13 +568,13 @@ static PyObject *req_send(sl_asgi_req_t *r, PyObject *msg)
                                 : proto_fail(r, PyExc_KeyError,
                                              "ASGI: send(): the message has "
                                              "no 'type'");
-    if (str_is(type, sl_asgi_names[N_RESPONSE_BODY]))
+    if (sl_asgi_str_is(type, sl_asgi_names[N_RESPONSE_BODY]))
         return send_body(r, msg);
-    if (str_is(type, sl_asgi_names[N_RESPONSE_START]))
+    if (sl_asgi_str_is(type, sl_asgi_names[N_RESPONSE_START]))
         return send_start(r, msg);
-    if (str_is(type, sl_asgi_names[N_RESPONSE_TRAILERS]))
+    if (sl_asgi_str_is(type, sl_asgi_names[N_RESPONSE_TRAILERS]))
         return send_trailers(r, msg);
-    if (str_is(type, sl_asgi_names[N_RESPONSE_PATHSEND]))
+    if (sl_asgi_str_is(type, sl_asgi_names[N_RESPONSE_PATHSEND]))
         return send_pathsend(r, msg);
     return proto_fail(r, PyExc_ValueError,
                       "ASGI: send(): unexpected message type %R for an http "

@@ -213,6 +213,7 @@ static int inline_stop(sl_pump_t *p, double timeout)
 
 const sl_exec_t sl_asgi_inline_exec = {
     .name = "inline",
+    .websocket = true,
     .hand_over = inline_hand_over,
     .notify = inline_notify,
     .wake = sl_exec_wake_ticket,

@@ -6,6 +6,7 @@
  *   asgi_channel.c  receive() and send(): the request's messages
  *   asgi_lane.c     pump mode: the lane thread, woken by an eventfd
  *   asgi_inline.c   inline mode: the event loop drives libev
+ *   asgi_ws.c       the websocket scope's messages
  *
  * Everything here runs with the GIL held, on the event loop's thread.
  */
@@ -18,6 +19,7 @@
 
 #include "common/buf.h"
 #include "worker/loop/conn.h"
+#include "worker/loop/conn_ws.h"
 #include "worker/loop/pump.h"
 #include "worker/python/writer.h"
 
@@ -48,6 +50,14 @@ typedef struct sl_asgi_req {
     bool on_slot;           /* sl_asgi.slots points here */
     bool cancelled;         /* cancelled by the drain */
     char what[96];          /* "GET /path", for the log */
+    /* a WebSocket's (asgi_ws.c) */
+    bool ws;             /* the scope is a websocket's */
+    bool ws_connected;   /* receive() gave websocket.connect */
+    bool ws_ended;       /* the WebSocket is over: ws_end says how */
+    int ws_state;        /* asgi_ws.c's WS_* */
+    PyObject *ws_misuse; /* owned: the error a misuse raised, to log once
+                            at the app's end; or NULL */
+    sl_ws_end_t ws_end;
 } sl_asgi_req_t;
 
 /* The executor's state, one per worker (asgi.c). */
@@ -97,6 +107,19 @@ enum {
     N_CANCEL,
     N_THROW,
     N_CLOSE,
+    N_TEXT,
+    N_BYTES,
+    N_CODE,
+    N_REASON,
+    N_SUBPROTOCOL,
+    N_WS_CONNECT,
+    N_WS_RECEIVE,
+    N_WS_DISCONNECT,
+    N_WS_ACCEPT,
+    N_WS_SEND,
+    N_WS_CLOSE,
+    N_WS_RESPONSE_START,
+    N_WS_RESPONSE_BODY,
     N_COUNT
 };
 extern PyObject *sl_asgi_names[N_COUNT];
@@ -154,9 +177,51 @@ PyObject *sl_asgi_channel_new(sl_asgi_req_t *r, bool send);
  * send() that waits for credit go on when it may. */
 void sl_asgi_channel_wake(sl_asgi_req_t *r);
 
-/* R is over: every receive() still waiting gets http.disconnect, a send()
- * waiting for credit returns. */
+/* R is over: every receive() still waiting gets http.disconnect (or
+ * websocket.disconnect), a send() waiting for credit returns. */
 void sl_asgi_channel_release(sl_asgi_req_t *r);
+
+/* Is S the interned string KEY (or equal to it)? */
+bool sl_asgi_str_is(PyObject *s, PyObject *key);
+
+/* Queue LEN body bytes of R's response (its head first when it waits:
+ * r->status, r->headers); LAST ends the body. 0, 1 when over the credit,
+ * -1 with an exception. */
+int sl_asgi_channel_emit(sl_asgi_req_t *r, const void *data, size_t len,
+                         bool last);
+
+/* What send() returns after output went over the credit: a Future the
+ * WAKE resolves, or a completed awaitable when no wait is needed. NULL
+ * with an exception. */
+PyObject *sl_asgi_channel_wait_credit(sl_asgi_req_t *r);
+
+/* ---- asgi_ws.c: the websocket scope's messages ---- */
+
+/* sluice.ClientDisconnected (an OSError): send() after the client left. */
+extern PyObject *sl_asgi_ws_disconnected;
+
+/* Make the exception type. 0, or -1 with an exception. */
+int sl_asgi_ws_init(void);
+
+/* receive()'s next message for WebSocket R as recv_try: a new reference;
+ * NULL without an exception when a WAKE will come; NULL with one. */
+PyObject *sl_asgi_ws_recv_try(sl_asgi_req_t *r);
+
+/* websocket.disconnect with R's end (1006 when none is known). */
+PyObject *sl_asgi_ws_disconnect_msg(sl_asgi_req_t *r);
+
+/* send(MSG) for WebSocket R: an awaitable, or NULL with the exception
+ * the app sees. */
+PyObject *sl_asgi_ws_send(sl_asgi_req_t *r, PyObject *msg);
+
+/* The exception set is a misuse of R by the app: keep it to log once,
+ * end R's WebSocket (1011) or response (500). Returns NULL, the exception
+ * still set. */
+PyObject *sl_asgi_ws_error(sl_asgi_req_t *r);
+
+/* R's app ended (RAISED: with its exception set, which this logs and
+ * clears): close or refuse what is left, send END. */
+void sl_asgi_ws_finish(sl_asgi_req_t *r, bool raised);
 
 /* ---- asgi_inline.c: inline mode ---- */
 

@@ -222,6 +222,7 @@ static int lane_stop(sl_pump_t *p, double timeout)
 
 const sl_exec_t sl_asgi_lane_exec = {
     .name = "pump",
+    .websocket = true,
     .hand_over = lane_hand_over,
     .notify = sl_exec_notify_handoff,
     .wake = sl_exec_wake_ticket,

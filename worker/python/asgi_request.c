@@ -93,6 +93,7 @@ static void req_dealloc(sl_asgi_req_t *r)
     Py_XDECREF(r->send_waiter);
     Py_XDECREF(r->headers);
     Py_XDECREF(r->trailers);
+    Py_XDECREF(r->ws_misuse);
     PyObject_Free(r);
 }
 
@@ -103,7 +104,12 @@ static void req_finish(sl_asgi_req_t *r, bool raised)
     bool quiet;
 
     Py_INCREF(r);
-    if (raised) {
+    if (r->ws) {
+        if (!r->finished)
+            sl_asgi_ws_finish(r, raised);
+        else if (raised)
+            PyErr_Clear();
+    } else if (raised) {
         PyErr_Fetch(&t, &v, &tb);
         PyErr_NormalizeException(&t, &v, &tb);
         /* a cancellation we caused, or one after the client left, is no
@@ -302,6 +308,9 @@ static sl_asgi_req_t *req_new(sl_conn_t *c, uint32_t gen)
     r->gen = gen;
     sl_writer_init(&r->w, &sl_writer_asgi, &sl_asgi.scratch, c, gen);
     r->body_left = q->chunked ? 0 : q->content_length;
+    /* a WebSocket's HTTP answer (a denial) always ends the connection */
+    r->ws = q->websocket;
+    r->w.close = r->ws;
     sl_http_log_name(q, r->what, sizeof(r->what));
     return r;
 }
@@ -329,21 +338,16 @@ static PyObject *awaitable_iter(PyObject *aw)
 void sl_asgi_req_start(sl_conn_t *c, uint32_t gen)
 {
     PyObject *args[3] = {NULL, NULL, NULL}, *aw, *targs[3];
-    sl_asgi_req_t *r;
+    sl_asgi_req_t *r = req_new(c, gen);
 
-    if (sl_asgi_scope_is_websocket(&c->req)) {
-        sl_debug("refusing a WebSocket upgrade: not supported yet");
-        refuse(c, gen, 501);
-        return;
-    }
-    r = req_new(c, gen);
     if (r == NULL) {
         sl_py_log_exception("ASGI: cannot start a request");
         refuse(c, gen, 500);
         return;
     }
     live_insert(r);
-    args[0] = sl_asgi_scope_new(c, sl_asgi.state);
+    args[0] = r->ws ? sl_asgi_scope_new_ws(c, sl_asgi.state)
+                    : sl_asgi_scope_new(c, sl_asgi.state);
     args[1] = sl_asgi_channel_new(r, false);
     args[2] = sl_asgi_channel_new(r, true);
     if (args[0] == NULL || args[1] == NULL || args[2] == NULL)

@@ -1,9 +1,12 @@
-/* asgi_scope.c - the http scope of an ASGI request, built in C.
+/* asgi_scope.c - the http and websocket scopes of an ASGI request, built
+ * in C.
  *
  * What never changes (type, asgi, scheme, root_path, extensions) sits in a
- * prototype dict made once; a request copies it and adds its own parts from
- * the parsed head: method, path, query, headers with their names in lower
- * case (the common names are shared objects), client and server. The
+ * prototype dict made once per scope type; a request copies its type's and
+ * adds its own parts from the parsed head: path, query, headers with their
+ * names in lower case (the common names are shared objects), client and
+ * server - the same builder for both - then what only its type has: the
+ * method (http), the subprotocols the client offers (websocket). The
  * client tuple is made once per connection (sl_py_peer()).
  */
 #include "config.h"
@@ -33,14 +36,18 @@ enum {
     K_STATE,
     K_EXTENSIONS,
     K_HTTP,
+    K_WEBSOCKET,
+    K_WS,
+    K_SUBPROTOCOLS,
     K_1_0,
     K_1_1,
     K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
-    "type",     "asgi",         "http_version", "method",  "scheme", "path",
-    "raw_path", "query_string", "root_path",    "headers", "client", "server",
-    "state",    "extensions",   "http",         "1.0",     "1.1",
+    "type",      "asgi",     "http_version", "method",     "scheme",
+    "path",      "raw_path", "query_string", "root_path",  "headers",
+    "client",    "server",   "state",        "extensions", "http",
+    "websocket", "ws",       "subprotocols", "1.0",        "1.1",
 };
 static PyObject *names[K_COUNT];
 
@@ -49,7 +56,8 @@ static PyObject *common_names[SL_HTTP_NCOMMON];
 
 /* What every scope is made from. */
 static struct {
-    PyObject *proto;                    /* owned: the prototype scope */
+    PyObject *proto;                    /* owned: the http prototype */
+    PyObject *ws_proto;                 /* owned: the websocket prototype */
     PyObject *server[SL_MAX_LISTENERS]; /* owned: (host, port) or None */
     PyObject *empty;                    /* owned: b"" */
 } parts;
@@ -124,18 +132,19 @@ static PyObject *scope_client(const sl_conn_t *c)
     return Py_NewRef(client);
 }
 
-PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
+/* A copy of PROTO with the parts of C's request both scope types have. */
+static PyObject *scope_common(PyObject *proto, const sl_conn_t *c,
+                              PyObject *state)
 {
     const sl_req_t *q = &c->req;
     sl_target_t t;
-    PyObject *scope = PyDict_Copy(parts.proto);
+    PyObject *scope = PyDict_Copy(proto);
 
     if (scope == NULL)
         return NULL;
     sl_http_target(q->hbuf.data + q->url_off, q->url_len, &t);
     if (PyDict_SetItem(scope, names[K_HTTP_VERSION],
                        names[q->minor ? K_1_1 : K_1_0]) < 0 ||
-        PyDict_SetItem(scope, names[K_METHOD], sl_py_method(q->method)) < 0 ||
         set_steal(scope, names[K_PATH],
                   sl_py_unquote_path(t.path, t.path_len, true)) < 0 ||
         set_steal(scope, names[K_RAW_PATH],
@@ -156,43 +165,115 @@ PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
     return scope;
 }
 
-bool sl_asgi_scope_is_websocket(const sl_req_t *q)
+PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
 {
+    PyObject *scope = scope_common(parts.proto, c, state);
+
+    if (scope != NULL &&
+        PyDict_SetItem(scope, names[K_METHOD], sl_py_method(c->req.method)) < 0)
+        Py_CLEAR(scope);
+    return scope;
+}
+
+/* Append the comma-separated items of V[0..N) to LIST, trimmed of
+ * spaces and tabs, empty ones skipped. 0, or -1 with an exception. */
+static int split_tokens(PyObject *list, const char *v, size_t n)
+{
+    size_t i = 0, start, end;
+    PyObject *s;
+
+    while (i < n) {
+        start = i;
+        while (i < n && v[i] != ',')
+            i++;
+        end = i++;
+        while (start < end && (v[start] == ' ' || v[start] == '\t'))
+            start++;
+        while (end > start && (v[end - 1] == ' ' || v[end - 1] == '\t'))
+            end--;
+        if (start == end)
+            continue;
+        s = PyUnicode_DecodeLatin1(v + start, (Py_ssize_t)(end - start), NULL);
+        if (s == NULL || PyList_Append(list, s) < 0) {
+            Py_XDECREF(s);
+            return -1;
+        }
+        Py_DECREF(s);
+    }
+    return 0;
+}
+
+/* The subprotocols Q offers: every Sec-WebSocket-Protocol field, in
+ * order, as one list of str. */
+static PyObject *subprotocols(const sl_req_t *q)
+{
+    PyObject *list = PyList_New(0);
+    const char *hb = q->hbuf.data;
     int i;
 
+    if (list == NULL)
+        return NULL;
     for (i = 0; i < q->nhdrs; i++) {
         const sl_hdr_t *hd = &q->hdrs[i];
-        if (sl_http_name_is(q->hbuf.data + hd->name_off, hd->name_len,
-                            "upgrade") &&
-            hd->val_len == 9 &&
-            sl_http_name_is(q->hbuf.data + hd->val_off, 9, "websocket"))
-            return true;
+        if (sl_http_name_is(hb + hd->name_off, hd->name_len,
+                            "sec-websocket-protocol") &&
+            split_tokens(list, hb + hd->val_off, hd->val_len) < 0) {
+            Py_DECREF(list);
+            return NULL;
+        }
     }
-    return false;
+    return list;
+}
+
+PyObject *sl_asgi_scope_new_ws(const sl_conn_t *c, PyObject *state)
+{
+    PyObject *scope = scope_common(parts.ws_proto, c, state);
+
+    if (scope != NULL &&
+        set_steal(scope, names[K_SUBPROTOCOLS], subprotocols(&c->req)) < 0)
+        Py_CLEAR(scope);
+    return scope;
+}
+
+/* A prototype scope of TYPE: the keys every scope of it has. Steals ASGI
+ * and EXT. NULL with an exception. */
+static PyObject *make_proto(const sl_pump_t *p, int type, int scheme,
+                            PyObject *asgi, PyObject *ext)
+{
+    PyObject *d = PyDict_New();
+
+    if (d == NULL || asgi == NULL || ext == NULL) {
+        Py_XDECREF(d);
+        Py_XDECREF(asgi);
+        Py_XDECREF(ext);
+        return NULL;
+    }
+    if (PyDict_SetItem(d, names[K_TYPE], names[type]) < 0 ||
+        set_steal(d, names[K_ASGI], asgi) < 0 ||
+        PyDict_SetItem(d, names[K_SCHEME], names[scheme]) < 0 ||
+        set_steal(d, names[K_ROOT_PATH],
+                  PyUnicode_FromString(p->opt->root_path)) < 0 ||
+        set_steal(d, names[K_EXTENSIONS], ext) < 0)
+        Py_CLEAR(d);
+    return d;
 }
 
 /* The parts of every scope that never change. */
 static int init_proto(const sl_pump_t *p)
 {
-    PyObject *asgi, *ext;
-    int k, rc;
+    int k;
 
-    parts.proto = PyDict_New();
-    asgi = Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.3");
-    ext = Py_BuildValue("{s{}s{}}", "http.response.pathsend",
-                        "http.response.trailers");
-    if (parts.proto == NULL || asgi == NULL || ext == NULL) {
-        Py_XDECREF(asgi);
-        Py_XDECREF(ext);
-        return -1;
-    }
-    rc = PyDict_SetItem(parts.proto, names[K_TYPE], names[K_HTTP]) < 0 ||
-         set_steal(parts.proto, names[K_ASGI], asgi) < 0 ||
-         PyDict_SetItem(parts.proto, names[K_SCHEME], names[K_HTTP]) < 0 ||
-         set_steal(parts.proto, names[K_ROOT_PATH],
-                   PyUnicode_FromString(p->opt->root_path)) < 0 ||
-         set_steal(parts.proto, names[K_EXTENSIONS], ext) < 0;
-    if (rc)
+    parts.proto = make_proto(
+        p, K_HTTP, K_HTTP,
+        Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.3"),
+        Py_BuildValue("{s{}s{}}", "http.response.pathsend",
+                      "http.response.trailers"));
+    /* "wss" never: sluice has no TLS (a proxy in front terminates it) */
+    parts.ws_proto = make_proto(
+        p, K_WEBSOCKET, K_WS,
+        Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.4"),
+        Py_BuildValue("{s{}}", "websocket.http.response"));
+    if (parts.proto == NULL || parts.ws_proto == NULL)
         return -1;
     for (k = 0; k < p->nlisteners; k++) {
         if (p->listeners[k].unix_sock)

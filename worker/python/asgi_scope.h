@@ -1,4 +1,5 @@
-/* asgi_scope.h - the http scope of an ASGI request (asgi_scope.c). */
+/* asgi_scope.h - the http and websocket scopes of an ASGI request
+ * (asgi_scope.c). */
 #ifndef SL_ASGI_SCOPE_H
 #define SL_ASGI_SCOPE_H
 
@@ -12,12 +13,12 @@
  * listeners). 0, or -1 with a Python exception. GIL held. */
 int sl_asgi_scope_init(const sl_pump_t *p);
 
-/* The scope of C's request: a new dict, or NULL with an exception. STATE,
- * the lifespan state or NULL, goes in as a shallow copy. GIL held. */
+/* The http scope of C's request: a new dict, or NULL with an exception.
+ * STATE, the lifespan state or NULL, goes in as a shallow copy. GIL held. */
 PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state);
 
-/* Does Q ask for a WebSocket upgrade? (Not served yet: the caller answers
- * it, never hangs it.) */
-bool sl_asgi_scope_is_websocket(const sl_req_t *q);
+/* The websocket scope of C's request (a WebSocket handshake), the same
+ * way: scheme "ws", subprotocols from Sec-WebSocket-Protocol. */
+PyObject *sl_asgi_scope_new_ws(const sl_conn_t *c, PyObject *state);
 
 #endif

@@ -1,0 +1,646 @@
+/* conn_ws.c - a connection after a WebSocket upgrade (see conn_ws.h).
+ *
+ * The codec (ws.h) turns bytes into events and messages into frames; this
+ * file joins it to the connection. The loop thread reads and parses, answers
+ * pings, queues whole messages for the executor and runs the close
+ * handshake; the executor takes messages and queues frames in c->out, as it
+ * queues an HTTP response, so output takes the path HTTP output takes
+ * (notify, take, flush, credit) with both handoff and on-loop executors.
+ *
+ * Shared with the executor, under c->mu: the queue, the end, accepted,
+ * close_sent and the writer (the deflater's state). The parser and the
+ * timers are the loop's alone.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/date.h"
+#include "common/log.h"
+#include "worker/loop/conn_ws.h"
+#include "worker/loop/pump.h"
+
+typedef struct ws_node {
+    struct ws_node *next;
+    sl_ws_msg_t msg;
+} ws_node_t;
+
+struct sl_conn_ws {
+    sl_ws_handshake_t *hs; /* owned, from upgrade until accept */
+    sl_ws_rx_t *rx;        /* owned; loop only once accepted */
+    sl_ws_tx_t *tx;        /* owned; under mu */
+    ws_node_t *head;       /* mu: received messages, oldest first */
+    ws_node_t *tail;
+    uint32_t nq;        /* mu: messages queued */
+    bool accepted;      /* mu: the executor sent 101 */
+    bool close_sent;    /* mu: our close frame is queued */
+    bool ended;         /* mu: end is known; recv answers it when the queue
+                           is empty */
+    bool rx_done;       /* nothing more to parse: a close, an error, EOF */
+    bool peer_closed;   /* the peer's side is over: its close or EOF */
+    bool app_done;      /* the executor's END was taken */
+    ev_tstamp last_rx;  /* bytes last came from the peer */
+    ev_tstamp ping_at;  /* our ping waits for its pong since, 0 = none */
+    ev_tstamp close_at; /* our close was seen by the loop at, 0 = not yet */
+    sl_ws_end_t end;    /* mu */
+};
+
+/* ------------------------------------------------------------------ */
+/* shared helpers (mu held)                                           */
+
+static void set_end(sl_conn_ws_t *ws, unsigned code, const char *reason,
+                    size_t n)
+{
+    if (ws->ended)
+        return;
+    ws->ended = true;
+    ws->end.code = code;
+    if (n > sizeof(ws->end.reason) - 1)
+        n = sizeof(ws->end.reason) - 1;
+    if (n > 0)
+        memcpy(ws->end.reason, reason, n);
+    ws->end.reason[n] = '\0';
+}
+
+/* Loop thread: queue our close frame behind what the executor queued, so
+ * no frame of the app's can follow it. */
+static void queue_close_locked(sl_conn_t *c, unsigned code, const char *reason,
+                               size_t n)
+{
+    sl_conn_ws_t *ws = c->ws;
+
+    if (ws->close_sent)
+        return;
+    ws->close_sent = true;
+    ws->close_at = ev_now(c->pump->loop);
+    if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0)
+        c->aborted = true;
+    else if (sl_ws_tx_close(&c->wbuf, code, reason, n) < 0)
+        c->aborted = true; /* out of memory: the cut says it */
+}
+
+/* The connection is over for the app: sends fail, recv says how. */
+static void give_up_locked(sl_conn_t *c, unsigned code)
+{
+    set_end(c->ws, code, NULL, 0);
+    c->aborted = true;
+    sl_conn_wake(c);
+}
+
+static void ws_free(sl_conn_ws_t *ws)
+{
+    ws_node_t *n, *next;
+
+    for (n = ws->head; n != NULL; n = next) {
+        next = n->next;
+        sl_buf_free(&n->msg.data);
+        free(n);
+    }
+    if (ws->rx != NULL)
+        sl_ws_rx_free(ws->rx);
+    if (ws->tx != NULL)
+        sl_ws_tx_free(ws->tx);
+    free(ws->hs);
+    free(ws);
+}
+
+/* ------------------------------------------------------------------ */
+/* executor side                                                      */
+
+/* The request is GEN's, still with the executor, and a WebSocket. */
+static bool live(const sl_conn_t *c, uint32_t gen)
+{
+    return c->gen == gen && c->ws != NULL && !c->resp_done;
+}
+
+static bool header_safe(const char *s)
+{
+    for (; *s != '\0'; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    return true;
+}
+
+int sl_conn_ws_accept(sl_conn_t *c, uint32_t gen, const char *subprotocol,
+                      const char *headers, size_t n)
+{
+    static const char head[] = "HTTP/1.1 101 Switching Protocols\r\n"
+                               "Upgrade: websocket\r\n"
+                               "Connection: Upgrade\r\n"
+                               "Server: sluice\r\n";
+    sl_conn_ws_t *ws;
+    sl_ws_handshake_t *hs;
+    size_t mark;
+    char line[256];
+    int rc = -1;
+
+    pthread_mutex_lock(&c->mu);
+    ws = c->ws;
+    if (!live(c, gen) || c->aborted || ws->accepted || ws->hs == NULL)
+        goto out_unlock;
+    if (subprotocol != NULL &&
+        (!header_safe(subprotocol) || strlen(subprotocol) > 200))
+        goto out_unlock;
+    hs = ws->hs;
+    ws->rx = sl_ws_rx_new((size_t)c->pump->opt->ws_max_size, &hs->deflate);
+    ws->tx = sl_ws_tx_new(&hs->deflate);
+    mark = c->out.len;
+    if (ws->rx == NULL || ws->tx == NULL ||
+        SL_BUF_APPEND_LIT(&c->out, head) < 0 ||
+        sl_buf_append(&c->out, sl_date_line(), strlen(sl_date_line())) < 0)
+        goto out_oom;
+    snprintf(line, sizeof(line), "Sec-WebSocket-Accept: %s\r\n", hs->accept);
+    if (sl_buf_append(&c->out, line, strlen(line)) < 0)
+        goto out_oom;
+    if (hs->extensions[0] != '\0') {
+        snprintf(line, sizeof(line), "Sec-WebSocket-Extensions: %s\r\n",
+                 hs->extensions);
+        if (sl_buf_append(&c->out, line, strlen(line)) < 0)
+            goto out_oom;
+    }
+    if (subprotocol != NULL) {
+        snprintf(line, sizeof(line), "Sec-WebSocket-Protocol: %s\r\n",
+                 subprotocol);
+        if (sl_buf_append(&c->out, line, strlen(line)) < 0)
+            goto out_oom;
+    }
+    if (sl_buf_append(&c->out, headers, n) < 0 ||
+        SL_BUF_APPEND_LIT(&c->out, "\r\n") < 0)
+        goto out_oom;
+    ws->accepted = true;
+    free(ws->hs);
+    ws->hs = NULL;
+    c->pump->exec->notify(c);
+    rc = 0;
+    goto out_unlock;
+
+out_oom:
+    c->out.len = mark;
+    c->aborted = true;
+    c->pump->exec->notify(c);
+out_unlock:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int sl_conn_ws_recv(sl_conn_t *c, uint32_t gen, sl_ws_msg_t *msg,
+                    sl_ws_end_t *end)
+{
+    sl_conn_ws_t *ws;
+    ws_node_t *node;
+    int rc = -1;
+
+    pthread_mutex_lock(&c->mu);
+    ws = c->ws;
+    if (!live(c, gen) || !ws->accepted) {
+        end->code = SL_WS_CLOSE_ABNORMAL;
+        end->reason[0] = '\0';
+    } else if ((node = ws->head) != NULL) {
+        ws->head = node->next;
+        if (ws->head == NULL)
+            ws->tail = NULL;
+        /* the loop stopped reading at a full queue: let it go on */
+        if (ws->nq-- == (uint32_t)c->pump->opt->ws_max_queue)
+            c->pump->exec->notify(c);
+        *msg = node->msg;
+        free(node);
+        rc = 0;
+    } else if (ws->ended) {
+        *end = ws->end;
+    } else if (c->aborted) {
+        end->code = SL_WS_CLOSE_ABNORMAL;
+        end->reason[0] = '\0';
+    } else {
+        c->waiting = true;
+        rc = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int sl_conn_ws_send(sl_conn_t *c, uint32_t gen, int opcode, const void *data,
+                    size_t n)
+{
+    sl_conn_ws_t *ws;
+    int rc = -1;
+
+    pthread_mutex_lock(&c->mu);
+    ws = c->ws;
+    if (!live(c, gen) || !ws->accepted || ws->close_sent || c->aborted)
+        goto out_unlock;
+    if (sl_ws_tx_frame(ws->tx, &c->out, opcode, data, n) < 0) {
+        c->aborted = true; /* out of memory: the client is cut */
+        c->pump->exec->notify(c);
+        goto out_unlock;
+    }
+    c->pump->exec->notify(c);
+    rc = c->aborted ? -1 : c->out.len + c->inflight > SL_CONN_CREDIT ? 1 : 0;
+out_unlock:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int sl_conn_ws_close(sl_conn_t *c, uint32_t gen, unsigned code,
+                     const char *reason, size_t n)
+{
+    sl_conn_ws_t *ws;
+    int rc = -1;
+
+    pthread_mutex_lock(&c->mu);
+    ws = c->ws;
+    if (!live(c, gen) || !ws->accepted || c->aborted)
+        goto out_unlock;
+    rc = 0;
+    if (ws->close_sent)
+        goto out_unlock;
+    if (sl_ws_tx_close(&c->out, code, reason, n) < 0)
+        c->aborted = true;
+    ws->close_sent = true;
+    c->pump->exec->notify(c);
+out_unlock:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* loop side                                                          */
+
+int sl_conn_ws_upgrade(sl_conn_t *c)
+{
+    sl_conn_ws_t *ws = calloc(1, sizeof(*ws));
+    int status;
+
+    if (ws == NULL || (ws->hs = malloc(sizeof(*ws->hs))) == NULL) {
+        free(ws);
+        return 503;
+    }
+    status =
+        sl_ws_handshake(&c->req, c->pump->opt->ws_per_message_deflate, ws->hs);
+    if (status != 0) {
+        ws_free(ws);
+        return status;
+    }
+    sl_conn_ws_free(c); /* none expected: a connection upgrades once */
+    pthread_mutex_lock(&c->mu);
+    c->ws = ws;
+    pthread_mutex_unlock(&c->mu);
+    c->req.websocket = true;
+    return 0;
+}
+
+int sl_conn_ws_refusal(sl_buf_t *b, int status)
+{
+    char head[512];
+    const char *reason = status == 426 ? "Upgrade Required" : "Bad Request";
+    const char *text = status == 426
+                           ? "WebSocket version 13 is the one supported\n"
+                           : "Bad WebSocket handshake\n";
+    int n;
+
+    n = snprintf(head, sizeof(head),
+                 "HTTP/1.1 %d %s\r\n"
+                 "Server: sluice\r\n"
+                 "%s"
+                 "%s"
+                 "Content-Type: text/plain; charset=utf-8\r\n"
+                 "Content-Length: %zu\r\n"
+                 "Connection: close\r\n"
+                 "\r\n"
+                 "%s",
+                 status, reason, sl_date_line(),
+                 status == 426 ? "Sec-WebSocket-Version: 13\r\n" : "",
+                 strlen(text), text);
+    if (n <= 0 || (size_t)n >= sizeof(head))
+        return -1;
+    return sl_buf_append(b, head, (size_t)n);
+}
+
+void sl_conn_ws_take_locked(sl_conn_t *c)
+{
+    sl_conn_ws_t *ws = c->ws;
+    sl_pump_t *p = c->pump;
+
+    if (ws->accepted && c->state == SL_CONN_SERVING) {
+        c->state = SL_CONN_WS;
+        c->deadline = 0;
+        ws->last_rx = ev_now(p->loop);
+        /* accepted while the worker drains: it is told at once */
+        if (p->ws_going_away != 0) {
+            set_end(ws, p->ws_going_away, NULL, 0);
+            queue_close_locked(c, p->ws_going_away, NULL, 0);
+            sl_conn_wake(c);
+        }
+    }
+    if (c->state != SL_CONN_WS)
+        return;
+    if (ws->close_sent && ws->close_at == 0)
+        ws->close_at = ev_now(p->loop);
+    if (c->resp_done && !ws->app_done) {
+        ws->app_done = true;
+        p->inflight--;
+        sl_pump_request_done(p, c);
+        /* an executor that ended without a close: say it for it */
+        queue_close_locked(c, SL_WS_CLOSE_NORMAL, NULL, 0);
+    }
+}
+
+bool sl_conn_ws_app_running(const sl_conn_t *c)
+{
+    return c->ws != NULL && c->ws->accepted && !c->ws->app_done;
+}
+
+uint32_t sl_conn_ws_count(sl_pump_t *p)
+{
+    sl_conn_t *c;
+    uint32_t n = 0;
+
+    for (c = p->active.next; c != &p->active; c = c->next)
+        n += c->state == SL_CONN_WS;
+    return n;
+}
+
+/* Hand the message the parser completed to the queue. */
+static int queue_message(sl_conn_t *c, int opcode)
+{
+    sl_conn_ws_t *ws = c->ws;
+    ws_node_t *node = calloc(1, sizeof(*node));
+
+    if (node == NULL)
+        return -1;
+    node->msg.opcode = opcode;
+    sl_ws_rx_take(ws->rx, &node->msg.data);
+    pthread_mutex_lock(&c->mu);
+    if (ws->tail != NULL)
+        ws->tail->next = node;
+    else
+        ws->head = node;
+    ws->tail = node;
+    ws->nq++;
+    sl_conn_wake(c);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+static bool queue_full(sl_conn_t *c)
+{
+    bool full;
+
+    pthread_mutex_lock(&c->mu);
+    full = c->ws->nq >= (uint32_t)c->pump->opt->ws_max_queue;
+    pthread_mutex_unlock(&c->mu);
+    return full;
+}
+
+/* Act on one event of the parser. */
+static void on_event(sl_conn_t *c, const sl_ws_event_t *ev)
+{
+    sl_conn_ws_t *ws = c->ws;
+    unsigned code;
+
+    switch (ev->kind) {
+    case SL_WS_EV_MESSAGE:
+        if (queue_message(c, ev->opcode) == 0)
+            break;
+        pthread_mutex_lock(&c->mu);
+        set_end(ws, SL_WS_CLOSE_INTERNAL, NULL, 0);
+        queue_close_locked(c, SL_WS_CLOSE_INTERNAL, NULL, 0);
+        sl_conn_wake(c);
+        pthread_mutex_unlock(&c->mu);
+        ws->rx_done = true;
+        break;
+    case SL_WS_EV_PING:
+        pthread_mutex_lock(&c->mu);
+        /* pongs go straight to wbuf: any place between whole frames will
+         * do, and the executor's output need not be waited for */
+        if (!ws->close_sent && sl_ws_tx_frame(ws->tx, &c->wbuf, SL_WS_OP_PONG,
+                                              ev->data, ev->len) < 0)
+            give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
+        pthread_mutex_unlock(&c->mu);
+        break;
+    case SL_WS_EV_PONG:
+        ws->ping_at = 0;
+        break;
+    case SL_WS_EV_CLOSE:
+        ws->rx_done = true;
+        ws->peer_closed = true;
+        /* echo the code; a close without one is answered without one */
+        code = ev->code == SL_WS_CLOSE_NO_STATUS ? 0 : ev->code;
+        pthread_mutex_lock(&c->mu);
+        set_end(ws, ev->code, ev->reason, ev->reason_len);
+        queue_close_locked(c, code, NULL, 0);
+        sl_conn_wake(c);
+        pthread_mutex_unlock(&c->mu);
+        break;
+    case SL_WS_EV_ERROR:
+        ws->rx_done = true;
+        sl_debug("WebSocket on fd %d: %s (closing with %u)", c->fd,
+                 ev->reason ? ev->reason : "error", ev->code);
+        pthread_mutex_lock(&c->mu);
+        set_end(ws, ev->code, NULL, 0);
+        queue_close_locked(c, ev->code, ev->reason,
+                           ev->reason ? strlen(ev->reason) : 0);
+        sl_conn_wake(c);
+        pthread_mutex_unlock(&c->mu);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Parse what rbuf holds, while the queue has room. */
+static void parse(sl_conn_t *c)
+{
+    sl_conn_ws_t *ws = c->ws;
+    sl_buf_t *b = &c->rbuf;
+    sl_ws_event_t ev;
+    long n;
+
+    while (!ws->rx_done && sl_buf_pending(b) > 0 && !queue_full(c)) {
+        memset(&ev, 0, sizeof(ev));
+        n = sl_ws_rx_feed(ws->rx, (const uint8_t *)b->data + b->off,
+                          sl_buf_pending(b), &ev);
+        if (n < 0) {
+            ev.kind = SL_WS_EV_ERROR;
+            ev.code = SL_WS_CLOSE_INTERNAL;
+            ev.reason = "out of memory";
+            n = 0;
+        }
+        /* the event's data points into rbuf: act before consuming */
+        on_event(c, &ev);
+        sl_buf_consume(b, (size_t)n);
+    }
+    if (ws->rx_done)
+        b->off = b->len = 0; /* what follows a close is nobody's */
+    if (c->peer_eof && !ws->peer_closed &&
+        (ws->rx_done || sl_buf_pending(b) == 0)) {
+        /* EOF: without a close frame, the end is 1006 */
+        ws->rx_done = true;
+        ws->peer_closed = true;
+        pthread_mutex_lock(&c->mu);
+        set_end(ws, SL_WS_CLOSE_ABNORMAL, NULL, 0);
+        sl_conn_wake(c);
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+void sl_conn_ws_read(sl_conn_t *c)
+{
+    sl_conn_ws_t *ws = c->ws;
+    sl_buf_t *b = &c->rbuf;
+    ssize_t n;
+
+    if (c->peer_eof || (!ws->rx_done && queue_full(c))) {
+        sl_conn_ws_process(c);
+        return;
+    }
+    if (sl_buf_pending(b) == 0)
+        b->off = b->len = 0;
+    if (sl_buf_reserve(b, SL_CONN_READ_CHUNK) < 0) {
+        n = -1;
+        errno = ENOMEM;
+    } else {
+        n = recv(c->fd, b->data + b->len, SL_CONN_READ_CHUNK, 0);
+    }
+    if (n > 0) {
+        b->len += (size_t)n;
+        ws->last_rx = ev_now(c->pump->loop);
+    } else if (n == 0) {
+        c->peer_eof = true;
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        c->peer_eof = true;
+        b->off = b->len = 0;
+    }
+    sl_conn_ws_process(c);
+}
+
+/* Give back the buffers of an idle WebSocket. */
+static void trim(sl_conn_t *c)
+{
+    sl_conn_ws_t *ws = c->ws;
+
+    if (sl_buf_pending(&c->rbuf) == 0)
+        sl_buf_reset(&c->rbuf, 0);
+    if (sl_buf_pending(&c->wbuf) == 0)
+        sl_buf_reset(&c->wbuf, 0);
+    if (ws->rx != NULL && !ws->rx_done)
+        sl_ws_rx_trim(ws->rx);
+    pthread_mutex_lock(&c->mu);
+    if (sl_buf_pending(&c->out) == 0)
+        sl_buf_reset(&c->out, 0);
+    sl_buf_reset(&c->body, 0);
+    if (ws->tx != NULL)
+        sl_ws_tx_trim(ws->tx);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void sl_conn_ws_process(sl_conn_t *c)
+{
+    sl_conn_ws_t *ws = c->ws;
+    bool done;
+    int rc, events = 0;
+
+    parse(c);
+    pthread_mutex_lock(&c->mu);
+    if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0)
+        c->aborted = true;
+    pthread_mutex_unlock(&c->mu);
+    rc = c->aborted ? -1 : sl_conn_flush(c);
+    if (rc < 0) {
+        pthread_mutex_lock(&c->mu);
+        give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
+        pthread_mutex_unlock(&c->mu);
+    }
+    /* over: the socket broke, or both closes went their way (or the peer
+     * left), and what we had to say is out */
+    done = rc < 0 ||
+           (rc == 1 && ws->peer_closed && (ws->close_sent || c->peer_eof));
+    if (done) {
+        pthread_mutex_lock(&c->mu);
+        give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
+        pthread_mutex_unlock(&c->mu);
+        if (ws->app_done) {
+            sl_conn_close(c);
+            return;
+        }
+        sl_conn_watch(c, 0); /* closed when the app's END comes */
+        return;
+    }
+    if (rc == 0)
+        events |= EV_WRITE;
+    if (!c->peer_eof && (ws->rx_done || !queue_full(c)))
+        events |= EV_READ;
+    sl_conn_watch(c, events);
+}
+
+void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
+{
+    sl_conn_ws_t *ws = c->ws;
+    const sl_options_t *o = c->pump->opt;
+
+    if (c->state != SL_CONN_WS || ws == NULL)
+        return;
+    if (ws->close_sent && ws->close_at > 0 &&
+        now - ws->close_at >= SL_CONN_WS_CLOSE_WAIT) {
+        /* the peer never answered our close: cut */
+        ws->rx_done = true;
+        ws->peer_closed = true;
+        c->peer_eof = true;
+        pthread_mutex_lock(&c->mu);
+        give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
+        pthread_mutex_unlock(&c->mu);
+        sl_conn_ws_process(c);
+        return;
+    }
+    if (!ws->close_sent && !ws->rx_done) {
+        if (ws->ping_at > 0 && o->ws_ping_timeout > 0 &&
+            now - ws->ping_at >= o->ws_ping_timeout) {
+            pthread_mutex_lock(&c->mu);
+            set_end(ws, SL_WS_CLOSE_INTERNAL, NULL, 0);
+            queue_close_locked(c, SL_WS_CLOSE_INTERNAL, "ping timeout", 12);
+            sl_conn_wake(c);
+            pthread_mutex_unlock(&c->mu);
+            sl_conn_ws_process(c);
+            return;
+        }
+        if (ws->ping_at == 0 && o->ws_ping_interval > 0 &&
+            now - ws->last_rx >= o->ws_ping_interval) {
+            pthread_mutex_lock(&c->mu);
+            if (sl_ws_tx_frame(ws->tx, &c->wbuf, SL_WS_OP_PING, NULL, 0) < 0)
+                give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
+            pthread_mutex_unlock(&c->mu);
+            ws->ping_at = now;
+            sl_conn_ws_process(c);
+            return;
+        }
+    }
+    if (now - ws->last_rx >= 1.0)
+        trim(c);
+}
+
+void sl_conn_ws_going_away(sl_conn_t *c, unsigned code)
+{
+    if (c->state != SL_CONN_WS || c->ws == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    set_end(c->ws, code, NULL, 0);
+    queue_close_locked(c, code, NULL, 0);
+    sl_conn_wake(c);
+    pthread_mutex_unlock(&c->mu);
+    sl_conn_ws_process(c);
+}
+
+void sl_conn_ws_free(sl_conn_t *c)
+{
+    sl_conn_ws_t *ws;
+
+    pthread_mutex_lock(&c->mu);
+    ws = c->ws;
+    c->ws = NULL;
+    pthread_mutex_unlock(&c->mu);
+    c->req.websocket = false;
+    if (ws != NULL)
+        ws_free(ws);
+}
