@@ -230,10 +230,7 @@ int sl_conn_flush_locked(sl_conn_t *c)
  * of memory, the close alone says it. */
 static void conn_error_response(sl_conn_t *c, int status)
 {
-    if (status == 426)
-        (void)sl_conn_ws_refusal(&c->wbuf, status);
-    else
-        (void)sl_http_error_head(&c->wbuf, status);
+    (void)sl_http_error_head(&c->wbuf, status);
     c->close_after = true;
     c->resp_done = true;
     c->state = SL_CONN_WRITING;

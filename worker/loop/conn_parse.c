@@ -221,10 +221,10 @@ int sl_conn_parse(sl_conn_t *c)
         if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
             pos = llhttp_get_error_pos(&c->parser);
             b->off = (size_t)(pos - b->data);
+            /* HPE_PAUSED_UPGRADE: on_headers_complete took the request
+             * as not keep-alive already */
             if (err == HPE_PAUSED)
                 llhttp_resume(&c->parser);
-            else
-                c->req.keep_alive = false; /* no upgrades: answer, close */
             if (c->head_done && c->state == SL_CONN_READING)
                 return 0; /* a head to dispatch */
             continue;

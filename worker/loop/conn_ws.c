@@ -294,33 +294,6 @@ int sl_conn_ws_upgrade(sl_conn_t *c)
     return 0;
 }
 
-int sl_conn_ws_refusal(sl_buf_t *b, int status)
-{
-    char head[512];
-    const char *reason = status == 426 ? "Upgrade Required" : "Bad Request";
-    const char *text = status == 426
-                           ? "WebSocket version 13 is the one supported\n"
-                           : "Bad WebSocket handshake\n";
-    int n;
-
-    n = snprintf(head, sizeof(head),
-                 "HTTP/1.1 %d %s\r\n"
-                 "Server: sluice\r\n"
-                 "%s"
-                 "%s"
-                 "Content-Type: text/plain; charset=utf-8\r\n"
-                 "Content-Length: %zu\r\n"
-                 "Connection: close\r\n"
-                 "\r\n"
-                 "%s",
-                 status, reason, sl_date_line(),
-                 status == 426 ? "Sec-WebSocket-Version: 13\r\n" : "",
-                 strlen(text), text);
-    if (n <= 0 || (size_t)n >= sizeof(head))
-        return -1;
-    return sl_buf_append(b, head, (size_t)n);
-}
-
 void sl_conn_ws_take_locked(sl_conn_t *c)
 {
     sl_conn_ws_t *ws = c->ws;

@@ -111,10 +111,6 @@ void sl_conn_ws_take_locked(sl_conn_t *c);
 /* Does the app still hold C's WebSocket (no END taken yet)? */
 bool sl_conn_ws_app_running(const sl_conn_t *c);
 
-/* The loop's own answer to a refused handshake: STATUS (400, 426 with
- * Sec-WebSocket-Version: 13), Connection: close. 0 or -1. */
-int sl_conn_ws_refusal(sl_buf_t *b, int status);
-
 /* Open WebSockets in P (the heartbeat's count). */
 uint32_t sl_conn_ws_count(sl_pump_t *p);
 

@@ -97,12 +97,9 @@ void sl_drain_begin(sl_pump_t *p)
  * the loop has not yet), 1001 otherwise. */
 static void close_websockets(sl_pump_t *p)
 {
-    sl_ctl_msg_t m;
     sl_conn_t *c, *next;
 
-    while (p->ctl_fd >= 0 && sl_ctl_recv(p->ctl_fd, &m) == 1)
-        if (m.type == SL_CTL_RESTART)
-            p->restart = true;
+    (void)sl_pump_ctl_read(p); /* EOF: the ctl watcher says it */
     p->ws_going_away =
         p->restart ? SL_WS_CLOSE_RESTART : SL_WS_CLOSE_GOING_AWAY;
     for (c = p->active.next; c != &p->active; c = next) {

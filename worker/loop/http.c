@@ -237,6 +237,8 @@ const char *sl_http_reason(int status)
         return "Unprocessable Entity";
     case 425:
         return "Too Early";
+    case 426:
+        return "Upgrade Required";
     case 428:
         return "Precondition Required";
     case 429:
@@ -266,18 +268,25 @@ int sl_http_error_head(sl_buf_t *b, int status)
 {
     char head[512];
     const char *reason = sl_http_reason(status);
+    /* the loop's one 426 refuses a WebSocket version: it names ours */
+    bool ws = status == 426;
+    const char *text =
+        ws ? "WebSocket version 13 is the one supported" : reason;
     int n;
 
     n = snprintf(head, sizeof(head),
                  "HTTP/1.1 %d %s\r\n"
                  "Server: sluice\r\n"
                  "%s"
+                 "%s"
                  "Content-Type: text/plain; charset=utf-8\r\n"
                  "Content-Length: %zu\r\n"
                  "Connection: close\r\n"
                  "\r\n"
                  "%s\n",
-                 status, reason, sl_date_line(), strlen(reason) + 1, reason);
+                 status, reason, sl_date_line(),
+                 ws ? "Sec-WebSocket-Version: 13\r\n" : "", strlen(text) + 1,
+                 text);
     if (n <= 0 || (size_t)n >= sizeof(head))
         return -1; /* cannot happen: the reasons are short */
     return sl_buf_append(b, head, (size_t)n);

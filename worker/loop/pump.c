@@ -276,17 +276,25 @@ void sl_pump_ctl(sl_pump_t *p, uint32_t type)
         sl_log_errno(SL_LOG_DEBUG, "send() on the control channel failed");
 }
 
-static void ctl_cb(struct ev_loop *loop, ev_io *w, int revents)
+int sl_pump_ctl_read(sl_pump_t *p)
 {
-    sl_pump_t *p = ev_userdata(loop);
     sl_ctl_msg_t m;
     int rc;
 
+    if (p->ctl_fd < 0)
+        return 0;
+    while ((rc = sl_ctl_recv(p->ctl_fd, &m)) == 1)
+        if (m.type == SL_CTL_RESTART)
+            p->restart = true;
+    return rc < 0 && errno == EAGAIN ? 0 : -1;
+}
+
+static void ctl_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    sl_pump_t *p = ev_userdata(loop);
+
     (void)revents;
-    rc = sl_ctl_recv(p->ctl_fd, &m);
-    if (rc == 1 && m.type == SL_CTL_RESTART)
-        p->restart = true;
-    if (rc == 1 || (rc < 0 && errno == EAGAIN))
+    if (sl_pump_ctl_read(p) == 0)
         return;
     /* EOF or error: the supervisor is gone; never stay as an orphan */
     ev_io_stop(loop, w);

@@ -87,6 +87,11 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
 /* Attach the control channel FD (from the supervisor; -1 for none). */
 void sl_pump_set_ctl(sl_pump_t *p, int fd);
 
+/* Read what the supervisor sent on the control channel (SL_CTL_RESTART
+ * sets p->restart). 0 when all is read, -1 at EOF or on an error: the
+ * supervisor is gone. */
+int sl_pump_ctl_read(sl_pump_t *p);
+
 /* Send a control message of TYPE with the current counters. */
 void sl_pump_ctl(sl_pump_t *p, uint32_t type);
 

@@ -308,9 +308,9 @@ static sl_asgi_req_t *req_new(sl_conn_t *c, uint32_t gen)
     r->gen = gen;
     sl_writer_init(&r->w, &sl_writer_asgi, &sl_asgi.scratch, c, gen);
     r->body_left = q->chunked ? 0 : q->content_length;
-    /* a WebSocket's HTTP answer (a denial) always ends the connection */
+    /* a WebSocket's HTTP answer (a denial) ends the connection: the loop
+     * took its request as not keep-alive, as every upgrade */
     r->ws = q->websocket;
-    r->w.close = r->ws;
     sl_http_log_name(q, r->what, sizeof(r->what));
     return r;
 }

@@ -170,7 +170,7 @@ int sl_writer_start(sl_writer_t *w, int status, const char *line, size_t ln,
             goto out_nomem;
     }
     if (sl_response_end(&w->rs, b, req, known, trailers,
-                        w->close || sl_conn_must_close(w->c, w->gen)) < 0)
+                        sl_conn_must_close(w->c, w->gen)) < 0)
         goto out_nomem;
     w->trailers = trailers;
     w->started = w->headed = true;

@@ -45,14 +45,10 @@ typedef struct {
     bool sent;         /* bytes of the response were queued */
     bool ended;        /* END was queued: the connection moved on */
     bool gone;         /* nothing more goes out: ended, or the client left */
-    bool close;        /* set by the caller: the connection closes after
-                          this response whatever the request asked (the
-                          denial of a WebSocket handshake) */
 } sl_writer_t;
 
 /* Set W up for request GEN of C, for an app of IFACE, building in
- * SCRATCH (which must outlive the calls below; it is emptied by them).
- * W's fields are zeroed: set w->close after this when wanted. */
+ * SCRATCH (which must outlive the calls below; it is emptied by them). */
 void sl_writer_init(sl_writer_t *w, const sl_writer_iface_t *iface,
                     sl_buf_t *scratch, sl_conn_t *c, uint32_t gen);
 
