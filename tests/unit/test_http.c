@@ -127,6 +127,25 @@ START_TEST(test_name_is)
 }
 END_TEST
 
+/* A header list walks item by item, trimmed, empty items included. */
+START_TEST(test_list_next)
+{
+    static const char v[] = " a, b\t,, c d ";
+    const char *p = v, *item;
+    size_t n = sizeof(v) - 1, len;
+    const char *want[] = {"a", "b", "", "c d"};
+    int i = 0;
+
+    while (sl_http_list_next(&p, &n, &item, &len)) {
+        ck_assert_int_lt(i, 4);
+        ck_assert_uint_eq(len, strlen(want[i]));
+        ck_assert(memcmp(item, want[i], len) == 0);
+        i++;
+    }
+    ck_assert_int_eq(i, 4);
+}
+END_TEST
+
 START_TEST(test_common_index)
 {
     int i;
@@ -660,6 +679,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_no_health_path);
     tcase_add_test(tc, test_health_out_of_memory);
     tcase_add_test(tc, test_error_answer_out_of_memory);
+    tcase_add_test(tc, test_list_next);
     suite_add_tcase(s, tc);
     return s;
 }

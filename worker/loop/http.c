@@ -17,6 +17,37 @@
 
 /* Called per header against tables of names: it stops at the first
  * differing byte (usually the first) instead of measuring NAME each time. */
+void sl_http_trim(const char **p, size_t *n)
+{
+    while (*n > 0 && (**p == ' ' || **p == '\t'))
+        (*p)++, (*n)--;
+    while (*n > 0 && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
+        (*n)--;
+}
+
+bool sl_http_list_next(const char **p, size_t *n, const char **item,
+                       size_t *len)
+{
+    const char *comma;
+    size_t span;
+
+    if (*p == NULL)
+        return false;
+    comma = memchr(*p, ',', *n);
+    span = comma ? (size_t)(comma - *p) : *n;
+    *item = *p;
+    *len = span;
+    sl_http_trim(item, len);
+    if (comma == NULL) {
+        *p = NULL; /* that was the last item */
+        *n = 0;
+    } else {
+        *p += span + 1;
+        *n -= span + 1;
+    }
+    return true;
+}
+
 bool sl_http_name_is(const char *p, size_t n, const char *name)
 {
     size_t i;

@@ -33,6 +33,15 @@ size_t sl_http_log_name(const sl_req_t *r, char *buf, size_t n);
 /* Case-insensitive compare of a header name slice with NAME (lower case). */
 bool sl_http_name_is(const char *p, size_t n, const char *name);
 
+/* Trim spaces and tabs (OWS) off both ends of *P[0..*N). */
+void sl_http_trim(const char **p, size_t *n);
+
+/* Walk a comma-separated header list (RFC 9110 §5.6.1): the next item of
+ * *P[0..*N), trimmed, into *ITEM[0..*LEN), and *P, *N moved past it.
+ * False once the list is over. Empty items are given too (LEN 0). */
+bool sl_http_list_next(const char **p, size_t *n, const char **item,
+                       size_t *len);
+
 /* Request header names common enough that the executors make their Python
  * forms once (WSGI's environ keys, ASGI's lower-case bytes), lower case. */
 #define SL_HTTP_NCOMMON 23

@@ -160,41 +160,15 @@ static bool key_valid(const char *p, size_t n)
 
 /* ---- headers ---- */
 
-static bool is_ows(char ch)
-{
-    return ch == ' ' || ch == '\t';
-}
-
-static void trim(const char **p, size_t *n)
-{
-    while (*n > 0 && is_ows(**p))
-        (*p)++, (*n)--;
-    while (*n > 0 && is_ows((*p)[*n - 1]))
-        (*n)--;
-}
-
-static bool same_ci(const char *p, size_t n, const char *lower)
-{
-    return sl_http_name_is(p, n, lower);
-}
-
 /* Does the comma-separated list P[0..N) hold TOKEN (any case)? */
 static bool list_has(const char *p, size_t n, const char *token)
 {
-    while (n > 0) {
-        const char *comma = memchr(p, ',', n);
-        size_t len = comma ? (size_t)(comma - p) : n;
-        const char *item = p;
-        size_t ilen = len;
+    const char *item;
+    size_t len;
 
-        trim(&item, &ilen);
-        if (same_ci(item, ilen, token))
+    while (sl_http_list_next(&p, &n, &item, &len))
+        if (sl_http_name_is(item, len, token))
             return true;
-        if (comma == NULL)
-            break;
-        p += len + 1;
-        n -= len + 1;
-    }
     return false;
 }
 
@@ -203,7 +177,7 @@ static const char *hdr_value(const sl_req_t *req, int i, size_t *n)
     const char *p = req->hbuf.data + req->hdrs[i].val_off;
 
     *n = req->hdrs[i].val_len;
-    trim(&p, n);
+    sl_http_trim(&p, n);
     return p;
 }
 
@@ -363,20 +337,20 @@ static bool offer_param(const char *p, size_t n, sl_ws_deflate_params_t *d,
     unsigned bit;
     int bits = -1;
 
-    trim(&name, &nlen);
+    sl_http_trim(&name, &nlen);
     if (eq < n) {
         val = p + eq + 1;
         vlen = n - eq - 1;
-        trim(&val, &vlen);
+        sl_http_trim(&val, &vlen);
         bits = window_bits(val, vlen);
     }
-    if (same_ci(name, nlen, "server_no_context_takeover"))
+    if (sl_http_name_is(name, nlen, "server_no_context_takeover"))
         bit = P_SNCT;
-    else if (same_ci(name, nlen, "client_no_context_takeover"))
+    else if (sl_http_name_is(name, nlen, "client_no_context_takeover"))
         bit = P_CNCT;
-    else if (same_ci(name, nlen, "server_max_window_bits"))
+    else if (sl_http_name_is(name, nlen, "server_max_window_bits"))
         bit = P_SMWB;
-    else if (same_ci(name, nlen, "client_max_window_bits"))
+    else if (sl_http_name_is(name, nlen, "client_max_window_bits"))
         bit = P_CMWB;
     else
         return false; /* unknown: §7.1 says decline */
@@ -415,8 +389,8 @@ static bool offer_one(const char *p, size_t n, sl_ws_deflate_params_t *d)
     size_t nlen = len;
     unsigned seen = 0;
 
-    trim(&name, &nlen);
-    if (!same_ci(name, nlen, "permessage-deflate"))
+    sl_http_trim(&name, &nlen);
+    if (!sl_http_name_is(name, nlen, "permessage-deflate"))
         return false;
     memset(d, 0, sizeof(*d));
     d->server_max_window_bits = 15;

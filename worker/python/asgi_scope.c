@@ -179,21 +179,14 @@ PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
  * spaces and tabs, empty ones skipped. 0, or -1 with an exception. */
 static int split_tokens(PyObject *list, const char *v, size_t n)
 {
-    size_t i = 0, start, end;
+    const char *item;
+    size_t len;
     PyObject *s;
 
-    while (i < n) {
-        start = i;
-        while (i < n && v[i] != ',')
-            i++;
-        end = i++;
-        while (start < end && (v[start] == ' ' || v[start] == '\t'))
-            start++;
-        while (end > start && (v[end - 1] == ' ' || v[end - 1] == '\t'))
-            end--;
-        if (start == end)
+    while (sl_http_list_next(&v, &n, &item, &len)) {
+        if (len == 0)
             continue;
-        s = PyUnicode_DecodeLatin1(v + start, (Py_ssize_t)(end - start), NULL);
+        s = PyUnicode_DecodeLatin1(item, (Py_ssize_t)len, NULL);
         if (s == NULL || PyList_Append(list, s) < 0) {
             Py_XDECREF(s);
             return -1;
