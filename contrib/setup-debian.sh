@@ -16,6 +16,7 @@ PACKAGES="
     wrk python3-matplotlib
     zlib1g-dev clang-14 libfuzzer-14-dev
     python3-websockets python3-wsproto node-ws nodejs
+    haproxy prometheus
 "
 
 # shellcheck disable=SC2086 # one word per package
