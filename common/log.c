@@ -234,9 +234,9 @@ void sl_log_usage(const char *fmt, ...)
     va_list ap;
     int err = errno;
 
-    int head = snprintf(buf, sizeof(buf), "sluice: error: %s%s",
-                        usage_context ? usage_context : "",
-                        usage_context ? ": " : "");
+    int head =
+        snprintf(buf, sizeof(buf), "sluice: error: %s%s",
+                 usage_context ? usage_context : "", usage_context ? ": " : "");
     if (head < 0 || head >= (int)sizeof(buf) / 2) { /* a runaway context */
         head = snprintf(buf, sizeof(buf), "sluice: error: ");
     }

@@ -188,10 +188,10 @@ static void print_wrapped(const char *text);
 static void print_help(void);
 static bool is_action(const opt_def_t *d);
 static const opt_def_t *find_name(const char *name);
-static void print_setting(const sl_options_t *o, const opt_def_t *d,
-                          int argc, char **argv, FILE *out);
-static void print_special(const sl_options_t *o, const opt_def_t *d,
-                          int argc, char **argv, FILE *out);
+static void print_setting(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out);
+static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out);
 static void print_value(const opt_def_t *d, const char *value, FILE *out);
 
 int sl_options_parse(sl_options_t *o, int argc, char **argv)
@@ -718,8 +718,7 @@ sl_optarg_t sl_options_lookup(const char *name, const char **canon)
     return SL_OPTARG_ONE;
 }
 
-int sl_options_scan(int argc, char **argv, sl_options_visit_fn visit,
-                    void *ctx)
+int sl_options_scan(int argc, char **argv, sl_options_visit_fn visit, void *ctx)
 {
     struct option longopts[NOPTS + 1];
     char shortopts[2 * NOPTS + 2];
@@ -777,8 +776,8 @@ void sl_options_print(const sl_options_t *o, int argc, char **argv, FILE *out)
     }
 }
 
-static void print_setting(const sl_options_t *o, const opt_def_t *d,
-                          int argc, char **argv, FILE *out)
+static void print_setting(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out)
 {
     const void *field = (const char *)o + d->offset;
     char num[64];
@@ -815,8 +814,8 @@ static void print_setting(const sl_options_t *o, const opt_def_t *d,
     print_value(d, num, out);
 }
 
-static void print_special(const sl_options_t *o, const opt_def_t *d,
-                          int argc, char **argv, FILE *out)
+static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out)
 {
     static const char *const ifaces[] = {"auto", "wsgi", "asgi"};
     static const char *const loops[] = {"auto", "asyncio", "uvloop"};
@@ -878,8 +877,8 @@ static void print_value(const opt_def_t *d, const char *value, FILE *out)
     }
     size_t len = strlen(value);
     bool quote = len == 0 || strpbrk(value, "#\"'\\,") != NULL ||
-                 value[0] == ' ' || value[0] == '\t' ||
-                 value[len - 1] == ' ' || value[len - 1] == '\t';
+                 value[0] == ' ' || value[0] == '\t' || value[len - 1] == ' ' ||
+                 value[len - 1] == '\t';
     if (!quote) {
         fprintf(out, "%s = %s\n", name, value);
         return;

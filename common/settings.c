@@ -45,15 +45,13 @@ typedef struct {
 static int visit(void *ctx, const char *name, const char *value);
 static int scan_words(merge_t *m, sl_conffile_t *words, int src);
 static int read_file(const char *path, sl_conffile_t *words);
-static int add_file_entries(merge_t *m, sl_conffile_t *words,
-                            const char *path);
+static int add_file_entries(merge_t *m, sl_conffile_t *words, const char *path);
 static int emit(merge_t *m, char *const *args, char *const *extra,
                 sl_conffile_t *eff);
 static bool overridden(const merge_t *m, int i);
 static int copy_args(char *const *args, sl_conffile_t *eff);
 
-int sl_settings_build(char *const *args, char *const *extra,
-                      sl_conffile_t *eff)
+int sl_settings_build(char *const *args, char *const *extra, sl_conffile_t *eff)
 {
     merge_t m = {0};
     sl_conffile_t argw, envw, filew;
@@ -231,8 +229,7 @@ out:
 }
 
 /* The file's entries go first, each value checked with its line named. */
-static int add_file_entries(merge_t *m, sl_conffile_t *words,
-                            const char *path)
+static int add_file_entries(merge_t *m, sl_conffile_t *words, const char *path)
 {
     char where[4200];
     int nold = m->n;

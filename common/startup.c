@@ -19,8 +19,7 @@
 #include "common/settings.h"
 #include "common/startup.h"
 
-static bool parse_and_log(int argc, char **argv, sl_options_t *o,
-                          int *status);
+static bool parse_and_log(int argc, char **argv, sl_options_t *o, int *status);
 
 bool sl_startup(int argc, char **argv, sl_options_t *o, char ***args,
                 int *status)
@@ -38,8 +37,8 @@ bool sl_startup(int argc, char **argv, sl_options_t *o, char ***args,
     return parse_and_log(argc, parse, o, status);
 }
 
-bool sl_startup_supervisor(int argc, char **argv, sl_options_t *o,
-                           char ***args, char ***eff, int *status)
+bool sl_startup_supervisor(int argc, char **argv, sl_options_t *o, char ***args,
+                           char ***eff, int *status)
 {
     static sl_conffile_t words; /* kept: the options borrow its strings */
     static char **parse;

@@ -27,8 +27,8 @@ bool sl_startup(int argc, char **argv, sl_options_t *o, char ***args,
  * SLUICE_CMD_ARGS, then ARGV), which goes to *EFF (kept for the life of
  * the process: *O borrows its strings) for the workers' exec; *ARGS stays
  * the command line as given, for a binary upgrade's. */
-bool sl_startup_supervisor(int argc, char **argv, sl_options_t *o,
-                           char ***args, char ***eff, int *status);
+bool sl_startup_supervisor(int argc, char **argv, sl_options_t *o, char ***args,
+                           char ***eff, int *status);
 
 /* S as a whole non-negative decimal int (what the supervisor passes in
  * SLUICE_* variables: fds, ids, counts) into *OUT: 0, or -1 when S is

@@ -80,8 +80,7 @@ int sl_reconfig(supervisor_t *s)
     if (o->workers != s->o->workers) {
         int most = SL_TABLE_SLOTS - o->reload_surge;
         int target = o->workers < most ? o->workers : most;
-        sl_info("Handling signal: hup: %d workers (was %d)", target,
-                s->target);
+        sl_info("Handling signal: hup: %d workers (was %d)", target, s->target);
         s->target = target;
     }
     sl_log_set_level(o->log_level);
