@@ -112,18 +112,28 @@ const char *sl_settings_config_path(char *const *args)
 {
     static char path[4096];
     merge_t m = {0};
-    sl_conffile_t argw;
+    sl_conffile_t argw, envw;
+    const char *env = getenv(ENV_NAME);
     const char *found = NULL;
+    char err[512];
+    int rc = 0;
 
     sl_conffile_init(&argw);
-    if (copy_args(args, &argw) == 0 && scan_words(&m, &argw, SRC_ARGV) == 0 &&
-        m.config != NULL) {
+    sl_conffile_init(&envw);
+    if (env != NULL) { /* -c may come from there; argv's wins */
+        rc = sl_conffile_add(&envw, args[0], 0);
+        rc = rc == 0 ? sl_conffile_split(&envw, env, err, sizeof(err)) : -1;
+        rc = rc == 0 ? scan_words(&m, &envw, SRC_ENV) : -1;
+    }
+    if (rc == 0 && copy_args(args, &argw) == 0 &&
+        scan_words(&m, &argw, SRC_ARGV) == 0 && m.config != NULL) {
         snprintf(path, sizeof(path), "%s", m.config);
         found = path;
     }
     free(m.entries);
     free(m.apps);
     sl_conffile_free(&argw);
+    sl_conffile_free(&envw);
     return found;
 }
 

@@ -24,8 +24,10 @@
 int sl_settings_build(char *const *args, char *const *extra,
                       sl_conffile_t *eff);
 
-/* The configuration file ARGS (as above, already found valid) names with
- * -c, in static storage; NULL when none. */
+/* The configuration file that ARGS (as above) or SLUICE_CMD_ARGS name
+ * with -c, as sl_settings_build() reads it, in static storage; NULL when
+ * none. Meant for a command line already found valid: a bad one is
+ * reported as by sl_settings_build(). */
 const char *sl_settings_config_path(char *const *args);
 
 #endif

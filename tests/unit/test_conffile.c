@@ -281,7 +281,12 @@ START_TEST(test_merge_plain)
     char *argv[] = {"sluice", "m:app", NULL};
     ck_assert_ptr_null(sl_settings_config_path(argv));
 
-    /* the application may come from SLUICE_CMD_ARGS */
+    /* so may -c (the command line's wins) and the application */
+    setenv("SLUICE_CMD_ARGS", "-c /env.conf", 1);
+    ck_assert_str_eq(sl_settings_config_path(argv), "/env.conf");
+    char *with_c[] = {"sluice", "--config=/argv.conf", "m:app", NULL};
+    ck_assert_str_eq(sl_settings_config_path(with_c), "/argv.conf");
+
     setenv("SLUICE_CMD_ARGS", "env:app -w 3", 1);
     ck_assert_int_eq(build(&eff, "-w", "2", NULL), 0);
     assert_words(&eff, "sluice", "--workers=2", "--", "env:app", NULL);
