@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (APPS, Server, assert_usage_error, base_command,
-                     free_port, run_cli, wait_until)
+from helpers import (APPS, Server, alive, assert_usage_error, base_command,
+                     children_of, copied_binary, free_port, run_cli, wait_gone,
+                     wait_until)
 
 pytestmark = pytest.mark.sluice_only
 
@@ -41,8 +42,8 @@ class ConfServer(Server):
         self.conf = Path(conf)
 
     def command(self):
-        return base_command() + ["-c", str(self.conf)] + self.args + \
-            [self.app]
+        cmd = [str(self.binary)] if self.binary else base_command()
+        return cmd + ["-c", str(self.conf)] + self.args + [self.app]
 
 
 def conf_text(server_or_binds, error_log, workers=1, extra=""):
@@ -288,6 +289,44 @@ def test_hup_keeps_start_only_settings(tmp_path, servers):
     assert "bind, backlog, name: only read at start, kept as they were" \
         in log, log
     assert s.get("/hello").status == 200  # still on the old address
+
+
+@pytest.mark.parametrize("kind,executor", SERVING)
+def test_usr2_new_supervisor_reads_the_file(tmp_path, kind, executor):
+    """A binary upgrade execs the command line as given (-c FILE), so the
+    new supervisor reads the file as it is now."""
+    pidfile = tmp_path / "sluice.pid"
+    s = make_conf_server(tmp_path, kind, executor,
+                         extra="pid = %s\n" % pidfile)
+    s.binary = copied_binary(tmp_path)
+    s.start()
+    new_sup = None
+    try:
+        s.wait_workers(1)
+        assert s.get("/hz").status == 404
+        s.conf.write_text(conf_text(s, s.error_log, 2, "pid = %s\n"
+                                    "health_path = /hz\n" % pidfile))
+        os.kill(s.pid, signal.SIGUSR2)
+        s.proc.wait(20)
+        assert s.proc.returncode == 0, s.diagnostics()
+        new_sup = int(pidfile.read_text())
+        assert new_sup != s.pid and alive(new_sup)
+        r = s.get("/hz")
+        assert (r.status, r.body) == (200, b"OK\n")
+        # but an upgrade keeps the number of workers running (TTIN/TTOU
+        # included): the file's new count waits for a HUP
+        assert len(children_of(new_sup)) == 1
+        mark = s.log_mark()
+        os.kill(new_sup, signal.SIGHUP)
+        s.wait_for_log("2 workers (was 1)", since=mark)
+        wait_until(lambda: len(children_of(new_sup)) == 2, 20,
+                   "the new supervisor's 2 workers")
+    finally:
+        if new_sup is not None and alive(new_sup):
+            os.kill(new_sup, signal.SIGTERM)
+            wait_gone([new_sup], 10, "the new supervisor to exit")
+        problems = s.stop()
+    assert problems == [], problems
 
 
 # ------------------------------------------------------------ --user
