@@ -281,7 +281,7 @@ def test_hup_broken_file_changes_nothing(tmp_path, servers, kind, executor):
 
 def test_hup_keeps_start_only_settings(tmp_path, servers):
     s = start(servers, make_conf_server(tmp_path, "wsgi", "pump"))
-    s.wait_workers(1)
+    old = s.wait_workers(1)
     other = "127.0.0.1:%d" % free_port()
     s.conf.write_text(conf_text([other], s.error_log, 1,
                                 "backlog = 16\nname = renamed\n"))
@@ -289,6 +289,11 @@ def test_hup_keeps_start_only_settings(tmp_path, servers):
     assert "bind, backlog, name: only read at start, kept as they were" \
         in log, log
     assert s.get("/hello").status == 200  # still on the old address
+    # the new worker keeps the old --name too
+    wait_until(lambda: not set(old) & set(s.worker_pids()), 20,
+               "the old worker to be replaced")
+    with open("/proc/%d/cmdline" % s.wait_workers(1)[0], "rb") as f:
+        assert f.read().startswith(b"sluice: worker "), "renamed"
 
 
 @pytest.mark.parametrize("kind,executor", SERVING)
