@@ -215,19 +215,43 @@ void sl_log_errno(int level, const char *fmt, ...)
     errno = err;
 }
 
+static const char *usage_context; /* borrowed: sl_log_usage_context() */
+static const char *usage_prefix;  /* borrowed: sl_log_usage_to_log() */
+
+void sl_log_usage_context(const char *context)
+{
+    usage_context = context;
+}
+
+void sl_log_usage_to_log(const char *prefix)
+{
+    usage_prefix = prefix;
+}
+
 void sl_log_usage(const char *fmt, ...)
 {
     char buf[LOG_LINE_MAX];
     va_list ap;
     int err = errno;
 
-    int head = snprintf(buf, sizeof(buf), "sluice: error: ");
+    int head =
+        snprintf(buf, sizeof(buf), "sluice: error: %s%s",
+                 usage_context ? usage_context : "", usage_context ? ": " : "");
+    if (head < 0 || head >= (int)sizeof(buf) / 2) { /* a runaway context */
+        head = snprintf(buf, sizeof(buf), "sluice: error: ");
+    }
     va_start(ap, fmt);
     int n = vsnprintf(buf + head, sizeof(buf) - head - 1, fmt, ap);
     va_end(ap);
     size_t len = (size_t)head + (n < 0 ? 0 : (size_t)n);
     if (len > sizeof(buf) - 2) {
         len = sizeof(buf) - 2;
+    }
+    if (usage_prefix != NULL) {
+        buf[len] = '\0';
+        sl_error("%s: %s", usage_prefix, buf + strlen("sluice: error: "));
+        errno = err;
+        return;
     }
     buf[len++] = '\n';
     write_all(STDERR_FILENO, buf, len);

@@ -52,4 +52,14 @@ void sl_log_errno(int level, const char *fmt, ...)
 /* One "sluice: error: ..." line on stderr, for command-line failures. */
 void sl_log_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Until the next call, sl_log_usage() puts "CONTEXT: " before its message
+ * (none when NULL; borrowed): how a configuration file's errors name their
+ * line. */
+void sl_log_usage_context(const char *context);
+
+/* Until the next call, sl_log_usage() writes to the error log, at ERROR
+ * level, "PREFIX: " and its message, instead of "sluice: error: ..." to
+ * stderr; NULL goes back to stderr. How a re-read on HUP reports. */
+void sl_log_usage_to_log(const char *prefix);
+
 #endif

@@ -148,6 +148,21 @@ static const opt_def_t opt_defs[] = {
      "umask (octal) for unix: sockets [unchanged]"},
     {"name", 'n', OPT_STRING, FIELD(proc_name), 0, 0, "NAME",
      "process name in ps: 'NAME: worker 3 [app]' [sluice]"},
+    /* configuration file and identity (common/settings.c) */
+    {"config", 'c', OPT_STRING, FIELD(config), 0, 0, "FILE",
+     "read settings from FILE ('name = value' lines); SLUICE_CMD_ARGS and"
+     " the command line override it; re-read on HUP [none]"},
+    {"check-config", 0, OPT_FLAG, FIELD(check_config), 0, 0, NULL,
+     "check the settings and the application's name, bind and import"
+     " nothing, exit 0 (valid) or 2"},
+    {"print-config", 0, OPT_FLAG, FIELD(print_config), 0, 0, NULL,
+     "print the effective settings in the configuration file's format and"
+     " exit"},
+    {"user", 'u', OPT_STRING, FIELD(user), 0, 0, "USER",
+     "run the workers as USER (name or uid); the supervisor must be root"
+     " [unchanged]"},
+    {"group", 'g', OPT_STRING, FIELD(group), 0, 0, "GROUP",
+     "run the workers as GROUP (name or gid) [USER's group]"},
     {"version", 'v', OPT_FLAG, NOFIELD, 0, 0, NULL,
      "print the version and exit"},
     {"help", 'h', OPT_FLAG, NOFIELD, 0, 0, NULL, "print this help and exit"},
@@ -171,6 +186,13 @@ static int add_pythonpath(sl_options_t *o, const char *arg);
 static int check_app(const char *app);
 static void print_wrapped(const char *text);
 static void print_help(void);
+static bool is_action(const opt_def_t *d);
+static const opt_def_t *find_name(const char *name);
+static void print_setting(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out);
+static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out);
+static void print_value(const opt_def_t *d, const char *value, FILE *out);
 
 int sl_options_parse(sl_options_t *o, int argc, char **argv)
 {
@@ -191,6 +213,10 @@ int sl_options_parse(sl_options_t *o, int argc, char **argv)
         if (d == NULL) {
             report_getopt_error(c, argv);
             return -1;
+        }
+        if (d->kind == OPT_FLAG && !is_action(d)) {
+            *(bool *)((char *)o + d->offset) = true;
+            continue;
         }
         if (d->kind == OPT_FLAG) {
             if (d->short_name == 'h') {
@@ -642,4 +668,227 @@ static void print_help(void)
            "  SLUICE_INLINE=1               run the Python side on the loop"
            " thread\n"
            "                                (one lane, so --threads 1)\n");
+}
+
+/* ---- the configuration file's view of the table (common/settings.c) ---- */
+
+/* --help and --version: they print and exit, they set nothing. */
+static bool is_action(const opt_def_t *d)
+{
+    return strcmp(d->name, "help") == 0 || strcmp(d->name, "version") == 0;
+}
+
+/* The row named NAME, '_' read as '-'; NULL when none. */
+static const opt_def_t *find_name(const char *name)
+{
+    for (size_t i = 0; i < NOPTS; i++) {
+        const char *a = opt_defs[i].name, *b = name;
+        while (*a != '\0' && (*a == *b || (*a == '-' && *b == '_'))) {
+            a++;
+            b++;
+        }
+        if (*a == '\0' && *b == '\0') {
+            return &opt_defs[i];
+        }
+    }
+    return NULL;
+}
+
+sl_optarg_t sl_options_lookup(const char *name, const char **canon)
+{
+    const opt_def_t *d = find_name(name);
+
+    if (d == NULL) {
+        return SL_OPTARG_UNKNOWN;
+    }
+    if (canon != NULL) {
+        *canon = d->name;
+    }
+    if (is_action(d) || strcmp(d->name, "config") == 0 ||
+        strcmp(d->name, "check-config") == 0 ||
+        strcmp(d->name, "print-config") == 0) {
+        return SL_OPTARG_ACTION;
+    }
+    if (d->kind == OPT_FLAG) {
+        return SL_OPTARG_FLAG;
+    }
+    if (strcmp(d->name, "bind") == 0 || strcmp(d->name, "pythonpath") == 0) {
+        return SL_OPTARG_LIST;
+    }
+    return SL_OPTARG_ONE;
+}
+
+int sl_options_scan(int argc, char **argv, sl_options_visit_fn visit, void *ctx)
+{
+    struct option longopts[NOPTS + 1];
+    char shortopts[2 * NOPTS + 2];
+
+    build_getopt_tables(longopts, shortopts);
+    optind = 0;
+    opterr = 0;
+    for (;;) {
+        int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+        if (c == -1) {
+            break;
+        }
+        const opt_def_t *d = c == '?' || c == ':' ? NULL : find_def(c);
+        if (d == NULL) {
+            report_getopt_error(c, argv);
+            return -1;
+        }
+        if (visit(ctx, d->name, d->kind == OPT_FLAG ? NULL : optarg) == -1) {
+            return -1;
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        if (visit(ctx, NULL, argv[i]) == -1) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int sl_options_check(const char *name, const char *value)
+{
+    const opt_def_t *d = find_name(name);
+    sl_options_t scratch;
+
+    if (d == NULL) {
+        sl_log_usage("unrecognized option '--%s'", name);
+        return -1;
+    }
+    if (d->kind == OPT_FLAG) {
+        return 0;
+    }
+    set_defaults(&scratch);
+    return apply(&scratch, d, value);
+}
+
+void sl_options_print(const sl_options_t *o, int argc, char **argv, FILE *out)
+{
+    for (size_t i = 0; i < NOPTS; i++) {
+        const opt_def_t *d = &opt_defs[i];
+        if (sl_options_lookup(d->name, NULL) == SL_OPTARG_ACTION ||
+            strcmp(d->name, "log-file") == 0) {
+            continue; /* not settings, or another name for one */
+        }
+        print_setting(o, d, argc, argv, out);
+    }
+}
+
+static void print_setting(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out)
+{
+    const void *field = (const char *)o + d->offset;
+    char num[64];
+
+    switch (d->kind) {
+    case OPT_INT:
+        snprintf(num, sizeof(num), "%d", *(const int *)field);
+        break;
+    case OPT_LLONG:
+        snprintf(num, sizeof(num), "%lld", *(const long long *)field);
+        break;
+    case OPT_SECONDS:
+        snprintf(num, sizeof(num), "%.15g", *(const double *)field);
+        break;
+    case OPT_OCTAL:
+        if (*(const int *)field < 0) {
+            print_value(d, NULL, out);
+            return;
+        }
+        snprintf(num, sizeof(num), "0%03o", (unsigned)*(const int *)field);
+        break;
+    case OPT_STRING: {
+        const char *v = *(const char *const *)field;
+        print_value(d, v != NULL && v[0] != '\0' ? v : NULL, out);
+        return;
+    }
+    case OPT_FLAG:
+        print_value(d, *(const bool *)field ? "true" : "false", out);
+        return;
+    default:
+        print_special(o, d, argc, argv, out);
+        return;
+    }
+    print_value(d, num, out);
+}
+
+static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out)
+{
+    static const char *const ifaces[] = {"auto", "wsgi", "asgi"};
+    static const char *const loops[] = {"auto", "asyncio", "uvloop"};
+    static const char *const lifespans[] = {"auto", "on", "off"};
+    static const char *const levels[] = {"debug", "info", "warning", "error",
+                                         "critical"};
+    const char *n = d->name;
+
+    if (strcmp(n, "bind") == 0 || strcmp(n, "pythonpath") == 0) {
+        bool bind = n[0] == 'b';
+        int count = bind ? o->nbinds : o->npythonpath;
+        for (int i = 0; i < count; i++) {
+            print_value(d, bind ? o->binds[i] : o->pythonpath[i], out);
+        }
+        if (count == 0) {
+            print_value(d, NULL, out);
+        }
+    } else if (strcmp(n, "interface") == 0) {
+        print_value(d, ifaces[o->interface], out);
+    } else if (strcmp(n, "loop") == 0) {
+        print_value(d, loops[o->loop], out);
+    } else if (strcmp(n, "lifespan") == 0) {
+        print_value(d, lifespans[o->lifespan], out);
+    } else if (strcmp(n, "ws-per-message-deflate") == 0) {
+        print_value(d, o->ws_per_message_deflate ? "true" : "false", out);
+    } else if (strcmp(n, "log-level") == 0) {
+        print_value(d, levels[o->log_level], out);
+    } else if (strcmp(n, "error-logfile") == 0) {
+        print_value(d, o->error_logfile ? o->error_logfile : "-", out);
+    } else {
+        /* A row added without a printer here: the last value given, as
+         * given; else it is left unset. */
+        const char *given = NULL;
+        size_t len = strlen(n);
+        for (int i = 1; i < argc; i++) {
+            if (strncmp(argv[i], "--", 2) == 0 &&
+                strncmp(argv[i] + 2, n, len) == 0 && argv[i][2 + len] == '=') {
+                given = argv[i] + 3 + len;
+            }
+        }
+        print_value(d, given, out);
+    }
+}
+
+/* "name = value", the name with '_' as gunicorn's settings spell it, the
+ * value double-quoted when the file's parser would otherwise misread it;
+ * a commented-out "# name =" when VALUE is NULL (not set). */
+static void print_value(const opt_def_t *d, const char *value, FILE *out)
+{
+    char name[64];
+
+    snprintf(name, sizeof(name), "%s", d->name);
+    for (char *p = name; *p != '\0'; p++) {
+        *p = *p == '-' ? '_' : *p;
+    }
+    if (value == NULL) {
+        fprintf(out, "# %s =\n", name);
+        return;
+    }
+    size_t len = strlen(value);
+    bool quote = len == 0 || strpbrk(value, "#\"'\\,") != NULL ||
+                 value[0] == ' ' || value[0] == '\t' || value[len - 1] == ' ' ||
+                 value[len - 1] == '\t';
+    if (!quote) {
+        fprintf(out, "%s = %s\n", name, value);
+        return;
+    }
+    fprintf(out, "%s = \"", name);
+    for (const char *p = value; *p != '\0'; p++) {
+        if (*p == '"' || *p == '\\') {
+            fputc('\\', out);
+        }
+        fputc(*p, out);
+    }
+    fputs("\"\n", out);
 }

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #define SL_MAX_BINDS       16
 #define SL_MAX_PYTHONPATHS 16
@@ -96,12 +97,55 @@ typedef struct {
 
     /* logging */
     int log_level; /* SL_LOG_* from log.h */
+
+    /* configuration file and identity (common/settings.h) */
+    const char *config; /* -c FILE, or NULL */
+    bool check_config;  /* validate, then exit */
+    bool print_config;  /* print the effective settings, then exit */
+    const char *user;   /* workers' user (name or uid), or NULL */
+    const char *group;  /* workers' group (name or gid), or NULL */
 } sl_options_t;
+
+/* What a setting takes, for the configuration file's parser. */
+typedef enum {
+    SL_OPTARG_UNKNOWN = -1, /* no such option */
+    SL_OPTARG_ACTION,       /* --help, --config: not a setting */
+    SL_OPTARG_FLAG,         /* no argument: "name = true" sets it */
+    SL_OPTARG_ONE,          /* one value; a later one replaces it */
+    SL_OPTARG_LIST,         /* repeatable: each value adds one */
+} sl_optarg_t;
+
+/* Called by sl_options_scan() for each option (NAME its long name without
+ * "--", VALUE its argument or NULL for a flag) and, with NAME NULL, for
+ * each positional argument. Returns 0, or -1 to stop the scan. */
+typedef int (*sl_options_visit_fn)(void *ctx, const char *name,
+                                   const char *value);
 
 /* Fill *o with defaults, then parse argv. On a bad command line prints one
  * "sluice: error: ..." line to stderr and returns -1 (caller exits 2). On
  * --help or --version prints and returns 1 (caller exits 0). Returns 0 when
  * the options are ready to use. argv strings are borrowed, not copied. */
 int sl_options_parse(sl_options_t *o, int argc, char **argv);
+
+/* What the option NAME (long name; '_' and '-' alike) takes; *CANON, when
+ * not NULL, gets the table's spelling of the name (static storage). */
+sl_optarg_t sl_options_lookup(const char *name, const char **canon);
+
+/* Walk ARGV[1..ARGC) as sl_options_parse() would, without applying
+ * anything: VISIT gets each option and positional in order. ARGV may be
+ * reordered (getopt). An unknown option or a missing argument is reported
+ * as by sl_options_parse(). Returns 0, or -1 (reported, or VISIT's -1). */
+int sl_options_scan(int argc, char **argv, sl_options_visit_fn visit,
+                    void *ctx);
+
+/* Check VALUE for the option NAME alone, as the command line would (one
+ * "sluice: error: ..." line when bad). 0 or -1. */
+int sl_options_check(const char *name, const char *value);
+
+/* Print every setting of *O to OUT as "name = value" lines that
+ * common/conffile.c reads back to the same settings; unset ones as
+ * comments. ARGV[1..ARGC), the vector *O was parsed from, gives the value of
+ * a setting this function does not know how to print. */
+void sl_options_print(const sl_options_t *o, int argc, char **argv, FILE *out);
 
 #endif

@@ -14,8 +14,12 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/conffile.h"
 #include "common/proctitle.h"
+#include "common/settings.h"
 #include "common/startup.h"
+
+static bool parse_and_log(int argc, char **argv, sl_options_t *o, int *status);
 
 bool sl_startup(int argc, char **argv, sl_options_t *o, char ***args,
                 int *status)
@@ -30,13 +34,48 @@ bool sl_startup(int argc, char **argv, sl_options_t *o, char ***args,
         return false;
     }
     memcpy(parse, *args, (size_t)argc * sizeof(*parse));
+    return parse_and_log(argc, parse, o, status);
+}
 
-    int rc = sl_options_parse(o, argc, parse);
+bool sl_startup_supervisor(int argc, char **argv, sl_options_t *o, char ***args,
+                           char ***eff, int *status)
+{
+    static sl_conffile_t words; /* kept: the options borrow its strings */
+    static char **parse;
+
+    *args = sl_proctitle_init(argc, argv);
+    if (*args == NULL) {
+        sl_log_usage("out of memory");
+        *status = SL_EXIT_FAIL;
+        return false;
+    }
+    if (sl_settings_build(*args, NULL, &words) == -1) {
+        *status = SL_EXIT_USAGE;
+        return false;
+    }
+    parse = calloc((size_t)words.n + 1, sizeof(*parse));
+    if (parse == NULL) {
+        sl_log_usage("out of memory");
+        *status = SL_EXIT_FAIL;
+        return false;
+    }
+    memcpy(parse, words.words, (size_t)words.n * sizeof(*parse));
+    *eff = words.words;
+    return parse_and_log(words.n, parse, o, status);
+}
+
+/* Parse ARGV into *O, then the log level and file it asks for. */
+static bool parse_and_log(int argc, char **argv, sl_options_t *o, int *status)
+{
+    int rc = sl_options_parse(o, argc, argv);
     if (rc != 0) {
         *status = rc == 1 ? SL_EXIT_OK : SL_EXIT_USAGE;
         return false;
     }
     sl_log_set_level(o->log_level);
+    if (o->check_config || o->print_config) {
+        return true; /* they open, bind and import nothing */
+    }
     if (o->error_logfile != NULL && sl_log_open(o->error_logfile) == -1) {
         sl_log_usage("cannot open the error log %s: %s", o->error_logfile,
                      strerror(errno));

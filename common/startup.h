@@ -22,6 +22,14 @@
 bool sl_startup(int argc, char **argv, sl_options_t *o, char ***args,
                 int *status);
 
+/* sl_startup() for the supervisor: as above, but *O is parsed from the
+ * effective vector common/settings.h builds (configuration file,
+ * SLUICE_CMD_ARGS, then ARGV), which goes to *EFF (kept for the life of
+ * the process: *O borrows its strings) for the workers' exec; *ARGS stays
+ * the command line as given, for a binary upgrade's. */
+bool sl_startup_supervisor(int argc, char **argv, sl_options_t *o, char ***args,
+                           char ***eff, int *status);
+
 /* S as a whole non-negative decimal int (what the supervisor passes in
  * SLUICE_* variables: fds, ids, counts) into *OUT: 0, or -1 when S is
  * empty, signed, has anything after the digits or does not fit. */

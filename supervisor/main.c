@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/options.h"
@@ -22,22 +23,56 @@
 #include "supervisor/spawn.h"
 #include "supervisor/supervisor.h"
 
-static int run_supervisor(sl_options_t *o, char **args);
+static int run_supervisor(sl_options_t *o, char **args, char **eff);
+static int check_config(const sl_options_t *o);
 static int open_listeners(sl_options_t *o, sl_listener_t *ls);
+static void give_files(const sl_options_t *o, const sl_listener_t *ls, int n);
 
 int main(int argc, char **argv)
 {
     sl_options_t o;
-    char **args;
+    char **args, **eff;
     int status;
 
-    if (!sl_startup(argc, argv, &o, &args, &status)) {
+    if (!sl_startup_supervisor(argc, argv, &o, &args, &eff, &status)) {
         return status;
     }
-    return run_supervisor(&o, args);
+    if (o.print_config) {
+        int n = 0;
+        while (eff[n] != NULL) {
+            n++;
+        }
+        sl_options_print(&o, n, eff, stdout);
+        return fflush(stdout) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
+    }
+    if (o.check_config) {
+        return check_config(&o);
+    }
+    if (sl_spawn_set_identity(o.user, o.group) == -1) {
+        return SL_EXIT_USAGE;
+    }
+    return run_supervisor(&o, args, eff);
 }
 
-static int run_supervisor(sl_options_t *o, char **args)
+/* --check-config: what the options alone cannot tell (the --bind
+ * addresses' shape, the user and group), without binding or importing. */
+static int check_config(const sl_options_t *o)
+{
+    sl_addr_t a;
+
+    for (int i = 0; i < o->nbinds; i++) {
+        if (sl_listen_parse(o->binds[i], &a) == -1) {
+            return SL_EXIT_USAGE;
+        }
+    }
+    if (sl_spawn_set_identity(o->user, o->group) == -1) {
+        return SL_EXIT_USAGE;
+    }
+    printf("sluice: configuration OK\n");
+    return fflush(stdout) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
+}
+
+static int run_supervisor(sl_options_t *o, char **args, char **eff)
 {
     static sl_listener_t ls[SL_MAX_LISTENERS];
     static char worker_exe[PATH_MAX];
@@ -58,7 +93,8 @@ static int run_supervisor(sl_options_t *o, char **args)
     if (n == -1) {
         return SL_EXIT_USAGE;
     }
-    int rc = sl_supervisor_run(o, worker_exe, args, ls, n);
+    give_files(o, ls, n);
+    int rc = sl_supervisor_run(o, worker_exe, args, eff, ls, n);
     sl_listen_close(ls, n, true);
     return rc;
 }
@@ -75,4 +111,29 @@ static int open_listeners(sl_options_t *o, sl_listener_t *ls)
     snprintf(list, sizeof(list), "%s", inherited);
     unsetenv("SLUICE_UPGRADE_FDS");
     return sl_listen_inherit(list, ls, SL_MAX_LISTENERS);
+}
+
+/* With --user/--group, what the workers must be able to open by name is
+ * theirs, as gunicorn does it: the unix sockets this supervisor created
+ * (so that the app's user owns its socket) and the error log (which
+ * workers open, and reopen on USR1). A failure is a warning: the operator
+ * may have arranged permissions otherwise. */
+static void give_files(const sl_options_t *o, const sl_listener_t *ls, int n)
+{
+    uid_t uid;
+    gid_t gid;
+
+    if (!sl_spawn_identity(&uid, &gid)) {
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        if (ls[i].unlink && chown(ls[i].path, uid, gid) == -1) {
+            sl_log_errno(SL_LOG_WARNING, "chown(\"%s\", %ld, %ld) failed",
+                         ls[i].path, (long)uid, (long)gid);
+        }
+    }
+    if (o->error_logfile != NULL && chown(o->error_logfile, uid, gid) == -1) {
+        sl_log_errno(SL_LOG_WARNING, "chown(\"%s\", %ld, %ld) failed",
+                     o->error_logfile, (long)uid, (long)gid);
+    }
 }

@@ -198,8 +198,9 @@ static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
             sl_earliest(next, s->spawn_at);
             return;
         }
-        sl_worker_t *w = sl_table_spawn(&s->table, s->worker_exe, s->argv,
-                                        s->fds, s->nls, s->gen_next);
+        sl_worker_t *w =
+            sl_table_spawn(&s->table, s->worker_exe, s->worker_argv, s->fds,
+                           s->nls, s->gen_next);
         if (w == NULL) {
             sl_supervisor_died_young(s, 0);
             sl_earliest(next, s->spawn_at);

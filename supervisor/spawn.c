@@ -13,12 +13,21 @@
  *
  * The worker executable is looked up beside /proc/self/exe at start: later
  * that link may name a file an upgrade has replaced ("... (deleted)").
+ *
+ * --user and --group are resolved once, at start, while the supervisor
+ * still knows it can (names need the user database, which a chroot or a
+ * changed /etc could take away); each worker child drops to them just
+ * before exec, so the worker's own code never runs as root. The supervisor
+ * stays as it was started, as gunicorn's arbiter does: it has to, to start
+ * the next worker under another uid.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,6 +39,7 @@
 
 #include "common/handoff.h"
 #include "common/log.h"
+#include "common/options.h"
 #include "supervisor/spawn.h"
 
 #define FDLIST_MAX      1024 /* "3,4,...": room for SL_MAX_LISTENERS numbers */
@@ -46,6 +56,7 @@
 static const char *const supervisor_only_env[] = {
     "NOTIFY_SOCKET",      "WATCHDOG_USEC",       "WATCHDOG_PID",
     "SLUICE_UPGRADE_FDS", "SLUICE_UPGRADE_PIPE", "SLUICE_UPGRADE_WORKERS",
+    "SLUICE_CMD_ARGS", /* already in the worker's argv */
 };
 
 static void beside_self(char *buf, size_t size);
@@ -60,6 +71,19 @@ static void exec_supervisor(const char *exe, char *const argv[],
                             const int *keep, int nkeep, char *const env[])
     __attribute__((noreturn));
 static int keep_across_exec(int fd);
+static int resolve_user(const char *user, uid_t *uid, gid_t *gid);
+static int resolve_group(const char *group, gid_t *gid);
+static bool is_id(const char *s, unsigned long *id);
+static int drop_identity(void);
+
+/* Who the workers run as; decided at start (sl_spawn_set_identity()). */
+static struct {
+    bool set;
+    bool have_user; /* setuid() and the user's groups */
+    uid_t uid;
+    gid_t gid;
+    char name[64]; /* for initgroups(); "" when the uid has no name */
+} identity;
 
 int sl_spawn_find_worker(char *buf, size_t size)
 {
@@ -241,6 +265,9 @@ static void exec_worker(const char *exe, char *const argv[], const int *fds,
         unsetenv(supervisor_only_env[i]);
     }
 
+    if (drop_identity() == -1) {
+        _exit(SL_EXIT_APPLOAD); /* the next worker would fail the same way */
+    }
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     execv(exe, argv);
@@ -283,6 +310,145 @@ static int keep_across_exec(int fd)
 {
     if (fcntl(fd, F_SETFD, 0) == -1) {
         sl_log_errno(SL_LOG_ERROR, "fcntl(%d, F_SETFD) failed", fd);
+        return -1;
+    }
+    return 0;
+}
+
+int sl_spawn_set_identity(const char *user, const char *group)
+{
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+
+    identity.name[0] = '\0';
+    if (user != NULL) {
+        if (resolve_user(user, &uid, &gid) == -1) {
+            return -1;
+        }
+    }
+    if (group != NULL && resolve_group(group, &gid) == -1) {
+        return -1;
+    }
+    if (user != NULL && group == NULL && identity.name[0] == '\0') {
+        sl_log_usage("argument -u/--user: uid %s has no entry in the user"
+                     " database: give its group with --group",
+                     user);
+        return -1;
+    }
+    if (uid == geteuid() && gid == getegid()) {
+        return 0; /* already there: nothing to drop */
+    }
+    if (geteuid() != 0) {
+        sl_log_usage("argument %s: switching the workers to %s %s needs"
+                     " root (sluice runs as uid %ld)",
+                     user != NULL ? "-u/--user" : "-g/--group",
+                     user != NULL ? "user" : "group",
+                     user != NULL ? user : group, (long)geteuid());
+        return -1;
+    }
+    identity.set = true;
+    identity.have_user = user != NULL;
+    identity.uid = uid;
+    identity.gid = gid;
+    return 0;
+}
+
+bool sl_spawn_identity(uid_t *uid, gid_t *gid)
+{
+    if (!identity.set) {
+        return false;
+    }
+    *uid = identity.have_user ? identity.uid : geteuid();
+    *gid = identity.gid;
+    return true;
+}
+
+/* USER, a name or a uid, into *UID and its login group into *GID; its name
+ * into identity.name when the database knows it. */
+static int resolve_user(const char *user, uid_t *uid, gid_t *gid)
+{
+    unsigned long id;
+    struct passwd *pw;
+
+    errno = 0;
+    if (is_id(user, &id)) {
+        pw = getpwuid((uid_t)id);
+        *uid = (uid_t)id;
+    } else {
+        pw = getpwnam(user);
+        if (pw == NULL) {
+            sl_log_usage("argument -u/--user: no such user: '%s'", user);
+            return -1;
+        }
+        *uid = pw->pw_uid;
+    }
+    if (pw != NULL) {
+        *gid = pw->pw_gid;
+        snprintf(identity.name, sizeof(identity.name), "%s", pw->pw_name);
+    }
+    return 0;
+}
+
+static int resolve_group(const char *group, gid_t *gid)
+{
+    unsigned long id;
+
+    if (is_id(group, &id)) {
+        *gid = (gid_t)id;
+        return 0;
+    }
+    struct group *gr = getgrnam(group);
+    if (gr == NULL) {
+        sl_log_usage("argument -g/--group: no such group: '%s'", group);
+        return -1;
+    }
+    *gid = gr->gr_gid;
+    return 0;
+}
+
+/* S is all decimal digits, fitting an id. */
+static bool is_id(const char *s, unsigned long *id)
+{
+    char *end;
+
+    if (s[0] < '0' || s[0] > '9') {
+        return false;
+    }
+    errno = 0;
+    *id = strtoul(s, &end, 10);
+    return *end == '\0' && errno == 0 && *id < 0xFFFFFFFFul;
+}
+
+/* In the worker child: groups, gid, then uid (the other order would have
+ * lost the right to change the first two). */
+static int drop_identity(void)
+{
+    gid_t gid = identity.gid;
+
+    if (!identity.set) {
+        return 0;
+    }
+    if (identity.have_user && identity.name[0] != '\0') {
+        if (initgroups(identity.name, gid) == -1) {
+            sl_log_errno(SL_LOG_ERROR, "initgroups(\"%s\", %ld) failed",
+                         identity.name, (long)gid);
+            return -1;
+        }
+    } else if (setgroups(1, &gid) == -1) {
+        sl_log_errno(SL_LOG_ERROR, "setgroups(%ld) failed", (long)gid);
+        return -1;
+    }
+    if (setgid(gid) == -1) {
+        sl_log_errno(SL_LOG_ERROR, "setgid(%ld) failed", (long)gid);
+        return -1;
+    }
+    if (identity.have_user && setuid(identity.uid) == -1) {
+        sl_log_errno(SL_LOG_ERROR, "setuid(%ld) failed", (long)identity.uid);
+        return -1;
+    }
+    if (identity.have_user && identity.uid != 0 && setuid(0) == 0) {
+        sl_error("setuid(%ld) left the worker able to become root again",
+                 (long)identity.uid);
         return -1;
     }
     return 0;

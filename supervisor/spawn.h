@@ -13,6 +13,7 @@
 #ifndef SL_SPAWN_H
 #define SL_SPAWN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -21,6 +22,19 @@
  * only candidate. 0, or -1 after one "sluice: error: ..." line naming what
  * was tried. */
 int sl_spawn_find_worker(char *buf, size_t size);
+
+/* Workers spawned from now on run as USER and GROUP (names or decimal
+ * ids; either may be NULL): the child calls initgroups() (setgroups() for
+ * a uid the user database does not know), setgid() and setuid() before
+ * exec, and exits SL_EXIT_APPLOAD, logged, when one fails. GROUP defaults
+ * to USER's login group. 0; or -1 after one "sluice: error: ..." line when
+ * a name is unknown, or when this process is not root and is asked for
+ * another uid or gid (asking for its own is a no-op). */
+int sl_spawn_set_identity(const char *user, const char *group);
+
+/* The uid and gid workers switch to: true, or false (and *UID, *GID
+ * untouched) when they run as the supervisor does. */
+bool sl_spawn_identity(uid_t *uid, gid_t *gid);
 
 /* Fork and exec worker WORKER_ID: EXE with ARGV, the listening sockets
  * FDS[0..NFDS) and CTL_FD (or -1) inherited, SLUICE_WORKER_ID,

@@ -32,7 +32,8 @@ typedef enum {
 typedef struct {
     const sl_options_t *o;  /* borrowed */
     const char *worker_exe; /* borrowed: sluice-worker's path */
-    char **argv;            /* borrowed: exec'd for workers and upgrades */
+    char **argv;            /* borrowed: the command line, for upgrades */
+    char **worker_argv;     /* borrowed: the effective one, for workers */
     char exe[PATH_MAX];     /* this binary's path, for USR2 */
     sl_listener_t *ls;      /* borrowed */
     int nls;
@@ -102,6 +103,14 @@ void sl_supervisor_died_young(supervisor_t *s, ev_tstamp age);
 
 /* The STATUS= line: "4/4 workers ready, 120.5 req/s" and what goes on. */
 void sl_supervisor_status_text(const supervisor_t *s, char *buf, size_t size);
+
+/* ---- reconfig.c ---- */
+
+/* HUP: build the effective command line anew (the -c file, re-read, with
+ * SLUICE_CMD_ARGS and argv as at start) and make it the one new workers
+ * get. 0 (also when there is no file to re-read), or -1 after one error
+ * line in the log: the settings stay as they were. */
+int sl_reconfig(supervisor_t *s);
 
 /* ---- maintain.c ---- */
 

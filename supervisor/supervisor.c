@@ -59,7 +59,7 @@
 static supervisor_t sup; /* one per process; its table is big */
 
 static int init(supervisor_t *s, const sl_options_t *o, const char *worker_exe,
-                char **argv, sl_listener_t *ls, int nls);
+                char **argv, char **worker_argv, sl_listener_t *ls, int nls);
 static int init_loop(supervisor_t *s);
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents);
 static void on_wake(struct ev_loop *loop, ev_timer *w, int revents);
@@ -78,11 +78,12 @@ static void update_title(const supervisor_t *s);
 static int exit_status(const supervisor_t *s);
 
 int sl_supervisor_run(const sl_options_t *o, const char *worker_exe,
-                      char **argv, sl_listener_t *ls, int nls)
+                      char **argv, char **worker_argv, sl_listener_t *ls,
+                      int nls)
 {
     supervisor_t *s = &sup;
 
-    if (init(s, o, worker_exe, argv, ls, nls) == -1) {
+    if (init(s, o, worker_exe, argv, worker_argv, ls, nls) == -1) {
         return SL_EXIT_FAIL;
     }
     if (o->pidfile != NULL && !sl_upgrade_is_successor(&s->upgrade) &&
@@ -103,12 +104,13 @@ int sl_supervisor_run(const sl_options_t *o, const char *worker_exe,
 }
 
 static int init(supervisor_t *s, const sl_options_t *o, const char *worker_exe,
-                char **argv, sl_listener_t *ls, int nls)
+                char **argv, char **worker_argv, sl_listener_t *ls, int nls)
 {
     memset(s, 0, sizeof(*s));
     s->o = o;
     s->worker_exe = worker_exe;
     s->argv = argv;
+    s->worker_argv = worker_argv;
     s->ls = ls;
     s->nls = nls < SL_MAX_LISTENERS ? nls : SL_MAX_LISTENERS;
     for (int i = 0; i < s->nls; i++) {
@@ -551,6 +553,9 @@ void sl_supervisor_begin_reload(supervisor_t *s)
                 " worker is ready");
         s->reload_pending = true;
         return;
+    }
+    if (sl_reconfig(s) == -1) {
+        return; /* a bad file changes nothing */
     }
     s->gen_next++;
     s->gen_min = s->gen_next;

@@ -15,6 +15,7 @@
 
 #include <check.h>
 #include <limits.h>
+#include <pwd.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <signal.h>
@@ -39,6 +40,7 @@ static const char *const reported_env[] = {
     "NOTIFY_SOCKET",      "WATCHDOG_USEC",       "WATCHDOG_PID",
     "SLUICE_UPGRADE_FDS", "SLUICE_UPGRADE_PIPE", "SLUICE_UPGRADE_WORKERS",
     "SL_TEST_KEPT",       "SL_TEST_ADDED",       "SLUICE_HANDOFF",
+    "SLUICE_CMD_ARGS",
 };
 
 /* argv: self --report FD MODE [PROBE_FD...] */
@@ -49,6 +51,8 @@ static int report_main(int argc, char **argv)
     char line[256];
 
     dprintf(fd, "pid=%ld\nppid=%ld\n", (long)getpid(), (long)getppid());
+    dprintf(fd, "uid=%ld\ngid=%ld\ngroups=%d\n", (long)getuid(), (long)getgid(),
+            getgroups(0, NULL));
     prctl(PR_GET_PDEATHSIG, &sig);
     dprintf(fd, "pdeathsig=%d\n", sig);
     sigprocmask(SIG_SETMASK, NULL, &mask);
@@ -255,6 +259,7 @@ START_TEST(test_worker_gets_fds_env_and_pdeathsig)
     setenv("SLUICE_UPGRADE_FDS", "3", 1);
     setenv("SLUICE_UPGRADE_PIPE", "4", 1);
     setenv("SLUICE_UPGRADE_WORKERS", "2", 1);
+    setenv("SLUICE_CMD_ARGS", "-w 2", 1);
     setenv("SL_TEST_KEPT", "kept", 1);
     supervisor_like_signals(&blocked);
 
@@ -279,7 +284,8 @@ START_TEST(test_worker_gets_fds_env_and_pdeathsig)
     ck_assert(has_cloexec(l1) && has_cloexec(ctl[1])); /* ours unchanged */
     const char *gone[] = {"NOTIFY_SOCKET",       "WATCHDOG_USEC",
                           "WATCHDOG_PID",        "SLUICE_UPGRADE_FDS",
-                          "SLUICE_UPGRADE_PIPE", "SLUICE_UPGRADE_WORKERS"};
+                          "SLUICE_UPGRADE_PIPE", "SLUICE_UPGRADE_WORKERS",
+                          "SLUICE_CMD_ARGS"};
     for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++)
         ck_assert_msg(strcmp(env_of(gone[i]), "(unset)") == 0,
                       "%s reached the worker", gone[i]);
@@ -305,6 +311,59 @@ START_TEST(test_worker_without_ctl_fd)
     ck_assert_str_eq(env_of("SLUICE_CTL_FD"), "(unset)");
     ck_assert_str_eq(env_of("SLUICE_LISTEN_FDS"), "");
     ck_assert_str_eq(env_of("SLUICE_WORKER_ID"), "1");
+}
+END_TEST
+
+/* --user: the worker runs as that user, its group and its groups only;
+ * the caller stays as it was. Needs root. */
+START_TEST(test_worker_drops_to_user)
+{
+    struct passwd *pw = getpwnam("nobody");
+    char want[32];
+
+    if (geteuid() != 0 || pw == NULL) {
+        return; /* nothing to switch to */
+    }
+    ck_assert_int_eq(sl_spawn_set_identity("nobody", NULL), 0);
+    uid_t uid;
+    gid_t gid;
+    ck_assert(sl_spawn_identity(&uid, &gid));
+    ck_assert_int_eq(uid, pw->pw_uid);
+    pid_t pid = spawn_worker("exit", NULL, 0, 1, -1, NULL);
+    ck_assert_int_gt(pid, 0);
+    read_report();
+    assert_exit(reap(pid), 0);
+    snprintf(want, sizeof(want), "%ld", (long)pw->pw_uid);
+    ck_assert_str_eq(field("uid"), want);
+    snprintf(want, sizeof(want), "%ld", (long)pw->pw_gid);
+    ck_assert_str_eq(field("gid"), want);
+    ck_assert_str_eq(field("groups"), "1"); /* nogroup, not root's */
+    ck_assert_int_eq(geteuid(), 0);
+}
+END_TEST
+
+/* What sl_spawn_set_identity() refuses, and what it takes as a no-op. */
+START_TEST(test_identity_checks)
+{
+    uid_t uid;
+    gid_t gid;
+    char self[32];
+
+    ck_assert_int_eq(sl_spawn_set_identity("no-such-user-here", NULL), -1);
+    ck_assert_int_eq(sl_spawn_set_identity(NULL, "no-such-group-here"), -1);
+    /* a uid with no name needs its group spelled out */
+    ck_assert_int_eq(sl_spawn_set_identity("4000000000", NULL), -1);
+    snprintf(self, sizeof(self), "%ld", (long)geteuid());
+    ck_assert_int_eq(sl_spawn_set_identity(self, NULL), 0);
+    ck_assert(!sl_spawn_identity(&uid, &gid)); /* already there */
+    if (geteuid() == 0) {
+        ck_assert_int_eq(sl_spawn_set_identity("4000000000", "0"), 0);
+        ck_assert(sl_spawn_identity(&uid, &gid));
+        ck_assert_int_eq(uid, 4000000000u);
+        ck_assert_int_eq(gid, 0);
+    } else {
+        ck_assert_int_eq(sl_spawn_set_identity("0", "0"), -1);
+    }
 }
 END_TEST
 
@@ -557,6 +616,8 @@ static Suite *spawn_suite(void)
     }
     tcase_add_test(worker, test_worker_gets_fds_env_and_pdeathsig);
     tcase_add_test(worker, test_worker_without_ctl_fd);
+    tcase_add_test(worker, test_worker_drops_to_user);
+    tcase_add_test(worker, test_identity_checks);
     tcase_add_test(worker, test_worker_gets_sigterm_when_its_parent_dies);
     tcase_add_test(worker, test_worker_bad_fd_exits_127);
     tcase_add_test(worker, test_worker_exec_failure_exits_127);

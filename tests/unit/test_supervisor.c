@@ -342,7 +342,7 @@ static pid_t start_supervisor(const char *mode, ...)
         if (sl_listen_open(&o, ls, 1) != 1) {
             _exit(101);
         }
-        int rc = sl_supervisor_run(&o, "/proc/self/exe", argv, ls, 1);
+        int rc = sl_supervisor_run(&o, "/proc/self/exe", argv, argv, ls, 1);
         sl_listen_close(ls, 1, true);
         _exit(rc);
     }
