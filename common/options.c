@@ -43,6 +43,7 @@ typedef enum {
     OPT_STRING,  /* const char * field */
     OPT_SPECIAL, /* handled in apply_special() */
     OPT_FLAG,    /* no argument: --help, --version */
+    OPT_SWITCH,  /* no argument: sets a bool field */
 } opt_kind_t;
 
 typedef struct {
@@ -138,6 +139,18 @@ static const opt_def_t opt_defs[] = {
     {"ws-per-message-deflate", 0, OPT_SPECIAL, NOFIELD, 0, 0, "BOOL",
      "accept permessage-deflate compression on WebSockets: true or"
      " false [true]"},
+    /* behind a proxy */
+    {"forwarded-allow-ips", 0, OPT_SPECIAL, NOFIELD, 0, 0, "IPS",
+     "addresses and CIDR blocks (comma-separated; '*' for all, 'unix' for"
+     " unix: socket peers) whose X-Forwarded-For, X-Forwarded-Proto and"
+     " Forwarded headers are trusted; environment FORWARDED_ALLOW_IPS"
+     " [127.0.0.1,::1]"},
+    {"proxy-protocol", 0, OPT_SWITCH, FIELD(proxy_protocol), 0, 0, NULL,
+     "every connection must begin with a PROXY protocol header (v1 or v2)"
+     " [off]"},
+    {"proxy-allow-from", 0, OPT_SPECIAL, NOFIELD, 0, 0, "IPS",
+     "peers allowed to send a PROXY protocol header (same syntax as"
+     " --forwarded-allow-ips) [127.0.0.1,::1]"},
     {"health-path", 0, OPT_STRING, FIELD(health_path), 0, 0, "PATH",
      "answer GET or HEAD of PATH without calling the app [none]"},
     {"pid", 'p', OPT_STRING, FIELD(pidfile), 0, 0, "FILE",
@@ -168,6 +181,7 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg);
 static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
                              const char *arg);
 static int add_pythonpath(sl_options_t *o, const char *arg);
+static int parse_allow(sl_allow_t *a, const char *name, const char *arg);
 static int check_app(const char *app);
 static void print_wrapped(const char *text);
 static void print_help(void);
@@ -217,7 +231,7 @@ static void build_getopt_tables(struct option *longopts, char *shortopts)
     shortopts[ns++] = ':'; /* report a missing argument as ':' */
     for (size_t i = 0; i < NOPTS; i++) {
         const opt_def_t *d = &opt_defs[i];
-        bool has_arg = d->kind != OPT_FLAG;
+        bool has_arg = d->kind != OPT_FLAG && d->kind != OPT_SWITCH;
         longopts[i] = (struct option){d->name, has_arg, NULL, (int)i + 256};
         if (d->short_name) {
             shortopts[ns++] = (char)d->short_name;
@@ -277,6 +291,14 @@ static int finish(sl_options_t *o, int argc, char **argv)
         o->limit_request_fields = 32768;
     }
 
+    /* as gunicorn and uvicorn: the environment's list unless the command
+     * line gives one */
+    const char *fwd = getenv("FORWARDED_ALLOW_IPS");
+    if (!o->forwarded_allow_set && fwd != NULL &&
+        parse_allow(&o->forwarded_allow, "forwarded-allow-ips", fwd) < 0) {
+        return -1;
+    }
+
     const char *inl = getenv("SLUICE_INLINE");
     o->inline_mode = inl != NULL && strcmp(inl, "1") == 0;
     if (o->inline_mode && o->threads > 1) {
@@ -322,6 +344,8 @@ static void set_defaults(sl_options_t *o)
         .error_logfile = NULL, /* stderr */
         .log_level = SL_LOG_INFO,
     };
+    (void)sl_allow_parse(&o->forwarded_allow, "127.0.0.1,::1", NULL, 0);
+    (void)sl_allow_parse(&o->proxy_allow, "127.0.0.1,::1", NULL, 0);
 }
 
 static const opt_def_t *find_def(int c)
@@ -354,6 +378,9 @@ static int apply(sl_options_t *o, const opt_def_t *d, const char *arg)
     char what[64];
 
     switch (d->kind) {
+    case OPT_SWITCH:
+        *(bool *)((char *)o + d->offset) = true;
+        return 0;
     case OPT_STRING:
         if (arg[0] == '\0') {
             describe(d, what, sizeof(what));
@@ -495,6 +522,13 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
         }
         return 0;
     }
+    if (strcmp(d->name, "forwarded-allow-ips") == 0) {
+        o->forwarded_allow_set = true;
+        return parse_allow(&o->forwarded_allow, d->name, arg);
+    }
+    if (strcmp(d->name, "proxy-allow-from") == 0) {
+        return parse_allow(&o->proxy_allow, d->name, arg);
+    }
     if (strcmp(d->name, "log-level") == 0) {
         int level = sl_log_level_parse(arg);
         if (level == -1) {
@@ -512,6 +546,18 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
         return -1;
     }
     o->error_logfile = strcmp(arg, "-") == 0 ? NULL : arg;
+    return 0;
+}
+
+/* --forwarded-allow-ips and --proxy-allow-from (NAME) into *A. */
+static int parse_allow(sl_allow_t *a, const char *name, const char *arg)
+{
+    char why[128];
+
+    if (sl_allow_parse(a, arg, why, sizeof(why)) < 0) {
+        sl_log_usage("argument --%s: %s", name, why);
+        return -1;
+    }
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/conn_ws.h"
+#include "worker/loop/forwarded.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 
@@ -131,6 +132,7 @@ static int on_headers_complete(llhttp_t *h)
 
     if (status != 0)
         return fail(c, status);
+    sl_forwarded_apply(c);
     /* a WebSocket handshake for an executor that serves them: checked
      * here, answered here when bad; any other upgrade (or WSGI) is an
      * ordinary request, and the connection closes after its response:
