@@ -22,7 +22,7 @@
 #include "worker/loop/pump.h"
 
 /* Refusals logged per second, at most. */
-#define LOG_BURST 5
+#define LOG_BURST 20
 
 /* Log that C is refused for WHY (rate-limited), at LEVEL. */
 static void refuse_log(sl_conn_t *c, int level, const char *why)
