@@ -92,7 +92,8 @@ int sl_allow_parse(sl_allow_t *a, const char *spec, char *err, size_t errlen)
         }
         if (parse_net(&a->nets[a->n], text) < 0) {
             snprintf(err, errlen,
-                     "'%s' is no address, CIDR block, '*' or 'unix'", text);
+                     "'%.*s' is no address, CIDR block, '*' or 'unix'",
+                     (int)(e - s), s);
             return -1;
         }
         a->n++;
