@@ -415,3 +415,16 @@ def test_through_haproxy(servers, tmp_path, kind, executor, send_proxy):
         with helpers.RawConn.tcp("::1", port) as c:
             got = ask(s, kind, conn=c)
             assert got == ("::1", c.local_port, "http")
+
+
+def test_unix_socket_peers(make_server, tmp_path, kind, executor):
+    """A unix: socket peer has no address; 'unix' on the list trusts it,
+    and then a forwarded client is the app's client."""
+    path = str(tmp_path / "s.sock")
+    s = make_server(APPS[kind], inline=executor == "inline",
+                    binds=["unix:" + path],
+                    args=["--forwarded-allow-ips", "unix"])
+    assert ask(s, kind) == (None, None, "http")
+    assert ask(s, kind, [("X-Forwarded-For", "203.0.113.9"),
+                         ("X-Forwarded-Proto", "https")]) == \
+        ("203.0.113.9", 0, "https")

@@ -172,11 +172,12 @@ int sl_conn_await(sl_conn_t *c, uint32_t gen, int what);
 /* The peer's address as text and its port (0 for unix sockets). */
 const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port);
 
-/* The client of C's current request into BUF (N bytes, INET6_ADDRSTRLEN
- * at least) and *PORT: the one a trusted proxy's forwarding headers name
- * (forwarded.h), else the peer (sl_conn_peer()). Returns BUF; "" and 0 for
- * a unix: socket peer no header names. Read-only: call it between submit
- * and END, or on the loop thread after the head is complete. */
+/* The client of C's current request into BUF (N bytes; SL_CLIENT_ADDR_MAX
+ * holds any, a shorter BUF truncates) and *PORT: the one a trusted proxy's
+ * forwarding headers name (forwarded.h), else the peer (sl_conn_peer()).
+ * Returns BUF; "" and 0 for a unix: socket peer no header names. Read-only:
+ * call it between submit and END, or on the loop thread after the head is
+ * complete. */
 const char *sl_conn_client(const sl_conn_t *c, char *buf, size_t n, int *port);
 
 /* "https" when a trusted proxy says the client spoke https (or wss), else

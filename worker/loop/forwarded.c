@@ -280,7 +280,7 @@ static void set_client(sl_client_t *out, const hop_t *hop)
     out->port = port;
 }
 
-/* The comma-separated list P[0..N) into HOPS, as nodes (VALID_NODES) or
+/* The comma-separated list P[0..N) into HOPS, as nodes (NODES) or
  * schemes. The count, or -1 when malformed or too long. */
 static int list_parse(const char *p, size_t n, hop_t *hops, bool nodes)
 {

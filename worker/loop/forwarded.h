@@ -34,7 +34,8 @@ typedef struct {
  * fill *OUT with the client they name (addr "" when they name none) and
  * its scheme. Forwarded wins over X-Forwarded-*; a chain gives the
  * right-most hop not on TRUST (the left-most when all are, or with '*'). A
- * malformed header is ignored. Never fails. */
+ * malformed header is ignored (a malformed Forwarded lets X-Forwarded-*
+ * apply). Never fails. */
 void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
                        sl_client_t *out);
 
