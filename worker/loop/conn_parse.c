@@ -37,6 +37,9 @@ static int on_message_begin(llhttp_t *h)
     c->in_msg = true;
     c->req_start = c->rbuf.off;
     c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
+    /* the last request's forwarded client must not stick to an error
+     * answered before this head is complete */
+    memset(&r->client, 0, sizeof(r->client));
     return 0;
 }
 
