@@ -428,3 +428,14 @@ def test_unix_socket_peers(make_server, tmp_path, kind, executor):
     assert ask(s, kind, [("X-Forwarded-For", "203.0.113.9"),
                          ("X-Forwarded-Proto", "https")]) == \
         ("203.0.113.9", 0, "https")
+
+
+def test_default_trusts_ipv6_loopback(make_server, kind, executor):
+    """The default list is 127.0.0.1 and ::1: a proxy on [::1] is
+    believed."""
+    s = make_server(APPS[kind], inline=executor == "inline",
+                    binds=["[::1]:%d" % helpers.free_port("::1")])
+    assert ask(s, kind, [("X-Forwarded-For", "203.0.113.9")]) == \
+        ("203.0.113.9", 0, "http")
+    with s.connect() as c:
+        assert ask(s, kind, conn=c) == ("::1", c.local_port, "http")
