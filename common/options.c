@@ -43,6 +43,7 @@ typedef enum {
     OPT_STRING,  /* const char * field */
     OPT_SPECIAL, /* handled in apply_special() */
     OPT_FLAG,    /* no argument: --help, --version */
+    OPT_SWITCH,  /* no argument: sets a bool field */
 } opt_kind_t;
 
 typedef struct {
@@ -138,6 +139,18 @@ static const opt_def_t opt_defs[] = {
     {"ws-per-message-deflate", 0, OPT_SPECIAL, NOFIELD, 0, 0, "BOOL",
      "accept permessage-deflate compression on WebSockets: true or"
      " false [true]"},
+    /* behind a proxy */
+    {"forwarded-allow-ips", 0, OPT_SPECIAL, NOFIELD, 0, 0, "IPS",
+     "addresses and CIDR blocks (comma-separated; '*' for all, 'unix' for"
+     " unix: socket peers) whose X-Forwarded-For, X-Forwarded-Proto and"
+     " Forwarded headers are trusted; environment FORWARDED_ALLOW_IPS"
+     " [127.0.0.1,::1]"},
+    {"proxy-protocol", 0, OPT_SWITCH, FIELD(proxy_protocol), 0, 0, NULL,
+     "every connection must begin with a PROXY protocol header (v1 or v2)"
+     " [off]"},
+    {"proxy-allow-from", 0, OPT_SPECIAL, NOFIELD, 0, 0, "IPS",
+     "peers allowed to send a PROXY protocol header (same syntax as"
+     " --forwarded-allow-ips) [127.0.0.1,::1]"},
     {"health-path", 0, OPT_STRING, FIELD(health_path), 0, 0, "PATH",
      "answer GET or HEAD of PATH without calling the app [none]"},
     {"pid", 'p', OPT_STRING, FIELD(pidfile), 0, 0, "FILE",
@@ -152,10 +165,10 @@ static const opt_def_t opt_defs[] = {
     {"config", 'c', OPT_STRING, FIELD(config), 0, 0, "FILE",
      "read settings from FILE ('name = value' lines); SLUICE_CMD_ARGS and"
      " the command line override it; re-read on HUP [none]"},
-    {"check-config", 0, OPT_FLAG, FIELD(check_config), 0, 0, NULL,
+    {"check-config", 0, OPT_SWITCH, FIELD(check_config), 0, 0, NULL,
      "check the settings and the application's name, bind and import"
      " nothing, exit 0 (valid) or 2"},
-    {"print-config", 0, OPT_FLAG, FIELD(print_config), 0, 0, NULL,
+    {"print-config", 0, OPT_SWITCH, FIELD(print_config), 0, 0, NULL,
      "print the effective settings in the configuration file's format and"
      " exit"},
     {"user", 'u', OPT_STRING, FIELD(user), 0, 0, "USER",
@@ -183,6 +196,7 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg);
 static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
                              const char *arg);
 static int add_pythonpath(sl_options_t *o, const char *arg);
+static int parse_allow(sl_allow_t *a, const char *name, const char *arg);
 static int check_app(const char *app);
 static void print_wrapped(const char *text);
 static void print_help(void);
@@ -214,10 +228,6 @@ int sl_options_parse(sl_options_t *o, int argc, char **argv)
             report_getopt_error(c, argv);
             return -1;
         }
-        if (d->kind == OPT_FLAG && !is_action(d)) {
-            *(bool *)((char *)o + d->offset) = true;
-            continue;
-        }
         if (d->kind == OPT_FLAG) {
             if (d->short_name == 'h') {
                 print_help();
@@ -243,7 +253,7 @@ static void build_getopt_tables(struct option *longopts, char *shortopts)
     shortopts[ns++] = ':'; /* report a missing argument as ':' */
     for (size_t i = 0; i < NOPTS; i++) {
         const opt_def_t *d = &opt_defs[i];
-        bool has_arg = d->kind != OPT_FLAG;
+        bool has_arg = d->kind != OPT_FLAG && d->kind != OPT_SWITCH;
         longopts[i] = (struct option){d->name, has_arg, NULL, (int)i + 256};
         if (d->short_name) {
             shortopts[ns++] = (char)d->short_name;
@@ -303,6 +313,14 @@ static int finish(sl_options_t *o, int argc, char **argv)
         o->limit_request_fields = 32768;
     }
 
+    /* as gunicorn and uvicorn: the environment's list unless the command
+     * line gives one */
+    const char *fwd = getenv("FORWARDED_ALLOW_IPS");
+    if (!o->forwarded_allow_set && fwd != NULL &&
+        parse_allow(&o->forwarded_allow, "forwarded-allow-ips", fwd) < 0) {
+        return -1;
+    }
+
     const char *inl = getenv("SLUICE_INLINE");
     o->inline_mode = inl != NULL && strcmp(inl, "1") == 0;
     if (o->inline_mode && o->threads > 1) {
@@ -348,6 +366,8 @@ static void set_defaults(sl_options_t *o)
         .error_logfile = NULL, /* stderr */
         .log_level = SL_LOG_INFO,
     };
+    (void)sl_allow_parse(&o->forwarded_allow, "127.0.0.1,::1", NULL, 0);
+    (void)sl_allow_parse(&o->proxy_allow, "127.0.0.1,::1", NULL, 0);
 }
 
 static const opt_def_t *find_def(int c)
@@ -380,6 +400,9 @@ static int apply(sl_options_t *o, const opt_def_t *d, const char *arg)
     char what[64];
 
     switch (d->kind) {
+    case OPT_SWITCH:
+        *(bool *)((char *)o + d->offset) = true;
+        return 0;
     case OPT_STRING:
         if (arg[0] == '\0') {
             describe(d, what, sizeof(what));
@@ -521,6 +544,13 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
         }
         return 0;
     }
+    if (strcmp(d->name, "forwarded-allow-ips") == 0) {
+        o->forwarded_allow_set = true;
+        return parse_allow(&o->forwarded_allow, d->name, arg);
+    }
+    if (strcmp(d->name, "proxy-allow-from") == 0) {
+        return parse_allow(&o->proxy_allow, d->name, arg);
+    }
     if (strcmp(d->name, "log-level") == 0) {
         int level = sl_log_level_parse(arg);
         if (level == -1) {
@@ -538,6 +568,18 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
         return -1;
     }
     o->error_logfile = strcmp(arg, "-") == 0 ? NULL : arg;
+    return 0;
+}
+
+/* --forwarded-allow-ips and --proxy-allow-from (NAME) into *A. */
+static int parse_allow(sl_allow_t *a, const char *name, const char *arg)
+{
+    char why[128];
+
+    if (sl_allow_parse(a, arg, why, sizeof(why)) < 0) {
+        sl_log_usage("argument --%s: %s", name, why);
+        return -1;
+    }
     return 0;
 }
 
@@ -709,7 +751,7 @@ sl_optarg_t sl_options_lookup(const char *name, const char **canon)
         strcmp(d->name, "print-config") == 0) {
         return SL_OPTARG_ACTION;
     }
-    if (d->kind == OPT_FLAG) {
+    if (d->kind == OPT_SWITCH) {
         return SL_OPTARG_FLAG;
     }
     if (strcmp(d->name, "bind") == 0 || strcmp(d->name, "pythonpath") == 0) {
@@ -736,7 +778,8 @@ int sl_options_scan(int argc, char **argv, sl_options_visit_fn visit, void *ctx)
             report_getopt_error(c, argv);
             return -1;
         }
-        if (visit(ctx, d->name, d->kind == OPT_FLAG ? NULL : optarg) == -1) {
+        bool bare = d->kind == OPT_FLAG || d->kind == OPT_SWITCH;
+        if (visit(ctx, d->name, bare ? NULL : optarg) == -1) {
             return -1;
         }
     }
@@ -757,7 +800,7 @@ int sl_options_check(const char *name, const char *value)
         sl_log_usage("unrecognized option '--%s'", name);
         return -1;
     }
-    if (d->kind == OPT_FLAG) {
+    if (d->kind == OPT_FLAG || d->kind == OPT_SWITCH) {
         return 0;
     }
     set_defaults(&scratch);
@@ -804,7 +847,7 @@ static void print_setting(const sl_options_t *o, const opt_def_t *d, int argc,
         print_value(d, v != NULL && v[0] != '\0' ? v : NULL, out);
         return;
     }
-    case OPT_FLAG:
+    case OPT_SWITCH:
         print_value(d, *(const bool *)field ? "true" : "false", out);
         return;
     default:

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "common/allow.h"
+
 #define SL_MAX_BINDS       16
 #define SL_MAX_PYTHONPATHS 16
 
@@ -89,6 +91,12 @@ typedef struct {
     double ws_ping_interval; /* seconds, 0 = no pings */
     double ws_ping_timeout;  /* seconds, 0 = no timeout */
     bool ws_per_message_deflate;
+
+    /* behind a proxy (gunicorn's names and defaults) */
+    sl_allow_t forwarded_allow; /* --forwarded-allow-ips */
+    bool forwarded_allow_set;   /* given on the command line */
+    bool proxy_protocol;        /* --proxy-protocol */
+    sl_allow_t proxy_allow;     /* --proxy-allow-from */
 
     const char *health_path;
     const char *pidfile;

@@ -7,7 +7,9 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -393,6 +395,48 @@ START_TEST(test_websocket_options)
 }
 END_TEST
 
+START_TEST(test_proxy_options)
+{
+    sl_options_t o;
+    struct sockaddr_in in = {.sin_family = AF_INET};
+
+    in.sin_addr.s_addr = htonl(0x7f000001);
+    ck_assert_int_eq(parse(&o, "m:a", NULL), 0);
+    ck_assert(!o.proxy_protocol);
+    ck_assert_int_eq(o.forwarded_allow.n, 2); /* 127.0.0.1 and ::1 */
+    ck_assert(sl_allow_match(&o.forwarded_allow, (struct sockaddr *)&in));
+    ck_assert(sl_allow_match(&o.proxy_allow, (struct sockaddr *)&in));
+
+    ck_assert_int_eq(parse(&o, "--proxy-protocol", "--forwarded-allow-ips",
+                           "10.0.0.0/8", "--proxy-allow-from", "*", "m:a",
+                           NULL),
+                     0);
+    ck_assert(o.proxy_protocol);
+    ck_assert(!sl_allow_match(&o.forwarded_allow, (struct sockaddr *)&in));
+    ck_assert(o.proxy_allow.any);
+
+    /* the environment's list, unless the command line gives one */
+    setenv("FORWARDED_ALLOW_IPS", "*", 1);
+    ck_assert_int_eq(parse(&o, "m:a", NULL), 0);
+    ck_assert(o.forwarded_allow.any);
+    ck_assert_int_eq(parse(&o, "--forwarded-allow-ips", "::1", "m:a", NULL), 0);
+    ck_assert(!o.forwarded_allow.any);
+    setenv("FORWARDED_ALLOW_IPS", "nonsense", 1);
+    assert_usage_error(parse(&o, "m:a", NULL),
+                       "--forwarded-allow-ips: 'nonsense' is no address");
+
+    assert_usage_error(
+        parse(&o, "--forwarded-allow-ips", "10.0.0.0/33", "m:a", NULL),
+        "argument --forwarded-allow-ips: '10.0.0.0/33' is no address");
+    assert_usage_error(
+        parse(&o, "--proxy-allow-from", "localhost", "m:a", NULL),
+        "argument --proxy-allow-from: 'localhost' is no address");
+    /* a switch takes no value */
+    assert_usage_error(parse(&o, "--proxy-protocol=yes", "m:a", NULL),
+                       "--proxy-protocol");
+}
+END_TEST
+
 START_TEST(test_inline_mode)
 {
     sl_options_t o;
@@ -502,6 +546,7 @@ static Suite *options_suite(void)
                         sizeof(bad_values) / sizeof(bad_values[0]));
     tcase_add_test(tc, test_command_line_errors);
     tcase_add_test(tc, test_websocket_options);
+    tcase_add_test(tc, test_proxy_options);
     tcase_add_test(tc, test_inline_mode);
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_help);

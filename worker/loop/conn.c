@@ -32,6 +32,7 @@
 #include "worker/loop/conn.h"
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/http.h"
+#include "worker/loop/proxyproto.h"
 #include "worker/loop/pump.h"
 
 #define LINGER_SECS   2.0
@@ -118,6 +119,11 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
     conn_reset_request(c);
     c->idle_since = ev_now(c->pump->loop);
     c->deadline = c->idle_since + c->pump->opt->header_timeout;
+    c->proxy_pending = c->pump->opt->proxy_protocol;
+    if (c->proxy_pending && !sl_conn_proxy_allowed(c)) {
+        sl_conn_close(c);
+        return;
+    }
     sl_conn_watch(c, EV_READ);
 }
 
@@ -364,6 +370,8 @@ static void on_readable(sl_conn_t *c)
     case SL_CONN_READING:
         limit =
             (c->in_msg ? c->req_start : c->rbuf.off) + max_head(c->pump->opt);
+        if (c->proxy_pending && limit < c->rbuf.off + SL_PROXYPROTO_V2_MAX)
+            limit = c->rbuf.off + SL_PROXYPROTO_V2_MAX;
         rc = conn_read(c, limit);
         if (rc == 0 && c->rbuf.len >= limit) {
             c->http_error = c->req.nhdrs > 0 ? 431 : 414;
@@ -469,6 +477,15 @@ static void conn_process(sl_conn_t *c)
     for (;;) {
         switch (c->state) {
         case SL_CONN_READING:
+            if (c->proxy_pending) {
+                rc = sl_conn_proxy(c);
+                if (rc < 0)
+                    return;
+                if (rc == 0) {
+                    sl_conn_watch(c, EV_READ);
+                    return;
+                }
+            }
             if (sl_conn_parse(c) < 0) {
                 conn_error_response(c, c->http_error);
                 continue;
@@ -579,7 +596,10 @@ void sl_conn_sweep(sl_conn_t *c, ev_tstamp now)
     switch (c->state) {
     case SL_CONN_READING:
         c->deadline = 0;
-        if (c->in_msg || c->rbuf.len > c->rbuf.off) {
+        if (c->proxy_pending) {
+            sl_conn_proxy_timeout(c);
+            sl_conn_close(c);
+        } else if (c->in_msg || c->rbuf.len > c->rbuf.off) {
             conn_error_response(c, 408);
             conn_process(c);
         } else {

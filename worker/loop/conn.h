@@ -57,8 +57,9 @@ struct sl_conn {
     ev_tstamp deadline;   /* header, keep-alive or linger deadline, 0 = none */
     ev_tstamp idle_since; /* when it last became idle (accept, response) */
     int listener;         /* index of the listener it came from */
-    struct sockaddr_storage peer;
+    struct sockaddr_storage peer; /* the PROXY header's source, once read */
     socklen_t peerlen;
+    bool proxy_pending; /* a PROXY protocol header is due (conn_proxy.c) */
 
     llhttp_t parser;
     sl_buf_t rbuf;    /* owned: bytes read, rbuf.off = parsed up to */
@@ -171,6 +172,18 @@ int sl_conn_await(sl_conn_t *c, uint32_t gen, int what);
 /* The peer's address as text and its port (0 for unix sockets). */
 const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port);
 
+/* The client of C's current request into BUF (N bytes; SL_CLIENT_ADDR_MAX
+ * holds any, a shorter BUF truncates) and *PORT: the one a trusted proxy's
+ * forwarding headers name (forwarded.h), else the peer (sl_conn_peer()).
+ * Returns BUF; "" and 0 for a unix: socket peer no header names. Read-only:
+ * call it between submit and END, or on the loop thread after the head is
+ * complete. */
+const char *sl_conn_client(const sl_conn_t *c, char *buf, size_t n, int *port);
+
+/* "https" when a trusted proxy says the client spoke https (or wss), else
+ * "http": static. Same rules as sl_conn_client(). */
+const char *sl_conn_scheme(const sl_conn_t *c);
+
 /* ---- loop thread ---- */
 
 /* One-time init of a pool slot. 0 or -1. */
@@ -221,6 +234,18 @@ void sl_conn_watch(sl_conn_t *c, int events);
 
 /* Close C now and give its slot back (loop thread). */
 void sl_conn_close(sl_conn_t *c);
+
+/* PROXY protocol (conn_proxy.c). Is C's peer on --proxy-allow-from?
+ * Logs the refusal when not. */
+bool sl_conn_proxy_allowed(sl_conn_t *c);
+
+/* Read C's PROXY header from its read buffer: 1 when it is read (the peer
+ * is now its source), 0 when more bytes are needed, -1 when C was closed
+ * (a bad or missing header, logged). */
+int sl_conn_proxy(sl_conn_t *c);
+
+/* Log that C's header did not come in time (the caller closes C). */
+void sl_conn_proxy_timeout(sl_conn_t *c);
 
 /* Move what the executor queued in c->out behind the loop's write buffer
  * (mu held). 0, or -1 when out of memory (those bytes are lost: the

@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -170,6 +171,22 @@ const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port)
         *port = ntohs(in6->sin6_port);
     }
     return buf;
+}
+
+const char *sl_conn_client(const sl_conn_t *c, char *buf, size_t n, int *port)
+{
+    const sl_client_t *cl = &c->req.client;
+
+    if (cl->addr[0] == '\0')
+        return sl_conn_peer(c, buf, n, port);
+    snprintf(buf, n, "%s", cl->addr);
+    *port = cl->port;
+    return buf;
+}
+
+const char *sl_conn_scheme(const sl_conn_t *c)
+{
+    return c->req.client.https ? "https" : "http";
 }
 
 int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,

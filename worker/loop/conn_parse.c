@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/conn_ws.h"
+#include "worker/loop/forwarded.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 
@@ -36,6 +37,9 @@ static int on_message_begin(llhttp_t *h)
     c->in_msg = true;
     c->req_start = c->rbuf.off;
     c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
+    /* the last request's forwarded client must not stick to an error
+     * answered before this head is complete */
+    memset(&r->client, 0, sizeof(r->client));
     return 0;
 }
 
@@ -131,6 +135,7 @@ static int on_headers_complete(llhttp_t *h)
 
     if (status != 0)
         return fail(c, status);
+    sl_forwarded_apply(c);
     /* a WebSocket handshake for an executor that serves them: checked
      * here, answered here when bad; any other upgrade (or WSGI) is an
      * ordinary request, and the connection closes after its response:

@@ -12,6 +12,18 @@
 
 #include "common/buf.h"
 
+/* Room for a client address given by a forwarding header, NUL included:
+ * an IPv6 address, or an RFC 7239 obfuscated name of up to 63 bytes. */
+#define SL_CLIENT_ADDR_MAX 64
+
+/* The client as the forwarding headers of a trusted peer name it
+ * (forwarded.h). */
+typedef struct {
+    char addr[SL_CLIENT_ADDR_MAX]; /* "" when none: the peer is the client */
+    int port;                      /* 0 when unknown */
+    bool https;                    /* the client spoke https (or wss) */
+} sl_client_t;
+
 typedef struct {
     uint32_t name_off, name_len; /* into sl_req_t.hbuf */
     uint32_t val_off, val_len;
@@ -33,8 +45,9 @@ typedef struct {
     bool head;               /* HEAD: no response body */
     uint64_t content_length; /* valid when has_body and !chunked */
     bool chunked;
-    bool websocket;  /* a valid WebSocket handshake (conn_ws.h) */
-    ev_tstamp start; /* when the headers were complete */
+    bool websocket;     /* a valid WebSocket handshake (conn_ws.h) */
+    ev_tstamp start;    /* when the headers were complete */
+    sl_client_t client; /* set at head complete (sl_forwarded_apply()) */
 } sl_req_t;
 
 #endif

@@ -7,7 +7,9 @@
  * names in lower case (the common names are shared objects), client and
  * server - the same builder for both - then what only its type has: the
  * method (http), the subprotocols the client offers (websocket). The
- * client tuple is made once per connection (sl_py_peer()).
+ * client tuple is made once per connection (sl_py_peer()), or per request
+ * when a trusted proxy's header names the client; such a header may also
+ * make the scheme https or wss.
  */
 #include "config.h"
 
@@ -41,6 +43,8 @@ enum {
     K_SUBPROTOCOLS,
     K_1_0,
     K_1_1,
+    K_HTTPS,
+    K_WSS,
     K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
@@ -48,6 +52,7 @@ static const char *const key_names[K_COUNT] = {
     "path",      "raw_path", "query_string", "root_path",  "headers",
     "client",    "server",   "state",        "extensions", "http",
     "websocket", "ws",       "subprotocols", "1.0",        "1.1",
+    "https",     "wss",
 };
 static PyObject *names[K_COUNT];
 
@@ -125,7 +130,7 @@ static PyObject *scope_client(const sl_conn_t *c)
 {
     PyObject *client;
 
-    if (c->peer.ss_family != AF_INET && c->peer.ss_family != AF_INET6)
+    if (!sl_py_has_client(c))
         Py_RETURN_NONE;
     if (sl_py_peer(c, NULL, NULL, &client) < 0)
         return NULL;
@@ -170,7 +175,10 @@ PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
     PyObject *scope = scope_common(parts.proto, c, state);
 
     if (scope != NULL &&
-        PyDict_SetItem(scope, names[K_METHOD], sl_py_method(c->req.method)) < 0)
+        (PyDict_SetItem(scope, names[K_METHOD], sl_py_method(c->req.method)) <
+             0 ||
+         (c->req.client.https &&
+          PyDict_SetItem(scope, names[K_SCHEME], names[K_HTTPS]) < 0)))
         Py_CLEAR(scope);
     return scope;
 }
@@ -223,7 +231,9 @@ PyObject *sl_asgi_scope_new_ws(const sl_conn_t *c, PyObject *state)
     PyObject *scope = scope_common(parts.ws_proto, c, state);
 
     if (scope != NULL &&
-        set_steal(scope, names[K_SUBPROTOCOLS], subprotocols(&c->req)) < 0)
+        (set_steal(scope, names[K_SUBPROTOCOLS], subprotocols(&c->req)) < 0 ||
+         (c->req.client.https &&
+          PyDict_SetItem(scope, names[K_SCHEME], names[K_WSS]) < 0)))
         Py_CLEAR(scope);
     return scope;
 }
@@ -261,7 +271,8 @@ static int init_proto(const sl_pump_t *p)
         Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.3"),
         Py_BuildValue("{s{}s{}}", "http.response.pathsend",
                       "http.response.trailers"));
-    /* "wss" never: sluice has no TLS (a proxy in front terminates it) */
+    /* "wss" only when a trusted proxy says so: sluice has no TLS (a proxy
+     * in front terminates it) */
     parts.ws_proto = make_proto(
         p, K_WEBSOCKET, K_WS,
         Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.4"),

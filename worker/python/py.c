@@ -221,6 +221,8 @@ PyObject *sl_py_unquote_path(const char *p, size_t n, bool utf8)
 /* One slot per pooled connection, filled on a connection's first request. */
 static struct peer_cache {
     uint32_t serial; /* of the connection the objects are for; 0 = none */
+    uint32_t gen;    /* of the request, when a forwarding header named them */
+    bool forwarded;  /* made from a forwarding header (per request) */
     PyObject *addr, *port, *client; /* owned */
 } * peers;
 static uint32_t npeers;
@@ -229,8 +231,9 @@ int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
                PyObject **client)
 {
     struct peer_cache *pc;
-    char text[64];
+    char text[SL_CLIENT_ADDR_MAX];
     int num;
+    bool fwd;
 
     if (peers == NULL) {
         peers = calloc(c->pump->nconns, sizeof(*peers));
@@ -245,11 +248,17 @@ int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
         return -1;
     }
     pc = &peers[c->idx];
-    if (pc->serial != c->serial) { /* serials start at 1: 0 is "none" */
+    fwd = c->req.client.addr[0] != '\0';
+    /* serials start at 1: 0 is "none"; a forwarded client is the
+     * request's, not the connection's */
+    if (pc->serial != c->serial || pc->forwarded != fwd ||
+        (fwd && pc->gen != c->gen)) {
         Py_CLEAR(pc->addr);
         Py_CLEAR(pc->port);
         Py_CLEAR(pc->client);
-        sl_conn_peer(c, text, sizeof(text), &num);
+        pc->forwarded = fwd;
+        pc->gen = c->gen;
+        sl_conn_client(c, text, sizeof(text), &num);
         pc->addr = PyUnicode_FromString(text);
         pc->port = PyUnicode_FromFormat("%d", num);
         if (pc->addr == NULL || pc->port == NULL ||

@@ -25,12 +25,20 @@ void sl_py_log_exception(const char *what, ...)
 /* Inline mode: let libev drop the GIL around its blocking poll. */
 void sl_py_release_gil_in_poll(struct ev_loop *loop);
 
-/* C's TCP client as Python objects, made once per connection (every
- * keep-alive request shares them): ADDR the address and PORT the port as
+/* C's client (sl_conn_client()) as Python objects, made once per
+ * connection (every keep-alive request shares them) unless a forwarding
+ * header names it, then once per request: ADDR the address and PORT the port as
  * str (WSGI's REMOTE_ADDR/REMOTE_PORT), CLIENT the (address, port) tuple
  * (ASGI's scope["client"]); pass NULL for what is not wanted. Borrowed
  * references, good until C's slot takes another connection. 0, or -1 with
- * a Python exception. GIL held; C must be an AF_INET/AF_INET6 connection. */
+ * a Python exception. GIL held; C must have a client (sl_py_has_client()). */
+/* Has C a client address to show (an IP peer, or a forwarded client)? */
+static inline bool sl_py_has_client(const sl_conn_t *c)
+{
+    return c->peer.ss_family == AF_INET || c->peer.ss_family == AF_INET6 ||
+           c->req.client.addr[0] != '\0';
+}
+
 int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
                PyObject **client);
 

@@ -41,6 +41,8 @@ enum {
     K_HTTP_1_0,
     K_HTTP_1_1,
     K_EMPTY,
+    K_URL_SCHEME,
+    K_HTTPS,
     K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
@@ -48,6 +50,7 @@ static const char *const key_names[K_COUNT] = {
     "CONTENT_TYPE",    "CONTENT_LENGTH", "SERVER_NAME", "SERVER_PORT",
     "SERVER_PROTOCOL", "REMOTE_ADDR",    "REMOTE_PORT", "RAW_URI",
     "wsgi.input",      "HTTP/1.0",       "HTTP/1.1",    "",
+    "wsgi.url_scheme", "https",
 };
 static PyObject *keys[K_COUNT];
 
@@ -251,7 +254,11 @@ PyObject *sl_wsgi_environ_new(sl_conn_t *c, uint32_t gen)
         goto out_fail;
     }
 
-    if (c->peer.ss_family != AF_UNIX) {
+    /* the prototype says "http"; a trusted proxy may say otherwise */
+    if (r->client.https &&
+        PyDict_SetItem(env, keys[K_URL_SCHEME], keys[K_HTTPS]) < 0)
+        goto out_fail;
+    if (sl_py_has_client(c)) {
         PyObject *addr, *port;
         if (sl_py_peer(c, &addr, &port, NULL) < 0 ||
             PyDict_SetItem(env, keys[K_REMOTE_ADDR], addr) < 0 ||

@@ -1,0 +1,396 @@
+/* forwarded.c - the client behind a proxy, from its forwarding headers.
+ *
+ * Each proxy on the way appends the address it received the request
+ * from, so a chain reads left to right from the client towards us. Only
+ * the entries written by proxies we trust can be believed, and the
+ * right-most entry that is not a trusted proxy is the first one a trusted
+ * proxy wrote about someone else: that is the client (what uvicorn does).
+ * Anything to its left could have been made up by the client itself.
+ *
+ * Everything is done on the loop thread, in place, with the hops of a
+ * chain on the stack: no allocation per request. A header we cannot read
+ * is ignored rather than half-believed.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <strings.h>
+
+#include "worker/loop/conn.h"
+#include "worker/loop/forwarded.h"
+#include "worker/loop/http.h"
+#include "worker/loop/pump.h"
+
+/* A node as written: "[2001:db8::1]:4711" is the longest real one. */
+#define NODE_MAX 72
+
+/* Bytes of one forwarding field joined from its repeated lines. */
+#define JOIN_MAX 4096
+
+typedef struct {
+    char node[NODE_MAX]; /* the for= value, unquoted; "" when none */
+    size_t node_len;
+    int proto; /* 1 https, 0 http, -1 not given or another scheme */
+} hop_t;
+
+/* RFC 7239's obfuscated identifier: '_' then ALPHA / DIGIT / . _ - */
+static bool obfuscated(const char *s, size_t n)
+{
+    size_t i;
+
+    if (n < 2 || s[0] != '_')
+        return false;
+    for (i = 1; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+static bool is_ip(int family, const char *s, size_t n)
+{
+    char buf[INET6_ADDRSTRLEN];
+    unsigned char tmp[16];
+
+    if (n == 0 || n >= sizeof(buf))
+        return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return inet_pton(family, buf, tmp) == 1;
+}
+
+/* A node's port: decimal, or obfuscated (then 0). */
+static bool node_port(const char *s, size_t n, int *port)
+{
+    long v = 0;
+    size_t i;
+
+    if (obfuscated(s, n)) {
+        *port = 0;
+        return true;
+    }
+    if (n == 0 || n > 5)
+        return false;
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v > 65535)
+        return false;
+    *port = (int)v;
+    return true;
+}
+
+/* Split the node S[0..N) ("192.0.2.1", "192.0.2.1:80", "[2001:db8::1]",
+ * "[2001:db8::1]:80", a bare IPv6 address, "unknown", "_hidden") into its
+ * address *ADDR[0..*ALEN) and port. False when it is no node. */
+static bool node_split(const char *s, size_t n, const char **addr, size_t *alen,
+                       int *port)
+{
+    const char *colon, *rb;
+
+    *port = 0;
+    if (n > 0 && s[0] == '[') {
+        rb = memchr(s, ']', n);
+        if (rb == NULL || !is_ip(AF_INET6, s + 1, (size_t)(rb - s - 1)))
+            return false;
+        *addr = s + 1;
+        *alen = (size_t)(rb - s - 1);
+        if (rb + 1 == s + n)
+            return true;
+        return rb[1] == ':' &&
+               node_port(rb + 2, (size_t)(s + n - rb - 2), port);
+    }
+    colon = memchr(s, ':', n);
+    *addr = s;
+    *alen = n;
+    if (colon != NULL && memchr(colon + 1, ':', (size_t)(s + n - colon - 1)) ==
+                             NULL) { /* one colon: host:port */
+        *alen = (size_t)(colon - s);
+        if (!node_port(colon + 1, (size_t)(s + n - colon - 1), port))
+            return false;
+    }
+    return is_ip(AF_INET, *addr, *alen) || is_ip(AF_INET6, *addr, *alen) ||
+           obfuscated(*addr, *alen) ||
+           (*alen == 7 && strncasecmp(*addr, "unknown", 7) == 0);
+}
+
+/* 1 for https or wss, 0 for http or ws, -1 for anything else. */
+static int scheme_of(const char *s, size_t n)
+{
+    if ((n == 5 && strncasecmp(s, "https", 5) == 0) ||
+        (n == 3 && strncasecmp(s, "wss", 3) == 0))
+        return 1;
+    if ((n == 4 && strncasecmp(s, "http", 4) == 0) ||
+        (n == 2 && strncasecmp(s, "ws", 2) == 0))
+        return 0;
+    return -1;
+}
+
+static bool is_ows(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+/* Read a Forwarded value at P[*I..N), a token or a quoted-string, into
+ * DST (NODE_MAX bytes), unquoted. False when malformed or too long. */
+static bool fwd_value(const char *p, size_t n, size_t *i, char *dst,
+                      size_t *len)
+{
+    size_t k = 0, j = *i;
+
+    if (j < n && p[j] == '"') {
+        for (j++; j < n && p[j] != '"'; j++) {
+            if (p[j] == '\\' && ++j == n)
+                return false;
+            if (k == NODE_MAX - 1)
+                return false;
+            dst[k++] = p[j];
+        }
+        if (j == n)
+            return false;
+        j++; /* the closing quote */
+    } else {
+        for (; j < n && p[j] != ';' && p[j] != ',' && !is_ows(p[j]); j++) {
+            if (p[j] == '"' || k == NODE_MAX - 1)
+                return false;
+            dst[k++] = p[j];
+        }
+    }
+    dst[k] = '\0';
+    *len = k;
+    *i = j;
+    return true;
+}
+
+/* One "name=value" pair at P[*I..N) into HOP. False when malformed. */
+static bool fwd_pair(const char *p, size_t n, size_t *i, hop_t *hop)
+{
+    char val[NODE_MAX];
+    const char *name = p + *i, *eq, *a;
+    size_t vlen, alen;
+    int port;
+
+    eq = memchr(name, '=', n - *i);
+    if (eq == NULL || eq == name)
+        return false;
+    *i = (size_t)(eq - p) + 1;
+    if (!fwd_value(p, n, i, val, &vlen))
+        return false;
+    if (eq - name == 3 && strncasecmp(name, "for", 3) == 0) {
+        if (hop->node_len > 0 || !node_split(val, vlen, &a, &alen, &port))
+            return false;
+        memcpy(hop->node, val, vlen + 1);
+        hop->node_len = vlen;
+    } else if (eq - name == 5 && strncasecmp(name, "proto", 5) == 0) {
+        hop->proto = scheme_of(val, vlen);
+    } else {
+        /* by=, host= and extensions: allowed, not used; a name must be a
+         * token */
+        for (a = name; a < eq; a++)
+            if (is_ows(*a) || *a == ';' || *a == ',' || *a == '"')
+                return false;
+    }
+    return true;
+}
+
+/* Parse a Forwarded field P[0..N) into HOPS. The count, or -1 when it is
+ * malformed or longer than SL_FORWARDED_HOPS. */
+static int fwd_parse(const char *p, size_t n, hop_t *hops)
+{
+    size_t i = 0;
+    int k = 0, pairs = 0;
+
+    hops[0].node_len = 0;
+    hops[0].node[0] = '\0';
+    hops[0].proto = -1;
+    for (;;) {
+        while (i < n && is_ows(p[i]))
+            i++;
+        if (i < n && p[i] != ';' && p[i] != ',') {
+            if (!fwd_pair(p, n, &i, &hops[k]))
+                return -1;
+            pairs++;
+            while (i < n && is_ows(p[i]))
+                i++;
+        }
+        if (i < n && p[i] == ';') {
+            i++;
+            continue;
+        }
+        if (i < n && p[i] != ',')
+            return -1;
+        if (pairs > 0) /* an empty element of the list is no hop */
+            k++;
+        if (i == n)
+            return k;
+        i++;
+        if (k == SL_FORWARDED_HOPS)
+            return -1;
+        pairs = 0;
+        hops[k].node_len = 0;
+        hops[k].node[0] = '\0';
+        hops[k].proto = -1;
+    }
+}
+
+/* Is the node HOP names one of ours? A hop without for= never is. */
+static bool hop_trusted(const sl_allow_t *trust, const hop_t *hop)
+{
+    const char *a;
+    size_t alen;
+    int port;
+
+    if (hop->node_len == 0 ||
+        !node_split(hop->node, hop->node_len, &a, &alen, &port))
+        return false;
+    return sl_allow_match_text(trust, a, alen);
+}
+
+/* The hop among HOPS[0..N) that is the client (see the top). */
+static int pick(const sl_allow_t *trust, const hop_t *hops, int n)
+{
+    int i;
+
+    if (trust->any)
+        return 0;
+    for (i = n - 1; i >= 0; i--)
+        if (!hop_trusted(trust, &hops[i]))
+            return i;
+    return 0; /* all trusted: the client is a proxy of ours */
+}
+
+static void set_client(sl_client_t *out, const hop_t *hop)
+{
+    const char *a;
+    size_t alen;
+    int port;
+
+    if (hop->node_len == 0 ||
+        !node_split(hop->node, hop->node_len, &a, &alen, &port) ||
+        alen >= sizeof(out->addr))
+        return;
+    memcpy(out->addr, a, alen);
+    out->addr[alen] = '\0';
+    out->port = port;
+}
+
+/* The comma-separated list P[0..N) into HOPS, as nodes (NODES) or
+ * schemes. The count, or -1 when malformed or too long. */
+static int list_parse(const char *p, size_t n, hop_t *hops, bool nodes)
+{
+    const char *item, *a;
+    size_t len, alen;
+    int k = 0, port;
+
+    while (sl_http_list_next(&p, &n, &item, &len)) {
+        if (len == 0)
+            continue;
+        if (k == SL_FORWARDED_HOPS || len >= NODE_MAX)
+            return -1;
+        if (nodes && !node_split(item, len, &a, &alen, &port))
+            return -1;
+        memcpy(hops[k].node, item, len);
+        hops[k].node[len] = '\0';
+        hops[k].node_len = len;
+        hops[k].proto = nodes ? -1 : scheme_of(item, len);
+        k++;
+    }
+    return k;
+}
+
+void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
+                       sl_client_t *out)
+{
+    hop_t hops[SL_FORWARDED_HOPS], protos[SL_FORWARDED_HOPS];
+    int n = -1, np = -1, i;
+
+    memset(out, 0, sizeof(*out));
+    if (h->forwarded != NULL)
+        n = fwd_parse(h->forwarded, h->forwarded_len, hops);
+    if (n > 0) {
+        i = pick(trust, hops, n);
+        set_client(out, &hops[i]);
+        out->https = hops[i].proto == 1;
+        return;
+    }
+    n = h->xff != NULL ? list_parse(h->xff, h->xff_len, hops, true) : -1;
+    np = h->xfp != NULL ? list_parse(h->xfp, h->xfp_len, protos, false) : -1;
+    i = -1;
+    if (n > 0) {
+        i = pick(trust, hops, n);
+        set_client(out, &hops[i]);
+    }
+    /* one scheme per hop: the client's hop's; otherwise the right-most,
+     * the one the proxy next to us wrote */
+    if (np > 0)
+        out->https = protos[np == n && i >= 0 ? i : np - 1].proto == 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* the connection's side                                              */
+
+/* The value of the header NAME of R, in *V[0..*N): its one line as it
+ * is, or its lines joined with ", " into BUF (JOIN_MAX bytes). False
+ * when absent, or too long to join. */
+static bool field(const sl_req_t *r, const char *name, char *buf,
+                  const char **v, size_t *n)
+{
+    const char *hb = r->hbuf.data;
+    size_t len = 0;
+    int i, count = 0;
+
+    *v = NULL;
+    *n = 0;
+    for (i = 0; i < r->nhdrs; i++) {
+        const sl_hdr_t *hd = &r->hdrs[i];
+        if (!sl_http_name_is(hb + hd->name_off, hd->name_len, name))
+            continue;
+        if (count++ == 0) {
+            *v = hb + hd->val_off;
+            *n = hd->val_len;
+            continue;
+        }
+        if (count == 2) {
+            if (*n > JOIN_MAX)
+                goto out_too_long;
+            memcpy(buf, *v, *n);
+            len = *n;
+        }
+        if (len + 2 + hd->val_len > JOIN_MAX)
+            goto out_too_long;
+        memcpy(buf + len, ", ", 2);
+        memcpy(buf + len + 2, hb + hd->val_off, hd->val_len);
+        len += 2 + hd->val_len;
+        *v = buf;
+        *n = len;
+    }
+    return count > 0;
+
+out_too_long:
+    *v = NULL;
+    *n = 0;
+    return false;
+}
+
+void sl_forwarded_apply(sl_conn_t *c)
+{
+    const sl_allow_t *trust = &c->pump->opt->forwarded_allow;
+    sl_forwarded_hdrs_t h = {0};
+    char b1[JOIN_MAX], b2[JOIN_MAX], b3[JOIN_MAX];
+    bool any;
+
+    memset(&c->req.client, 0, sizeof(c->req.client));
+    if (!sl_allow_match(trust, (const struct sockaddr *)&c->peer))
+        return;
+    any = field(&c->req, "forwarded", b1, &h.forwarded, &h.forwarded_len);
+    any |= field(&c->req, "x-forwarded-for", b2, &h.xff, &h.xff_len);
+    any |= field(&c->req, "x-forwarded-proto", b3, &h.xfp, &h.xfp_len);
+    if (any)
+        sl_forwarded_eval(trust, &h, &c->req.client);
+}

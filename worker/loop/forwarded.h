@@ -1,0 +1,46 @@
+/* forwarded.h - who the client is, behind a trusted proxy.
+ *
+ * X-Forwarded-For, X-Forwarded-Proto and RFC 7239 Forwarded are believed
+ * only from a peer on --forwarded-allow-ips; the loop thread weighs them
+ * once per request, when its head is complete, and keeps the verdict in
+ * the request (sl_req_t.client), where both executors and the access log
+ * read it through sl_conn_client() and sl_conn_scheme().
+ */
+#ifndef SL_FORWARDED_H
+#define SL_FORWARDED_H
+
+#include <stddef.h>
+
+#include "common/allow.h"
+#include "worker/loop/request.h"
+
+typedef struct sl_conn sl_conn_t;
+
+/* The forwarding headers of one request, each NULL when absent (a field
+ * sent more than once is given joined with commas, as RFC 9110 allows). */
+typedef struct {
+    const char *forwarded; /* RFC 7239 Forwarded */
+    size_t forwarded_len;
+    const char *xff; /* X-Forwarded-For */
+    size_t xff_len;
+    const char *xfp; /* X-Forwarded-Proto */
+    size_t xfp_len;
+} sl_forwarded_hdrs_t;
+
+/* Hops of one chain weighed at most: a longer header is ignored. */
+#define SL_FORWARDED_HOPS 32
+
+/* The pure part: given the headers H of a request whose peer is trusted,
+ * fill *OUT with the client they name (addr "" when they name none) and
+ * its scheme. Forwarded wins over X-Forwarded-*; a chain gives the
+ * right-most hop not on TRUST (the left-most when all are, or with '*'). A
+ * malformed header is ignored (a malformed Forwarded lets X-Forwarded-*
+ * apply). Never fails. */
+void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
+                       sl_client_t *out);
+
+/* Loop thread, at head complete: set C's request's client from its
+ * headers, if C's peer is trusted (--forwarded-allow-ips), else clear it. */
+void sl_forwarded_apply(sl_conn_t *c);
+
+#endif
