@@ -43,6 +43,7 @@ typedef enum {
     OPT_STRING,  /* const char * field */
     OPT_SPECIAL, /* handled in apply_special() */
     OPT_FLAG,    /* no argument: --help, --version */
+    OPT_BOOL,    /* no argument: sets a bool field */
 } opt_kind_t;
 
 typedef struct {
@@ -148,6 +149,12 @@ static const opt_def_t opt_defs[] = {
      "umask (octal) for unix: sockets [unchanged]"},
     {"name", 'n', OPT_STRING, FIELD(proc_name), 0, 0, "NAME",
      "process name in ps: 'NAME: worker 3 [app]' [sluice]"},
+    /* --reload and its file list (development) */
+    {"reload", 0, OPT_BOOL, FIELD(reload), 0, 0, NULL,
+     "restart the workers (rolling, as HUP) when a Python file of the app"
+     " changes; for development [off]"},
+    {"reload-extra-file", 0, OPT_SPECIAL, NOFIELD, 0, 0, "FILE",
+     "with --reload, also restart when FILE changes; repeatable [none]"},
     {"version", 'v', OPT_FLAG, NOFIELD, 0, 0, NULL,
      "print the version and exit"},
     {"help", 'h', OPT_FLAG, NOFIELD, 0, 0, NULL, "print this help and exit"},
@@ -168,6 +175,7 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg);
 static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
                              const char *arg);
 static int add_pythonpath(sl_options_t *o, const char *arg);
+static int add_reload_extra_file(sl_options_t *o, const char *arg);
 static int check_app(const char *app);
 static void print_wrapped(const char *text);
 static void print_help(void);
@@ -217,7 +225,7 @@ static void build_getopt_tables(struct option *longopts, char *shortopts)
     shortopts[ns++] = ':'; /* report a missing argument as ':' */
     for (size_t i = 0; i < NOPTS; i++) {
         const opt_def_t *d = &opt_defs[i];
-        bool has_arg = d->kind != OPT_FLAG;
+        bool has_arg = d->kind != OPT_FLAG && d->kind != OPT_BOOL;
         longopts[i] = (struct option){d->name, has_arg, NULL, (int)i + 256};
         if (d->short_name) {
             shortopts[ns++] = (char)d->short_name;
@@ -275,6 +283,12 @@ static int finish(sl_options_t *o, int argc, char **argv)
     }
     if (o->limit_request_fields == 0) {
         o->limit_request_fields = 32768;
+    }
+
+    if (o->nreload_extra_files > 0 && !o->reload) {
+        sl_log_usage("argument --reload-extra-file: only means something"
+                     " with --reload");
+        return -1;
     }
 
     const char *inl = getenv("SLUICE_INLINE");
@@ -354,6 +368,9 @@ static int apply(sl_options_t *o, const opt_def_t *d, const char *arg)
     char what[64];
 
     switch (d->kind) {
+    case OPT_BOOL:
+        *(bool *)((char *)o + d->offset) = true;
+        return 0;
     case OPT_STRING:
         if (arg[0] == '\0') {
             describe(d, what, sizeof(what));
@@ -495,6 +512,9 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
         }
         return 0;
     }
+    if (strcmp(d->name, "reload-extra-file") == 0) {
+        return add_reload_extra_file(o, arg);
+    }
     if (strcmp(d->name, "log-level") == 0) {
         int level = sl_log_level_parse(arg);
         if (level == -1) {
@@ -566,6 +586,21 @@ static int add_pythonpath(sl_options_t *o, const char *arg)
             p++;
         }
     }
+    return 0;
+}
+
+static int add_reload_extra_file(sl_options_t *o, const char *arg)
+{
+    if (arg[0] == '\0') {
+        sl_log_usage("argument --reload-extra-file: must not be empty");
+        return -1;
+    }
+    if (o->nreload_extra_files == SL_MAX_RELOAD_EXTRA) {
+        sl_log_usage("argument --reload-extra-file: at most %d files",
+                     SL_MAX_RELOAD_EXTRA);
+        return -1;
+    }
+    o->reload_extra_files[o->nreload_extra_files++] = arg;
     return 0;
 }
 

@@ -11,8 +11,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SL_MAX_BINDS       16
-#define SL_MAX_PYTHONPATHS 16
+#define SL_MAX_BINDS        16
+#define SL_MAX_PYTHONPATHS  16
+#define SL_MAX_RELOAD_EXTRA 64 /* --reload-extra-file, at most */
 
 /* Exit statuses shared by supervisor and worker. */
 enum {
@@ -96,6 +97,11 @@ typedef struct {
 
     /* logging */
     int log_level; /* SL_LOG_* from log.h */
+
+    /* development: restart the workers when the source changes */
+    bool reload;
+    const char *reload_extra_files[SL_MAX_RELOAD_EXTRA]; /* borrowed */
+    int nreload_extra_files;
 } sl_options_t;
 
 /* Fill *o with defaults, then parse argv. On a bad command line prints one
