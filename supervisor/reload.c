@@ -36,6 +36,7 @@ static int resolve(const char *path, const char *base, char *out);
 static int watch_extra_file(sl_reload_t *r, const char *file);
 static void on_inotify(struct ev_loop *loop, ev_io *w, int revents);
 static void on_event(sl_reload_t *r, const struct inotify_event *ev);
+static void on_report(sl_reload_t *r, const char *name);
 static void on_quiet(struct ev_loop *loop, ev_timer *w, int revents);
 static void note_change(sl_reload_t *r, const char *path);
 static void remove_report_dir(sl_reload_t *r);
@@ -47,6 +48,7 @@ int sl_reload_init(sl_reload_t *r, struct ev_loop *loop, const sl_options_t *o,
 
     memset(r, 0, sizeof(*r));
     r->fd = -1;
+    r->report_wd = -1;
     r->loop = loop;
     r->on_change = on_change;
     r->ctx = ctx;
@@ -59,6 +61,13 @@ int sl_reload_init(sl_reload_t *r, struct ev_loop *loop, const sl_options_t *o,
         return -1;
     }
     if (make_report_dir(r) == -1) {
+        goto out_close;
+    }
+    r->report_wd =
+        inotify_add_watch(r->fd, r->report_dir, IN_MOVED_TO | IN_ONLYDIR);
+    if (r->report_wd == -1) {
+        sl_log_errno(SL_LOG_ERROR, "--reload: inotify_add_watch(%s) failed",
+                     r->report_dir);
         goto out_close;
     }
     ev_io_init(&r->io, on_inotify, r->fd, EV_READ);
@@ -313,6 +322,12 @@ static void on_event(sl_reload_t *r, const struct inotify_event *ev)
         note_change(r, "(more changes than inotify could queue)");
         return;
     }
+    if (ev->wd == r->report_wd) {
+        if (ev->len > 0 && (ev->mask & IN_MOVED_TO)) {
+            on_report(r, ev->name);
+        }
+        return;
+    }
     for (i = 0; i < r->ndirs && r->dirs[i].wd != ev->wd; i++) {
     }
     if (i == r->ndirs) {
@@ -341,6 +356,23 @@ static void on_event(sl_reload_t *r, const struct inotify_event *ev)
     }
 }
 
+/* A worker renamed its report NAME ("<pid>") into place: it imported
+ * more since the last one. Its temporary files end in ".tmp". */
+static void on_report(sl_reload_t *r, const char *name)
+{
+    size_t n = strspn(name, "0123456789");
+    long pid;
+
+    if (n == 0 || n > 9 || name[n] != '\0') {
+        return;
+    }
+    pid = strtol(name, NULL, 10);
+    int count = sl_reload_take_report(r, (pid_t)pid);
+    if (count >= 0) {
+        sl_debug("--reload: pid %ld reported %d module files", pid, count);
+    }
+}
+
 /* Keep the first change of the burst, and wait for the burst to end. */
 static void note_change(sl_reload_t *r, const char *path)
 {
@@ -366,6 +398,7 @@ static void on_quiet(struct ev_loop *loop, ev_timer *w, int revents)
 
 void sl_reload_close(sl_reload_t *r)
 {
+    r->report_wd = -1;
     if (r->fd != -1) {
         ev_io_stop(r->loop, &r->io);
         ev_timer_stop(r->loop, &r->quiet);

@@ -11,9 +11,12 @@
  *
  * Workers report their module files through a private directory this
  * module creates: each worker writes one file named after its pid, one
- * absolute path a line, before it sends READY; the supervisor reads it
- * (sl_reload_take_report) when the READY arrives. The directory's path
- * reaches the workers as SLUICE_RELOAD_DIR (common/handoff.h).
+ * absolute path a line, and renames it into place, before it sends READY
+ * and again whenever it has imported more. The supervisor reads a report
+ * when the rename shows on the directory's own watch, and at READY
+ * (sl_reload_take_report), so the app's directories are watched by the
+ * time the worker serves. The directory's path reaches the workers as
+ * SLUICE_RELOAD_DIR (common/handoff.h).
  */
 #ifndef SL_RELOAD_H
 #define SL_RELOAD_H
@@ -47,6 +50,7 @@ typedef struct {
     char **extra; /* owned, nextra resolved --reload-extra-file paths */
     int nextra;
     char report_dir[PATH_MAX]; /* "" when none was made */
+    int report_wd;             /* its watch: reports renamed in; -1: none */
     char changed[PATH_MAX];    /* the first change of this burst, or "" */
     sl_reload_cb *on_change;
     void *ctx; /* borrowed: passed to on_change */

@@ -284,8 +284,12 @@ static void on_message(void *ctx, sl_worker_t *w, const sl_ctl_msg_t *m)
             sl_table_kill(w, SIGUSR1);
         }
         if (sl_reload_on(&s->reload)) {
+            /* unless its rename was seen first: then this finds none */
             int n = sl_reload_take_report(&s->reload, w->pid);
-            sl_debug("--reload: worker %d reported %d module files", w->id, n);
+            if (n >= 0) {
+                sl_debug("--reload: worker %d reported %d module files", w->id,
+                         n);
+            }
         }
         break;
     case SL_CTL_RETIRE:

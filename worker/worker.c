@@ -21,6 +21,7 @@
 #include "worker/python/asgi.h"
 #include "worker/python/asgi_lifespan.h"
 #include "worker/python/lane.h"
+#include "worker/python/modules.h"
 #include "worker/python/py.h"
 #include "worker/python/wsgi.h"
 #include "worker/worker.h"
@@ -125,7 +126,7 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     if (app == NULL)
         return SL_EXIT_APPLOAD;
     if (report_dir[0] != '\0')
-        sl_py_report_modules(report_dir); /* before READY: see reload.h */
+        sl_modules_report(report_dir); /* before READY: see modules.h */
     asgi = is_asgi(o, app);
     if (asgi < 0)
         return SL_EXIT_APPLOAD;

@@ -24,7 +24,11 @@ VERSION = {version!r}
 
 
 def app(environ, start_response):
-    body = ("%s %s" % (VERSION, helper.word())).encode()
+    if environ["PATH_INFO"] == "/later":  # imported by a request
+        from later import late
+        body = late.WORD.encode()
+    else:
+        body = ("%s %s" % (VERSION, helper.word())).encode()
     start_response("200 OK", [("Content-Type", "text/plain"),
                               ("Content-Length", str(len(body)))])
     return [body]
@@ -45,7 +49,11 @@ async def app(scope, receive, send):
             elif message["type"] == "lifespan.shutdown":
                 await send({{"type": "lifespan.shutdown.complete"}})
                 return
-    body = ("%s %s" % (VERSION, helper.word())).encode()
+    if scope["path"] == "/later":  # imported by a request
+        from later import late
+        body = late.WORD.encode()
+    else:
+        body = ("%s %s" % (VERSION, helper.word())).encode()
     await send({{"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/plain")]}})
     await send({{"type": "http.response.body", "body": body}})
@@ -77,6 +85,9 @@ class AppDir:
         self.iface = iface
         (path / "pkg").mkdir(parents=True)
         (path / "pkg" / "__init__.py").write_text("")
+        (path / "later").mkdir()
+        (path / "later" / "__init__.py").write_text("")
+        self.write_late("early")
         self.write_app("first")
         self.write_helper("alpha")
 
@@ -89,6 +100,9 @@ class AppDir:
 
     def write_helper(self, word):
         self._write(self.path / "pkg" / "helper.py", HELPER.format(word=word))
+
+    def write_late(self, word):
+        self._write(self.path / "later" / "late.py", "WORD = %r\n" % word)
 
     @staticmethod
     def _write(path, text):
@@ -106,16 +120,16 @@ def start(tmp_path, appdir, inline, args=(), env=None, name="srv"):
                   pythonpath=(str(appdir.path),), ready_path="/").start()
 
 
-def body(server):
-    r = server.get("/")
+def body(server, path="/"):
+    r = server.get(path)
     assert r.status == 200, r
     return r.body.decode()
 
 
-def wait_body(server, want, timeout=RELOAD_TIMEOUT):
-    wait_until(lambda: body(server) == want, timeout,
+def wait_body(server, want, timeout=RELOAD_TIMEOUT, path="/"):
+    wait_until(lambda: body(server, path) == want, timeout,
                "the server to answer %r (it answers %r)"
-               % (want, body(server)))
+               % (want, body(server, path)))
 
 
 def stop(server, tmp_path):
@@ -203,6 +217,26 @@ def test_imported_helper_module_change_reloads(tmp_path, shape):
         log = s.log_since(mark)
         assert "--reload: %s changed" % (appdir.path / "pkg" / "helper.py") \
             in log, log
+    finally:
+        stop(s, tmp_path)
+
+
+def test_module_imported_by_a_request_is_watched(tmp_path, shape):
+    """later/ is imported by the first request to /later, after READY: the
+    worker reports it within a second or so, and an edit there reloads."""
+    inline, iface = shape
+    appdir = AppDir(tmp_path / "app", iface)
+    s = start(tmp_path, appdir, inline, ["--reload"])
+    try:
+        mark = s.log_mark()
+        assert body(s, "/later") == "early"
+        s.wait_for_log("--reload: watching %s\n" % (appdir.path / "later"),
+                       since=mark)
+        mark = s.log_mark()
+        appdir.write_late("late edit")
+        wait_body(s, "late edit", path="/later")
+        assert "--reload: %s changed" % (appdir.path / "later" / "late.py") \
+            in s.log_since(mark)
     finally:
         stop(s, tmp_path)
 

@@ -188,6 +188,36 @@ START_TEST(test_report_adds_directories)
 }
 END_TEST
 
+static bool two_dirs(void *arg)
+{
+    (void)arg;
+    return rl.ndirs == 2;
+}
+
+/* A report renamed into the directory later (a worker imported more) is
+ * read when the rename shows, without a READY. */
+START_TEST(test_later_report_is_read_on_rename)
+{
+    char tmp[PATH_MAX + 16], report[PATH_MAX + 16];
+
+    make_dir("later");
+    ck_assert_int_eq(sl_reload_init(&rl, loop, &opt, on_change, NULL), 0);
+    ck_assert_int_eq(rl.ndirs, 1);
+    snprintf(tmp, sizeof(tmp), "%s/77.tmp", rl.report_dir);
+    snprintf(report, sizeof(report), "%s/77", rl.report_dir);
+    FILE *f = fopen(tmp, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%s/later/late.py\n", dir);
+    fclose(f);
+    ck_assert_int_eq(rename(tmp, report), 0);
+    ck_assert_msg(h_loop_until(loop, two_dirs, NULL), "report not read");
+    ck_assert_int_eq(access(report, F_OK), -1);
+
+    put("later/late.py", "w = 2\n");
+    expect_change("later/late.py");
+}
+END_TEST
+
 /* Reports nobody read go with the directory. */
 START_TEST(test_close_removes_the_report_dir)
 {
@@ -232,6 +262,7 @@ static Suite *reload_suite(void)
     tcase_add_test(tc, test_a_burst_is_one_change);
     tcase_add_test(tc, test_extra_file);
     tcase_add_test(tc, test_report_adds_directories);
+    tcase_add_test(tc, test_later_report_is_read_on_rename);
     tcase_add_test(tc, test_close_removes_the_report_dir);
     tcase_add_test(tc, test_missing_directory_is_skipped);
     suite_add_tcase(s, tc);

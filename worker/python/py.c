@@ -9,8 +9,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,111 +177,6 @@ PyObject *sl_py_load_app(const sl_options_t *o)
 out:
     Py_DECREF(mod);
     return app;
-}
-
-/* The standard library's directories (sysconfig's stdlib and platstdlib),
- * each with a trailing '/', into OUT; "" for one that cannot be had. */
-static void stdlib_dirs(char out[2][PATH_MAX])
-{
-    static const char *const names[2] = {"stdlib", "platstdlib"};
-    PyObject *sysconfig = PyImport_ImportModule("sysconfig");
-
-    for (int i = 0; i < 2; i++) {
-        PyObject *p = NULL;
-        const char *s = NULL;
-        out[i][0] = '\0';
-        if (sysconfig != NULL)
-            p = PyObject_CallMethod(sysconfig, "get_path", "s", names[i]);
-        if (p != NULL && PyUnicode_Check(p))
-            s = PyUnicode_AsUTF8(p);
-        if (s != NULL)
-            snprintf(out[i], PATH_MAX, "%s/", s);
-        Py_XDECREF(p);
-        PyErr_Clear();
-    }
-    Py_XDECREF(sysconfig);
-}
-
-/* Whether a module file at PATH is the app's rather than Python's own or
- * an installed package's. */
-static bool is_app_file(const char *path, char std[2][PATH_MAX])
-{
-    for (int i = 0; i < 2; i++)
-        if (std[i][0] != '\0' && strncmp(path, std[i], strlen(std[i])) == 0)
-            return false;
-    return strstr(path, "/site-packages/") == NULL &&
-           strstr(path, "/dist-packages/") == NULL;
-}
-
-/* MODULE's __file__ as a C string, or NULL (built-in, namespace package,
- * or not a str). Borrowed from *KEEP, which the caller releases. */
-static const char *module_file(PyObject *module, PyObject **keep)
-{
-    const char *s = NULL;
-
-    *keep = PyObject_GetAttrString(module, "__file__");
-    if (*keep != NULL && PyUnicode_Check(*keep))
-        s = PyUnicode_AsUTF8(*keep);
-    PyErr_Clear();
-    return s;
-}
-
-static int write_modules(FILE *f, PyObject *modules, const char *cwd)
-{
-    char std[2][PATH_MAX];
-    Py_ssize_t n = PyList_GET_SIZE(modules);
-
-    stdlib_dirs(std);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *keep;
-        const char *file = module_file(PyList_GET_ITEM(modules, i), &keep);
-        char abs[PATH_MAX * 2];
-        if (file != NULL) {
-            snprintf(abs, sizeof(abs), "%s%s%s", file[0] == '/' ? "" : cwd,
-                     file[0] == '/' ? "" : "/", file);
-            if (is_app_file(abs, std) && strchr(abs, '\n') == NULL)
-                fprintf(f, "%s\n", abs);
-        }
-        Py_XDECREF(keep);
-    }
-    return ferror(f) ? -1 : 0;
-}
-
-int sl_py_report_modules(const char *dir)
-{
-    char tmp[PATH_MAX + 40], path[PATH_MAX + 32], cwd[PATH_MAX];
-    PyObject *sysmods = PySys_GetObject("modules"); /* borrowed */
-    PyObject *modules;
-    FILE *f;
-    int rc;
-
-    if (sysmods == NULL || !PyDict_Check(sysmods) ||
-        getcwd(cwd, sizeof(cwd)) == NULL) {
-        sl_warn("--reload: cannot list the imported modules");
-        return -1;
-    }
-    /* a copy: looking up __file__ may run code that imports */
-    modules = PyDict_Values(sysmods);
-    if (modules == NULL) {
-        sl_py_log_exception("--reload: cannot list the imported modules");
-        return -1;
-    }
-    snprintf(path, sizeof(path), "%s/%ld", dir, (long)getpid());
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (f == NULL) {
-        sl_log_errno(SL_LOG_WARNING, "--reload: cannot write %s", tmp);
-        Py_DECREF(modules);
-        return -1;
-    }
-    rc = write_modules(f, modules, cwd);
-    Py_DECREF(modules);
-    if (fclose(f) != 0 || rc < 0 || rename(tmp, path) < 0) {
-        sl_log_errno(SL_LOG_WARNING, "--reload: cannot write %s", path);
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
 }
 
 void sl_py_log_exception(const char *what, ...)

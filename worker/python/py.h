@@ -17,14 +17,6 @@ int sl_py_init(const sl_options_t *o);
  * module and the Python error. GIL held. */
 PyObject *sl_py_load_app(const sl_options_t *o);
 
-/* --reload: write the file of every module imported so far, one absolute
- * path a line, to DIR/<pid> (through a temporary name, so the supervisor
- * never reads half a list). The standard library and site-packages /
- * dist-packages are left out: they do not change while one develops an
- * app. 0, or -1 after one log line (the worker serves on: reloading is a
- * convenience). GIL held. */
-int sl_py_report_modules(const char *dir);
-
 /* Log the current Python exception with its traceback, prefixed by a line
  * saying what failed, and clear it. GIL held. */
 void sl_py_log_exception(const char *what, ...)
