@@ -366,6 +366,12 @@ static void cycle(struct ev_loop *loop, ev_prepare *w, int revents)
     }
     if (s->reload_flag || s->change_flag) {
         const char *why = s->reload_flag ? "signal: hup" : "a source change";
+        if (s->change_flag) {
+            /* new code: the backoff earned by the last broken edit's
+             * worker says nothing about this one */
+            s->backoff = BACKOFF_MIN;
+            s->spawn_at = 0;
+        }
         s->reload_flag = s->change_flag = false;
         sl_supervisor_begin_reload(s, why);
     }

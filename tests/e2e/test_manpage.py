@@ -15,6 +15,8 @@ import pytest
 
 import helpers
 
+pytestmark = pytest.mark.sluice_only
+
 SRCDIR = Path(os.environ.get("SLUICE_SRCDIR",
                              Path(__file__).resolve().parents[2]))
 MANPAGE = SRCDIR / "sluice.1"

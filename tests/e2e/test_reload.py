@@ -15,6 +15,8 @@ import helpers
 from conftest import EXECUTORS
 from helpers import Load, Req, Server, wait_until
 
+pytestmark = pytest.mark.sluice_only
+
 RELOAD_TIMEOUT = 20  # an edit to new workers serving, at most
 
 WSGI_APP = """\
@@ -97,6 +99,12 @@ class AppDir:
 
     def write_broken_app(self):
         self._write(self.path / "app.py", "def app(:\n    pass\n")
+
+    def write_raising_app(self):
+        self._write(self.path / "app.py",
+                    "def fail():\n"
+                    "    raise RuntimeError('broken on purpose')\n"
+                    "fail()\n")
 
     def write_helper(self, word):
         self._write(self.path / "pkg" / "helper.py", HELPER.format(word=word))
@@ -193,6 +201,17 @@ def test_syntax_error_keeps_old_workers_then_fix_reloads(tmp_path, shape):
         assert body(s) == "first alpha"
         assert set(s.worker_pids()) == old
         assert s.proc.poll() is None
+
+        # broken again, otherwise: an exception at import, with its traceback
+        mark = s.log_mark()
+        appdir.write_raising_app()
+        log = s.wait_for_log("Rolling restart stopped", since=mark,
+                             timeout=RELOAD_TIMEOUT)
+        assert "Traceback (most recent call last)" in log, log
+        assert "in fail" in log, log
+        assert "RuntimeError: broken on purpose" in log, log
+        assert body(s) == "first alpha"
+        assert set(s.worker_pids()) == old
 
         mark = s.log_mark()
         appdir.write_app("fixed")
