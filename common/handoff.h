@@ -5,6 +5,8 @@
  *   SLUICE_LISTEN_FDS=3,4,... the inherited listening sockets
  *   SLUICE_CTL_FD=N           its end of the control socketpair (optional)
  *   SLUICE_HANDOFF=N          SL_HANDOFF_VERSION, as the supervisor knows it
+ *   SLUICE_RELOAD_DIR=PATH    --reload only: where the worker writes the
+ *                             list of its module files (supervisor/reload.h)
  *
  * The supervisor and its workers are two executables (sluice and
  * sluice-worker), and a worker started after a new release was installed

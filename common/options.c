@@ -176,6 +176,12 @@ static const opt_def_t opt_defs[] = {
      " [unchanged]"},
     {"group", 'g', OPT_STRING, FIELD(group), 0, 0, "GROUP",
      "run the workers as GROUP (name or gid) [USER's group]"},
+    /* --reload and its file list (development) */
+    {"reload", 0, OPT_SWITCH, FIELD(reload), 0, 0, NULL,
+     "restart the workers (rolling, as HUP) when a Python file of the app"
+     " changes; for development [off]"},
+    {"reload-extra-file", 0, OPT_SPECIAL, NOFIELD, 0, 0, "FILE",
+     "with --reload, also restart when FILE changes; repeatable [none]"},
     {"version", 'v', OPT_FLAG, NOFIELD, 0, 0, NULL,
      "print the version and exit"},
     {"help", 'h', OPT_FLAG, NOFIELD, 0, 0, NULL, "print this help and exit"},
@@ -197,6 +203,7 @@ static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
                              const char *arg);
 static int add_pythonpath(sl_options_t *o, const char *arg);
 static int parse_allow(sl_allow_t *a, const char *name, const char *arg);
+static int add_reload_extra_file(sl_options_t *o, const char *arg);
 static int check_app(const char *app);
 static void print_wrapped(const char *text);
 static void print_help(void);
@@ -318,6 +325,11 @@ static int finish(sl_options_t *o, int argc, char **argv)
     const char *fwd = getenv("FORWARDED_ALLOW_IPS");
     if (!o->forwarded_allow_set && fwd != NULL &&
         parse_allow(&o->forwarded_allow, "forwarded-allow-ips", fwd) < 0) {
+        return -1;
+    }
+    if (o->nreload_extra_files > 0 && !o->reload) {
+        sl_log_usage("argument --reload-extra-file: only means something"
+                     " with --reload");
         return -1;
     }
 
@@ -551,6 +563,9 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
     if (strcmp(d->name, "proxy-allow-from") == 0) {
         return parse_allow(&o->proxy_allow, d->name, arg);
     }
+    if (strcmp(d->name, "reload-extra-file") == 0) {
+        return add_reload_extra_file(o, arg);
+    }
     if (strcmp(d->name, "log-level") == 0) {
         int level = sl_log_level_parse(arg);
         if (level == -1) {
@@ -634,6 +649,21 @@ static int add_pythonpath(sl_options_t *o, const char *arg)
             p++;
         }
     }
+    return 0;
+}
+
+static int add_reload_extra_file(sl_options_t *o, const char *arg)
+{
+    if (arg[0] == '\0') {
+        sl_log_usage("argument --reload-extra-file: must not be empty");
+        return -1;
+    }
+    if (o->nreload_extra_files == SL_MAX_RELOAD_EXTRA) {
+        sl_log_usage("argument --reload-extra-file: at most %d files",
+                     SL_MAX_RELOAD_EXTRA);
+        return -1;
+    }
+    o->reload_extra_files[o->nreload_extra_files++] = arg;
     return 0;
 }
 
@@ -754,7 +784,8 @@ sl_optarg_t sl_options_lookup(const char *name, const char **canon)
     if (d->kind == OPT_SWITCH) {
         return SL_OPTARG_FLAG;
     }
-    if (strcmp(d->name, "bind") == 0 || strcmp(d->name, "pythonpath") == 0) {
+    if (strcmp(d->name, "bind") == 0 || strcmp(d->name, "pythonpath") == 0 ||
+        strcmp(d->name, "reload-extra-file") == 0) {
         return SL_OPTARG_LIST;
     }
     return SL_OPTARG_ONE;
@@ -874,6 +905,13 @@ static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
             print_value(d, bind ? o->binds[i] : o->pythonpath[i], out);
         }
         if (count == 0) {
+            print_value(d, NULL, out);
+        }
+    } else if (strcmp(n, "reload-extra-file") == 0) {
+        for (int i = 0; i < o->nreload_extra_files; i++) {
+            print_value(d, o->reload_extra_files[i], out);
+        }
+        if (o->nreload_extra_files == 0) {
             print_value(d, NULL, out);
         }
     } else if (strcmp(n, "interface") == 0) {

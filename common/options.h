@@ -14,8 +14,9 @@
 
 #include "common/allow.h"
 
-#define SL_MAX_BINDS       16
-#define SL_MAX_PYTHONPATHS 16
+#define SL_MAX_BINDS        16
+#define SL_MAX_PYTHONPATHS  16
+#define SL_MAX_RELOAD_EXTRA 64 /* --reload-extra-file, at most */
 
 /* Exit statuses shared by supervisor and worker. */
 enum {
@@ -112,6 +113,10 @@ typedef struct {
     bool print_config;  /* print the effective settings, then exit */
     const char *user;   /* workers' user (name or uid), or NULL */
     const char *group;  /* workers' group (name or gid), or NULL */
+    /* development: restart the workers when the source changes */
+    bool reload;
+    const char *reload_extra_files[SL_MAX_RELOAD_EXTRA]; /* borrowed */
+    int nreload_extra_files;
 } sl_options_t;
 
 /* What a setting takes, for the configuration file's parser. */

@@ -240,7 +240,7 @@ static void check_progress(supervisor_t *s)
     }
     if (s->reload_pending && s->ready_notified) {
         s->reload_pending = false;
-        sl_supervisor_begin_reload(s);
+        sl_supervisor_begin_reload(s, s->reload_why);
     }
 }
 

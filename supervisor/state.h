@@ -12,6 +12,7 @@
 #include "common/handoff.h"
 #include "common/options.h"
 #include "supervisor/listen.h"
+#include "supervisor/reload.h"
 #include "supervisor/table.h"
 #include "supervisor/upgrade.h"
 
@@ -41,6 +42,7 @@ typedef struct {
     struct ev_loop *loop; /* owned */
     sl_table_t table;
     sl_upgrade_t upgrade;
+    sl_reload_t reload; /* --reload's watcher; off without the option */
 
     ev_signal sig_watchers[9]; /* one per signal in init_loop() */
     ev_prepare cycle_watcher;
@@ -53,6 +55,7 @@ typedef struct {
     stop_mode_t stop_flag;
     int stop_signal; /* the signal that asked for the stop */
     bool reload_flag;
+    bool change_flag; /* --reload saw the source change */
     bool upgrade_flag;
     bool reopen_flag;
     int more_workers; /* TTIN minus TTOU since the last cycle */
@@ -66,8 +69,9 @@ typedef struct {
     bool any_ready;          /* some worker has been READY */
     bool ready_notified;     /* READY=1 sent for the first generation */
 
-    bool reloading;      /* a rolling restart is under way */
-    bool reload_pending; /* HUP during the first boot: restart after it */
+    bool reloading;         /* a rolling restart is under way */
+    bool reload_pending;    /* HUP during the first boot: restart after it */
+    const char *reload_why; /* pending: "signal: hup" or a source change */
     ev_tstamp reload_started;
     int reload_replaced;        /* outdated workers drained so far */
     char reload_note[NOTE_MAX]; /* the last restart's failure, for STATUS= */
@@ -91,8 +95,9 @@ typedef struct {
  * that asked. */
 void sl_supervisor_begin_stop(supervisor_t *s, stop_mode_t mode, int sig);
 
-/* HUP: a rolling restart of every worker. */
-void sl_supervisor_begin_reload(supervisor_t *s);
+/* HUP, or --reload's change: a rolling restart of every worker; WHY for
+ * the log ("signal: hup"). */
+void sl_supervisor_begin_reload(supervisor_t *s, const char *why);
 
 /* End a rolling restart that cannot go on, saying why (log, STATUS=). */
 void sl_supervisor_reload_failed(supervisor_t *s, const char *fmt, ...)

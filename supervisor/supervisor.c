@@ -67,6 +67,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents);
 static void on_watchdog(struct ev_loop *loop, ev_timer *w, int revents);
 static void on_message(void *ctx, sl_worker_t *w, const sl_ctl_msg_t *m);
 static void on_upgrade(void *ctx, pid_t pid, bool ready, const char *why);
+static void on_source_change(void *ctx, const char *path);
 static void cycle(struct ev_loop *loop, ev_prepare *w, int revents);
 static void reap(supervisor_t *s);
 static void worker_exited(supervisor_t *s, sl_worker_t *w, int status);
@@ -88,6 +89,7 @@ int sl_supervisor_run(const sl_options_t *o, const char *worker_exe,
     }
     if (o->pidfile != NULL && !sl_upgrade_is_successor(&s->upgrade) &&
         sl_pidfile_write(o->pidfile) == -1) {
+        sl_reload_close(&s->reload);
         ev_loop_destroy(s->loop);
         return SL_EXIT_USAGE;
     }
@@ -95,6 +97,7 @@ int sl_supervisor_run(const sl_options_t *o, const char *worker_exe,
     ev_run(s->loop, 0); /* until cycle() sees the last worker gone */
 
     int rc = exit_status(s);
+    sl_reload_close(&s->reload);
     if (o->pidfile != NULL) {
         sl_pidfile_remove(o->pidfile);
     }
@@ -175,7 +178,7 @@ static int init_loop(supervisor_t *s)
         return -1;
     }
     sl_upgrade_init(&s->upgrade, s->loop, on_upgrade, s);
-    return 0;
+    return sl_reload_init(&s->reload, s->loop, s->o, on_source_change, s);
 }
 
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
@@ -282,6 +285,14 @@ static void on_message(void *ctx, sl_worker_t *w, const sl_ctl_msg_t *m)
         if (w->reopen_pending) {
             sl_table_kill(w, SIGUSR1);
         }
+        if (sl_reload_on(&s->reload)) {
+            /* unless its rename was seen first: then this finds none */
+            int n = sl_reload_take_report(&s->reload, w->pid);
+            if (n >= 0) {
+                sl_debug("--reload: worker %d reported %d module files", w->id,
+                         n);
+            }
+        }
         break;
     case SL_CTL_RETIRE:
         if (w->state == SL_WORKER_READY && !w->retire) {
@@ -332,6 +343,15 @@ static void on_upgrade(void *ctx, pid_t pid, bool ready, const char *why)
     sl_supervisor_begin_stop(s, STOP_GRACEFUL, 0);
 }
 
+/* --reload: a burst of changes has ended. The restart is cycle()'s. */
+static void on_source_change(void *ctx, const char *path)
+{
+    supervisor_t *s = ctx;
+
+    sl_info("--reload: %s changed", path);
+    s->change_flag = true;
+}
+
 static void cycle(struct ev_loop *loop, ev_prepare *w, int revents)
 {
     supervisor_t *s = w->data;
@@ -346,9 +366,16 @@ static void cycle(struct ev_loop *loop, ev_prepare *w, int revents)
         s->stop_flag = STOP_NONE;
         sl_supervisor_begin_stop(s, mode, s->stop_signal);
     }
-    if (s->reload_flag) {
-        s->reload_flag = false;
-        sl_supervisor_begin_reload(s);
+    if (s->reload_flag || s->change_flag) {
+        const char *why = s->reload_flag ? "signal: hup" : "a source change";
+        if (s->change_flag) {
+            /* new code: the backoff earned by the last broken edit's
+             * worker says nothing about this one */
+            s->backoff = BACKOFF_MIN;
+            s->spawn_at = 0;
+        }
+        s->reload_flag = s->change_flag = false;
+        sl_supervisor_begin_reload(s, why);
     }
     if (s->upgrade_flag) {
         s->upgrade_flag = false;
@@ -538,20 +565,23 @@ void sl_supervisor_begin_stop(supervisor_t *s, stop_mode_t mode, int sig)
     }
 }
 
-/* HUP: a new generation. Deferred while the first one is still booting:
- * there is nothing to restart yet, and READY=1 must come first. */
-void sl_supervisor_begin_reload(supervisor_t *s)
+/* HUP, or a change --reload saw: a new generation. Deferred while the
+ * first one is still booting: there is nothing to restart yet, and READY=1
+ * must come first. WHY names the cause in the log. */
+void sl_supervisor_begin_reload(supervisor_t *s, const char *why)
 {
     char status[NOTE_MAX * 2];
 
     if (s->stopping != STOP_NONE || s->handed_over) {
-        sl_info("Handling signal: hup: ignored while stopping");
+        sl_info("Handling %s: ignored while stopping", why);
         return;
     }
     if (!s->ready_notified) {
-        sl_info("Handling signal: hup: the rolling restart begins once every"
-                " worker is ready");
+        sl_info("Handling %s: the rolling restart begins once every"
+                " worker is ready",
+                why);
         s->reload_pending = true;
+        s->reload_why = why;
         return;
     }
     if (sl_reconfig(s) == -1) {
@@ -563,7 +593,7 @@ void sl_supervisor_begin_reload(supervisor_t *s)
     s->reload_started = ev_now(s->loop);
     s->reload_replaced = 0;
     s->reload_note[0] = '\0';
-    sl_info("Handling signal: hup: rolling restart of %d workers, %d at a time",
+    sl_info("Handling %s: rolling restart of %d workers, %d at a time", why,
             s->target, s->o->reload_surge);
     sl_supervisor_status_text(s, status, sizeof(status));
     sl_notify_reloading(status);

@@ -7,8 +7,10 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include "worker/python/asgi.h"
 #include "worker/python/asgi_lifespan.h"
 #include "worker/python/lane.h"
+#include "worker/python/modules.h"
 #include "worker/python/py.h"
 #include "worker/python/wsgi.h"
 #include "worker/worker.h"
@@ -88,15 +91,29 @@ static int serve(sl_pump_t *p, bool asgi, PyThreadState **ts)
     return sl_pump_run(p);
 }
 
+/* --reload: where the supervisor wants the module list (SLUICE_RELOAD_DIR),
+ * taken out of the environment the app will see; "" when not wanted. */
+static void take_report_dir(const sl_options_t *o, char *dir, size_t size)
+{
+    const char *env = getenv("SLUICE_RELOAD_DIR");
+
+    dir[0] = '\0';
+    if (o->reload && env != NULL)
+        snprintf(dir, size, "%s", env);
+    unsetenv("SLUICE_RELOAD_DIR");
+}
+
 int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
                    int worker_id, int ctl_fd)
 {
+    char report_dir[PATH_MAX];
     static sl_pump_t pump;
     PyThreadState *ts = NULL;
     PyObject *app;
     int status, asgi, stuck;
 
     reset_signals();
+    take_report_dir(o, report_dir, sizeof(report_dir));
     if (sl_log_fd() != STDERR_FILENO)
         dup2(sl_log_fd(), STDERR_FILENO); /* Python's tracebacks: the log */
     if (o->chdir != NULL && chdir(o->chdir) < 0) {
@@ -108,6 +125,8 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     app = sl_py_load_app(o);
     if (app == NULL)
         return SL_EXIT_APPLOAD;
+    if (report_dir[0] != '\0')
+        sl_modules_report(report_dir); /* before READY: see modules.h */
     asgi = is_asgi(o, app);
     if (asgi < 0)
         return SL_EXIT_APPLOAD;

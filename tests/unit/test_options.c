@@ -256,6 +256,33 @@ START_TEST(test_pythonpath)
 }
 END_TEST
 
+/* --reload is a flag (it takes no value); --reload-extra-file repeats and
+ * means nothing without it. */
+START_TEST(test_reload_options)
+{
+    sl_options_t o;
+
+    ck_assert_int_eq(parse(&o, "m:a", NULL), 0);
+    ck_assert(!o.reload);
+    ck_assert_int_eq(o.nreload_extra_files, 0);
+    ck_assert_int_eq(parse(&o, "--reload", "--reload-extra-file", "a.txt",
+                           "--reload-extra-file", "/b/c.ini", "m:a", NULL),
+                     0);
+    ck_assert(o.reload);
+    ck_assert_int_eq(o.nreload_extra_files, 2);
+    ck_assert_str_eq(o.reload_extra_files[0], "a.txt");
+    ck_assert_str_eq(o.reload_extra_files[1], "/b/c.ini");
+    assert_usage_error(parse(&o, "--reload-extra-file", "a.txt", "m:a", NULL),
+                       "--reload-extra-file: only means something with"
+                       " --reload");
+    assert_usage_error(
+        parse(&o, "--reload", "--reload-extra-file", "", "m:a", NULL),
+        "--reload-extra-file: must not be empty");
+    assert_usage_error(parse(&o, "--reload=yes", "m:a", NULL),
+                       "unrecognized option '--reload=yes'");
+}
+END_TEST
+
 START_TEST(test_interface_and_levels)
 {
     sl_options_t o;
@@ -492,6 +519,8 @@ START_TEST(test_help)
         "--max-requests",
         "--max-requests-jitter",
         "--reload-surge",
+        "--reload",
+        "--reload-extra-file FILE",
         "--health-path",
         "--ws-max-size",
         "--ws-max-queue",
@@ -541,6 +570,7 @@ static Suite *options_suite(void)
     tcase_add_test(tc, test_binds);
     tcase_add_test(tc, test_too_many_binds);
     tcase_add_test(tc, test_pythonpath);
+    tcase_add_test(tc, test_reload_options);
     tcase_add_test(tc, test_interface_and_levels);
     tcase_add_loop_test(tc, test_bad_value, 0,
                         sizeof(bad_values) / sizeof(bad_values[0]));

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "tests/unit/py_harness.h"
+#include "worker/python/modules.h"
 
 static sl_options_t opt;
 static char dir[96]; /* modules live here */
@@ -272,6 +273,73 @@ START_TEST(test_load_errors)
 }
 END_TEST
 
+/* Under --reload the failed import's line is followed by its traceback. */
+START_TEST(test_load_error_traceback_under_reload)
+{
+    const char *log;
+
+    options("mod_bad:app", "--reload");
+    ck_assert_int_eq(sl_py_init(&opt), 0);
+    ck_assert_ptr_null(sl_py_load_app(&opt));
+    ck_assert_ptr_null(PyErr_Occurred());
+    log = hp_log_text();
+    ck_assert_ptr_nonnull(strstr(log, "cannot import module 'mod_bad': "
+                                      "ZeroDivisionError: division by zero"));
+    ck_assert_ptr_nonnull(strstr(log, "Traceback (most recent call last)"));
+    ck_assert_ptr_nonnull(strstr(log, "mod_bad.py\", line 2"));
+    ck_assert(strstr(log, "cannot import") < strstr(log, "Traceback"));
+    ck_assert_int_eq(error_lines(), 1);
+}
+END_TEST
+
+/* The text of the report sl_modules_report() wrote in RDIR. */
+static const char *report_text(const char *rdir)
+{
+    char path[256];
+
+    snprintf(path, sizeof(path), "%s/%ld", rdir, (long)getpid());
+    return h_file_text(path);
+}
+
+/* --reload's report: the app's files, not Python's own; rewritten by its
+ * thread once the app imports more. */
+START_TEST(test_modules_report)
+{
+    char rdir[160], want[256], late[256];
+    PyObject *app, *mod;
+    double end;
+
+    snprintf(rdir, sizeof(rdir), "%s/report", dir);
+    ck_assert_int_eq(mkdir(rdir, 0700), 0);
+    put_file("late_mod.py", "x = 1\n");
+    options("mod_ok:app", "--reload");
+    ck_assert_int_eq(sl_py_init(&opt), 0);
+    app = sl_py_load_app(&opt);
+    ck_assert_ptr_nonnull(app);
+    Py_DECREF(app);
+    ck_assert_int_eq(sl_modules_report(rdir), 0);
+    snprintf(want, sizeof(want), "%s/mod_ok.py\n", dir);
+    ck_assert_msg(strstr(report_text(rdir), want) != NULL, "%s not in: %s",
+                  want, report_text(rdir));
+    ck_assert_ptr_null(strstr(report_text(rdir), "/os.py"));
+    ck_assert_ptr_null(strstr(report_text(rdir), "-packages/"));
+
+    mod = PyImport_ImportModule("late_mod");
+    hp_check(mod, "import late_mod");
+    Py_DECREF(mod);
+    snprintf(late, sizeof(late), "%s/late_mod.py\n", dir);
+    end = h_now() + 5.0; /* the thread looks once a second */
+    while (strstr(report_text(rdir), late) == NULL) {
+        ck_assert_msg(h_now() < end, "late_mod.py never reported: %s",
+                      report_text(rdir));
+        Py_BEGIN_ALLOW_THREADS
+        poll(NULL, 0, 10);
+        Py_END_ALLOW_THREADS
+    }
+    ck_assert_ptr_nonnull(strstr(report_text(rdir), want));
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* errors, the GIL, the end                                           */
 
@@ -402,6 +470,8 @@ static Suite *py_suite(void)
     tcase_add_test(tc, test_load_default_name);
     tcase_add_test(tc, test_load_dotted_attribute);
     tcase_add_test(tc, test_load_from_package);
+    tcase_add_test(tc, test_load_error_traceback_under_reload);
+    tcase_add_test(tc, test_modules_report);
     tcase_add_loop_test(tc, test_load_errors, 0,
                         sizeof(load_errors) / sizeof(load_errors[0]));
     suite_add_tcase(s, tc);

@@ -135,8 +135,22 @@ PyObject *sl_py_load_app(const sl_options_t *o)
              colon ? (int)(colon - o->app) : (int)strlen(o->app), o->app);
     mod = PyImport_ImportModule(modname);
     if (mod == NULL) {
+        PyObject *type, *value, *tb;
+        /* --reload: a developer's edit broke the import; the traceback
+         * says where (without it: one line, for the service's log) */
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        Py_XINCREF(type);
+        Py_XINCREF(value);
+        Py_XINCREF(tb);
+        PyErr_Restore(type, value, tb);
         exc_summary(err, sizeof(err));
         sl_error("cannot import module '%s': %s", modname, err);
+        PyErr_Restore(type, value, tb);
+        if (o->reload)
+            PyErr_PrintEx(0);
+        else
+            PyErr_Clear();
         return NULL;
     }
     /* the callable may be a dotted path inside the module */
