@@ -26,6 +26,7 @@
 
 #include "common/log.h"
 #include "supervisor/reload.h"
+#include "supervisor/spawn.h"
 
 #define WATCH_MASK                                                             \
     (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_ONLYDIR)
@@ -132,6 +133,14 @@ static int make_report_dir(sl_reload_t *r)
         sl_log_errno(SL_LOG_ERROR, "--reload: mkdtemp(%s) failed",
                      r->report_dir);
         r->report_dir[0] = '\0';
+        return -1;
+    }
+    /* workers that run as --user write their reports here too */
+    uid_t uid;
+    gid_t gid;
+    if (sl_spawn_identity(&uid, &gid) && chown(r->report_dir, uid, gid) == -1) {
+        sl_log_errno(SL_LOG_ERROR, "--reload: chown(\"%s\", %ld, %ld) failed",
+                     r->report_dir, (long)uid, (long)gid);
         return -1;
     }
     if (setenv(REPORT_ENV, r->report_dir, 1) == -1) {

@@ -7,7 +7,10 @@ runs for both executors (pump, inline) and both interfaces (WSGI, ASGI).
 """
 
 import os
+import shutil
 import signal
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -315,3 +318,30 @@ def test_extra_file_needs_reload(tmp_path):
     rc, out, err = helpers.run_cli(["--reload-extra-file", "x.txt",
                                     "app:app"])
     helpers.assert_usage_error(rc, err, "--reload-extra-file", "--reload")
+
+
+@pytest.mark.skipif(os.geteuid() != 0,
+                    reason="--user needs root; these tests run as uid %d"
+                    % os.geteuid())
+def test_workers_as_another_user_report_their_modules(tmp_path):
+    """With --user, the workers write their module reports into the
+    supervisor's private directory too (it is given to that user)."""
+    top = Path(tempfile.mkdtemp(prefix="sl-reload-user-"))
+    try:
+        os.chmod(top, 0o755)
+        appdir = AppDir(top / "app", "wsgi")
+        (top / "tmp").mkdir()
+        s = Server(top / "srv", "app:app",
+                   args=["--log-level", "debug", "--reload", "--user",
+                         "nobody"],
+                   env={"TMPDIR": str(top / "tmp")},
+                   pythonpath=(str(appdir.path),), ready_path="/").start()
+        try:
+            s.wait_for_log("--reload: watching %s\n" % (appdir.path / "pkg"))
+            appdir.write_helper("beta")
+            wait_body(s, "first beta")
+        finally:
+            problems = s.stop()
+        assert problems == [], problems
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
