@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""make_corpus.py - writes the seed corpus of tests/fuzz/fuzz_ws.c into
-tests/fuzz/corpus/ws/ (committed; re-run after changing the input format).
+"""make_corpus.py - writes the seed corpora of tests/fuzz/fuzz_ws.c into
+tests/fuzz/corpus/ws/ and of tests/fuzz/fuzz_proxy.c into
+tests/fuzz/corpus/proxy/ (committed; re-run after changing an input format).
 
 Each seed is three config bytes (see fuzz_ws.c) then the data: client
 frames for the parser, with and without deflate, Sec-WebSocket-Extensions
@@ -71,7 +72,41 @@ SEEDS = {
 }
 
 
+V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
+
+
+def v2(cmd, fam, addr):
+    return V2_SIG + bytes([0x20 | cmd, fam]) + struct.pack(">H", len(addr)) \
+        + addr
+
+
+# fuzz_proxy: first byte even = a PROXY header (+ what follows it), odd =
+# Forwarded NUL X-Forwarded-For NUL X-Forwarded-Proto
+PROXY_SEEDS = {
+    "v1-tcp4": b"\0PROXY TCP4 192.0.2.1 192.0.2.2 56324 443\r\nGET / HTTP/1.1\r\n",
+    "v1-tcp6": b"\0PROXY TCP6 2001:db8::1 ::1 56324 443\r\n",
+    "v1-unknown": b"\0PROXY UNKNOWN\r\n",
+    "v2-tcp4": b"\0" + v2(1, 0x11, bytes([192, 0, 2, 1, 127, 0, 0, 1])
+                        + struct.pack(">HH", 56324, 8000)),
+    "v2-tcp6": b"\0" + v2(1, 0x21, bytes(15) + b"\1" + bytes(15) + b"\1"
+                        + struct.pack(">HH", 1, 2)),
+    "v2-tlv": b"\0" + v2(1, 0x11, bytes([10, 0, 0, 1, 10, 0, 0, 2])
+                       + struct.pack(">HH", 1, 2) + b"\x04\x00\x02ab"),
+    "v2-local": b"\0" + v2(0, 0x00, b""),
+    "fwd-chain": b"\1for=192.0.2.60;proto=https, for=\"[2001:db8::1]:80\""
+                 b"\0203.0.113.1, 10.0.0.1\0https, http",
+    "xff-only": b"\1\0198.51.100.7, 127.0.0.1\0http",
+    "fwd-obfuscated": b"\1for=_hidden;by=_proxy, for=unknown\0\0",
+}
+
+
 def main():
+    pout = os.path.join(os.path.dirname(OUT), "proxy")
+    os.makedirs(pout, exist_ok=True)
+    for name, data in PROXY_SEEDS.items():
+        with open(os.path.join(pout, name), "wb") as f:
+            f.write(data)
+    print(f"{len(PROXY_SEEDS)} seeds in {pout}")
     os.makedirs(OUT, exist_ok=True)
     for name, data in SEEDS.items():
         with open(os.path.join(OUT, name), "wb") as f:

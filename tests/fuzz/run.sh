@@ -1,19 +1,22 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer targets out of tree in _fuzz/ and runs
-# fuzz_ws for SECONDS (default 60) from the seed corpus in
-# tests/fuzz/corpus/ws/ (new inputs go to _fuzz/corpus-ws/, crashes to
-# _fuzz/).
+# each for SECONDS (default 60) from its seed corpus in
+# tests/fuzz/corpus/NAME/ (new inputs go to _fuzz/corpus-NAME/, crashes to
+# _fuzz/): fuzz_ws (the WebSocket codec) and fuzz_proxy (the PROXY header
+# and forwarding headers), or the NAMEs given.
 #
-# usage: tests/fuzz/run.sh [SECONDS]
+# usage: tests/fuzz/run.sh [SECONDS [NAME...]]
 #
-# Ends with one line "N passed, M failed" (the run is one test) for .ci/run
-# to count; exits 77, with "0 passed, 0 failed, 1 skipped", when clang-14
+# Ends with one line "N passed, M failed" (each target is one test) for
+# .ci/run to count; exits 77, with "0 passed, 0 failed, 1 skipped", when clang-14
 # or libFuzzer is missing (the Debian packages clang-14, libfuzzer-14-dev).
 # Like the other out-of-tree builds, it needs a source tree that is not
 # configured itself.
 set -u
 
 secs=${1:-60}
+[ $# -gt 0 ] && shift
+targets=${*:-ws proxy}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 cc=${FUZZ_CC:-clang-14}
 
@@ -43,26 +46,39 @@ rm -rf "$probe"
 
 cd "$src" || fail "no source tree"
 [ -x configure ] || ./autogen.sh || fail "autogen.sh failed"
-mkdir -p _fuzz/corpus-ws
+mkdir -p _fuzz
 cd _fuzz || fail "no _fuzz"
 if [ ! -f Makefile ]; then
     CC=$cc ../configure --enable-fuzzing >configure.out 2>&1 ||
         { tail -n 20 configure.out; fail "configure failed"; }
 fi
-nice -n 19 make -j2 tests/fuzz/fuzz_ws >make.out 2>&1 ||
-    { tail -n 30 make.out; fail "build failed"; }
 
-echo "fuzz: fuzz_ws for ${secs} s"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    nice -n 19 ./tests/fuzz/fuzz_ws -max_total_time="$secs" -error_exitcode=1 \
-    -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
-    -artifact_prefix="$src/_fuzz/" corpus-ws "$src/tests/fuzz/corpus/ws" \
-    >fuzz.log 2>&1
-rc=$?
-grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb)' fuzz.log
-if [ $rc -ne 0 ]; then
-    tail -n 60 fuzz.log
-    fail "fuzz_ws found a problem (exit status $rc): see _fuzz/fuzz.log"
-fi
-echo "1 passed, 0 failed"
+passed=0
+failed=0
+for t in $targets; do
+    if ! nice -n 19 make -j2 "tests/fuzz/fuzz_$t" >"make-$t.out" 2>&1; then
+        tail -n 30 "make-$t.out"
+        echo "fuzz: fuzz_$t: build failed"
+        failed=$((failed + 1))
+        continue
+    fi
+    mkdir -p "corpus-$t"
+    echo "fuzz: fuzz_$t for ${secs} s"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        nice -n 19 "./tests/fuzz/fuzz_$t" -max_total_time="$secs" \
+        -error_exitcode=1 -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+        -print_final_stats=1 -artifact_prefix="$src/_fuzz/$t-" \
+        "corpus-$t" "$src/tests/fuzz/corpus/$t" >"fuzz-$t.log" 2>&1
+    rc=$?
+    grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb)' "fuzz-$t.log"
+    if [ $rc -ne 0 ]; then
+        tail -n 60 "fuzz-$t.log"
+        echo "fuzz: fuzz_$t found a problem (exit status $rc): see _fuzz/fuzz-$t.log"
+        failed=$((failed + 1))
+    else
+        passed=$((passed + 1))
+    fi
+done
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
