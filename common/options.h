@@ -89,6 +89,9 @@ typedef struct {
     double ws_ping_timeout;  /* seconds, 0 = no timeout */
     bool ws_per_message_deflate;
 
+    /* metrics */
+    const char *metrics_bind; /* --metrics-bind ADDR, NULL: off */
+
     const char *health_path;
     const char *pidfile;
     const char *error_logfile;

@@ -12,6 +12,7 @@
 #include "common/handoff.h"
 #include "common/options.h"
 #include "supervisor/listen.h"
+#include "supervisor/scrape.h"
 #include "supervisor/table.h"
 #include "supervisor/upgrade.h"
 
@@ -40,6 +41,7 @@ typedef struct {
     struct ev_loop *loop; /* owned */
     sl_table_t table;
     sl_upgrade_t upgrade;
+    sl_scrape_t *scrape; /* owned: --metrics-bind's endpoint, NULL: off */
 
     ev_signal sig_watchers[9]; /* one per signal in init_loop() */
     ev_prepare cycle_watcher;

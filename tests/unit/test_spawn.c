@@ -174,7 +174,7 @@ static pid_t spawn_worker(const char *mode, const int *fds, int nfds, int id,
                           int ctl_fd, const int *probes)
 {
     pid_t pid = sl_spawn_worker(self_exe, report_argv(mode, probes), fds, nfds,
-                                id, ctl_fd);
+                                id, ctl_fd, -1);
 
     if (pid > 0)
         h_track(pid);
@@ -322,7 +322,7 @@ START_TEST(test_worker_gets_sigterm_when_its_parent_dies)
     pid_t sup = fork();
     ck_assert_int_ge(sup, 0);
     if (sup == 0) {
-        pid_t pid = sl_spawn_worker(self_exe, argv, NULL, 0, 1, -1);
+        pid_t pid = sl_spawn_worker(self_exe, argv, NULL, 0, 1, -1, -1);
         close(rpipe[1]); /* the worker's copy is the one to close */
         ssize_t w = write(pidpipe[1], &pid, sizeof(pid));
         (void)w;
@@ -370,7 +370,7 @@ START_TEST(test_worker_exec_failure_exits_127)
     char *argv[] = {"sluice-worker", NULL};
 
     pid_t pid =
-        sl_spawn_worker("/nonexistent/sluice-worker", argv, NULL, 0, 1, -1);
+        sl_spawn_worker("/nonexistent/sluice-worker", argv, NULL, 0, 1, -1, -1);
     ck_assert_int_gt(pid, 0);
     h_track(pid);
     assert_exit(reap(pid), 127);
@@ -528,7 +528,7 @@ START_TEST(test_fork_failure)
 
     supervisor_like_signals(&blocked);
     forbid_fork();
-    ck_assert_int_eq(sl_spawn_worker(self_exe, argv, NULL, 0, 3, -1), -1);
+    ck_assert_int_eq(sl_spawn_worker(self_exe, argv, NULL, 0, 3, -1, -1), -1);
     assert_mask_restored();
     ck_assert_int_eq(sl_spawn_supervisor(self_exe, argv, NULL, 0, env), -1);
     assert_mask_restored();

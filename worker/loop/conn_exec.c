@@ -16,6 +16,7 @@
 
 #include "worker/loop/conn.h"
 #include "worker/loop/drain.h"
+#include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 
 void sl_conn_wake(sl_conn_t *c)
@@ -71,6 +72,8 @@ int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
         goto out_unlock;
     }
     mark = c->out.len;
+    if (c->status == 0 && iovcnt > 0)
+        c->status = sl_http_status_of(iov[0].iov_base, iov[0].iov_len);
     for (i = 0; i < iovcnt; i++) {
         if (sl_buf_append(&c->out, iov[i].iov_base, iov[i].iov_len) < 0) {
             /* out of memory: none of this part goes out (a part cut short
@@ -170,6 +173,16 @@ const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port)
         *port = ntohs(in6->sin6_port);
     }
     return buf;
+}
+
+void sl_conn_started(sl_conn_t *c, uint32_t gen)
+{
+    ev_tstamp now = ev_time();
+
+    pthread_mutex_lock(&c->mu);
+    if (c->gen == gen && c->picked == 0)
+        c->picked = now;
+    pthread_mutex_unlock(&c->mu);
 }
 
 int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,
