@@ -177,6 +177,7 @@ int sl_conn_ws_accept(sl_conn_t *c, uint32_t gen, const char *subprotocol,
         SL_BUF_APPEND_LIT(&c->out, "\r\n") < 0)
         goto out_oom;
     ws->accepted = true;
+    c->status = 101;
     free(ws->hs);
     ws->hs = NULL;
     c->pump->exec->notify(c);
