@@ -203,6 +203,45 @@ def test_metrics_are_off_by_default(make_server):
         % on.metrics_port in on.error_log_text()
 
 
+def test_queue_time_and_busy_lanes(make_server):
+    """Pump mode, one lane: of two slow requests sent together, one waits
+    for the other. Its wait is the queue time an autoscaler watches, and
+    while both are in the worker, two are in flight on one busy lane.
+    (Inline mode has no queue to see: the loop runs the app itself and
+    reads the second head only when the first is done.)"""
+    s = metrics_server(make_server, workers=1)
+    before = scrape(s)
+    conns = [s.connect() for _ in range(2)]
+    try:
+        for c in conns:
+            c.send(b"GET /slow?t=0.6 HTTP/1.1\r\nHost: x\r\n"
+                   b"Connection: close\r\n\r\n")
+        busy = helpers.wait_until(
+            lambda: (lambda m: m if m["sluice_requests_in_flight"] == 2
+                     else None)(scrape(s, check=False)),
+            5, "two requests in flight")
+        assert busy["sluice_lanes"] == 1
+        assert busy["sluice_lanes_busy"] == 1
+        for c in conns:
+            assert c.read_response().status == 200
+    finally:
+        for c in conns:
+            c.close()
+    after = wait_delta(s, before, "sluice_request_queue_seconds_count", 2)
+    waited = after["sluice_request_queue_seconds_count"] - \
+        after['sluice_request_queue_seconds_bucket{le="0.25"}']
+    quick = after['sluice_request_queue_seconds_bucket{le="0.05"}'] - \
+        before['sluice_request_queue_seconds_bucket{le="0.05"}']
+    assert (waited, quick) == (1, 1)
+    assert after["sluice_request_queue_seconds_sum"] - \
+        before["sluice_request_queue_seconds_sum"] >= 0.5
+    assert after['sluice_request_duration_seconds_bucket{le="0.5"}'] - \
+        before['sluice_request_duration_seconds_bucket{le="0.5"}'] == 0
+    helpers.wait_until(
+        lambda: scrape(s, check=False)["sluice_requests_in_flight"] == 0, 5,
+        "nothing in flight")
+
+
 # ------------------------------------------------------------ restarts
 
 @pytest.mark.parametrize("inline", EXECUTORS)
