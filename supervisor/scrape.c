@@ -140,7 +140,6 @@ void sl_scrape_tick(sl_scrape_t *sc)
 {
     if (sc->retry && bind_listener(sc) == 0) {
         sc->retry = false;
-        sl_info("metrics: listening on %s", sc->l.name);
     }
 }
 
