@@ -175,6 +175,31 @@ def test_endpoint_answers_only_get_metrics(make_server):
     scrape(s)
 
 
+@pytest.mark.parametrize("form", ["ipv6", "unix"])
+def test_metrics_address_forms(make_server, tmp_path, form):
+    if form == "ipv6":
+        port = helpers.free_port("::1")
+        spec = "[::1]:%d" % port
+
+        def conn():
+            return helpers.RawConn.tcp("::1", port, 5)
+    else:
+        path = str(tmp_path / "metrics.sock")
+        spec = "unix:" + path
+
+        def conn():
+            return helpers.RawConn.unix(path, 5)
+    s = make_server("wsgi_app:app", workers=1, args=["--metrics-bind", spec])
+    with conn() as c:
+        r = c.request("GET", "/metrics", headers=[("Connection", "close")])
+    assert r.status == 200
+    promtool_check(r.body.decode())
+    assert parse(r.body.decode())["sluice_workers_target"] == 1
+    if form == "unix":
+        s.stop()
+        assert not os.path.exists(path)  # the file goes with the server
+
+
 def test_bad_metrics_address_is_a_usage_error(tmp_path):
     rc, out, err = helpers.run_cli(
         ["--metrics-bind", "127.0.0.1:notaport", "-b",

@@ -39,6 +39,7 @@ static const char *const reported_env[] = {
     "NOTIFY_SOCKET",      "WATCHDOG_USEC",       "WATCHDOG_PID",
     "SLUICE_UPGRADE_FDS", "SLUICE_UPGRADE_PIPE", "SLUICE_UPGRADE_WORKERS",
     "SL_TEST_KEPT",       "SL_TEST_ADDED",       "SLUICE_HANDOFF",
+    "SLUICE_METRICS_FD",
 };
 
 /* argv: self --report FD MODE [PROBE_FD...] */
@@ -169,12 +170,14 @@ static void assert_exit(int status, int code)
     ck_assert_int_eq(WEXITSTATUS(status), code);
 }
 
+static int metrics_fd = -1; /* what spawn_worker() passes as the segment */
+
 /* This program as worker ID, reporting in MODE. */
 static pid_t spawn_worker(const char *mode, const int *fds, int nfds, int id,
                           int ctl_fd, const int *probes)
 {
     pid_t pid = sl_spawn_worker(self_exe, report_argv(mode, probes), fds, nfds,
-                                id, ctl_fd, -1);
+                                id, ctl_fd, metrics_fd);
 
     if (pid > 0)
         h_track(pid);
@@ -290,6 +293,36 @@ START_TEST(test_worker_gets_fds_env_and_pdeathsig)
     snprintf(want, sizeof(want), "%ld", (long)getpid());
     ck_assert_str_eq(field("ppid"), want);
     ck_assert_str_eq(getenv("NOTIFY_SOCKET"), "/run/systemd/notify"); /* ours */
+}
+END_TEST
+
+/* The metrics segment stays open across exec, named in SLUICE_METRICS_FD;
+ * without one the variable is unset, even one the supervisor inherited. */
+START_TEST(test_worker_gets_metrics_fd)
+{
+    char want[32];
+    int fd = cloexec_fd();
+    int probes[] = {fd, -1};
+
+    metrics_fd = fd;
+    pid_t pid = spawn_worker("exit", NULL, 0, 2, -1, probes);
+    metrics_fd = -1;
+    ck_assert_int_gt(pid, 0);
+    read_report();
+    assert_exit(reap(pid), 0);
+    snprintf(want, sizeof(want), "%d", fd);
+    ck_assert_str_eq(env_of("SLUICE_METRICS_FD"), want);
+    ck_assert_str_eq(fd_state(fd), "open");
+
+    setenv("SLUICE_METRICS_FD", "9", 1);
+    pid = spawn_worker("exit", NULL, 0, 2, -1, probes);
+    ck_assert_int_gt(pid, 0);
+    read_report();
+    assert_exit(reap(pid), 0);
+    ck_assert_str_eq(env_of("SLUICE_METRICS_FD"), "(unset)");
+    ck_assert_str_eq(fd_state(fd), "closed");
+    unsetenv("SLUICE_METRICS_FD");
+    close(fd);
 }
 END_TEST
 
@@ -557,6 +590,7 @@ static Suite *spawn_suite(void)
     }
     tcase_add_test(worker, test_worker_gets_fds_env_and_pdeathsig);
     tcase_add_test(worker, test_worker_without_ctl_fd);
+    tcase_add_test(worker, test_worker_gets_metrics_fd);
     tcase_add_test(worker, test_worker_gets_sigterm_when_its_parent_dies);
     tcase_add_test(worker, test_worker_bad_fd_exits_127);
     tcase_add_test(worker, test_worker_exec_failure_exits_127);
