@@ -200,6 +200,27 @@ def test_metrics_address_forms(make_server, tmp_path, form):
         assert not os.path.exists(path)  # the file goes with the server
 
 
+def test_idle_scrapers_are_bounded_and_timed_out(make_server):
+    """Eight clients that connect and say nothing hold every scrape slot;
+    the supervisor goes on working meanwhile (a worker it is told to add
+    arrives), drops them after its 5 s limit, and serves the next scrape."""
+    s = metrics_server(make_server, workers=1)
+    idle = [socket.create_connection(("127.0.0.1", s.metrics_port), 5)
+            for _ in range(8)]
+    try:
+        t0 = time.monotonic()
+        os.kill(s.pid, signal.SIGTTIN)
+        s.wait_workers(2)
+        for c in idle:
+            c.settimeout(10)
+            assert c.recv(1) == b""  # closed by the server, unanswered
+        assert 4 <= time.monotonic() - t0 < 9
+    finally:
+        for c in idle:
+            c.close()
+    assert scrape(s)["sluice_workers_target"] == 2
+
+
 def test_bad_metrics_address_is_a_usage_error(tmp_path):
     rc, out, err = helpers.run_cli(
         ["--metrics-bind", "127.0.0.1:notaport", "-b",
