@@ -14,6 +14,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -351,6 +352,41 @@ def test_max_requests_restart_is_counted(make_server):
             >= 1 and now
     now = helpers.wait_until(retired, 30, "a max-requests restart counted")
     assert now['sluice_worker_restarts_total{cause="crash"}'] == 0
+
+
+def test_timeout_restart_is_counted(tmp_path):
+    """A worker the health check kills (--timeout) is a timeout restart,
+    not a crash, though it dies of a signal nobody sent it to stop."""
+    port = helpers.free_port()
+    s = helpers.sup_server(tmp_path, workers=1, args=[
+        "--timeout", "2", "--metrics-bind", "127.0.0.1:%d" % port]).start()
+    s.metrics_port = port
+    hung = threading.Thread(target=lambda: _request_ignoring_errors(s,
+                                                                   "/hang"))
+    try:
+        hung.start()
+        s.wait_for_call("hang-start")
+
+        def counted():
+            now = scrape(s, check=False)
+            return now['sluice_worker_restarts_total{cause="timeout"}'] == 1 \
+                and total(now, "sluice_worker_up") == 1 and now
+        now = helpers.wait_until(counted, 20, "the timeout restart counted")
+        assert now['sluice_worker_restarts_total{cause="crash"}'] == 0
+        assert now["sluice_worker_boots_total"] == 2
+        hung.join(15)
+    finally:
+        problems = s.stop()
+    assert problems == []
+
+
+def _request_ignoring_errors(server, target):
+    try:
+        with server.connect(timeout=15) as c:
+            c.send(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % target.encode())
+            c.read_response()
+    except Exception:  # noqa: BLE001 - the worker is killed under it
+        pass
 
 
 def test_stopped_worker_does_not_stall_a_scrape(make_server):
