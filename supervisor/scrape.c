@@ -282,13 +282,13 @@ static bool asks(const scrape_conn_t *c, const char *method)
 {
     size_t m = strlen(method);
     const char *p = c->head + m;
-    size_t left = c->hlen - m;
 
+    /* METHOD, " /metrics", then ' ' or '?': M + 10 bytes at least */
     if (c->hlen < m + 10 || memcmp(c->head, method, m) != 0 ||
         memcmp(p, " /metrics", 9) != 0) {
         return false;
     }
-    return left > 9 && (p[9] == ' ' || p[9] == '?');
+    return p[9] == ' ' || p[9] == '?';
 }
 
 static void conn_answer(scrape_conn_t *c)
