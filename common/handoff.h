@@ -4,6 +4,8 @@
  *   SLUICE_WORKER_ID=N        its slot number in the supervisor's table
  *   SLUICE_LISTEN_FDS=3,4,... the inherited listening sockets
  *   SLUICE_CTL_FD=N           its end of the control socketpair (optional)
+ *   SLUICE_METRICS_FD=N       the shared metrics segment (common/metrics.h;
+ *                             only with --metrics-bind)
  *   SLUICE_HANDOFF=N          SL_HANDOFF_VERSION, as the supervisor knows it
  *   SLUICE_RELOAD_DIR=PATH    --reload only: where the worker writes the
  *                             list of its module files (supervisor/reload.h)
@@ -23,9 +25,9 @@
 #ifndef SL_HANDOFF_H
 #define SL_HANDOFF_H
 
-/* Bump when anything above or the layout of sl_ctl_msg_t (common/ctl.h)
- * changes. */
-#define SL_HANDOFF_VERSION 2
+/* Bump when anything above, the layout of sl_ctl_msg_t (common/ctl.h) or
+ * that of the metrics segment changes. */
+#define SL_HANDOFF_VERSION 3
 
 /* Listening sockets per server: at most SL_MAX_BINDS from --bind, but
  * systemd (LISTEN_FDS) and a binary upgrade may pass up to this many. */

@@ -123,6 +123,10 @@ static const opt_def_t opt_defs[] = {
     {"reload-surge", 0, OPT_INT, FIELD(reload_surge), 1, MAX_WORKERS, "N",
      "rolling restart (HUP): new workers started at once beyond the"
      " target [1]"},
+    /* metrics (issue 11) */
+    {"metrics-bind", 0, OPT_STRING, FIELD(metrics_bind), 0, 0, "ADDR",
+     "serve Prometheus metrics from the supervisor at ADDR/metrics:"
+     " HOST:PORT, [IPV6]:PORT or unix:PATH [off]"},
     {"ws-max-size", 0, OPT_LLONG, FIELD(ws_max_size), 1, 2147483647.0, "BYTES",
      "largest WebSocket message (after inflating); a bigger one closes"
      " the WebSocket with 1009 [16777216]"},

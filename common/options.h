@@ -98,6 +98,8 @@ typedef struct {
     bool forwarded_allow_set;   /* given on the command line */
     bool proxy_protocol;        /* --proxy-protocol */
     sl_allow_t proxy_allow;     /* --proxy-allow-from */
+    /* metrics */
+    const char *metrics_bind; /* --metrics-bind ADDR, NULL: off */
 
     const char *health_path;
     const char *pidfile;

@@ -33,7 +33,6 @@
 static int parse_tcp(const char *spec, sl_addr_t *a);
 static int parse_port(const char *spec, const char *s, int *port);
 static int open_systemd(sl_listener_t *ls, int max);
-static int open_one(const sl_options_t *o, const char *spec, sl_listener_t *l);
 static int open_tcp(const sl_options_t *o, const char *spec,
                     const sl_addr_t *a);
 static int open_unix(const sl_options_t *o, const char *spec,
@@ -136,7 +135,7 @@ int sl_listen_open(const sl_options_t *o, sl_listener_t *ls, int max)
             sl_log_usage("too many addresses to bind (at most %d)", max);
             goto out_close;
         }
-        if (open_one(o, o->binds[i], &ls[n]) == -1) {
+        if (sl_listen_bind(o, o->binds[i], &ls[n]) == -1) {
             goto out_close;
         }
         n++;
@@ -299,7 +298,7 @@ out_free:
     return n;
 }
 
-static int open_one(const sl_options_t *o, const char *spec, sl_listener_t *l)
+int sl_listen_bind(const sl_options_t *o, const char *spec, sl_listener_t *l)
 {
     sl_addr_t a;
     int fd;

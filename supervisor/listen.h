@@ -45,6 +45,11 @@ int sl_listen_parse(const char *spec, sl_addr_t *a);
  * left open on failure. */
 int sl_listen_open(const sl_options_t *o, sl_listener_t *ls, int max);
 
+/* Bind and listen on SPEC alone (a --bind form) into *L, as
+ * sl_listen_open() does for each --bind. 0, or -1 after one
+ * "sluice: error: ..." line. */
+int sl_listen_bind(const sl_options_t *o, const char *spec, sl_listener_t *l);
+
 /* The listeners a binary upgrade's new supervisor takes over, read from
  * LIST as sl_listen_fdlist() wrote it ("u5,6": fd 5 is a unix socket whose
  * file the supervisor created, fd 6 is not). Each must be an open,

@@ -41,6 +41,7 @@ static int kept_settings(const sl_options_t *old, const sl_options_t *o,
 static void add_name(char *names, size_t size, const char *name);
 static bool same(const char *a, const char *b);
 static bool same_binds(const sl_options_t *a, const sl_options_t *b);
+static bool same_extra_files(const sl_options_t *a, const sl_options_t *b);
 static void keep_start_only(const sl_options_t *old, sl_options_t *o);
 
 int sl_reconfig(supervisor_t *s)
@@ -147,6 +148,12 @@ static int kept_settings(const sl_options_t *old, const sl_options_t *o,
     if (old->backlog != o->backlog) {
         add_name(names, size, "backlog");
     }
+    if (!same(old->metrics_bind, o->metrics_bind)) {
+        add_name(names, size, "metrics_bind");
+    }
+    if (old->reload != o->reload || !same_extra_files(old, o)) {
+        add_name(names, size, "reload");
+    }
     if (!same(old->proc_name, o->proc_name)) {
         add_name(names, size, "name");
         snprintf(name_word, sizeof(name_word), "--name=%s",
@@ -188,6 +195,19 @@ static bool same_binds(const sl_options_t *a, const sl_options_t *b)
     return true;
 }
 
+static bool same_extra_files(const sl_options_t *a, const sl_options_t *b)
+{
+    if (a->nreload_extra_files != b->nreload_extra_files) {
+        return false;
+    }
+    for (int i = 0; i < a->nreload_extra_files; i++) {
+        if (strcmp(a->reload_extra_files[i], b->reload_extra_files[i]) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* The supervisor goes on with the values it started with. Strings are
  * borrowed from main()'s vector, which lives as long as the process. */
 static void keep_start_only(const sl_options_t *old, sl_options_t *o)
@@ -201,4 +221,9 @@ static void keep_start_only(const sl_options_t *old, sl_options_t *o)
     o->backlog = old->backlog;
     o->proc_name = old->proc_name;
     o->error_logfile = old->error_logfile;
+    o->metrics_bind = old->metrics_bind;
+    o->reload = old->reload;
+    memcpy(o->reload_extra_files, old->reload_extra_files,
+           sizeof(o->reload_extra_files));
+    o->nreload_extra_files = old->nreload_extra_files;
 }

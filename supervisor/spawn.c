@@ -65,8 +65,8 @@ static bool is_executable(const char *path);
 static pid_t fork_blocked(void);
 static void reset_signals(void);
 static void exec_worker(const char *exe, char *const argv[], const int *fds,
-                        int nfds, int worker_id, int ctl_fd, pid_t parent)
-    __attribute__((noreturn));
+                        int nfds, int worker_id, int ctl_fd, int metrics_fd,
+                        pid_t parent) __attribute__((noreturn));
 static void exec_supervisor(const char *exe, char *const argv[],
                             const int *keep, int nkeep, char *const env[])
     __attribute__((noreturn));
@@ -160,7 +160,7 @@ static bool is_executable(const char *path)
 }
 
 pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
-                      int nfds, int worker_id, int ctl_fd)
+                      int nfds, int worker_id, int ctl_fd, int metrics_fd)
 {
     pid_t parent = getpid();
     sigset_t all, old;
@@ -169,7 +169,8 @@ pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
     sigprocmask(SIG_SETMASK, &all, &old);
     pid_t pid = fork_blocked();
     if (pid == 0) {
-        exec_worker(exe, argv, fds, nfds, worker_id, ctl_fd, parent);
+        exec_worker(exe, argv, fds, nfds, worker_id, ctl_fd, metrics_fd,
+                    parent);
     }
     int err = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
@@ -222,7 +223,8 @@ static void reset_signals(void)
 }
 
 static void exec_worker(const char *exe, char *const argv[], const int *fds,
-                        int nfds, int worker_id, int ctl_fd, pid_t parent)
+                        int nfds, int worker_id, int ctl_fd, int metrics_fd,
+                        pid_t parent)
 {
     sigset_t none;
     char buf[16];
@@ -260,6 +262,15 @@ static void exec_worker(const char *exe, char *const argv[], const int *fds,
         }
     } else {
         unsetenv("SLUICE_CTL_FD");
+    }
+    if (metrics_fd >= 0) {
+        snprintf(buf, sizeof(buf), "%d", metrics_fd);
+        if (keep_across_exec(metrics_fd) == -1 ||
+            setenv("SLUICE_METRICS_FD", buf, 1) == -1) {
+            _exit(127);
+        }
+    } else {
+        unsetenv("SLUICE_METRICS_FD");
     }
     for (size_t i = 0; i < sizeof(supervisor_only_env) / sizeof(char *); i++) {
         unsetenv(supervisor_only_env[i]);

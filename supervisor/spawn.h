@@ -39,11 +39,12 @@ bool sl_spawn_identity(uid_t *uid, gid_t *gid);
 /* Fork and exec worker WORKER_ID: EXE with ARGV, the listening sockets
  * FDS[0..NFDS) and CTL_FD (or -1) inherited, SLUICE_WORKER_ID,
  * SLUICE_LISTEN_FDS, SLUICE_CTL_FD and SLUICE_HANDOFF set, systemd's
- * NOTIFY_SOCKET and WATCHDOG_* removed (they are the supervisor's). The child
+ * NOTIFY_SOCKET and WATCHDOG_* removed (they are the supervisor's), and
+ * METRICS_FD (or -1: none) inherited as SLUICE_METRICS_FD. The child
  * gets SIGTERM when the supervisor dies. Returns the child's pid, or -1
  * (logged) when fork() fails. The child exits 127 if exec() fails. */
 pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
-                      int nfds, int worker_id, int ctl_fd);
+                      int nfds, int worker_id, int ctl_fd, int metrics_fd);
 
 /* Fork and exec EXE with ARGV as a new supervisor: KEEP[0..NKEEP) stay open
  * across the exec, ENV (NULL-terminated "NAME=VALUE" strings) is added to

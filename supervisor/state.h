@@ -13,6 +13,7 @@
 #include "common/options.h"
 #include "supervisor/listen.h"
 #include "supervisor/reload.h"
+#include "supervisor/scrape.h"
 #include "supervisor/table.h"
 #include "supervisor/upgrade.h"
 
@@ -42,7 +43,8 @@ typedef struct {
     struct ev_loop *loop; /* owned */
     sl_table_t table;
     sl_upgrade_t upgrade;
-    sl_reload_t reload; /* --reload's watcher; off without the option */
+    sl_reload_t reload;  /* --reload's watcher; off without the option */
+    sl_scrape_t *scrape; /* owned: --metrics-bind's endpoint, NULL: off */
 
     ev_signal sig_watchers[9]; /* one per signal in init_loop() */
     ev_prepare cycle_watcher;

@@ -72,6 +72,8 @@ static void cycle(struct ev_loop *loop, ev_prepare *w, int revents);
 static void reap(supervisor_t *s);
 static void worker_exited(supervisor_t *s, sl_worker_t *w, int status);
 static void log_exit(const sl_worker_t *w, int status, bool quiet_appload);
+static sl_expo_cause_t restart_cause(const supervisor_t *s,
+                                     const sl_worker_t *w);
 static void begin_upgrade(supervisor_t *s);
 static void reopen_logs(supervisor_t *s);
 static void resize(supervisor_t *s);
@@ -86,6 +88,16 @@ int sl_supervisor_run(const sl_options_t *o, const char *worker_exe,
 
     if (init(s, o, worker_exe, argv, worker_argv, ls, nls) == -1) {
         return SL_EXIT_FAIL;
+    }
+    if (o->metrics_bind != NULL) {
+        s->scrape = sl_scrape_start(s->loop, o, &s->table,
+                                    sl_upgrade_is_successor(&s->upgrade));
+        if (s->scrape == NULL) {
+            ev_loop_destroy(s->loop);
+            return SL_EXIT_USAGE;
+        }
+        s->table.metrics_fd = sl_scrape_segment_fd(s->scrape);
+        sl_scrape_set_target(s->scrape, s->target);
     }
     if (o->pidfile != NULL && !sl_upgrade_is_successor(&s->upgrade) &&
         sl_pidfile_write(o->pidfile) == -1) {
@@ -102,6 +114,7 @@ int sl_supervisor_run(const sl_options_t *o, const char *worker_exe,
         sl_pidfile_remove(o->pidfile);
     }
     sl_info("Shutting down: Master (exit status %d)", rc);
+    sl_scrape_destroy(s->scrape, !s->handed_over);
     ev_loop_destroy(s->loop);
     return rc;
 }
@@ -245,6 +258,10 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
     }
     s->rate_served = s->served;
     s->rate_at = now;
+    if (s->scrape != NULL) {
+        sl_scrape_set_target(s->scrape, s->target);
+        sl_scrape_tick(s->scrape);
+    }
     if (!s->handed_over) {
         sl_supervisor_status_text(s, status, sizeof(status));
         sl_notify_status(status);
@@ -282,6 +299,9 @@ static void on_message(void *ctx, sl_worker_t *w, const sl_ctl_msg_t *m)
         s->any_ready = true;
         sl_info("Worker %d (pid %ld) is ready (booted in %.2fs)", w->id,
                 (long)w->pid, now - w->started);
+        if (s->scrape != NULL) {
+            sl_scrape_worker_ready(s->scrape, now - w->started);
+        }
         if (w->reopen_pending) {
             sl_table_kill(w, SIGUSR1);
         }
@@ -339,6 +359,9 @@ static void on_upgrade(void *ctx, pid_t pid, bool ready, const char *why)
         s->ls[i].unlink = false; /* the new supervisor's files now */
     }
     ev_timer_stop(s->loop, &s->watchdog_timer);
+    if (s->scrape != NULL) {
+        sl_scrape_stop_listening(s->scrape);
+    }
     update_title(s);
     sl_supervisor_begin_stop(s, STOP_GRACEFUL, 0);
 }
@@ -442,6 +465,9 @@ static void worker_exited(supervisor_t *s, sl_worker_t *w, int status)
     if (s->stopping == STOP_GRACEFUL && !clean && w->ready_at > 0) {
         s->unclean = true;
     }
+    if (s->scrape != NULL) {
+        sl_scrape_worker_gone(s->scrape, id, restart_cause(s, w));
+    }
     sl_table_release(&s->table, w);
     if (asked || s->stopping != STOP_NONE) {
         return;
@@ -457,6 +483,26 @@ static void worker_exited(supervisor_t *s, sl_worker_t *w, int status)
             appload ? " (the application failed to load)" : "");
     }
     sl_supervisor_died_young(s, age);
+}
+
+/* Why W, just reaped, will be replaced, for the metrics: SL_EXPO_CAUSES
+ * when it will not be (a stop, TTOU). */
+static sl_expo_cause_t restart_cause(const supervisor_t *s,
+                                     const sl_worker_t *w)
+{
+    if (s->stopping != STOP_NONE || s->handed_over) {
+        return SL_EXPO_CAUSES;
+    }
+    if (w->aborted) {
+        return SL_EXPO_TIMEOUT; /* the health check's SIGABRT */
+    }
+    if (w->state != SL_WORKER_STOPPING) {
+        return SL_EXPO_CRASH; /* nobody asked it to go */
+    }
+    if (w->retire) {
+        return SL_EXPO_MAX_REQUESTS;
+    }
+    return w->gen < s->gen_min ? SL_EXPO_RELOAD : SL_EXPO_CAUSES;
 }
 
 /* One line per exit, at a level that says whether it was news. QUIET_APPLOAD:

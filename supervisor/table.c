@@ -32,6 +32,7 @@ int sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
     t->loop = loop;
     t->on_msg = on_msg;
     t->ctx = ctx;
+    t->metrics_fd = -1;
     /* all zero is a FREE slot; its id and ctl_fd are set when it is taken */
     t->slots = calloc(SL_TABLE_SLOTS, sizeof(*t->slots));
     if (t->slots == NULL) {
@@ -62,7 +63,8 @@ sl_worker_t *sl_table_spawn(sl_table_t *t, const char *exe, char **argv,
         sl_log_errno(SL_LOG_ERROR, "socketpair() failed for worker %d", w->id);
         return NULL;
     }
-    pid_t pid = sl_spawn_worker(exe, argv, fds, nfds, w->id, pair[1]);
+    pid_t pid =
+        sl_spawn_worker(exe, argv, fds, nfds, w->id, pair[1], t->metrics_fd);
     close(pair[1]);
     if (pid == -1) {
         close(pair[0]);

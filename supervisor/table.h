@@ -54,7 +54,8 @@ struct sl_table {
     int high;             /* slots at and above this index are FREE */
     struct ev_loop *loop; /* borrowed */
     sl_table_msg_cb *on_msg;
-    void *ctx; /* borrowed: passed to on_msg */
+    void *ctx;      /* borrowed: passed to on_msg */
+    int metrics_fd; /* borrowed: the metrics segment for workers, -1: none */
 };
 
 /* An empty table whose channels are watched on LOOP; ON_MSG(CTX, ...) gets

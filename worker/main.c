@@ -17,6 +17,7 @@
 
 #include "common/handoff.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/options.h"
 #include "common/proctitle.h"
 #include "common/startup.h"
@@ -25,6 +26,7 @@
 static bool same_handoff(void);
 static int run_worker(const sl_options_t *o, const char *id);
 static int parse_fd_list(const char *list, int *fds, int max);
+static void attach_metrics(int worker_id);
 
 int main(int argc, char **argv)
 {
@@ -90,6 +92,7 @@ static int run_worker(const sl_options_t *o, const char *id)
         sl_error("SLUICE_CTL_FD='%s' is not an open descriptor", ctl);
         return SL_EXIT_FAIL;
     }
+    attach_metrics(worker_id);
     unsetenv("SLUICE_WORKER_ID");
     unsetenv("SLUICE_LISTEN_FDS");
     unsetenv("SLUICE_CTL_FD");
@@ -97,6 +100,24 @@ static int run_worker(const sl_options_t *o, const char *id)
     const char *name = o->proc_name ? o->proc_name : "sluice";
     sl_proctitle_set(name, "%s: worker %d [%s]", name, worker_id, o->app);
     return sl_worker_main(o, fds, n, worker_id, ctl_fd);
+}
+
+/* The metrics segment, when the supervisor passed one. A worker that
+ * cannot map it serves anyway, uncounted (logged). */
+static void attach_metrics(int worker_id)
+{
+    const char *env = getenv("SLUICE_METRICS_FD");
+    int fd;
+
+    if (env == NULL) {
+        return;
+    }
+    if (parse_fd_list(env, &fd, 1) != 1) {
+        sl_error("SLUICE_METRICS_FD='%s' is not an open descriptor", env);
+    } else {
+        (void)sl_metrics_attach(fd, worker_id);
+    }
+    unsetenv("SLUICE_METRICS_FD");
 }
 
 /* "3,4,5" into fds[], each checked to be open and made close-on-exec.

@@ -26,7 +26,6 @@ MANPAGE = SRCDIR / "sluice.1"
 # from then on --help and the manual must agree exactly.
 PENDING_OPTIONS = frozenset({
     "access-logfile", "access-logformat", "access-log-json",
-    "metrics-bind",
 })
 
 def help_text():

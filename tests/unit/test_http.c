@@ -628,6 +628,19 @@ START_TEST(test_no_health_path)
 }
 END_TEST
 
+/* The metrics read a response's status from its first bytes. */
+START_TEST(test_status_of)
+{
+    ck_assert_int_eq(sl_http_status_of("HTTP/1.1 404 Not Found\r\n", 24), 404);
+    ck_assert_int_eq(sl_http_status_of("HTTP/1.0 200 OK\r\n", 17), 200);
+    ck_assert_int_eq(sl_http_status_of("HTTP/1.1 101 ", 13), 101);
+    ck_assert_int_eq(sl_http_status_of("HTTP/1.1 20", 11), 0); /* short */
+    ck_assert_int_eq(sl_http_status_of("HTTP/2.0 200 OK", 15), 0);
+    ck_assert_int_eq(sl_http_status_of("HTTP/1.1 2x0 OK", 15), 0);
+    ck_assert_int_eq(sl_http_status_of("\x81\x05hello world", 13), 0);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -635,6 +648,7 @@ static Suite *http_suite(void)
 
     tcase_add_test(tc, test_name_is);
     tcase_add_test(tc, test_common_index);
+    tcase_add_test(tc, test_status_of);
     tcase_add_test(tc, test_target);
     tcase_add_test(tc, test_log_name);
     tcase_add_test(tc, test_reason);

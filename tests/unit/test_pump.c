@@ -21,6 +21,7 @@
 
 #include "common/date.h"
 #include "common/ctl.h"
+#include "common/metrics.h"
 #include "tests/unit/harness.h"
 
 static sl_options_t opt;
@@ -564,15 +565,55 @@ START_TEST(test_retire_once)
     h_pump_up(&pump, &opt);
     ctl_up();
     ck_assert_uint_eq(pump.retire_at, 2);
-    sl_pump_request_done(&pump, NULL);
+    sl_pump_request_done(&pump, &pump.conns[0]);
     ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), -1);
-    sl_pump_request_done(&pump, NULL);
+    sl_pump_request_done(&pump, &pump.conns[0]);
     ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), 1);
     ck_assert_uint_eq(m.type, SL_CTL_RETIRE);
     ck_assert(m.served == 2);
-    sl_pump_request_done(&pump, NULL);
+    sl_pump_request_done(&pump, &pump.conns[0]);
     ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), -1);
     ck_assert(pump.served == 3);
+}
+END_TEST
+
+/* A finished request is counted by method and status class, with its
+ * duration and queue time; one refused before its head was whole counts
+ * as "other" with no times. */
+START_TEST(test_request_done_counts_metrics)
+{
+    sl_metrics_slot_t before = *sl_metrics_self;
+    sl_conn_t *c;
+
+    h_pump_up(&pump, &opt);
+    c = &pump.conns[0];
+    c->head_done = true;
+    c->req.method = HTTP_POST;
+    c->status = 503;
+    c->req.start = ev_now(pump.loop) - 0.2;
+    c->picked = c->req.start + 0.1;
+    sl_pump_request_done(&pump, c);
+    ck_assert_uint_eq(
+        sl_metrics_self->requests[SL_METRICS_POST][SL_METRICS_5XX] -
+            before.requests[SL_METRICS_POST][SL_METRICS_5XX],
+        1);
+    /* 0.1 s queued: the 0.1 bucket (le is inclusive); 0.2 s in all */
+    ck_assert_uint_eq(sl_metrics_self->queue.bucket[7] - before.queue.bucket[7],
+                      1);
+    ck_assert_uint_eq(
+        sl_metrics_self->duration.bucket[8] - before.duration.bucket[8], 1);
+
+    c->head_done = false;
+    c->status = 0;
+    c->req.start = 0;
+    before = *sl_metrics_self;
+    sl_pump_request_done(&pump, c);
+    ck_assert_uint_eq(
+        sl_metrics_self->requests[SL_METRICS_OTHER][SL_METRICS_NONE] -
+            before.requests[SL_METRICS_OTHER][SL_METRICS_NONE],
+        1);
+    ck_assert(memcmp(&sl_metrics_self->duration, &before.duration,
+                     sizeof(before.duration)) == 0);
 }
 END_TEST
 
@@ -723,6 +764,7 @@ static Suite *pump_suite(void)
     tcase_add_test(tc, test_tick_sends_heartbeat);
     tcase_add_test(tc, test_tick_sweeps);
     tcase_add_test(tc, test_retire_once);
+    tcase_add_test(tc, test_request_done_counts_metrics);
     tcase_add_test(tc, test_retire_jitter);
     tcase_add_test(tc, test_ctl_eof_drains);
     suite_add_tcase(s, tc);

@@ -40,7 +40,7 @@ static const char *const reported_env[] = {
     "NOTIFY_SOCKET",      "WATCHDOG_USEC",       "WATCHDOG_PID",
     "SLUICE_UPGRADE_FDS", "SLUICE_UPGRADE_PIPE", "SLUICE_UPGRADE_WORKERS",
     "SL_TEST_KEPT",       "SL_TEST_ADDED",       "SLUICE_HANDOFF",
-    "SLUICE_CMD_ARGS",
+    "SLUICE_CMD_ARGS",    "SLUICE_METRICS_FD",
 };
 
 /* argv: self --report FD MODE [PROBE_FD...] */
@@ -173,12 +173,14 @@ static void assert_exit(int status, int code)
     ck_assert_int_eq(WEXITSTATUS(status), code);
 }
 
+static int metrics_fd = -1; /* what spawn_worker() passes as the segment */
+
 /* This program as worker ID, reporting in MODE. */
 static pid_t spawn_worker(const char *mode, const int *fds, int nfds, int id,
                           int ctl_fd, const int *probes)
 {
     pid_t pid = sl_spawn_worker(self_exe, report_argv(mode, probes), fds, nfds,
-                                id, ctl_fd);
+                                id, ctl_fd, metrics_fd);
 
     if (pid > 0)
         h_track(pid);
@@ -299,6 +301,36 @@ START_TEST(test_worker_gets_fds_env_and_pdeathsig)
 }
 END_TEST
 
+/* The metrics segment stays open across exec, named in SLUICE_METRICS_FD;
+ * without one the variable is unset, even one the supervisor inherited. */
+START_TEST(test_worker_gets_metrics_fd)
+{
+    char want[32];
+    int fd = cloexec_fd();
+    int probes[] = {fd, -1};
+
+    metrics_fd = fd;
+    pid_t pid = spawn_worker("exit", NULL, 0, 2, -1, probes);
+    metrics_fd = -1;
+    ck_assert_int_gt(pid, 0);
+    read_report();
+    assert_exit(reap(pid), 0);
+    snprintf(want, sizeof(want), "%d", fd);
+    ck_assert_str_eq(env_of("SLUICE_METRICS_FD"), want);
+    ck_assert_str_eq(fd_state(fd), "open");
+
+    setenv("SLUICE_METRICS_FD", "9", 1);
+    pid = spawn_worker("exit", NULL, 0, 2, -1, probes);
+    ck_assert_int_gt(pid, 0);
+    read_report();
+    assert_exit(reap(pid), 0);
+    ck_assert_str_eq(env_of("SLUICE_METRICS_FD"), "(unset)");
+    ck_assert_str_eq(fd_state(fd), "closed");
+    unsetenv("SLUICE_METRICS_FD");
+    close(fd);
+}
+END_TEST
+
 /* No control socket: no SLUICE_CTL_FD, even one the supervisor inherited;
  * no listeners: an empty list. */
 START_TEST(test_worker_without_ctl_fd)
@@ -381,7 +413,7 @@ START_TEST(test_worker_gets_sigterm_when_its_parent_dies)
     pid_t sup = fork();
     ck_assert_int_ge(sup, 0);
     if (sup == 0) {
-        pid_t pid = sl_spawn_worker(self_exe, argv, NULL, 0, 1, -1);
+        pid_t pid = sl_spawn_worker(self_exe, argv, NULL, 0, 1, -1, -1);
         close(rpipe[1]); /* the worker's copy is the one to close */
         ssize_t w = write(pidpipe[1], &pid, sizeof(pid));
         (void)w;
@@ -429,7 +461,7 @@ START_TEST(test_worker_exec_failure_exits_127)
     char *argv[] = {"sluice-worker", NULL};
 
     pid_t pid =
-        sl_spawn_worker("/nonexistent/sluice-worker", argv, NULL, 0, 1, -1);
+        sl_spawn_worker("/nonexistent/sluice-worker", argv, NULL, 0, 1, -1, -1);
     ck_assert_int_gt(pid, 0);
     h_track(pid);
     assert_exit(reap(pid), 127);
@@ -587,7 +619,7 @@ START_TEST(test_fork_failure)
 
     supervisor_like_signals(&blocked);
     forbid_fork();
-    ck_assert_int_eq(sl_spawn_worker(self_exe, argv, NULL, 0, 3, -1), -1);
+    ck_assert_int_eq(sl_spawn_worker(self_exe, argv, NULL, 0, 3, -1, -1), -1);
     assert_mask_restored();
     ck_assert_int_eq(sl_spawn_supervisor(self_exe, argv, NULL, 0, env), -1);
     assert_mask_restored();
@@ -618,6 +650,7 @@ static Suite *spawn_suite(void)
     tcase_add_test(worker, test_worker_without_ctl_fd);
     tcase_add_test(worker, test_worker_drops_to_user);
     tcase_add_test(worker, test_identity_checks);
+    tcase_add_test(worker, test_worker_gets_metrics_fd);
     tcase_add_test(worker, test_worker_gets_sigterm_when_its_parent_dies);
     tcase_add_test(worker, test_worker_bad_fd_exits_127);
     tcase_add_test(worker, test_worker_exec_failure_exits_127);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/http.h"
@@ -94,7 +95,10 @@ static void conn_reset_request(sl_conn_t *c)
     c->resp_done = false;
     c->close_after = false;
     c->inflight = 0;
+    c->status = 0;
+    c->picked = 0;
     pthread_mutex_unlock(&c->mu);
+    c->req.start = 0;
     sl_buf_compact(&c->rbuf);
     sl_conn_ws_free(c);
 }
@@ -169,6 +173,7 @@ static int conn_write(sl_conn_t *c, size_t *written_out)
             break;
         }
         sl_buf_consume(w, (size_t)n);
+        sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
         written += (size_t)n;
         if ((size_t)n > c->interim) {
             c->wrote_any = true;
@@ -190,6 +195,7 @@ static int conn_write(sl_conn_t *c, size_t *written_out)
             break;
         }
         c->wfile_len -= (size_t)n;
+        sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
         written += (size_t)n;
     }
     if (rc == 1)
@@ -237,6 +243,9 @@ int sl_conn_flush_locked(sl_conn_t *c)
 static void conn_error_response(sl_conn_t *c, int status)
 {
     (void)sl_http_error_head(&c->wbuf, status);
+    pthread_mutex_lock(&c->mu);
+    c->status = status;
+    pthread_mutex_unlock(&c->mu);
     c->close_after = true;
     c->resp_done = true;
     c->state = SL_CONN_WRITING;
@@ -312,6 +321,7 @@ static void conn_dispatch(sl_conn_t *c)
         if (sl_buf_pending(&c->wbuf) > 0 && sl_conn_flush(c) < 0)
             c->aborted = true;
         c->pump->inflight++;
+        c->picked = c->req.start; /* no queue: it runs now, here */
         c->pump->exec->run(c);
         /* the app held the loop: deadlines set from here on need the real
          * time, not the time the pass began */
@@ -343,6 +353,7 @@ static int conn_read(sl_conn_t *c, size_t limit)
     n = recv(c->fd, b->data + b->len, room, 0);
     if (n > 0) {
         b->len += (size_t)n;
+        sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
         return 1;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -499,8 +510,13 @@ static void conn_process(sl_conn_t *c)
             if (c->head_done && sl_http_is_health(c)) {
                 /* out of memory, no answer: close rather than leave the
                  * client waiting on a kept-alive connection */
+                c->req.start = ev_now(c->pump->loop);
                 if (sl_http_health_head(&c->wbuf, c) < 0)
                     c->close_after = true;
+                pthread_mutex_lock(&c->mu);
+                c->status = sl_http_status_of(c->wbuf.data + c->wbuf.off,
+                                              sl_buf_pending(&c->wbuf));
+                pthread_mutex_unlock(&c->mu);
                 c->resp_done = true;
                 c->state = SL_CONN_WRITING;
                 continue;

@@ -93,6 +93,10 @@ struct sl_conn {
     bool notified;       /* already in the pump's completion inbox */
     bool waiting;        /* the executor waits on cv */
     size_t inflight;     /* bytes handed to the loop, not yet written */
+    int status;          /* the response's status, read from its first
+                            bytes (0: none queued yet), for the metrics */
+    ev_tstamp picked;    /* when the executor started the request (0: not
+                            yet): the end of its queue time */
 
     /* Loop-thread side of the output */
     sl_buf_t wbuf; /* bytes being written */
@@ -111,6 +115,10 @@ struct sl_conn {
  * result, unless it is stale. */
 int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
                  int iovcnt, int flags);
+
+/* The executor starts request GEN now: its queue time ends (metrics).
+ * Any thread; a stale GEN is ignored. */
+void sl_conn_started(sl_conn_t *c, uint32_t gen);
 
 /* Wait until the queued output has drained below half the credit. Blocks:
  * call it without the GIL. 0, or -1 as above. */

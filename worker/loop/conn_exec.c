@@ -17,6 +17,7 @@
 
 #include "worker/loop/conn.h"
 #include "worker/loop/drain.h"
+#include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 
 void sl_conn_wake(sl_conn_t *c)
@@ -72,6 +73,8 @@ int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
         goto out_unlock;
     }
     mark = c->out.len;
+    if (c->status == 0 && iovcnt > 0)
+        c->status = sl_http_status_of(iov[0].iov_base, iov[0].iov_len);
     for (i = 0; i < iovcnt; i++) {
         if (sl_buf_append(&c->out, iov[i].iov_base, iov[i].iov_len) < 0) {
             /* out of memory: none of this part goes out (a part cut short
@@ -187,6 +190,16 @@ const char *sl_conn_client(const sl_conn_t *c, char *buf, size_t n, int *port)
 const char *sl_conn_scheme(const sl_conn_t *c)
 {
     return c->req.client.https ? "https" : "http";
+}
+
+void sl_conn_started(sl_conn_t *c, uint32_t gen)
+{
+    ev_tstamp now = ev_time();
+
+    pthread_mutex_lock(&c->mu);
+    if (c->gen == gen && c->picked == 0)
+        c->picked = now;
+    pthread_mutex_unlock(&c->mu);
 }
 
 int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,

@@ -20,6 +20,7 @@
 
 #include "common/date.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/pump.h"
 
@@ -49,6 +50,8 @@ struct sl_conn_ws {
     ev_tstamp ping_at;  /* our ping waits for its pong since, 0 = none */
     ev_tstamp close_at; /* our close was seen by the loop at, 0 = not yet */
     sl_ws_end_t end;    /* mu */
+    uint64_t sent;      /* mu: messages the app sent, not yet counted in
+                           the metrics (the loop thread counts them) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -174,6 +177,7 @@ int sl_conn_ws_accept(sl_conn_t *c, uint32_t gen, const char *subprotocol,
         SL_BUF_APPEND_LIT(&c->out, "\r\n") < 0)
         goto out_oom;
     ws->accepted = true;
+    c->status = 101;
     free(ws->hs);
     ws->hs = NULL;
     c->pump->exec->notify(c);
@@ -239,6 +243,7 @@ int sl_conn_ws_send(sl_conn_t *c, uint32_t gen, int opcode, const void *data,
         c->pump->exec->notify(c);
         goto out_unlock;
     }
+    ws->sent++;
     c->pump->exec->notify(c);
     rc = c->aborted ? -1 : c->out.len + c->inflight > SL_CONN_CREDIT ? 1 : 0;
 out_unlock:
@@ -299,7 +304,10 @@ void sl_conn_ws_take_locked(sl_conn_t *c)
     sl_conn_ws_t *ws = c->ws;
     sl_pump_t *p = c->pump;
 
+    sl_metrics_add(&sl_metrics_self->ws_msgs_out, ws->sent);
+    ws->sent = 0;
     if (ws->accepted && c->state == SL_CONN_SERVING) {
+        sl_metrics_add(&sl_metrics_self->ws_opened, 1);
         c->state = SL_CONN_WS;
         c->deadline = 0;
         ws->last_rx = ev_now(p->loop);
@@ -355,6 +363,7 @@ static int queue_message(sl_conn_t *c, int opcode)
         ws->head = node;
     ws->tail = node;
     ws->nq++;
+    sl_metrics_add(&sl_metrics_self->ws_msgs_in, 1);
     sl_conn_wake(c);
     pthread_mutex_unlock(&c->mu);
     return 0;
@@ -484,6 +493,7 @@ void sl_conn_ws_read(sl_conn_t *c)
     }
     if (n > 0) {
         b->len += (size_t)n;
+        sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
         ws->last_rx = ev_now(c->pump->loop);
     } else if (n == 0) {
         c->peer_eof = true;
@@ -635,6 +645,8 @@ void sl_conn_ws_free(sl_conn_t *c)
     pthread_mutex_lock(&c->mu);
     ws = c->ws;
     c->ws = NULL;
+    if (ws != NULL)
+        sl_metrics_add(&sl_metrics_self->ws_msgs_out, ws->sent);
     pthread_mutex_unlock(&c->mu);
     c->req.websocket = false;
     if (ws != NULL)

@@ -295,6 +295,16 @@ const char *sl_http_reason(int status)
     }
 }
 
+int sl_http_status_of(const char *p, size_t n)
+{
+    if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || p[8] != ' ')
+        return 0;
+    for (int i = 9; i < 12; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+    return (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+}
+
 int sl_http_error_head(sl_buf_t *b, int status)
 {
     char head[512];

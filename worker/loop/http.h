@@ -21,6 +21,10 @@ int sl_http_head_complete(sl_conn_t *c);
 /* The reason phrase for STATUS ("Unknown" when we have none). */
 const char *sl_http_reason(int status);
 
+/* The status code of the response head that P[0..N) begins with
+ * ("HTTP/1.x NNN "), or 0 when it does not begin with one. */
+int sl_http_status_of(const char *p, size_t n);
+
 /* Append a complete error response for STATUS with Connection: close.
  * 0, or -1 when out of memory (nothing appended). */
 int sl_http_error_head(sl_buf_t *b, int status);

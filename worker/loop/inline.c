@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include "common/metrics.h"
 #include "common/options.h"
 #include "worker/loop/inline.h"
 #include "worker/loop/pump.h"
@@ -87,6 +88,7 @@ static int pull_body(sl_conn_t *c)
         n = recv(c->fd, c->rbuf.data + c->rbuf.len, SL_CONN_READ_CHUNK, 0);
         if (n > 0) {
             c->rbuf.len += (size_t)n;
+            sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
         } else if (n == 0) {
             c->peer_eof = true;
             c->aborted = true;

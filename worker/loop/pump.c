@@ -28,6 +28,7 @@
 #include "common/ctl.h"
 #include "common/date.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/pump.h"
@@ -97,6 +98,7 @@ static bool accept_some(sl_pump_t *p, sl_pump_listener_t *l, unsigned max)
         p->active.next->prev = c;
         p->active.next = c;
         p->nactive++;
+        sl_metrics_add(&sl_metrics_self->conns_accepted, 1);
         sl_conn_start(c, fd, (int)(l - p->listeners), (struct sockaddr *)&ss,
                       len);
         if (c->state != SL_CONN_FREE)
@@ -211,11 +213,27 @@ static void hand_over(sl_pump_t *p)
     p->exec->hand_over(p, batch, n);
 }
 
+/* The gauges a scrape reads, as the pass leaves them: a few stores. */
+static void metrics_gauges(const sl_pump_t *p)
+{
+    sl_metrics_slot_t *m = sl_metrics_self;
+    /* an ASGI worker's one asyncio lane is busy while anything runs */
+    uint32_t lanes = p->lanes > 0 ? (uint32_t)p->lanes : 1;
+
+    sl_metrics_set(&m->conns_open, p->nactive);
+    sl_metrics_set(&m->inflight, p->inflight);
+    sl_metrics_set(&m->lanes, lanes);
+    sl_metrics_set(&m->lanes_busy, p->inflight < lanes ? p->inflight : lanes);
+}
+
 static void flush_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
+    sl_pump_t *p = ev_userdata(loop);
+
     (void)w;
     (void)revents;
-    hand_over(ev_userdata(loop));
+    hand_over(p);
+    metrics_gauges(p);
 }
 
 void sl_pump_notify(sl_pump_t *p, sl_conn_t *c)
@@ -243,9 +261,49 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
     }
 }
 
+static int method_class(int method)
+{
+    switch (method) {
+    case HTTP_GET:
+        return SL_METRICS_GET;
+    case HTTP_HEAD:
+        return SL_METRICS_HEAD;
+    case HTTP_POST:
+        return SL_METRICS_POST;
+    case HTTP_PUT:
+        return SL_METRICS_PUT;
+    case HTTP_DELETE:
+        return SL_METRICS_DELETE;
+    case HTTP_PATCH:
+        return SL_METRICS_PATCH;
+    case HTTP_OPTIONS:
+        return SL_METRICS_OPTIONS;
+    default:
+        return SL_METRICS_OTHER;
+    }
+}
+
+/* C's request, counted by method and status class, with its duration and
+ * queue time. The executor is done with it: status and picked are final. */
+static void metrics_request(sl_pump_t *p, const sl_conn_t *c)
+{
+    sl_metrics_slot_t *m = sl_metrics_self;
+    ev_tstamp start = c->req.start;
+    int method = c->head_done ? method_class(c->req.method) : SL_METRICS_OTHER;
+    int code = c->status >= 100 && c->status < 600 ? c->status / 100 - 1
+                                                   : SL_METRICS_NONE;
+
+    sl_metrics_add(&m->requests[method][code], 1);
+    if (start <= 0)
+        return; /* refused before it began (a bad head) */
+    sl_metrics_observe(&m->duration, ev_now(p->loop) - start);
+    if (c->picked > 0)
+        sl_metrics_observe(&m->queue, c->picked - start);
+}
+
 void sl_pump_request_done(sl_pump_t *p, sl_conn_t *c)
 {
-    (void)c;
+    metrics_request(p, c);
     p->served++;
     if (p->retire_at > 0 && p->served >= p->retire_at && !p->retired) {
         p->retired = true;
@@ -324,7 +382,11 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
      * debugger): that time was nobody's idleness, so deadlines move with it
      * and bytes waiting in the kernel get read before anyone times out. */
     late = p->last_tick > 0 ? now - p->last_tick - 1.0 : 0;
+    if (p->last_tick > 0)
+        sl_metrics_observe(&sl_metrics_self->lag, late);
     p->last_tick = now;
+    sl_metrics_set(&sl_metrics_self->ws_open, sl_conn_ws_count(p));
+    metrics_gauges(p);
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
         if (late > 0.25 && c->deadline > 0)

@@ -119,7 +119,8 @@ void sl_pump_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind);
 /* Executor side: C has something for the loop. Thread-safe. */
 void sl_pump_notify(sl_pump_t *p, sl_conn_t *c);
 
-/* Loop side: C is done with its request (served count, drain step). */
+/* Loop side: C is done with its request (served count, its metrics:
+ * method and status class, duration, queue time; drain step). */
 void sl_pump_request_done(sl_pump_t *p, sl_conn_t *c);
 
 /* Accept every connection waiting in the listen queues (drain: whoever

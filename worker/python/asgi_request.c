@@ -387,6 +387,7 @@ void sl_asgi_req_ticket(const sl_ticket_t *t)
     sl_asgi_req_t *r;
 
     if (t->kind == SL_TICKET_SUBMIT) {
+        sl_conn_started(c, t->gen); /* queue time ends */
         sl_asgi_req_start(c, t->gen);
     } else {
         r = sl_asgi.slots[t->idx];

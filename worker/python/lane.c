@@ -58,8 +58,10 @@ static void *lane_main(void *arg)
             if (!ok)
                 break;
         }
-        if (t.kind == SL_TICKET_SUBMIT)
+        if (t.kind == SL_TICKET_SUBMIT) {
+            sl_conn_started(&p->conns[t.idx], t.gen); /* queue time ends */
             sl_wsgi_handle(wl, &p->conns[t.idx], t.gen);
+        }
     }
     sl_wsgi_lane_free(wl);
 out:
