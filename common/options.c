@@ -23,6 +23,7 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "common/logfmt.h"
 #include "common/options.h"
 
 #define MAX_WORKERS       1024
@@ -43,6 +44,7 @@ typedef enum {
     OPT_STRING,  /* const char * field */
     OPT_SPECIAL, /* handled in apply_special() */
     OPT_FLAG,    /* no argument: --help, --version */
+    OPT_TRUE,    /* bool field, no argument: set to true */
 } opt_kind_t;
 
 typedef struct {
@@ -138,6 +140,15 @@ static const opt_def_t opt_defs[] = {
     {"ws-per-message-deflate", 0, OPT_SPECIAL, NOFIELD, 0, 0, "BOOL",
      "accept permessage-deflate compression on WebSockets: true or"
      " false [true]"},
+    {"access-logfile", 0, OPT_STRING, FIELD(access_logfile), 0, 0, "FILE",
+     "write the access log to FILE, '-' for stdout [none: no access log]"},
+    {"access-logformat", 0, OPT_STRING, FIELD(access_logformat), 0, 0, "FMT",
+     "access log format, gunicorn's %(atom)s syntax, or 'json' [gunicorn's"
+     " default: %(h)s %(l)s %(u)s %(t)s \"%(r)s\" %(s)s %(b)s \"%(f)s\""
+     " \"%(a)s\"]"},
+    {"access-log-json", 0, OPT_TRUE, FIELD(access_log_json), 0, 0, NULL,
+     "write the access log as one JSON object per line, with the fields"
+     " of --access-logformat [off]"},
     {"health-path", 0, OPT_STRING, FIELD(health_path), 0, 0, "PATH",
      "answer GET or HEAD of PATH without calling the app [none]"},
     {"pid", 'p', OPT_STRING, FIELD(pidfile), 0, 0, "FILE",
@@ -169,6 +180,7 @@ static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
                              const char *arg);
 static int add_pythonpath(sl_options_t *o, const char *arg);
 static int check_app(const char *app);
+static int check_access_logformat(const sl_options_t *o);
 static void print_wrapped(const char *text);
 static void print_help(void);
 
@@ -217,7 +229,7 @@ static void build_getopt_tables(struct option *longopts, char *shortopts)
     shortopts[ns++] = ':'; /* report a missing argument as ':' */
     for (size_t i = 0; i < NOPTS; i++) {
         const opt_def_t *d = &opt_defs[i];
-        bool has_arg = d->kind != OPT_FLAG;
+        bool has_arg = d->kind != OPT_FLAG && d->kind != OPT_TRUE;
         longopts[i] = (struct option){d->name, has_arg, NULL, (int)i + 256};
         if (d->short_name) {
             shortopts[ns++] = (char)d->short_name;
@@ -275,6 +287,10 @@ static int finish(sl_options_t *o, int argc, char **argv)
     }
     if (o->limit_request_fields == 0) {
         o->limit_request_fields = 32768;
+    }
+
+    if (check_access_logformat(o) == -1) {
+        return -1;
     }
 
     const char *inl = getenv("SLUICE_INLINE");
@@ -364,6 +380,9 @@ static int apply(sl_options_t *o, const opt_def_t *d, const char *arg)
         return 0;
     case OPT_SPECIAL:
         return apply_special(o, d, arg);
+    case OPT_TRUE:
+        *(bool *)((char *)o + d->offset) = true;
+        return 0;
     default:
         return apply_number(o, d, arg);
     }
@@ -512,6 +531,21 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
         return -1;
     }
     o->error_logfile = strcmp(arg, "-") == 0 ? NULL : arg;
+    return 0;
+}
+
+/* --access-logformat: a format that does not compile is a usage error
+ * here, not a worker that fails at start. */
+static int check_access_logformat(const sl_options_t *o)
+{
+    static sl_logfmt_t f; /* 6 KiB: not on the stack */
+    char err[256];
+
+    if (sl_logfmt_compile(&f, o->access_logformat, o->access_log_json, err,
+                          sizeof(err)) == -1) {
+        sl_log_usage("argument --access-logformat: %s", err);
+        return -1;
+    }
     return 0;
 }
 

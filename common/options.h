@@ -89,6 +89,11 @@ typedef struct {
     double ws_ping_timeout;  /* seconds, 0 = no timeout */
     bool ws_per_message_deflate;
 
+    /* access log */
+    const char *access_logfile;   /* NULL = off, "-" = stdout */
+    const char *access_logformat; /* NULL = gunicorn's default */
+    bool access_log_json;
+
     const char *health_path;
     const char *pidfile;
     const char *error_logfile;

@@ -93,6 +93,9 @@ static void conn_reset_request(sl_conn_t *c)
     c->resp_done = false;
     c->close_after = false;
     c->inflight = 0;
+    c->resp_status = 0;
+    c->resp_body = 0;
+    sl_buf_reset(&c->resp_head, SL_CONN_BUF_KEEP);
     pthread_mutex_unlock(&c->mu);
     sl_buf_compact(&c->rbuf);
     sl_conn_ws_free(c);
@@ -230,7 +233,15 @@ int sl_conn_flush_locked(sl_conn_t *c)
  * of memory, the close alone says it. */
 static void conn_error_response(sl_conn_t *c, int status)
 {
+    size_t mark = c->wbuf.len;
+
+    if (c->state == SL_CONN_READING)
+        c->req.start = ev_now(c->pump->loop); /* never dispatched */
     (void)sl_http_error_head(&c->wbuf, status);
+    /* the access log tells this answer, not the one it replaces */
+    c->resp_status = 0;
+    c->resp_head.len = 0;
+    sl_conn_note_head(c, c->wbuf.data + mark, c->wbuf.len - mark, true);
     c->close_after = true;
     c->resp_done = true;
     c->state = SL_CONN_WRITING;
@@ -480,10 +491,14 @@ static void conn_process(sl_conn_t *c)
                 continue;
             }
             if (c->head_done && sl_http_is_health(c)) {
+                size_t mark = c->wbuf.len;
+                c->req.start = ev_now(c->pump->loop);
                 /* out of memory, no answer: close rather than leave the
                  * client waiting on a kept-alive connection */
                 if (sl_http_health_head(&c->wbuf, c) < 0)
                     c->close_after = true;
+                sl_conn_note_head(c, c->wbuf.data + mark, c->wbuf.len - mark,
+                                  true);
                 c->resp_done = true;
                 c->state = SL_CONN_WRITING;
                 continue;
