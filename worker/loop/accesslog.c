@@ -234,7 +234,8 @@ static const char *resp_header(const char *head, size_t n, const char *name,
             while (v < eol && (*v == ' ' || *v == '\t'))
                 v++;
             *vn = (size_t)(eol - v);
-            if (*vn > 0 && v[*vn - 1] == '\r')
+            while (*vn > 0 && (v[*vn - 1] == '\r' || v[*vn - 1] == ' ' ||
+                               v[*vn - 1] == '\t'))
                 (*vn)--;
             return v;
         }
