@@ -782,6 +782,9 @@ int sl_accesslog_open(sl_accesslog_t **out, struct ev_loop *loop,
         sl_error("access log: bad format: %s", err);
         goto out_free;
     }
+    if (a->fmt.unknown)
+        sl_warn("access log: the format names atoms gunicorn does not"
+                " know; they are written '-'");
     a->path = strcmp(o->access_logfile, "-") == 0 ? NULL : o->access_logfile;
     a->clock.sec = -1;
     a->pid = (long)getpid();
