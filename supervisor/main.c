@@ -10,10 +10,12 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/options.h"
@@ -24,6 +26,7 @@
 
 static int run_supervisor(sl_options_t *o, char **args);
 static int open_listeners(sl_options_t *o, sl_listener_t *ls);
+static int check_access_log(const sl_options_t *o);
 
 int main(int argc, char **argv)
 {
@@ -53,6 +56,9 @@ static int run_supervisor(sl_options_t *o, char **args)
     if (sl_spawn_find_worker(worker_exe, sizeof(worker_exe)) == -1) {
         return SL_EXIT_USAGE;
     }
+    if (check_access_log(o) == -1) {
+        return SL_EXIT_USAGE;
+    }
     sl_info("Starting sluice %s (workers: %s)", PACKAGE_VERSION, worker_exe);
     int n = open_listeners(o, ls);
     if (n == -1) {
@@ -75,4 +81,27 @@ static int open_listeners(sl_options_t *o, sl_listener_t *ls)
     snprintf(list, sizeof(list), "%s", inherited);
     unsetenv("SLUICE_UPGRADE_FDS");
     return sl_listen_inherit(list, ls, SL_MAX_LISTENERS);
+}
+
+/* The workers open the access log (after --chdir); one they cannot open
+ * is said once, here, instead of by every worker in a respawn loop. */
+static int check_access_log(const sl_options_t *o)
+{
+    const char *f = o->access_logfile;
+    char path[PATH_MAX];
+
+    if (f == NULL || strcmp(f, "-") == 0) {
+        return 0;
+    }
+    if (f[0] != '/' && o->chdir != NULL) {
+        snprintf(path, sizeof(path), "%s/%s", o->chdir, f);
+        f = path;
+    }
+    int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd == -1) {
+        sl_log_errno(SL_LOG_ERROR, "cannot open the access log %s", f);
+        return -1;
+    }
+    close(fd);
+    return 0;
 }

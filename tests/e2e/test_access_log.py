@@ -255,3 +255,21 @@ def test_closed_stdout_never_stops_the_worker(kind, tmp_path):
             os.close(reader)
         problems = s.stop()
     assert not problems, problems
+
+
+def test_bad_format_is_a_usage_error():
+    status, out, err = helpers.run_cli(
+        ["--access-logfile", "-", "--access-logformat", "%(h)s %(s", "-b",
+         "127.0.0.1:%d" % helpers.free_port(), "wsgi_app:app"])
+    assert status == 2, err
+    assert err.count("\n") == 1 and "--access-logformat" in err, err
+
+
+def test_unopenable_file_is_a_usage_error(tmp_path):
+    bad = tmp_path / "no-such-dir" / "access.log"
+    status, out, err = helpers.run_cli(
+        ["--access-logfile", bad, "-b",
+         "127.0.0.1:%d" % helpers.free_port(), "--pythonpath",
+         str(helpers.APPS), "wsgi_app:app"], timeout=10)
+    assert status == 2, err
+    assert "cannot open the access log" in err, err
