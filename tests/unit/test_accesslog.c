@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <check.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,6 +22,7 @@
 #include "common/logfmt.h"
 #include "llhttp.h"
 #include "worker/loop/accesslog.h"
+#include "worker/loop/conn.h"
 
 #define T0 971186136.0 /* 2000-10-10 13:55:36 UTC */
 
@@ -319,6 +321,33 @@ START_TEST(test_clock_cache)
 }
 END_TEST
 
+/* h: the client's address, IPv4 formatted by hand, the rest by
+ * sl_conn_peer(). */
+START_TEST(test_remote_address)
+{
+    static const char *const v4[] = {"0.0.0.0", "255.255.255.255", "10.0.7.1",
+                                     "192.168.100.9", "1.22.103.4"};
+    static sl_conn_t c;
+    struct sockaddr_in *in = (struct sockaddr_in *)&c.peer;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&c.peer;
+    char buf[64];
+    size_t i;
+
+    for (i = 0; i < sizeof(v4) / sizeof(v4[0]); i++) {
+        memset(&c.peer, 0, sizeof(c.peer));
+        in->sin_family = AF_INET;
+        ck_assert_int_eq(inet_pton(AF_INET, v4[i], &in->sin_addr), 1);
+        ck_assert_str_eq(sl_accesslog_remote(&c, buf, sizeof(buf)), v4[i]);
+    }
+    memset(&c.peer, 0, sizeof(c.peer));
+    in6->sin6_family = AF_INET6;
+    ck_assert_int_eq(inet_pton(AF_INET6, "2001:db8::7", &in6->sin6_addr), 1);
+    ck_assert_str_eq(sl_accesslog_remote(&c, buf, sizeof(buf)), "2001:db8::7");
+    c.peer.ss_family = AF_UNIX;
+    ck_assert_str_eq(sl_accesslog_remote(&c, buf, sizeof(buf)), "");
+}
+END_TEST
+
 /* ---- writing ---- */
 
 static sl_accesslog_t *open_log(struct ev_loop *loop, const char *path)
@@ -463,6 +492,7 @@ static Suite *accesslog_suite(void)
     tcase_add_test(tc, test_render_json);
     tcase_add_test(tc, test_render_cut);
     tcase_add_test(tc, test_clock_cache);
+    tcase_add_test(tc, test_remote_address);
     tcase_add_test(tc, test_off_by_default);
     tcase_add_test(tc, test_write_file);
     tcase_add_test(tc, test_write_closed_pipe);

@@ -18,7 +18,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -695,10 +697,33 @@ void sl_accesslog_add(sl_accesslog_t *a, const sl_accesslog_rec_t *rec)
                                   SL_ACCESSLOG_LINE_MAX);
 }
 
+/* "a.b.c.d" of IPv4 address A (network order) into BUF (16 bytes):
+ * inet_ntop() goes through sprintf, a tenth of a hello world's cost. */
+static const char *ipv4_text(const struct in_addr *a, char *buf)
+{
+    const unsigned char *b = (const unsigned char *)&a->s_addr;
+    char *p = buf;
+    int i;
+
+    for (i = 0; i < 4; i++) {
+        unsigned v = b[i];
+        if (v >= 100)
+            *p++ = (char)('0' + v / 100);
+        if (v >= 10)
+            *p++ = (char)('0' + v / 10 % 10);
+        *p++ = (char)('0' + v % 10);
+        *p++ = i < 3 ? '.' : '\0';
+    }
+    return buf;
+}
+
 const char *sl_accesslog_remote(const sl_conn_t *c, char *buf, size_t n)
 {
     int port;
 
+    if (c->peer.ss_family == AF_INET && n >= INET_ADDRSTRLEN)
+        return ipv4_text(&((const struct sockaddr_in *)&c->peer)->sin_addr,
+                         buf);
     return sl_conn_peer(c, buf, n, &port);
 }
 

@@ -62,10 +62,12 @@ void sl_conn_note_head(sl_conn_t *c, const char *p, size_t n, bool whole)
         !isdigit((unsigned char)p[11]))
         return;
     c->resp_status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-    end = memmem(p, n, "\r\n\r\n", 4);
-    head = end != NULL ? (size_t)(end - p) + 4 : n;
-    if (whole)
+    head = n; /* not WHOLE: P is the head alone */
+    if (whole) {
+        end = memmem(p, n, "\r\n\r\n", 4);
+        head = end != NULL ? (size_t)(end - p) + 4 : n;
         c->resp_body = n - head;
+    }
     if (sl_accesslog_wants_head(c->pump->alog) &&
         sl_buf_append(&c->resp_head, p, head) < 0)
         c->resp_head.len = 0; /* out of memory: no response headers */
