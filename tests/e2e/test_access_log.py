@@ -273,3 +273,29 @@ def test_unopenable_file_is_a_usage_error(tmp_path):
          str(helpers.APPS), "wsgi_app:app"], timeout=10)
     assert status == 2, err
     assert "cannot open the access log" in err, err
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_websocket_logged_once_at_its_end(executor, make_server, tmp_path):
+    """A WebSocket is one line, written when it ends: status 101, its whole
+    life as the duration."""
+    from ws_helpers import WsRaw
+    log = tmp_path / "access.log"
+    s = make_server("ws_app:app", inline=executor == "inline",
+                    args=["--interface", "asgi", "--access-logfile", log,
+                          "--access-logformat", '"%(r)s" %(s)s %(b)s %(D)s'])
+    with WsRaw.to(s, "/echo") as ws:
+        assert ws.status == 101
+        ws.send_text("hi")
+        assert ws.recv_message()[1] == b"hi"
+        # the session is open: nothing logged for it yet; a later
+        # request's line, written after it would have been, shows that
+        s.get("/echo-not-a-ws")
+        wait_line(log, "/echo-not-a-ws")
+        assert not [l for l in read_lines(log) if '"GET /echo HTTP' in l]
+        t_open = time.monotonic()
+    line = wait_line(log, '"GET /echo HTTP/1.1"')
+    m = re.match(r'^"GET /echo HTTP/1\.1" 101 - (\d+)$', line)
+    assert m, line
+    assert int(m.group(1)) > 0
+    assert time.monotonic() - t_open < FLUSH_BOUND
