@@ -63,7 +63,7 @@ typedef struct {
 
 #define EM_RESERVE 4 /* "\"}\n" */
 
-static bool room(em_t *e, size_t n)
+static inline bool room(em_t *e, size_t n)
 {
     if (e->full || (size_t)(e->end - e->p) < n) {
         e->full = true;
@@ -72,12 +72,18 @@ static bool room(em_t *e, size_t n)
     return true;
 }
 
-static void put(em_t *e, const char *s, size_t n)
+/* Most pieces of a line are a few bytes: copied here, not by a call. */
+static inline void put(em_t *e, const char *s, size_t n)
 {
-    if (room(e, n)) {
-        memcpy(e->p, s, n);
-        e->p += n;
+    if (!room(e, n))
+        return;
+    if (n <= 8) {
+        while (n-- > 0)
+            *e->p++ = *s++;
+        return;
     }
+    memcpy(e->p, s, n);
+    e->p += n;
 }
 
 #define PUT_LIT(e, s) put((e), (s), sizeof(s) - 1)
@@ -109,13 +115,18 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
-/* Does byte CH go out as it is (text lines: not a control, '"' or '\';
- * JSON: ASCII that needs no escape)? */
-static bool plain(unsigned char ch, bool json)
+/* Bytes that go out as they are: bit 1 in text lines (not a control,
+ * '"' or '\'), bit 2 in JSON (the same, and ASCII). Built once. */
+static uint8_t plain_bits[256];
+
+static void plain_init(void)
 {
-    if (ch < 0x20 || ch == 0x7f || ch == '"' || ch == '\\')
-        return false;
-    return !json || ch < 0x80;
+    int ch;
+
+    for (ch = 0; ch < 256; ch++) {
+        bool ok = !(ch < 0x20 || ch == 0x7f || ch == '"' || ch == '\\');
+        plain_bits[ch] = (uint8_t)((ok ? 1 : 0) | (ok && ch < 0x80 ? 2 : 0));
+    }
 }
 
 /* S[0..N) from the client, escaped so it cannot end a line, a quoted
@@ -124,11 +135,12 @@ static void put_esc(em_t *e, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *u = (const unsigned char *)s;
+    uint8_t bit = e->json ? 2 : 1;
     size_t i = 0, run, k;
     char t[6];
 
     while (i < n && !e->full) {
-        for (run = i; run < n && plain(u[run], e->json); run++)
+        for (run = i; run < n && (plain_bits[u[run]] & bit); run++)
             ;
         put(e, s + i, run - i);
         if ((i = run) >= n)
@@ -537,6 +549,8 @@ size_t sl_accesslog_render(const sl_logfmt_t *f, sl_accesslog_clock_t *clk,
     bool first = true;
     int i;
 
+    if (plain_bits['a'] == 0)
+        plain_init();
     if (f->json)
         PUT_LIT(&e, "{");
     for (i = 0; i < f->nops && !e.full; i++) {
