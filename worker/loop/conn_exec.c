@@ -87,8 +87,7 @@ static void note_first(sl_conn_t *c, const struct iovec *iov, int n, int flags)
         return;
     for (i = 1; i < n; i++)
         rest += iov[i].iov_len;
-    if (c->resp_status != 0 && c->resp_status >= 200 && c->resp_status != 204 &&
-        c->resp_status != 304)
+    if (c->resp_status >= 200 && c->resp_status != 204 && c->resp_status != 304)
         c->resp_body = rest;
 }
 
