@@ -299,3 +299,34 @@ def test_websocket_logged_once_at_its_end(executor, make_server, tmp_path):
     assert m, line
     assert int(m.group(1)) > 0
     assert time.monotonic() - t_open < FLUSH_BOUND
+
+
+def test_workers_share_a_file_in_whole_lines(start, tmp_path):
+    """Two workers append to one file: every line whole, none lost."""
+    import threading
+    log = tmp_path / "access.log"
+    s = start(["--access-logfile", log], workers=2)
+    n_threads, per = 4, 100
+
+    def client(k):
+        with s.connect() as c:
+            for i in range(per):
+                assert c.request("GET", "/hello?c=%d&i=%d" % (k, i)).status \
+                    == 200
+
+    threads = [threading.Thread(target=client, args=(k,))
+               for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    problems = s.stop()
+    assert not problems, problems
+    lines = [l for l in read_lines(log) if "/hello?c=" in l]
+    assert len(lines) == n_threads * per
+    assert all(GUNICORN_DEFAULT.match(l) for l in lines), lines[:3]
+    assert len(set(lines_paths(lines))) == n_threads * per
+
+
+def lines_paths(lines):
+    return [l.split('"')[1] for l in lines]
