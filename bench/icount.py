@@ -38,6 +38,12 @@ ARMS = {
                     "hello_asgi:app", "/"),
     "healthz": ({}, ["--health-path", "/healthz"], "hello_wsgi:app",
                 "/healthz"),
+    # {tmp}: the run's own directory
+    "wsgi-pump-accesslog": ({}, ["--access-logfile", "{tmp}/access.log"],
+                            "hello_wsgi:app", "/"),
+    "wsgi-inline-accesslog": ({"SLUICE_INLINE": "1"},
+                              ["--access-logfile", "{tmp}/access.log"],
+                              "hello_wsgi:app", "/"),
 }
 
 
@@ -123,7 +129,8 @@ def run_once(binary, arm, n):
                "--callgrind-out-file=%s/cg.%%p" % outdir,
                binary, "-w", "1", "-b", "127.0.0.1:%d" % port,
                "--boot-timeout", "300", "--timeout", "300",
-               "--chdir", os.path.join(REPO, "bench", "apps")] + extra + [app]
+               "--chdir", os.path.join(REPO, "bench", "apps")] + [
+                   a.replace("{tmp}", outdir) for a in extra] + [app]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL,
                                 start_new_session=True)

@@ -203,6 +203,7 @@ class Server:
             conf = Path(logdir) / ("%s.conf" % tag)
             conf.write_text(text)
             ctx = dict(ctx, config=str(conf))
+        ctx = dict(ctx, logdir=str(logdir))
         self.ctx = ctx
         self.argv = [expand(a, ctx) for a in arm.argv]
         self.cwd = expand(arm.cwd, ctx)

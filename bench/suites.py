@@ -10,6 +10,7 @@ are templates; run.py fills in:
     {sluice_before}  an earlier sluice to compare with (--before-bin,
               $SLUICE_BEFORE_BIN): the "change" suite's "-before" arms
     {config}  the arm's `config` file, written for this server start
+    {logdir}  the run's temporary directory (server logs, access logs)
 
 Every server runs as `taskset -c SERVER_CPU <argv>`, in its own session, with
 a cleaned environment (no PYTHON* variables, PATH limited to the system's
@@ -161,6 +162,10 @@ WSGI = Suite(
                 expect=None, skip_if_404=True,
                 note="/healthz answered from C, no Python; skipped while the "
                      "server answers 404 there"),
+        _sluice("sluice-accesslog", "hello_wsgi:app",
+                extra=["--access-logfile", "{logdir}/access-{port}.log"],
+                note="pump mode with the access log on (gunicorn's default "
+                     "format, to a file on disk)"),
     ],
 )
 

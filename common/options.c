@@ -23,6 +23,7 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "common/logfmt.h"
 #include "common/options.h"
 
 #define MAX_WORKERS       1024
@@ -155,6 +156,15 @@ static const opt_def_t opt_defs[] = {
     {"proxy-allow-from", 0, OPT_SPECIAL, NOFIELD, 0, 0, "IPS",
      "peers allowed to send a PROXY protocol header (same syntax as"
      " --forwarded-allow-ips) [127.0.0.1,::1]"},
+    {"access-logfile", 0, OPT_STRING, FIELD(access_logfile), 0, 0, "FILE",
+     "write the access log to FILE, '-' for stdout [none: no access log]"},
+    {"access-logformat", 0, OPT_STRING, FIELD(access_logformat), 0, 0, "FMT",
+     "access log format, gunicorn's %(atom)s syntax, or 'json' [gunicorn's"
+     " default: %(h)s %(l)s %(u)s %(t)s \"%(r)s\" %(s)s %(b)s \"%(f)s\""
+     " \"%(a)s\"]"},
+    {"access-log-json", 0, OPT_SWITCH, FIELD(access_log_json), 0, 0, NULL,
+     "write the access log as one JSON object per line, with the fields"
+     " of --access-logformat [off]"},
     {"health-path", 0, OPT_STRING, FIELD(health_path), 0, 0, "PATH",
      "answer GET or HEAD of PATH without calling the app [none]"},
     {"pid", 'p', OPT_STRING, FIELD(pidfile), 0, 0, "FILE",
@@ -209,6 +219,7 @@ static int add_pythonpath(sl_options_t *o, const char *arg);
 static int parse_allow(sl_allow_t *a, const char *name, const char *arg);
 static int add_reload_extra_file(sl_options_t *o, const char *arg);
 static int check_app(const char *app);
+static int check_access_logformat(const sl_options_t *o);
 static void print_wrapped(const char *text);
 static void print_help(void);
 static bool is_action(const opt_def_t *d);
@@ -327,13 +338,18 @@ static int finish(sl_options_t *o, int argc, char **argv)
     /* as gunicorn and uvicorn: the environment's list unless the command
      * line gives one */
     const char *fwd = getenv("FORWARDED_ALLOW_IPS");
-    if (!o->forwarded_allow_set && fwd != NULL &&
-        parse_allow(&o->forwarded_allow, "forwarded-allow-ips", fwd) < 0) {
-        return -1;
+    if (!o->forwarded_allow_set && fwd != NULL) {
+        o->forwarded_allow_text = fwd;
+        if (parse_allow(&o->forwarded_allow, "forwarded-allow-ips", fwd) < 0) {
+            return -1;
+        }
     }
     if (o->nreload_extra_files > 0 && !o->reload) {
         sl_log_usage("argument --reload-extra-file: only means something"
                      " with --reload");
+        return -1;
+    }
+    if (check_access_logformat(o) == -1) {
         return -1;
     }
 
@@ -382,6 +398,7 @@ static void set_defaults(sl_options_t *o)
         .error_logfile = NULL, /* stderr */
         .log_level = SL_LOG_INFO,
     };
+    o->forwarded_allow_text = o->proxy_allow_text = "127.0.0.1,::1";
     (void)sl_allow_parse(&o->forwarded_allow, "127.0.0.1,::1", NULL, 0);
     (void)sl_allow_parse(&o->proxy_allow, "127.0.0.1,::1", NULL, 0);
 }
@@ -562,9 +579,11 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
     }
     if (strcmp(d->name, "forwarded-allow-ips") == 0) {
         o->forwarded_allow_set = true;
+        o->forwarded_allow_text = arg;
         return parse_allow(&o->forwarded_allow, d->name, arg);
     }
     if (strcmp(d->name, "proxy-allow-from") == 0) {
+        o->proxy_allow_text = arg;
         return parse_allow(&o->proxy_allow, d->name, arg);
     }
     if (strcmp(d->name, "reload-extra-file") == 0) {
@@ -597,6 +616,21 @@ static int parse_allow(sl_allow_t *a, const char *name, const char *arg)
 
     if (sl_allow_parse(a, arg, why, sizeof(why)) < 0) {
         sl_log_usage("argument --%s: %s", name, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* --access-logformat: a format that does not compile is a usage error
+ * here, not a worker that fails at start. */
+static int check_access_logformat(const sl_options_t *o)
+{
+    static sl_logfmt_t f; /* 6 KiB: not on the stack */
+    char err[256];
+
+    if (sl_logfmt_compile(&f, o->access_logformat, o->access_log_json, err,
+                          sizeof(err)) == -1) {
+        sl_log_usage("argument --access-logformat: %s", err);
         return -1;
     }
     return 0;
@@ -918,6 +952,10 @@ static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
         if (o->nreload_extra_files == 0) {
             print_value(d, NULL, out);
         }
+    } else if (strcmp(n, "forwarded-allow-ips") == 0) {
+        print_value(d, o->forwarded_allow_text, out);
+    } else if (strcmp(n, "proxy-allow-from") == 0) {
+        print_value(d, o->proxy_allow_text, out);
     } else if (strcmp(n, "interface") == 0) {
         print_value(d, ifaces[o->interface], out);
     } else if (strcmp(n, "loop") == 0) {

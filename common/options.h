@@ -94,12 +94,18 @@ typedef struct {
     bool ws_per_message_deflate;
 
     /* behind a proxy (gunicorn's names and defaults) */
-    sl_allow_t forwarded_allow; /* --forwarded-allow-ips */
-    bool forwarded_allow_set;   /* given on the command line */
-    bool proxy_protocol;        /* --proxy-protocol */
-    sl_allow_t proxy_allow;     /* --proxy-allow-from */
+    sl_allow_t forwarded_allow;       /* --forwarded-allow-ips */
+    const char *forwarded_allow_text; /* as given, for --print-config */
+    bool forwarded_allow_set;         /* given on the command line */
+    bool proxy_protocol;              /* --proxy-protocol */
+    sl_allow_t proxy_allow;           /* --proxy-allow-from */
+    const char *proxy_allow_text;     /* as given, for --print-config */
     /* metrics */
     const char *metrics_bind; /* --metrics-bind ADDR, NULL: off */
+    /* access log */
+    const char *access_logfile;   /* NULL = off, "-" = stdout */
+    const char *access_logformat; /* NULL = gunicorn's default */
+    bool access_log_json;
 
     const char *health_path;
     const char *pidfile;

@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ static int run_supervisor(sl_options_t *o, char **args, char **eff);
 static int check_config(const sl_options_t *o);
 static int open_listeners(sl_options_t *o, sl_listener_t *ls);
 static void give_files(const sl_options_t *o, const sl_listener_t *ls, int n);
+static int check_access_log(const sl_options_t *o);
 
 int main(int argc, char **argv)
 {
@@ -88,6 +90,9 @@ static int run_supervisor(sl_options_t *o, char **args, char **eff)
     if (sl_spawn_find_worker(worker_exe, sizeof(worker_exe)) == -1) {
         return SL_EXIT_USAGE;
     }
+    if (check_access_log(o) == -1) {
+        return SL_EXIT_USAGE;
+    }
     sl_info("Starting sluice %s (workers: %s)", PACKAGE_VERSION, worker_exe);
     int n = open_listeners(o, ls);
     if (n == -1) {
@@ -136,4 +141,27 @@ static void give_files(const sl_options_t *o, const sl_listener_t *ls, int n)
         sl_log_errno(SL_LOG_WARNING, "chown(\"%s\", %ld, %ld) failed",
                      o->error_logfile, (long)uid, (long)gid);
     }
+}
+
+/* The workers open the access log (after --chdir); one they cannot open
+ * is said once, here, instead of by every worker in a respawn loop. */
+static int check_access_log(const sl_options_t *o)
+{
+    const char *f = o->access_logfile;
+    char path[PATH_MAX];
+
+    if (f == NULL || strcmp(f, "-") == 0) {
+        return 0;
+    }
+    if (f[0] != '/' && o->chdir != NULL) {
+        snprintf(path, sizeof(path), "%s/%s", o->chdir, f);
+        f = path;
+    }
+    int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd == -1) {
+        sl_log_errno(SL_LOG_ERROR, "cannot open the access log %s", f);
+        return -1;
+    }
+    close(fd);
+    return 0;
 }

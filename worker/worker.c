@@ -153,6 +153,9 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     /* a forced drain already waited its graceful timeout: lanes still
      * inside the app are not waited for again */
     stuck = pump.exec->stop(&pump, status == SL_EXIT_OK ? 1.0 : 0.0);
+    /* lines of requests that ended during the drain's last pass */
+    sl_accesslog_close(pump.alog);
+    pump.alog = NULL;
     if (stuck > 0) {
         sl_warn("%d lane%s still inside the app at exit", stuck,
                 stuck == 1 ? "" : "s");

@@ -21,12 +21,6 @@ SRCDIR = Path(os.environ.get("SLUICE_SRCDIR",
                              Path(__file__).resolve().parents[2]))
 MANPAGE = SRCDIR / "sluice.1"
 
-# Options other branches of issue 11 add to --help; the manual documents
-# them already. The integrator deletes this list once they are all merged:
-# from then on --help and the manual must agree exactly.
-PENDING_OPTIONS = frozenset({
-    "access-logfile", "access-logformat", "access-log-json",
-})
 
 def help_text():
     rc, out, err = helpers.run_cli(["--help"])
@@ -83,15 +77,9 @@ def test_every_help_option_is_in_the_manual():
 
 
 def test_every_manual_option_is_in_help():
-    extra = man_options() - help_options() - PENDING_OPTIONS
+    extra = man_options() - help_options()
     assert not extra, ("options in sluice.1 that sluice --help lacks: "
                        + ", ".join("--" + m for m in sorted(extra)))
-
-
-def test_pending_options_are_documented():
-    """The pending list names options the manual has, and only those (so
-    a name deleted from the manual does not linger here)."""
-    assert PENDING_OPTIONS <= man_options()
 
 
 def test_short_options_match():

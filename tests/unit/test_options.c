@@ -464,6 +464,35 @@ START_TEST(test_proxy_options)
 }
 END_TEST
 
+/* Access log options: off by default; a flag without an argument; a
+ * format that does not compile is a usage error, not a failing worker. */
+START_TEST(test_access_log_options)
+{
+    sl_options_t o;
+
+    ck_assert_int_eq(parse(&o, "m:a", NULL), 0);
+    ck_assert_ptr_null(o.access_logfile);
+    ck_assert_ptr_null(o.access_logformat);
+    ck_assert(!o.access_log_json);
+    ck_assert_int_eq(parse(&o, "--access-logfile", "-", "--access-log-json",
+                           "--access-logformat", "%(h)s %({x-id}i)s", "m:a",
+                           NULL),
+                     0);
+    ck_assert_str_eq(o.access_logfile, "-");
+    ck_assert_str_eq(o.access_logformat, "%(h)s %({x-id}i)s");
+    ck_assert(o.access_log_json);
+    assert_usage_error(
+        parse(&o, "--access-logformat", "%(h)s %(s", "m:a", NULL),
+        "--access-logformat: '%(' at offset 6 is never closed");
+    assert_usage_error(parse(&o, "--access-logformat", "100%", "m:a", NULL),
+                       "--access-logformat: '%' at offset 3");
+    assert_usage_error(parse(&o, "--access-log-json=yes", "m:a", NULL),
+                       "unrecognized option '--access-log-json=yes'");
+    assert_usage_error(parse(&o, "--access-logfile", "", "m:a", NULL),
+                       "--access-logfile: must not be empty");
+}
+END_TEST
+
 START_TEST(test_inline_mode)
 {
     sl_options_t o;
@@ -577,6 +606,7 @@ static Suite *options_suite(void)
     tcase_add_test(tc, test_command_line_errors);
     tcase_add_test(tc, test_websocket_options);
     tcase_add_test(tc, test_proxy_options);
+    tcase_add_test(tc, test_access_log_options);
     tcase_add_test(tc, test_inline_mode);
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_help);

@@ -589,7 +589,7 @@ START_TEST(test_request_done_counts_metrics)
     c = &pump.conns[0];
     c->head_done = true;
     c->req.method = HTTP_POST;
-    c->status = 503;
+    c->resp_status = 503;
     c->req.start = ev_now(pump.loop) - 0.2;
     c->picked = c->req.start + 0.1;
     sl_pump_request_done(&pump, c);
@@ -604,7 +604,7 @@ START_TEST(test_request_done_counts_metrics)
         sl_metrics_self->duration.bucket[8] - before.duration.bucket[8], 1);
 
     c->head_done = false;
-    c->status = 0;
+    c->resp_status = 0;
     c->req.start = 0;
     before = *sl_metrics_self;
     sl_pump_request_done(&pump, c);

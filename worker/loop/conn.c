@@ -95,8 +95,10 @@ static void conn_reset_request(sl_conn_t *c)
     c->resp_done = false;
     c->close_after = false;
     c->inflight = 0;
-    c->status = 0;
     c->picked = 0;
+    c->resp_status = 0;
+    c->resp_body = 0;
+    sl_buf_reset(&c->resp_head, SL_CONN_BUF_KEEP);
     pthread_mutex_unlock(&c->mu);
     c->req.start = 0;
     sl_buf_compact(&c->rbuf);
@@ -242,10 +244,16 @@ int sl_conn_flush_locked(sl_conn_t *c)
  * of memory, the close alone says it. */
 static void conn_error_response(sl_conn_t *c, int status)
 {
+    size_t mark = c->wbuf.len;
+
+    if (c->state == SL_CONN_READING)
+        c->req.start = ev_now(c->pump->loop); /* never dispatched */
     (void)sl_http_error_head(&c->wbuf, status);
-    pthread_mutex_lock(&c->mu);
-    c->status = status;
-    pthread_mutex_unlock(&c->mu);
+    /* the access log and the metrics tell this answer, not the one it replaces
+     */
+    c->resp_status = 0;
+    c->resp_head.len = 0;
+    sl_conn_note_head(c, c->wbuf.data + mark, c->wbuf.len - mark, true);
     c->close_after = true;
     c->resp_done = true;
     c->state = SL_CONN_WRITING;
@@ -508,15 +516,14 @@ static void conn_process(sl_conn_t *c)
                 continue;
             }
             if (c->head_done && sl_http_is_health(c)) {
+                size_t mark = c->wbuf.len;
                 /* out of memory, no answer: close rather than leave the
                  * client waiting on a kept-alive connection */
                 c->req.start = ev_now(c->pump->loop);
                 if (sl_http_health_head(&c->wbuf, c) < 0)
                     c->close_after = true;
-                pthread_mutex_lock(&c->mu);
-                c->status = sl_http_status_of(c->wbuf.data + c->wbuf.off,
-                                              sl_buf_pending(&c->wbuf));
-                pthread_mutex_unlock(&c->mu);
+                sl_conn_note_head(c, c->wbuf.data + mark, c->wbuf.len - mark,
+                                  true);
                 c->resp_done = true;
                 c->state = SL_CONN_WRITING;
                 continue;

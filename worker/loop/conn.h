@@ -93,10 +93,11 @@ struct sl_conn {
     bool notified;       /* already in the pump's completion inbox */
     bool waiting;        /* the executor waits on cv */
     size_t inflight;     /* bytes handed to the loop, not yet written */
-    int status;          /* the response's status, read from its first
-                            bytes (0: none queued yet), for the metrics */
     ev_tstamp picked;    /* when the executor started the request (0: not
                             yet): the end of its queue time */
+    int resp_status; /* access log, metrics: the response's status, 0 = none */
+    uint64_t resp_body; /* access log: its body bytes */
+    sl_buf_t resp_head; /* access log: its head, when the format asks */
 
     /* Loop-thread side of the output */
     sl_buf_t wbuf; /* bytes being written */
@@ -177,6 +178,11 @@ uint64_t sl_conn_body_left(sl_conn_t *c, uint32_t gen);
  * client is gone (for SL_AWAIT_DISCONNECT, gone returns 0). */
 int sl_conn_await(sl_conn_t *c, uint32_t gen, int what);
 
+/* For the access log: the body bytes of request GEN's response, when
+ * its last part is not its first (sl_conn_send() counts a response that
+ * goes out in one part itself). Call before the part with SL_SEND_END. */
+void sl_conn_note_body(sl_conn_t *c, uint32_t gen, uint64_t body);
+
 /* The peer's address as text and its port (0 for unix sockets). */
 const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port);
 
@@ -254,6 +260,11 @@ int sl_conn_proxy(sl_conn_t *c);
 
 /* Log that C's header did not come in time (the caller closes C). */
 void sl_conn_proxy_timeout(sl_conn_t *c);
+/* For the access log: P[0..N) begins the response to C's current request
+ * (a head, and when WHOLE the whole response): note its status, its head
+ * when the format asks, and when WHOLE its body bytes. Once per request;
+ * mu held, or the loop thread while no executor has the request. */
+void sl_conn_note_head(sl_conn_t *c, const char *p, size_t n, bool whole);
 
 /* Move what the executor queued in c->out behind the loop's write buffer
  * (mu held). 0, or -1 when out of memory (those bytes are lost: the

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "worker/loop/accesslog.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/http.h"
@@ -52,6 +53,52 @@ static size_t credit_used(const sl_conn_t *c)
     return c->out.len + c->inflight;
 }
 
+void sl_conn_note_head(sl_conn_t *c, const char *p, size_t n, bool whole)
+{
+    int status = c->resp_status == 0 ? sl_http_status_of(p, n) : 0;
+    const char *end;
+    size_t head;
+
+    if (status == 0)
+        return;
+    c->resp_status = status;
+    head = n; /* not WHOLE: P is the head alone */
+    if (whole) {
+        end = memmem(p, n, "\r\n\r\n", 4);
+        head = end != NULL ? (size_t)(end - p) + 4 : n;
+        c->resp_body = n - head;
+    }
+    if (sl_accesslog_wants_head(c->pump->alog) &&
+        sl_buf_append(&c->resp_head, p, head) < 0)
+        c->resp_head.len = 0; /* out of memory: no response headers */
+}
+
+/* The first part of a response, IOV[0..N): the head is IOV[0] (the
+ * writer's layout); when the part ends the response, the rest is all
+ * body (a response in one part is never chunked). */
+static void note_first(sl_conn_t *c, const struct iovec *iov, int n, int flags)
+{
+    bool end = (flags & SL_SEND_END) != 0;
+    uint64_t rest = 0;
+    int i;
+
+    sl_conn_note_head(c, iov[0].iov_base, iov[0].iov_len, end && n == 1);
+    if (!end || n == 1)
+        return;
+    for (i = 1; i < n; i++)
+        rest += iov[i].iov_len;
+    if (c->resp_status >= 200 && c->resp_status != 204 && c->resp_status != 304)
+        c->resp_body = rest;
+}
+
+void sl_conn_note_body(sl_conn_t *c, uint32_t gen, uint64_t body)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->gen == gen)
+        c->resp_body = body;
+    pthread_mutex_unlock(&c->mu);
+}
+
 int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
                  int iovcnt, int flags)
 {
@@ -72,9 +119,9 @@ int sl_conn_send(sl_conn_t *c, uint32_t gen, const struct iovec *iov,
         rc = -1;
         goto out_unlock;
     }
+    if (c->resp_status == 0 && iovcnt > 0)
+        note_first(c, iov, iovcnt, flags);
     mark = c->out.len;
-    if (c->status == 0 && iovcnt > 0)
-        c->status = sl_http_status_of(iov[0].iov_base, iov[0].iov_len);
     for (i = 0; i < iovcnt; i++) {
         if (sl_buf_append(&c->out, iov[i].iov_base, iov[i].iov_len) < 0) {
             /* out of memory: none of this part goes out (a part cut short

@@ -176,8 +176,8 @@ int sl_conn_ws_accept(sl_conn_t *c, uint32_t gen, const char *subprotocol,
     if (sl_buf_append(&c->out, headers, n) < 0 ||
         SL_BUF_APPEND_LIT(&c->out, "\r\n") < 0)
         goto out_oom;
+    sl_conn_note_head(c, c->out.data + mark, c->out.len - mark, true);
     ws->accepted = true;
-    c->status = 101;
     free(ws->hs);
     ws->hs = NULL;
     c->pump->exec->notify(c);

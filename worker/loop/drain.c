@@ -67,6 +67,10 @@ static void drain_finish(sl_pump_t *p, bool forced)
         sl_conn_abort(c);
     }
     p->exit_status = forced ? SL_EXIT_FAIL : SL_EXIT_OK;
+    if (p->alog != NULL) {
+        sl_accesslog_flush(p->alog);
+        sl_accesslog_report(p->alog);
+    }
     ev_break(p->loop, EVBREAK_ALL);
 }
 

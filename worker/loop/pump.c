@@ -284,14 +284,16 @@ static int method_class(int method)
 }
 
 /* C's request, counted by method and status class, with its duration and
- * queue time. The executor is done with it: status and picked are final. */
+ * queue time. The executor is done with it: resp_status and picked are
+ * final. */
 static void metrics_request(sl_pump_t *p, const sl_conn_t *c)
 {
     sl_metrics_slot_t *m = sl_metrics_self;
     ev_tstamp start = c->req.start;
     int method = c->head_done ? method_class(c->req.method) : SL_METRICS_OTHER;
-    int code = c->status >= 100 && c->status < 600 ? c->status / 100 - 1
-                                                   : SL_METRICS_NONE;
+    int status = c->resp_status;
+    int code =
+        status >= 100 && status < 600 ? status / 100 - 1 : SL_METRICS_NONE;
 
     sl_metrics_add(&m->requests[method][code], 1);
     if (start <= 0)
@@ -304,6 +306,8 @@ static void metrics_request(sl_pump_t *p, const sl_conn_t *c)
 void sl_pump_request_done(sl_pump_t *p, sl_conn_t *c)
 {
     metrics_request(p, c);
+    if (p->alog != NULL)
+        sl_accesslog_request(p->alog, c);
     p->served++;
     if (p->retire_at > 0 && p->served >= p->retire_at && !p->retired) {
         p->retired = true;
@@ -401,8 +405,9 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* USR1: logrotate moved the file; Python writes to fd 2, so point it at
  * the new file too. */
-static void reopen_logs(void)
+static void reopen_logs(sl_pump_t *p)
 {
+    sl_accesslog_reopen(p->alog);
     if (sl_log_reopen() < 0)
         sl_log_errno(SL_LOG_ERROR, "reopening the error log failed");
     else if (sl_log_fd() != STDERR_FILENO)
@@ -417,7 +422,7 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
     if (w->signum == SIGTERM)
         sl_drain_begin(p);
     else if (w->signum == SIGUSR1)
-        reopen_logs();
+        reopen_logs(p);
     else
         sl_drain_fast(p);
 }
@@ -530,6 +535,8 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
     ev_signal_start(p->loop, &p->sigusr1);
     sl_drain_signals(p);
     p->ctl_fd = -1;
+    if (sl_accesslog_open(&p->alog, p->loop, o) < 0)
+        return -1;
     p->lanes = o->threads;
     if (o->max_requests > 0) {
         srand((unsigned)getpid());
@@ -577,9 +584,12 @@ void sl_pump_destroy(sl_pump_t *p)
             sl_buf_free(&c->body);
             sl_buf_free(&c->out);
             sl_buf_free(&c->req.hbuf);
+            sl_buf_free(&c->resp_head);
             free(c->req.hdrs);
         }
     }
+    sl_accesslog_close(p->alog);
+    p->alog = NULL;
     free(p->conns);
     free(p->pending);
     free(p->handing);

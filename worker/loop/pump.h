@@ -18,6 +18,7 @@
 #include "common/handoff.h" /* SL_MAX_LISTENERS */
 #include "common/options.h"
 #include "common/queue.h"
+#include "worker/loop/accesslog.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/exec.h"
 
@@ -76,6 +77,7 @@ struct sl_pump {
     ev_tstamp drain_deadline;
     ev_tstamp drain_started;
     ev_timer drain_timer; /* embedded: the drain's step cadence */
+    sl_accesslog_t *alog; /* owned: the access log, NULL when off */
 };
 
 /* Set up the loop, pool and listeners for EXEC (borrowed: a table that

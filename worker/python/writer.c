@@ -184,7 +184,13 @@ out_nomem:
 /* Queue IOV[0..N) with FLAGS; past END the writer is done. */
 static int queue(sl_writer_t *w, const struct iovec *iov, int n, int flags)
 {
-    int rc = sl_conn_send(w->c, w->gen, iov, n, flags);
+    int rc;
+
+    /* the access log's body count: a response in one part is counted by
+     * the loop, which saves this a lock */
+    if ((flags & SL_SEND_END) && w->sent && w->started)
+        sl_conn_note_body(w->c, w->gen, w->rs.sent);
+    rc = sl_conn_send(w->c, w->gen, iov, n, flags);
 
     if (n > 0)
         w->sent = true;
@@ -315,6 +321,7 @@ int sl_writer_sendfile(sl_writer_t *w, int fd, off_t off, uint64_t len)
         return -1;
     }
     w->rs.sent += len;
+    sl_conn_note_body(w->c, w->gen, w->rs.sent);
     rc = sl_conn_sendfile(w->c, w->gen, fd, off, (size_t)len,
                           sl_response_ends_connection(&w->rs) ? SL_SEND_CLOSE
                                                               : 0);
