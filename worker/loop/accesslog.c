@@ -646,9 +646,11 @@ static size_t chunk(const sl_accesslog_t *a, const char *p, size_t n)
 
     if (!a->pipe || n <= PIPE_BUF)
         return n;
-    nl = memrchr(p, '\n', PIPE_BUF);
-    if (nl != NULL)
-        return (size_t)(nl - p) + 1;
+    /* the last line end within PIPE_BUF (a loop: GCC's UBSan build takes
+     * memrchr's P for one that may be NULL) */
+    for (size_t i = PIPE_BUF; i > 0; i--)
+        if (p[i - 1] == '\n')
+            return i;
     nl = memchr(p, '\n', n);
     return nl != NULL ? (size_t)(nl - p) + 1 : n;
 }
