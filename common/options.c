@@ -217,7 +217,8 @@ static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
                              const char *arg);
 static int add_pythonpath(sl_options_t *o, const char *arg);
 static int parse_allow(sl_allow_t *a, const char *name, const char *arg);
-static int add_reload_extra_file(sl_options_t *o, const char *arg);
+static int add_word(const char **list, int *n, int max, const char *name,
+                    const char *what, const char *arg);
 static int check_app(const char *app);
 static int check_access_logformat(const sl_options_t *o);
 static void print_wrapped(const char *text);
@@ -229,6 +230,8 @@ static void print_setting(const sl_options_t *o, const opt_def_t *d, int argc,
 static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
                           char **argv, FILE *out);
 static void print_value(const opt_def_t *d, const char *value, FILE *out);
+static void print_list(const opt_def_t *d, const char *const *list, int n,
+                       FILE *out);
 
 int sl_options_parse(sl_options_t *o, int argc, char **argv)
 {
@@ -530,17 +533,8 @@ static bool parse_number(opt_kind_t kind, const char *arg, double *v)
 static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
 {
     if (strcmp(d->name, "bind") == 0) {
-        if (arg[0] == '\0') {
-            sl_log_usage("argument -b/--bind: must not be empty");
-            return -1;
-        }
-        if (o->nbinds == SL_MAX_BINDS) {
-            sl_log_usage("argument -b/--bind: at most %d addresses",
-                         SL_MAX_BINDS);
-            return -1;
-        }
-        o->binds[o->nbinds++] = arg;
-        return 0;
+        return add_word(o->binds, &o->nbinds, SL_MAX_BINDS, "-b/--bind",
+                        "addresses", arg);
     }
     if (strcmp(d->name, "pythonpath") == 0) {
         return add_pythonpath(o, arg);
@@ -587,7 +581,9 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
         return parse_allow(&o->proxy_allow, d->name, arg);
     }
     if (strcmp(d->name, "reload-extra-file") == 0) {
-        return add_reload_extra_file(o, arg);
+        return add_word(o->reload_extra_files, &o->nreload_extra_files,
+                        SL_MAX_RELOAD_EXTRA, "--reload-extra-file", "files",
+                        arg);
     }
     if (strcmp(d->name, "log-level") == 0) {
         int level = sl_log_level_parse(arg);
@@ -690,18 +686,20 @@ static int add_pythonpath(sl_options_t *o, const char *arg)
     return 0;
 }
 
-static int add_reload_extra_file(sl_options_t *o, const char *arg)
+/* ARG appended to the list LIST[0..*N) of at most MAX WHAT, for the
+ * option named NAME: --bind, --reload-extra-file. */
+static int add_word(const char **list, int *n, int max, const char *name,
+                    const char *what, const char *arg)
 {
     if (arg[0] == '\0') {
-        sl_log_usage("argument --reload-extra-file: must not be empty");
+        sl_log_usage("argument %s: must not be empty", name);
         return -1;
     }
-    if (o->nreload_extra_files == SL_MAX_RELOAD_EXTRA) {
-        sl_log_usage("argument --reload-extra-file: at most %d files",
-                     SL_MAX_RELOAD_EXTRA);
+    if (*n == max) {
+        sl_log_usage("argument %s: at most %d %s", name, max, what);
         return -1;
     }
-    o->reload_extra_files[o->nreload_extra_files++] = arg;
+    list[(*n)++] = arg;
     return 0;
 }
 
@@ -936,22 +934,12 @@ static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
                                          "critical"};
     const char *n = d->name;
 
-    if (strcmp(n, "bind") == 0 || strcmp(n, "pythonpath") == 0) {
-        bool bind = n[0] == 'b';
-        int count = bind ? o->nbinds : o->npythonpath;
-        for (int i = 0; i < count; i++) {
-            print_value(d, bind ? o->binds[i] : o->pythonpath[i], out);
-        }
-        if (count == 0) {
-            print_value(d, NULL, out);
-        }
+    if (strcmp(n, "bind") == 0) {
+        print_list(d, o->binds, o->nbinds, out);
+    } else if (strcmp(n, "pythonpath") == 0) {
+        print_list(d, o->pythonpath, o->npythonpath, out);
     } else if (strcmp(n, "reload-extra-file") == 0) {
-        for (int i = 0; i < o->nreload_extra_files; i++) {
-            print_value(d, o->reload_extra_files[i], out);
-        }
-        if (o->nreload_extra_files == 0) {
-            print_value(d, NULL, out);
-        }
+        print_list(d, o->reload_extra_files, o->nreload_extra_files, out);
     } else if (strcmp(n, "forwarded-allow-ips") == 0) {
         print_value(d, o->forwarded_allow_text, out);
     } else if (strcmp(n, "proxy-allow-from") == 0) {
@@ -986,6 +974,18 @@ static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
 /* "name = value", the name with '_' as gunicorn's settings spell it, the
  * value double-quoted when the file's parser would otherwise misread it;
  * a commented-out "# name =" when VALUE is NULL (not set). */
+/* A list setting: one line an item, a commented line when empty. */
+static void print_list(const opt_def_t *d, const char *const *list, int n,
+                       FILE *out)
+{
+    for (int i = 0; i < n; i++) {
+        print_value(d, list[i], out);
+    }
+    if (n == 0) {
+        print_value(d, NULL, out);
+    }
+}
+
 static void print_value(const opt_def_t *d, const char *value, FILE *out)
 {
     char name[64];

@@ -40,8 +40,8 @@ static int kept_settings(const sl_options_t *old, const sl_options_t *o,
                          char *names, size_t size, char **extra);
 static void add_name(char *names, size_t size, const char *name);
 static bool same(const char *a, const char *b);
-static bool same_binds(const sl_options_t *a, const sl_options_t *b);
-static bool same_extra_files(const sl_options_t *a, const sl_options_t *b);
+static bool same_list(const char *const *a, int na, const char *const *b,
+                      int nb);
 static void keep_start_only(const sl_options_t *old, sl_options_t *o);
 
 int sl_reconfig(supervisor_t *s)
@@ -130,7 +130,7 @@ static int kept_settings(const sl_options_t *old, const sl_options_t *o,
     int n = 0;
 
     names[0] = '\0';
-    if (!same_binds(old, o)) {
+    if (!same_list(old->binds, old->nbinds, o->binds, o->nbinds)) {
         add_name(names, size, "bind");
     }
     if (!same(old->pidfile, o->pidfile)) {
@@ -151,7 +151,9 @@ static int kept_settings(const sl_options_t *old, const sl_options_t *o,
     if (!same(old->metrics_bind, o->metrics_bind)) {
         add_name(names, size, "metrics_bind");
     }
-    if (old->reload != o->reload || !same_extra_files(old, o)) {
+    if (old->reload != o->reload ||
+        !same_list(old->reload_extra_files, old->nreload_extra_files,
+                   o->reload_extra_files, o->nreload_extra_files)) {
         add_name(names, size, "reload");
     }
     if (!same(old->proc_name, o->proc_name)) {
@@ -182,26 +184,14 @@ static bool same(const char *a, const char *b)
     return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
-static bool same_binds(const sl_options_t *a, const sl_options_t *b)
+static bool same_list(const char *const *a, int na, const char *const *b,
+                      int nb)
 {
-    if (a->nbinds != b->nbinds) {
+    if (na != nb) {
         return false;
     }
-    for (int i = 0; i < a->nbinds; i++) {
-        if (strcmp(a->binds[i], b->binds[i]) != 0) {
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool same_extra_files(const sl_options_t *a, const sl_options_t *b)
-{
-    if (a->nreload_extra_files != b->nreload_extra_files) {
-        return false;
-    }
-    for (int i = 0; i < a->nreload_extra_files; i++) {
-        if (strcmp(a->reload_extra_files[i], b->reload_extra_files[i]) != 0) {
+    for (int i = 0; i < na; i++) {
+        if (strcmp(a[i], b[i]) != 0) {
             return false;
         }
     }
