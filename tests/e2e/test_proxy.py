@@ -1,13 +1,14 @@
 """Behind a proxy: --forwarded-allow-ips with X-Forwarded-For,
-X-Forwarded-Proto and RFC 7239 Forwarded, and --proxy-protocol (PROXY v1
+X-Forwarded-Proto, X-Forwarded-Host, X-Forwarded-Port and RFC 7239
+Forwarded, and --proxy-protocol (PROXY v1
 and v2) with --proxy-allow-from, by hand-written bytes and through a real
 HAProxy (Debian's haproxy, started here with send-proxy and
 send-proxy-v2).
 
 What the app sees is read back from the apps' own dumps: WSGI's
-REMOTE_ADDR, REMOTE_PORT and wsgi.url_scheme (wsgi_app /environ), ASGI's
-client and scheme (asgi_app /scope, and the websocket scope of ws_app
-/scope). Every test runs for a WSGI and an ASGI app, in pump mode and in
+REMOTE_ADDR, REMOTE_PORT, wsgi.url_scheme, HTTP_HOST, SERVER_NAME and
+SERVER_PORT (wsgi_app /environ), ASGI's client, scheme, server and
+headers (asgi_app /scope, and the websocket scope of ws_app /scope). Every test runs for a WSGI and an ASGI app, in pump mode and in
 inline mode.
 """
 
@@ -130,18 +131,35 @@ def client_of(kind, r):
         (None, None, d["scheme"])
 
 
-def ask(s, kind, headers=(), prefix=b"", conn=None, close=True):
+def host_of(kind, r):
+    """(Host header, server name, server port) the app saw, from its dump
+    in response R: WSGI's HTTP_HOST, SERVER_NAME and SERVER_PORT, ASGI's
+    host header (never rewritten) and server."""
+    assert r.status == 200, r.body
+    d = r.json()
+    if kind == "wsgi":
+        return (d["HTTP_HOST"]["value"], d["SERVER_NAME"]["value"],
+                int(d["SERVER_PORT"]["value"]))
+    hosts = [v for k, v in d["headers"] if k == "host"]
+    assert len(hosts) == 1, d["headers"]
+    assert d["types"]["server"] == "tuple"
+    return (hosts[0], d["server"][0], d["server"][1])
+
+
+def ask(s, kind, headers=(), prefix=b"", conn=None, close=True,
+        read=client_of):
     """What the app saw for one request with HEADERS, sent after PREFIX
-    (a PROXY header) on CONN or a fresh connection."""
+    (a PROXY header) on CONN or a fresh connection: READ(kind, response),
+    by default the client."""
     path = "/environ" if kind == "wsgi" else "/scope"
     hdrs = list(headers) + ([("Connection", "close")] if close else [])
     data = prefix + helpers.build_request("GET", path, hdrs)
     if conn is not None:
         conn.send(data)
-        return client_of(kind, conn.read_response())
+        return read(kind, conn.read_response())
     with s.connect() as c:
         c.send(data)
-        return client_of(kind, c.read_response())
+        return read(kind, c.read_response())
 
 
 # ------------------------------------------------------------ forwarding
@@ -223,6 +241,96 @@ def test_star_trusts_everyone(servers, kind, executor):
     s = servers(kind, executor, "star")
     assert ask(s, kind, [("X-Forwarded-For", "1.1.1.1, 203.0.113.9")])[0] \
         == "1.1.1.1"
+
+
+# ------------------------------------------------------------ host and port
+
+def forwarded_host(kind, host, port):
+    """What the app should see for a forwarded HOST (as sent) and PORT:
+    WSGI's HTTP_HOST is the forwarded one, ASGI's host header stays as
+    the request sent it (build_request's)."""
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    return (host if kind == "wsgi" else "e2e.test", name.strip("[]"), port)
+
+
+def test_forwarded_host_and_port(servers, kind, executor):
+    s = servers(kind, executor, "default")
+    plain = ("e2e.test", "127.0.0.1", s.port)
+    with s.connect() as c:
+        def seen(*headers):
+            return ask(s, kind, headers, conn=c, close=False, read=host_of)
+
+        assert seen() == plain
+        # no port: the scheme's
+        assert seen(("X-Forwarded-Host", "example.com"),
+                    ("X-Forwarded-Proto", "https")) == \
+            forwarded_host(kind, "example.com", 443)
+        assert seen(("X-Forwarded-Host", "example.com")) == \
+            forwarded_host(kind, "example.com", 80)
+        # the host's own port; X-Forwarded-Port over it
+        assert seen(("X-Forwarded-Host", "example.com:8443")) == \
+            forwarded_host(kind, "example.com:8443", 8443)
+        assert seen(("X-Forwarded-Host", "example.com:8443"),
+                    ("X-Forwarded-Port", "9000")) == \
+            forwarded_host(kind, "example.com:8443", 9000)
+        assert seen(("X-Forwarded-Host", "[2001:db8::1]:8080")) == \
+            forwarded_host(kind, "[2001:db8::1]:8080", 8080)
+        # a port alone: the rest stays
+        assert seen(("X-Forwarded-Port", "8443")) == \
+            ("e2e.test", "127.0.0.1", 8443)
+        # RFC 7239 host=, with the scheme of the same element
+        assert seen(("Forwarded",
+                     'for=203.0.113.9;host="example.org:81";proto=https')) \
+            == forwarded_host(kind, "example.org:81", 81)
+        assert seen(("Forwarded", "for=203.0.113.9;host=example.org;"
+                     "proto=https")) == \
+            forwarded_host(kind, "example.org", 443)
+        # the next request without them is the request's own again
+        assert seen() == plain
+
+
+def test_forwarded_host_of_the_clients_hop(servers, kind, executor):
+    """Lists as long as X-Forwarded-For: the client's hop's entry; else
+    the right-most."""
+    s = servers(kind, executor, "chain")
+    assert ask(s, kind, [("X-Forwarded-For", "203.0.113.9, 10.0.0.2"),
+                         ("X-Forwarded-Host", "a.example, b.internal"),
+                         ("X-Forwarded-Port", "8443, 8080")],
+               read=host_of) == forwarded_host(kind, "a.example", 8443)
+    assert ask(s, kind, [("X-Forwarded-For", "203.0.113.9"),
+                         ("X-Forwarded-Host", "a.example, b.internal")],
+               read=host_of) == forwarded_host(kind, "b.internal", 80)
+    assert ask(s, kind, [("Forwarded", "for=203.0.113.9;host=a.example, "
+                          "for=10.0.0.2;host=b.internal")],
+               read=host_of) == forwarded_host(kind, "a.example", 80)
+
+
+def test_forwarded_host_untrusted_changes_nothing(servers, kind, executor):
+    s = servers(kind, executor, "untrusted")
+    assert ask(s, kind, [("X-Forwarded-Host", "example.com:8443"),
+                         ("X-Forwarded-Port", "9000"),
+                         ("Forwarded", "host=example.org")],
+               read=host_of) == ("e2e.test", "127.0.0.1", s.port)
+
+
+@pytest.mark.parametrize("headers", [
+    [("X-Forwarded-Host", "evil host")],
+    [("X-Forwarded-Host", "a:b:c")],
+    [("X-Forwarded-Host", "example.com:99999")],
+    [("X-Forwarded-Host", "user@example.com")],
+    [("X-Forwarded-Host", "x" * 300)],
+    [("X-Forwarded-Host", "[not-ipv6]")],
+    [("X-Forwarded-Port", "0")],
+    [("X-Forwarded-Port", "65536")],
+    [("X-Forwarded-Port", "http")],
+    [("Forwarded", 'host="evil host"')],
+], ids=["space", "colons", "big-port", "userinfo", "too-long", "brackets",
+        "port-0", "port-big", "port-word", "forwarded-space"])
+def test_forwarded_host_malformed_changes_nothing(servers, kind, executor,
+                                                  headers):
+    s = servers(kind, executor, "default")
+    assert ask(s, kind, headers, read=host_of) == \
+        ("e2e.test", "127.0.0.1", s.port)
 
 
 # ------------------------------------------------------------ PROXY protocol
@@ -341,7 +449,8 @@ def test_websocket_scope_client(make_server, executor):
             ("Connection", "Upgrade"), ("Upgrade", "websocket"),
             ("Sec-WebSocket-Key", key), ("Sec-WebSocket-Version", "13"),
             ("X-Forwarded-For", "203.0.113.9:77"),
-            ("X-Forwarded-Proto", "https")]))
+            ("X-Forwarded-Proto", "https"),
+            ("X-Forwarded-Host", "example.com")]))
         r = c.read_head()
         assert r.status == 101
         first = c.read_exact(2)
@@ -352,6 +461,9 @@ def test_websocket_scope_client(make_server, executor):
         scope = json.loads(c.read_exact(n))
     assert scope["client"] == ["203.0.113.9", 77]
     assert scope["scheme"] == "wss"
+    # the forwarded host is the server; the headers stay as sent
+    assert scope["server"] == ["example.com", 443]
+    assert ["host", "e2e.test"] in scope["headers"]
 
 
 # ------------------------------------------------------------ real HAProxy
@@ -428,6 +540,9 @@ def test_unix_socket_peers(make_server, tmp_path, kind, executor):
     assert ask(s, kind, [("X-Forwarded-For", "203.0.113.9"),
                          ("X-Forwarded-Proto", "https")]) == \
         ("203.0.113.9", 0, "https")
+    # a unix: socket's server is no (host, port); a forwarded host is
+    got = ask(s, kind, [("X-Forwarded-Host", "example.com")], read=host_of)
+    assert got == forwarded_host(kind, "example.com", 80)
 
 
 def test_default_trusts_ipv6_loopback(make_server, kind, executor):

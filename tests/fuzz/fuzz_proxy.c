@@ -6,9 +6,10 @@
  * whole and at every length short of it; the verdicts must agree (a
  * header is "need more" at every prefix shorter than itself and its own
  * length from there on; a refused input has no prefix that is a header).
- * Odd: the rest is cut at its first two NUL bytes into a Forwarded, an
- * X-Forwarded-For and an X-Forwarded-Proto value, judged against a fixed
- * trust list; the client named must be a NUL-terminated string that fits.
+ * Odd: the rest is cut at its first four NUL bytes into a Forwarded, an
+ * X-Forwarded-For, -Proto, -Host and -Port value, judged against a fixed
+ * trust list; the client and the host named must be NUL-terminated
+ * strings that fit, the host's name inside it, the ports in range.
  *
  * Built by a --enable-fuzzing configuration (tests/fuzz/run.sh builds
  * fuzz_ws; make tests/fuzz/fuzz_proxy in the same tree builds this).
@@ -62,28 +63,34 @@ static void fuzz_forwarded(const uint8_t *d, size_t n)
     static bool ready;
     const char *p = (const char *)d, *end = p + n, *z;
     sl_forwarded_hdrs_t h = {0};
+    const char **val[] = {&h.forwarded, &h.xff, &h.xfp, &h.xfh, &h.xfport};
+    size_t *len[] = {&h.forwarded_len, &h.xff_len, &h.xfp_len, &h.xfh_len,
+                     &h.xfport_len};
     sl_client_t cl;
+    size_t i;
 
     if (!ready) {
         CHECK(sl_allow_parse(&trust, "127.0.0.1, 10.0.0.0/8, fd00::/8", NULL,
                              0) == 0);
         ready = true;
     }
-    h.forwarded = p;
-    z = memchr(p, '\0', n);
-    h.forwarded_len = (size_t)((z ? z : end) - p);
-    if (z != NULL) {
-        h.xff = z + 1;
-        z = memchr(h.xff, '\0', (size_t)(end - h.xff));
-        h.xff_len = (size_t)((z ? z : end) - h.xff);
-        if (z != NULL) {
-            h.xfp = z + 1;
-            h.xfp_len = (size_t)(end - h.xfp);
-        }
+    for (i = 0; i < sizeof(val) / sizeof(val[0]); i++) {
+        z = i + 1 < sizeof(val) / sizeof(val[0])
+                ? memchr(p, '\0', (size_t)(end - p))
+                : NULL;
+        *val[i] = p;
+        *len[i] = (size_t)((z ? z : end) - p);
+        if (z == NULL)
+            break;
+        p = z + 1;
     }
     sl_forwarded_eval(&trust, &h, &cl);
     CHECK(memchr(cl.addr, '\0', sizeof(cl.addr)) != NULL);
     CHECK(cl.port >= 0 && cl.port <= 65535);
+    CHECK(memchr(cl.host, '\0', sizeof(cl.host)) != NULL);
+    CHECK((size_t)cl.name_off + cl.name_len <= strlen(cl.host));
+    CHECK(cl.server_port >= 0 && cl.server_port <= 65535);
+    CHECK(cl.host[0] == '\0' || cl.server_port > 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -6,6 +6,8 @@
  * right-most entry that is not a trusted proxy is the first one a trusted
  * proxy wrote about someone else: that is the client (what uvicorn does).
  * Anything to its left could have been made up by the client itself.
+ * What a proxy says per hop (the scheme, the host and port the client
+ * asked for) is read for that same hop.
  *
  * Everything is done on the loop thread, in place, with the hops of a
  * chain on the stack: no allocation per request. A header we cannot read
@@ -32,7 +34,8 @@
 typedef struct {
     char node[NODE_MAX]; /* the for= value, unquoted; "" when none */
     size_t node_len;
-    int proto; /* 1 https, 0 http, -1 not given or another scheme */
+    int proto;      /* 1 https, 0 http, -1 not given or another scheme */
+    size_t host_at; /* Forwarded: where the host= value starts; 0 none */
 } hop_t;
 
 /* RFC 7239's obfuscated identifier: '_' then ALPHA / DIGIT / . _ - */
@@ -84,6 +87,84 @@ static bool node_port(const char *s, size_t n, int *port)
         return false;
     *port = (int)v;
     return true;
+}
+
+/* A port as a Host has it: 1..65535, in at most 5 digits. */
+static bool port_num(const char *s, size_t n, int *port)
+{
+    int v = 0;
+    size_t i;
+
+    if (n == 0 || n > 5)
+        return false;
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < 1 || v > 65535)
+        return false;
+    *port = v;
+    return true;
+}
+
+static bool is_hex(char ch)
+{
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
+           (ch >= 'A' && ch <= 'F');
+}
+
+/* RFC 3986's reg-name (which an IPv4 address also is), not empty:
+ * unreserved, sub-delims and %XX. */
+static bool reg_name(const char *s, size_t n)
+{
+    size_t i;
+
+    if (n == 0)
+        return false;
+    for (i = 0; i < n; i++) {
+        char ch = s[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+            (ch >= '0' && ch <= '9') ||
+            (ch != '\0' && strchr("-._~!$&'()*+,;=", ch) != NULL))
+            continue;
+        if (ch != '%' || i + 2 >= n || !is_hex(s[i + 1]) || !is_hex(s[i + 2]))
+            return false;
+        i += 2;
+    }
+    return true;
+}
+
+/* Is S[0..N) a Host: host[:port], the host a reg-name, an IPv4 or an
+ * [IPv6] address, N under SL_CLIENT_HOST_MAX? Then the name (without the
+ * brackets) is S[*OFF..*OFF + *LEN) and *PORT its port, 0 when none. */
+static bool host_split(const char *s, size_t n, size_t *off, size_t *len,
+                       int *port)
+{
+    const char *rb, *colon;
+    size_t end;
+
+    *port = 0;
+    if (n == 0 || n >= SL_CLIENT_HOST_MAX)
+        return false;
+    if (s[0] == '[') {
+        rb = memchr(s, ']', n);
+        if (rb == NULL || !is_ip(AF_INET6, s + 1, (size_t)(rb - s - 1)))
+            return false;
+        *off = 1;
+        *len = (size_t)(rb - s - 1);
+        end = (size_t)(rb - s) + 1;
+    } else {
+        colon = memchr(s, ':', n);
+        end = colon != NULL ? (size_t)(colon - s) : n;
+        if (!reg_name(s, end))
+            return false;
+        *off = 0;
+        *len = end;
+    }
+    if (end == n)
+        return true;
+    return s[end] == ':' && port_num(s + end + 1, n - end - 1, port);
 }
 
 /* Split the node S[0..N) ("192.0.2.1", "192.0.2.1:80", "[2001:db8::1]",
@@ -138,8 +219,8 @@ static bool is_ows(char ch)
 }
 
 /* Read a Forwarded value at P[*I..N), a token or a quoted-string, into
- * DST (NODE_MAX bytes), unquoted. False when malformed or too long. */
-static bool fwd_value(const char *p, size_t n, size_t *i, char *dst,
+ * DST (CAP bytes), unquoted. False when malformed or too long. */
+static bool fwd_value(const char *p, size_t n, size_t *i, char *dst, size_t cap,
                       size_t *len)
 {
     size_t k = 0, j = *i;
@@ -148,7 +229,7 @@ static bool fwd_value(const char *p, size_t n, size_t *i, char *dst,
         for (j++; j < n && p[j] != '"'; j++) {
             if (p[j] == '\\' && ++j == n)
                 return false;
-            if (k == NODE_MAX - 1)
+            if (k == cap - 1)
                 return false;
             dst[k++] = p[j];
         }
@@ -157,7 +238,7 @@ static bool fwd_value(const char *p, size_t n, size_t *i, char *dst,
         j++; /* the closing quote */
     } else {
         for (; j < n && p[j] != ';' && p[j] != ',' && !is_ows(p[j]); j++) {
-            if (p[j] == '"' || k == NODE_MAX - 1)
+            if (p[j] == '"' || k == cap - 1)
                 return false;
             dst[k++] = p[j];
         }
@@ -171,18 +252,24 @@ static bool fwd_value(const char *p, size_t n, size_t *i, char *dst,
 /* One "name=value" pair at P[*I..N) into HOP. False when malformed. */
 static bool fwd_pair(const char *p, size_t n, size_t *i, hop_t *hop)
 {
-    char val[NODE_MAX];
+    char val[SL_CLIENT_HOST_MAX];
     const char *name = p + *i, *eq, *a;
-    size_t vlen, alen;
+    size_t vlen, alen, at;
     int port;
+    bool host;
 
     eq = memchr(name, '=', n - *i);
     if (eq == NULL || eq == name)
         return false;
-    *i = (size_t)(eq - p) + 1;
-    if (!fwd_value(p, n, i, val, &vlen))
+    host = eq - name == 4 && strncasecmp(name, "host", 4) == 0;
+    at = *i = (size_t)(eq - p) + 1;
+    if (!fwd_value(p, n, i, val, host ? sizeof(val) : NODE_MAX, &vlen))
         return false;
-    if (eq - name == 3 && strncasecmp(name, "for", 3) == 0) {
+    if (host) {
+        if (hop->host_at > 0) /* once per element (RFC 7239, 4) */
+            return false;
+        hop->host_at = at; /* read again if this hop is the client's */
+    } else if (eq - name == 3 && strncasecmp(name, "for", 3) == 0) {
         if (hop->node_len > 0 || !node_split(val, vlen, &a, &alen, &port))
             return false;
         memcpy(hop->node, val, vlen + 1);
@@ -190,7 +277,7 @@ static bool fwd_pair(const char *p, size_t n, size_t *i, hop_t *hop)
     } else if (eq - name == 5 && strncasecmp(name, "proto", 5) == 0) {
         hop->proto = scheme_of(val, vlen);
     } else {
-        /* by=, host= and extensions: allowed, not used; a name must be a
+        /* by= and extensions: allowed, not used; a name must be a
          * token */
         for (a = name; a < eq; a++)
             if (is_ows(*a) || *a == ';' || *a == ',' || *a == '"')
@@ -209,6 +296,7 @@ static int fwd_parse(const char *p, size_t n, hop_t *hops)
     hops[0].node_len = 0;
     hops[0].node[0] = '\0';
     hops[0].proto = -1;
+    hops[0].host_at = 0;
     for (;;) {
         while (i < n && is_ows(p[i]))
             i++;
@@ -236,6 +324,7 @@ static int fwd_parse(const char *p, size_t n, hop_t *hops)
         hops[k].node_len = 0;
         hops[k].node[0] = '\0';
         hops[k].proto = -1;
+        hops[k].host_at = 0;
     }
 }
 
@@ -299,9 +388,89 @@ static int list_parse(const char *p, size_t n, hop_t *hops, bool nodes)
         hops[k].node[len] = '\0';
         hops[k].node_len = len;
         hops[k].proto = nodes ? -1 : scheme_of(item, len);
+        hops[k].host_at = 0;
         k++;
     }
     return k;
+}
+
+/* The entry of the per-hop list P[0..N) that speaks for hop I of a chain
+ * of NHOPS (I -1 when there is none): the same hop when the list is as
+ * long as the chain, else its right-most entry, the one the proxy next to
+ * us wrote. False when the list is empty or longer than
+ * SL_FORWARDED_HOPS. */
+static bool list_entry(const char *p, size_t n, int i, int nhops,
+                       const char **item, size_t *len)
+{
+    const char *q = p;
+    size_t m = n;
+    int count = 0, want;
+
+    while (sl_http_list_next(&q, &m, item, len))
+        if (*len > 0)
+            count++;
+    if (count == 0 || count > SL_FORWARDED_HOPS)
+        return false;
+    want = count == nhops && i >= 0 ? i : count - 1;
+    count = 0;
+    while (sl_http_list_next(&p, &n, item, len))
+        if (*len > 0 && count++ == want)
+            return true;
+    return false;
+}
+
+/* OUT's host from S[0..N), unless it is no host[:port]; its port. */
+static int set_host(sl_client_t *out, const char *s, size_t n)
+{
+    size_t off, len;
+    int port;
+
+    if (!host_split(s, n, &off, &len, &port))
+        return 0;
+    memcpy(out->host, s, n);
+    out->host[n] = '\0';
+    out->name_off = (uint16_t)off;
+    out->name_len = (uint16_t)len;
+    return port;
+}
+
+/* OUT's server port: PORT (X-Forwarded-Port) when given, else the
+ * forwarded host's HPORT, else the scheme's own when a host came. */
+static void set_server_port(sl_client_t *out, int port, int hport)
+{
+    if (port > 0)
+        out->server_port = port;
+    else if (out->host[0] != '\0')
+        out->server_port = hport > 0 ? hport : out->https ? 443 : 80;
+}
+
+/* The client's hop of a Forwarded field P[0..N) named host=: read it
+ * again, this time whole, into OUT. */
+static void fwd_host(sl_client_t *out, const char *p, size_t n,
+                     const hop_t *hop)
+{
+    char val[SL_CLIENT_HOST_MAX];
+    size_t at = hop->host_at, len;
+
+    if (at > 0 && fwd_value(p, n, &at, val, sizeof(val), &len))
+        set_server_port(out, 0, set_host(out, val, len));
+}
+
+/* X-Forwarded-Host and -Port for hop I of the NHOPS of X-Forwarded-For. */
+static void xf_host(sl_client_t *out, const sl_forwarded_hdrs_t *h, int i,
+                    int nhops)
+{
+    const char *item;
+    size_t len;
+    int hport = 0, port = 0;
+
+    if (h->xfh != NULL && list_entry(h->xfh, h->xfh_len, i, nhops, &item, &len))
+        hport = set_host(out, item, len);
+    if (h->xfport != NULL &&
+        list_entry(h->xfport, h->xfport_len, i, nhops, &item, &len) &&
+        !port_num(item, len, &port))
+        port = 0;
+    set_server_port(out, port, hport);
 }
 
 void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
@@ -317,6 +486,7 @@ void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
         i = pick(trust, hops, n);
         set_client(out, &hops[i]);
         out->https = hops[i].proto == 1;
+        fwd_host(out, h->forwarded, h->forwarded_len, &hops[i]);
         return;
     }
     n = h->xff != NULL ? list_parse(h->xff, h->xff_len, hops, true) : -1;
@@ -330,6 +500,7 @@ void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
      * the one the proxy next to us wrote */
     if (np > 0)
         out->https = protos[np == n && i >= 0 ? i : np - 1].proto == 1;
+    xf_host(out, h, i, n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -382,7 +553,7 @@ void sl_forwarded_apply(sl_conn_t *c)
 {
     const sl_allow_t *trust = &c->pump->opt->forwarded_allow;
     sl_forwarded_hdrs_t h = {0};
-    char b1[JOIN_MAX], b2[JOIN_MAX], b3[JOIN_MAX];
+    char b1[JOIN_MAX], b2[JOIN_MAX], b3[JOIN_MAX], b4[JOIN_MAX], b5[JOIN_MAX];
     bool any;
 
     memset(&c->req.client, 0, sizeof(c->req.client));
@@ -391,6 +562,8 @@ void sl_forwarded_apply(sl_conn_t *c)
     any = field(&c->req, "forwarded", b1, &h.forwarded, &h.forwarded_len);
     any |= field(&c->req, "x-forwarded-for", b2, &h.xff, &h.xff_len);
     any |= field(&c->req, "x-forwarded-proto", b3, &h.xfp, &h.xfp_len);
+    any |= field(&c->req, "x-forwarded-host", b4, &h.xfh, &h.xfh_len);
+    any |= field(&c->req, "x-forwarded-port", b5, &h.xfport, &h.xfport_len);
     if (any)
         sl_forwarded_eval(trust, &h, &c->req.client);
 }

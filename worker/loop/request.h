@@ -16,12 +16,21 @@
  * an IPv6 address, or an RFC 7239 obfuscated name of up to 63 bytes. */
 #define SL_CLIENT_ADDR_MAX 64
 
+/* Room for a forwarded host[:port], NUL included (255 bytes, RFC 1035's
+ * longest name, and then some for a port). */
+#define SL_CLIENT_HOST_MAX 256
+
 /* The client as the forwarding headers of a trusted peer name it
  * (forwarded.h). */
 typedef struct {
     char addr[SL_CLIENT_ADDR_MAX]; /* "" when none: the peer is the client */
     int port;                      /* 0 when unknown */
     bool https;                    /* the client spoke https (or wss) */
+    /* the Host the client asked the proxy for, as host[:port]; "" when
+     * none was forwarded (then the request's own Host stands) */
+    char host[SL_CLIENT_HOST_MAX];
+    uint16_t name_off, name_len; /* the name in host: no port, no [] */
+    int server_port; /* the port the client asked for; 0 when not forwarded */
 } sl_client_t;
 
 typedef struct {

@@ -9,7 +9,8 @@
  * method (http), the subprotocols the client offers (websocket). The
  * client tuple is made once per connection (sl_py_peer()), or per request
  * when a trusted proxy's header names the client; such a header may also
- * make the scheme https or wss.
+ * make the scheme https or wss, and name the host and port the client
+ * asked for, which become the server (the headers stay as sent).
  */
 #include "config.h"
 
@@ -137,6 +138,24 @@ static PyObject *scope_client(const sl_conn_t *c)
     return Py_NewRef(client);
 }
 
+/* The listener's (host, port), or the one a trusted proxy names. */
+static PyObject *scope_server(const sl_conn_t *c)
+{
+    const sl_client_t *cl = &c->req.client;
+    PyObject *server = parts.server[c->listener];
+
+    if (cl->server_port == 0)
+        return Py_NewRef(server);
+    if (cl->host[0] != '\0')
+        return Py_BuildValue(
+            "(Ni)",
+            PyUnicode_DecodeLatin1(cl->host + cl->name_off, cl->name_len, NULL),
+            cl->server_port);
+    if (server == Py_None) /* a unix: socket has no name to go with it */
+        return Py_NewRef(server);
+    return Py_BuildValue("(Oi)", PyTuple_GET_ITEM(server, 0), cl->server_port);
+}
+
 /* A copy of PROTO with the parts of C's request both scope types have. */
 static PyObject *scope_common(PyObject *proto, const sl_conn_t *c,
                               PyObject *state)
@@ -161,7 +180,7 @@ static PyObject *scope_common(PyObject *proto, const sl_conn_t *c,
                           : Py_NewRef(parts.empty)) < 0 ||
         set_steal(scope, names[K_HEADERS], scope_headers(q)) < 0 ||
         set_steal(scope, names[K_CLIENT], scope_client(c)) < 0 ||
-        PyDict_SetItem(scope, names[K_SERVER], parts.server[c->listener]) < 0 ||
+        set_steal(scope, names[K_SERVER], scope_server(c)) < 0 ||
         (state != NULL &&
          set_steal(scope, names[K_STATE], PyDict_Copy(state)) < 0)) {
         Py_DECREF(scope);

@@ -43,6 +43,7 @@ enum {
     K_EMPTY,
     K_URL_SCHEME,
     K_HTTPS,
+    K_HTTP_HOST,
     K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
@@ -50,7 +51,7 @@ static const char *const key_names[K_COUNT] = {
     "CONTENT_TYPE",    "CONTENT_LENGTH", "SERVER_NAME", "SERVER_PORT",
     "SERVER_PROTOCOL", "REMOTE_ADDR",    "REMOTE_PORT", "RAW_URI",
     "wsgi.input",      "HTTP/1.0",       "HTTP/1.1",    "",
-    "wsgi.url_scheme", "https",
+    "wsgi.url_scheme", "https",          "HTTP_HOST",
 };
 static PyObject *keys[K_COUNT];
 
@@ -218,6 +219,28 @@ static int set_headers(PyObject *env, const sl_req_t *r)
     return 0;
 }
 
+/* What a trusted proxy says the client asked for (forwarded.h): its Host
+ * as HTTP_HOST, that host's name as SERVER_NAME, and the port. After the
+ * headers, whose Host it replaces. */
+static int set_forwarded_host(PyObject *env, const sl_client_t *cl)
+{
+    char port[8];
+    int n;
+
+    if (cl->host[0] != '\0' &&
+        (set_str(env, keys[K_HTTP_HOST], cl->host,
+                 (Py_ssize_t)strlen(cl->host)) < 0 ||
+         set_str(env, keys[K_SERVER_NAME], cl->host + cl->name_off,
+                 cl->name_len) < 0))
+        return -1;
+    if (cl->server_port > 0) {
+        n = snprintf(port, sizeof(port), "%d", cl->server_port);
+        if (set_str(env, keys[K_SERVER_PORT], port, n) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 PyObject *sl_wsgi_environ_new(sl_conn_t *c, uint32_t gen)
 {
     const sl_req_t *r = &c->req;
@@ -265,7 +288,7 @@ PyObject *sl_wsgi_environ_new(sl_conn_t *c, uint32_t gen)
             PyDict_SetItem(env, keys[K_REMOTE_PORT], port) < 0)
             goto out_fail;
     }
-    if (set_headers(env, r) < 0)
+    if (set_headers(env, r) < 0 || set_forwarded_host(env, &r->client) < 0)
         goto out_fail;
 
     input = sl_wsgi_input_new(c, gen);
