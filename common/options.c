@@ -147,8 +147,8 @@ static const opt_def_t opt_defs[] = {
     /* behind a proxy */
     {"forwarded-allow-ips", 0, OPT_SPECIAL, NOFIELD, 0, 0, "IPS",
      "addresses and CIDR blocks (comma-separated; '*' for all, 'unix' for"
-     " unix: socket peers) whose X-Forwarded-For, X-Forwarded-Proto and"
-     " Forwarded headers are trusted; environment FORWARDED_ALLOW_IPS"
+     " unix: socket peers) whose X-Forwarded-For, -Proto, -Host, -Port"
+     " and Forwarded headers are trusted; environment FORWARDED_ALLOW_IPS"
      " [127.0.0.1,::1]"},
     {"proxy-protocol", 0, OPT_SWITCH, FIELD(proxy_protocol), 0, 0, NULL,
      "every connection must begin with a PROXY protocol header (v1 or v2)"
