@@ -134,7 +134,9 @@ static size_t v2(uint8_t *buf, int cmd, int fam, const uint8_t *addr,
     buf[13] = (uint8_t)fam;
     buf[14] = (uint8_t)(body >> 8);
     buf[15] = (uint8_t)body;
-    memcpy(buf + 16, addr, alen);
+    if (alen > 0) {
+        memcpy(buf + 16, addr, alen); /* ADDR may be NULL when empty */
+    }
     memset(buf + 16 + alen, 0x04, tlvlen); /* NOOP TLV bytes */
     return 16 + body;
 }

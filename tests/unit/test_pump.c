@@ -585,6 +585,7 @@ START_TEST(test_request_done_counts_metrics)
     sl_metrics_slot_t before = *sl_metrics_self;
     sl_conn_t *c;
 
+    h_options(&opt, NULL);
     h_pump_up(&pump, &opt);
     c = &pump.conns[0];
     c->head_done = true;
