@@ -124,6 +124,16 @@ WSGI = Suite(
             note="gthread worker, 1 thread; access log is off by default",
         ),
         Arm(
+            name="gunicorn-accesslog",
+            argv=["/usr/bin/gunicorn", "-k", "gthread", "--threads", "1",
+                  "-w", "1", "-b", "127.0.0.1:{port}", "--chdir", "{apps}",
+                  "--access-logfile", "{logdir}/gunicorn-access-{port}.log",
+                  "hello_wsgi:app"],
+            requires="/usr/bin/gunicorn",
+            note="gunicorn with its access log on (default format, to a "
+                 "file): what the same line costs in Python",
+        ),
+        Arm(
             name="uwsgi",
             argv=["/usr/bin/uwsgi", "--http11-socket", "127.0.0.1:{port}",
                   *UWSGI_COMMON],
