@@ -549,6 +549,22 @@ out_too_long:
     return false;
 }
 
+/* Could R carry a forwarding header? One cheap pass, by the length and the
+ * first letter of each name, so that a request with none (most, and every
+ * one that does not come through a proxy) costs no more than that. */
+static bool may_forward(const sl_req_t *r)
+{
+    const char *hb = r->hbuf.data;
+
+    for (int i = 0; i < r->nhdrs; i++) {
+        uint32_t n = r->hdrs[i].name_len;
+        char first = (char)(hb[r->hdrs[i].name_off] | 0x20);
+        if ((n == 9 && first == 'f') || (n >= 15 && n <= 17 && first == 'x'))
+            return true; /* forwarded, x-forwarded-{for,host,port,proto} */
+    }
+    return false;
+}
+
 void sl_forwarded_apply(sl_conn_t *c)
 {
     const sl_allow_t *trust = &c->pump->opt->forwarded_allow;
@@ -556,8 +572,9 @@ void sl_forwarded_apply(sl_conn_t *c)
     char b1[JOIN_MAX], b2[JOIN_MAX], b3[JOIN_MAX], b4[JOIN_MAX], b5[JOIN_MAX];
     bool any;
 
-    memset(&c->req.client, 0, sizeof(c->req.client));
-    if (!sl_allow_match(trust, (const struct sockaddr *)&c->peer))
+    /* c->req.client was cleared when the request began */
+    if (!may_forward(&c->req) ||
+        !sl_allow_match(trust, (const struct sockaddr *)&c->peer))
         return;
     any = field(&c->req, "forwarded", b1, &h.forwarded, &h.forwarded_len);
     any |= field(&c->req, "x-forwarded-for", b2, &h.xff, &h.xff_len);

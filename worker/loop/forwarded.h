@@ -49,7 +49,8 @@ void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
                        sl_client_t *out);
 
 /* Loop thread, at head complete: set C's request's client from its
- * headers, if C's peer is trusted (--forwarded-allow-ips), else clear it. */
+ * headers, if C's peer is trusted (--forwarded-allow-ips); else leave it
+ * as the request's start cleared it (the peer is the client). */
 void sl_forwarded_apply(sl_conn_t *c);
 
 #endif
