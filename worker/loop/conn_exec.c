@@ -53,21 +53,34 @@ static size_t credit_used(const sl_conn_t *c)
     return c->out.len + c->inflight;
 }
 
+/* The length of the head that begins P[0..N): up to and with its blank
+ * line; N when there is none. A memchr a line: glibc's memmem costs
+ * several hundred instructions on a short response. */
+static size_t head_length(const char *p, size_t n)
+{
+    const char *q = p, *end = p + n;
+
+    while ((q = memchr(q, '\n', (size_t)(end - q))) != NULL) {
+        q++;
+        if (end - q >= 2 && q[0] == '\r' && q[1] == '\n')
+            return (size_t)(q + 2 - p);
+    }
+    return n;
+}
+
 void sl_conn_note_head(sl_conn_t *c, const char *p, size_t n, bool whole)
 {
     int status = c->resp_status == 0 ? sl_http_status_of(p, n) : 0;
-    const char *end;
     size_t head;
 
     if (status == 0)
         return;
-    c->resp_status = status;
-    head = n; /* not WHOLE: P is the head alone */
-    if (whole) {
-        end = memmem(p, n, "\r\n\r\n", 4);
-        head = end != NULL ? (size_t)(end - p) + 4 : n;
+    c->resp_status = status; /* the metrics' too */
+    if (c->pump->alog == NULL)
+        return; /* the rest is only the access log's */
+    head = whole ? head_length(p, n) : n; /* not WHOLE: P is the head */
+    if (whole)
         c->resp_body = n - head;
-    }
     if (sl_accesslog_wants_head(c->pump->alog) &&
         sl_buf_append(&c->resp_head, p, head) < 0)
         c->resp_head.len = 0; /* out of memory: no response headers */
