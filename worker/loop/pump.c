@@ -331,7 +331,6 @@ void sl_pump_ctl(sl_pump_t *p, uint32_t type)
     m.lanes = (uint32_t)p->lanes;
     m.busy_lanes = p->inflight < m.lanes ? p->inflight : m.lanes;
     m.websockets = sl_conn_ws_count(p);
-    sl_metrics_set(&sl_metrics_self->ws_open, m.websockets);
     for (c = p->active.next; c != &p->active; c = c->next)
         if (c->state == SL_CONN_SERVING && now - c->req.start > m.oldest)
             m.oldest = now - c->req.start;
@@ -390,18 +389,18 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (p->last_tick > 0)
         sl_metrics_observe(&sl_metrics_self->lag, late);
     p->last_tick = now;
+    sl_metrics_set(&sl_metrics_self->ws_open, sl_conn_ws_count(p));
+    metrics_gauges(p);
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
         if (late > 0.25 && c->deadline > 0)
             c->deadline += late;
         sl_conn_sweep(c, now);
     }
-    if (!p->draining) {
-        sl_pump_ctl(p, SL_CTL_HEARTBEAT); /* sets the WebSocket gauge too */
-    } else {
-        sl_metrics_set(&sl_metrics_self->ws_open, sl_conn_ws_count(p));
+    if (!p->draining)
+        sl_pump_ctl(p, SL_CTL_HEARTBEAT);
+    if (p->draining)
         sl_drain_step(p);
-    }
 }
 
 /* USR1: logrotate moved the file; Python writes to fd 2, so point it at
