@@ -9,10 +9,12 @@ helpers.Load sends the mix, one request at a time. The mix covers the paths that
 sequential keep-alive GETs, Content-Length and chunked uploads, chunked
 responses, the environ with extra headers, new connections, malformed
 requests (400) and application exceptions (500 plus a logged traceback).
+Under the sanitizers the growth is printed, not bounded (see below).
 """
 
 from conftest import start_mode_server
-from helpers import PEER, Load, Req, build_request, chunked, vm_rss_kib
+from helpers import (PEER, Load, Req, build_request, chunked, sanitized,
+                     vm_rss_kib)
 
 # Growth allowed over 10,000 requests, by number of lanes. Measured noise
 # after the warm-up: one lane, 0-400 KiB; four lanes (one glibc arena per
@@ -99,6 +101,9 @@ def test_worker_rss_stable_over_10000_requests(mode, tmp_path_factory):
     limit = RSS_GROWTH_LIMIT_KIB[mode["threads"]]
     print("worker VmRSS every 2,000 requests: %s KiB (%+d KiB)"
           % (samples, growth))
-    assert growth < limit, \
+    # Under ASan the figure is the allocator's quarantine filling (256 MiB
+    # of freed blocks held back), not the server: the mix still runs there
+    # for ASan's sake, and the bound is checked by the plain build.
+    assert sanitized() or growth < limit, \
         "worker RSS grew %d KiB (limit %d) over 10,000 requests; VmRSS " \
         "every 2,000 requests: %s KiB" % (growth, limit, samples)
