@@ -221,7 +221,105 @@ HTTP_SEEDS = {
 }
 
 
+# fuzz_config: byte 0 chooses 0 a configuration file's text, 1
+# SLUICE_CMD_ARGS NUL the file's text, 2 an argv with NUL between words.
+FULL_CONF = b"""# every kind of setting
+bind = 127.0.0.1:8001, unix:/tmp/s.sock
+bind = [::1]:8002
+workers = 2
+threads = 4
+worker_connections = 500
+chdir = /srv/app
+pythonpath = /a, b, /c
+venv = /srv/venv
+interface = asgi
+loop = asyncio
+lifespan = off
+root_path = '/api'
+log_level = debug
+error_logfile = -
+limit_request_line = 8190
+limit_request_fields = 0
+limit_request_field_size = 16384
+limit_request_body = 1048576
+header_timeout = 2.5
+keep-alive = 0.5
+timeout = 0
+graceful_timeout = 10
+boot_timeout = 60
+shutdown_delay = 1
+max_requests = 1000
+max_requests_jitter = 50
+reload_surge = 2
+metrics_bind = 127.0.0.1:9100
+ws_max_size = 65536
+ws_max_queue = 8
+ws_ping_interval = 0
+ws_ping_timeout = 5
+ws_per_message_deflate = false
+forwarded_allow_ips = "10.0.0.0/8, fd00::/8, unix"
+proxy_protocol = true
+proxy_allow_from = *
+access_logfile = -
+access_logformat = "%(h)s %(r)s %(s)s \\"%(a)s\\""
+access_log_json = false
+health_path = /healthz
+pid = /run/s.pid
+backlog = 128
+umask = 0o22
+name = app   # a comment after a blank
+user = nobody
+group = nogroup
+reload = true
+reload_extra_file = a.html, b.css
+"""
+
+CONFIG_SEEDS = {
+    "file-full": b"\0" + FULL_CONF,
+    "file-small": b"\0workers = 3\r\nbind = unix:/run/a.sock\n",
+    "file-quotes": b"\0name = \"a # b \\\" c\"\nroot_path = 'x # y'  # c\n",
+    "file-empty": b"\0",
+    "file-comments": b"\0# only\n   \n\t# comments\n",
+    "bad-unknown": b"\0wrokers = 2\n",
+    "bad-no-equals": b"\0workers 2\n",
+    "bad-value": b"\0workers = many\n",
+    "bad-range": b"\0workers = 0\nbacklog = 999999\n",
+    "bad-flag": b"\0reload = maybe\n",
+    "bad-action": b"\0config = other.conf\n",
+    "bad-unterminated": b"\0name = \"abc\n",
+    "bad-after-quote": b"\0name = 'a' b\n",
+    "bad-nul": b"\0name = a\0b\n",
+    "bad-empty-list": b"\0bind = , ,\n",
+    "bad-long-name": b"\0" + b"n" * 80 + b" = 1\n",
+    "bad-logformat": b"\0access_logformat = %(\n",
+    "bad-extra-without-reload": b"\0reload_extra_file = a\n",
+    "env-args": b"\1-w 3 --bind 'unix:/tmp/a b.sock' --name=\"x\\\"y\"\0"
+                b"workers = 2\n",
+    "env-app": b"\1--threads=2 other:app\0",
+    "env-bad-quote": b"\1--name 'abc\0",
+    "env-bad-value": b"\1--backlog=-1\0",
+    "argv-full": b"\2-w\0002\0--threads=3\0-b\0:8000\0--bind=unix:s\0"
+                 b"--pythonpath\0a,,b\0--umask=077\0--reload\0"
+                 b"--reload-extra-file=x\0--keep-alive=1.5\0app:app",
+    "argv-help": b"\2--help\0app:app",
+    "argv-abbrev": b"\2--work=2\0--thr\0004\0m:a",
+    "argv-missing-arg": b"\2app:app\0--workers",
+    "argv-two-apps": b"\2a:b\0c:d",
+    "argv-bad-app": b"\2nocolon",
+    "argv-unknown": b"\2-Z\0app:app",
+    "argv-newline": b"\2--chdir=a\nb\0app:app",
+    "argv-octal": b"\2--umask\0000o777\0app:app",
+    "argv-huge": b"\2--limit-request-body=99999999999999999999\0app:app",
+}
+
+
 def main():
+    cout = os.path.join(os.path.dirname(OUT), "config")
+    os.makedirs(cout, exist_ok=True)
+    for name, data in CONFIG_SEEDS.items():
+        with open(os.path.join(cout, name), "wb") as f:
+            f.write(data)
+    print(f"{len(CONFIG_SEEDS)} seeds in {cout}")
     hout = os.path.join(os.path.dirname(OUT), "http")
     os.makedirs(hout, exist_ok=True)
     for name, data in HTTP_SEEDS.items():
