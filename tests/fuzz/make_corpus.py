@@ -4,7 +4,7 @@ tests/fuzz/corpus/ws/, of tests/fuzz/fuzz_proxy.c into
 tests/fuzz/corpus/proxy/, of tests/fuzz/fuzz_http.c into
 tests/fuzz/corpus/http/ and of tests/fuzz/fuzz_config.c into
 tests/fuzz/corpus/config/ (committed; re-run after changing an input
-format). Files whose names begin with "crash-" are regression inputs
+format). Files whose names begin with "regress-" are regression inputs
 (findings), kept as they were found: this script leaves them alone.
 
 Each seed is three config bytes (see fuzz_ws.c) then the data: client
