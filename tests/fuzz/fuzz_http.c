@@ -41,6 +41,7 @@
 #include "common/options.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/conn_ws.h"
+#include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -59,12 +60,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define BYTEWISE   4096 /* inputs this short are also fed byte by byte */
 
 /* The option sets byte 0 chooses from: the defaults with an executor that
- * serves WebSockets (ASGI), the defaults without (WSGI), tight limits so
+ * serves WebSockets (ASGI), the defaults without (WSGI) and with a
+ * health path (answered by the loop, told as a flag), tight limits so
  * that 413, 414 and 431 are a few bytes away, and a peer (always
  * 127.0.0.1) whose forwarding headers are not trusted. */
 static const char *const profiles[][12] = {
     {NULL},
-    {NULL},
+    {"--health-path", "/healthz", NULL},
     {"--limit-request-line", "40", "--limit-request-fields", "4",
      "--limit-request-field-size", "48", "--limit-request-body", "24", NULL},
     {"--forwarded-allow-ips", "10.0.0.0/8", "--ws-per-message-deflate", "false",
@@ -203,7 +205,8 @@ static void dispatch(run_t *r)
     tell_num(&r->head, 'K', q->keep_alive);
     tell_num(&r->head, 'F',
              q->has_body * 1u + q->chunked * 2u + q->expect_continue * 4u +
-                 q->head * 8u + q->websocket * 16u);
+                 q->head * 8u + q->websocket * 16u +
+                 sl_http_is_health(c) * 32u);
     if (q->has_body && !q->chunked)
         tell_num(&r->head, 'L', q->content_length);
     tell_slice(r, &r->head, 'U', q->url_off, q->url_len);
@@ -280,6 +283,8 @@ static void process(run_t *r)
         if (!c->msg_done)
             return;
         CHECK(c->body_total == c->body.len);
+        /* a whole message carries exactly the length it announced */
+        CHECK(c->req.chunked || c->body.len == c->req.content_length);
         request_over(r, true);
         if (!c->req.keep_alive) {
             r->state = RUN_OVER;

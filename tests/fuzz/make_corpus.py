@@ -104,7 +104,8 @@ PROXY_SEEDS = {
 }
 
 
-# fuzz_http: byte 0 the options profile (0 ASGI-like defaults, 1 WSGI-like,
+# fuzz_http: byte 0 the options profile (0 ASGI-like defaults, 1 WSGI-like
+# with --health-path /healthz,
 # 2 tight limits, 3 forwarding headers not trusted), byte 1 the seed of the
 # cuts, then the bytes a client sends.
 def http(body, profile=0, seed=7):
@@ -125,6 +126,7 @@ CHUNKED_HEAD = b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r
 HTTP_SEEDS = {
     "get": http(GET),
     "get-wsgi": http(GET, profile=1),
+    "health": http(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + GET, profile=1),
     "get-10": http(b"GET / HTTP/1.0\r\n\r\n"),
     "get-10-keepalive": http(b"GET / HTTP/1.0\r\nConnection: keep-alive"
                              b"\r\n\r\n" + b"GET /2 HTTP/1.0\r\n\r\n"),
