@@ -121,12 +121,14 @@ def chunked(*chunks, ext=b"", trailer=b""):
 
 GET = b"GET /a?b=c HTTP/1.1\r\nHost: x\r\n\r\n"
 POST = b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
-CHUNKED_HEAD = b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+CHUNKED_HEAD = (b"POST /c HTTP/1.1\r\nHost: x\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
 
 HTTP_SEEDS = {
     "get": http(GET),
     "get-wsgi": http(GET, profile=1),
-    "health": http(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + GET, profile=1),
+    "health": http(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + GET,
+                   profile=1),
     "get-10": http(b"GET / HTTP/1.0\r\n\r\n"),
     "get-10-keepalive": http(b"GET / HTTP/1.0\r\nConnection: keep-alive"
                              b"\r\n\r\n" + b"GET /2 HTTP/1.0\r\n\r\n"),

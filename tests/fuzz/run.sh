@@ -6,10 +6,11 @@
 # fuzz_ws (the WebSocket codec), fuzz_proxy (the PROXY header and
 # forwarding headers), fuzz_http (the request parser, pipelined, cut at
 # every byte) and fuzz_config (configuration file, SLUICE_CMD_ARGS, the
-# option parser), or the NAMEs given. Targets run JOBS at a time (default
-# 2, the CI machine's cores): four targets of 60 s take about two minutes.
+# option parser), or the NAMEs given. Targets run FUZZ_JOBS at a time
+# (default 2, the CI machine's cores): four targets of 60 s take about two
+# minutes.
 #
-# usage: [JOBS=N] tests/fuzz/run.sh [SECONDS [NAME...]]
+# usage: [FUZZ_JOBS=N] tests/fuzz/run.sh [SECONDS [NAME...]]
 #
 # Ends with one line "N passed, M failed" (each target is one test) for
 # .ci/run to count; exits 77, with "0 passed, 0 failed, 1 skipped", when clang-14
@@ -21,7 +22,7 @@ set -u
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 targets=${*:-ws proxy http config}
-jobs=${JOBS:-2}
+jobs=${FUZZ_JOBS:-2}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 cc=${FUZZ_CC:-clang-14}
 
