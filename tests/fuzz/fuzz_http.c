@@ -241,6 +241,8 @@ static void fail(run_t *r)
     sl_conn_t *c = r->c;
 
     CHECK(c->http_error >= 400 && c->http_error <= 599);
+    /* the loop's answer names it */
+    CHECK(strcmp(sl_http_reason(c->http_error), "Unknown") != 0);
     r->head.len = 0; /* the app's answer, if any, is replaced */
     tell(&r->story->text, "E", 1);
     r->story->error = c->http_error;
