@@ -871,7 +871,12 @@ int sl_options_check(const char *name, const char *value)
         return 0;
     }
     set_defaults(&scratch);
-    return apply(&scratch, d, value);
+    int rc = apply(&scratch, d, value);
+    /* --pythonpath's pieces are copies: a check keeps none of them */
+    for (int i = 0; i < scratch.npythonpath; i++) {
+        free((char *)scratch.pythonpath[i]);
+    }
+    return rc;
 }
 
 void sl_options_print(const sl_options_t *o, int argc, char **argv, FILE *out)

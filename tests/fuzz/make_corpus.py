@@ -1,7 +1,11 @@
 #!/usr/bin/python3
 """make_corpus.py - writes the seed corpora of tests/fuzz/fuzz_ws.c into
-tests/fuzz/corpus/ws/ and of tests/fuzz/fuzz_proxy.c into
-tests/fuzz/corpus/proxy/ (committed; re-run after changing an input format).
+tests/fuzz/corpus/ws/, of tests/fuzz/fuzz_proxy.c into
+tests/fuzz/corpus/proxy/, of tests/fuzz/fuzz_http.c into
+tests/fuzz/corpus/http/ and of tests/fuzz/fuzz_config.c into
+tests/fuzz/corpus/config/ (committed; re-run after changing an input
+format). Files whose names begin with "regress-" are regression inputs
+(findings), kept as they were found: this script leaves them alone.
 
 Each seed is three config bytes (see fuzz_ws.c) then the data: client
 frames for the parser, with and without deflate, Sec-WebSocket-Extensions
@@ -100,7 +104,232 @@ PROXY_SEEDS = {
 }
 
 
+# fuzz_http: byte 0 the options profile (0 ASGI-like defaults, 1 WSGI-like
+# with --health-path /healthz,
+# 2 tight limits, 3 forwarding headers not trusted), byte 1 the seed of the
+# cuts, then the bytes a client sends.
+def http(body, profile=0, seed=7):
+    return bytes([profile, seed]) + body
+
+
+def chunked(*chunks, ext=b"", trailer=b""):
+    out = b""
+    for c in chunks:
+        out += b"%x%s\r\n%s\r\n" % (len(c), ext, c)
+    return out + b"0\r\n" + trailer + b"\r\n"
+
+
+GET = b"GET /a?b=c HTTP/1.1\r\nHost: x\r\n\r\n"
+POST = b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+CHUNKED_HEAD = (b"POST /c HTTP/1.1\r\nHost: x\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
+
+HTTP_SEEDS = {
+    "get": http(GET),
+    "get-wsgi": http(GET, profile=1),
+    "health": http(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + GET,
+                   profile=1),
+    "get-10": http(b"GET / HTTP/1.0\r\n\r\n"),
+    "get-10-keepalive": http(b"GET / HTTP/1.0\r\nConnection: keep-alive"
+                             b"\r\n\r\n" + b"GET /2 HTTP/1.0\r\n\r\n"),
+    "head": http(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n"),
+    "options-star": http(b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n"),
+    "absolute-form": http(b"GET http://example.com:8080/p?q HTTP/1.1\r\n"
+                          b"Host: example.com\r\n\r\n"),
+    "post": http(POST),
+    "post-expect": http(b"POST /p HTTP/1.1\r\nHost: x\r\nExpect: "
+                        b"100-continue\r\nContent-Length: 3\r\n\r\nabc"),
+    "chunked": http(CHUNKED_HEAD + chunked(b"hello", b" world")),
+    "chunked-ext": http(CHUNKED_HEAD + b"5;name=value;flag\r\nhello\r\n"
+                        b"000\r\n\r\n"),
+    "chunked-leading-zeros": http(CHUNKED_HEAD + b"0005\r\nhello\r\n"
+                                  b"0\r\n\r\n"),
+    "chunked-trailers": http(CHUNKED_HEAD + chunked(
+        b"abc", trailer=b"X-Checksum: 1\r\nX-More: 2\r\n")),
+    "chunked-bad-trailer": http(CHUNKED_HEAD + chunked(
+        b"abc", trailer=b"Content-Length: 3\r\n")),
+    "chunked-no-final-crlf": http(CHUNKED_HEAD + b"3\r\nabc\r\n0\r\n"),
+    "chunked-size-overflow": http(CHUNKED_HEAD + b"fffffffffffffffff\r\n"),
+    "pipelined-get-get": http(GET + b"GET /2 HTTP/1.1\r\nHost: y\r\n\r\n"),
+    "pipelined-post-get": http(POST + GET),
+    "pipelined-chunked-get": http(CHUNKED_HEAD + chunked(b"xy") + GET),
+    "pipelined-close": http(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: "
+                            b"close\r\n\r\n" + GET),
+    "smuggle-cl-te": http(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4"
+                          b"\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"
+                          b"\r\n" + GET),
+    "smuggle-te-cl": http(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:"
+                          b" chunked\r\nContent-Length: 4\r\n\r\n0\r\n"
+                          b"\r\n"),
+    "smuggle-two-cl": http(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1"
+                           b"\r\nContent-Length: 2\r\n\r\nab"),
+    "smuggle-te-identity": http(b"POST / HTTP/1.1\r\nHost: x\r\n"
+                                b"Transfer-Encoding: identity, chunked\r\n"
+                                b"\r\n0\r\n\r\n"),
+    "smuggle-te-10": http(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked"
+                          b"\r\n\r\n0\r\n\r\n"),
+    "obs-fold": http(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n"),
+    "bare-lf": http(b"GET / HTTP/1.1\nHost: x\n\n"),
+    "bare-cr": http(b"GET / HTTP/1.1\rHost: x\r\n\r\n"),
+    "nul-in-value": http(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n"),
+    "nul-in-target": http(b"GET /a\x00b HTTP/1.1\r\nHost: x\r\n\r\n"),
+    "space-before-colon": http(b"GET / HTTP/1.1\r\nHost : x\r\n\r\n"),
+    "empty-name": http(b"GET / HTTP/1.1\r\nHost: x\r\n: v\r\n\r\n"),
+    "two-hosts": http(b"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"),
+    "no-host": http(b"GET / HTTP/1.1\r\n\r\n"),
+    "http2-preface": http(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+    "method-token": http(b"M-SEARCH! / HTTP/1.1\r\nHost: x\r\n\r\n"),
+    "target-latin1": http(b"GET /caf\xe9 HTTP/1.1\r\nHost: x\r\n\r\n"),
+    "long-header": http(b"GET / HTTP/1.1\r\nHost: x\r\nX-Long: "
+                        + b"v" * 3000 + b"\r\n\r\n"),
+    "many-headers": http(b"GET / HTTP/1.1\r\nHost: x\r\n"
+                         + b"".join(b"X-%d: %d\r\n" % (i, i)
+                                    for i in range(40)) + b"\r\n"),
+    "tight-414": http(b"GET /" + b"u" * 60 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+                      profile=2),
+    "tight-431": http(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 60
+                      + b"\r\n\r\n", profile=2),
+    "tight-431-count": http(b"GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\n"
+                            b"C: 3\r\nD: 4\r\n\r\n", profile=2),
+    "tight-413": http(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 30"
+                      b"\r\n\r\n" + b"b" * 30, profile=2),
+    "tight-413-chunked": http(CHUNKED_HEAD + chunked(b"a" * 20, b"b" * 20),
+                              profile=2),
+    "forwarded": http(b"GET / HTTP/1.1\r\nHost: x\r\nForwarded: for=192.0.2.1"
+                      b";proto=https;host=example.com\r\nX-Forwarded-For: "
+                      b"198.51.100.2, 10.0.0.1\r\nX-Forwarded-Port: 8443"
+                      b"\r\n\r\n"),
+    "forwarded-untrusted": http(b"GET / HTTP/1.1\r\nHost: x\r\n"
+                                b"X-Forwarded-For: 192.0.2.1\r\n\r\n",
+                                profile=3),
+    "websocket": http(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket"
+                      b"\r\nConnection: Upgrade\r\nSec-WebSocket-Key: "
+                      b"dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13"
+                      b"\r\nSec-WebSocket-Extensions: permessage-deflate; "
+                      b"client_max_window_bits\r\n\r\n\x81\x80abcd"),
+    "websocket-bad-version": http(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: "
+                                  b"websocket\r\nConnection: Upgrade\r\n"
+                                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="
+                                  b"\r\nSec-WebSocket-Version: 8\r\n\r\n"),
+    "upgrade-h2c": http(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\n"
+                        b"Connection: Upgrade, HTTP2-Settings\r\n\r\n"
+                        + GET, profile=1),
+    "version-2": http(b"GET / HTTP/2.0\r\nHost: x\r\n\r\n"),
+    "version-09": http(b"GET /\r\n\r\n"),
+    "expect-other": http(b"PUT / HTTP/1.1\r\nHost: x\r\nExpect: x\r\n"
+                         b"Content-Length: 1\r\n\r\nz"),
+    "body-partial": http(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10"
+                         b"\r\n\r\nabc"),
+    "head-partial": http(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: b"),
+    "leading-crlf": http(b"\r\n\r\n" + GET),
+}
+
+
+# fuzz_config: byte 0 chooses 0 a configuration file's text, 1
+# SLUICE_CMD_ARGS NUL the file's text, 2 an argv with NUL between words.
+FULL_CONF = b"""# every kind of setting
+bind = 127.0.0.1:8001, unix:/tmp/s.sock
+bind = [::1]:8002
+workers = 2
+threads = 4
+worker_connections = 500
+chdir = /srv/app
+pythonpath = /a, b, /c
+venv = /srv/venv
+interface = asgi
+loop = asyncio
+lifespan = off
+root_path = '/api'
+log_level = debug
+error_logfile = -
+limit_request_line = 8190
+limit_request_fields = 0
+limit_request_field_size = 16384
+limit_request_body = 1048576
+header_timeout = 2.5
+keep-alive = 0.5
+timeout = 0
+graceful_timeout = 10
+boot_timeout = 60
+shutdown_delay = 1
+max_requests = 1000
+max_requests_jitter = 50
+reload_surge = 2
+metrics_bind = 127.0.0.1:9100
+ws_max_size = 65536
+ws_max_queue = 8
+ws_ping_interval = 0
+ws_ping_timeout = 5
+ws_per_message_deflate = false
+forwarded_allow_ips = "10.0.0.0/8, fd00::/8, unix"
+proxy_protocol = true
+proxy_allow_from = *
+access_logfile = -
+access_logformat = "%(h)s %(r)s %(s)s \\"%(a)s\\""
+access_log_json = false
+health_path = /healthz
+pid = /run/s.pid
+backlog = 128
+umask = 0o22
+name = app   # a comment after a blank
+user = nobody
+group = nogroup
+reload = true
+reload_extra_file = a.html, b.css
+"""
+
+CONFIG_SEEDS = {
+    "file-full": b"\0" + FULL_CONF,
+    "file-small": b"\0workers = 3\r\nbind = unix:/run/a.sock\n",
+    "file-quotes": b"\0name = \"a # b \\\" c\"\nroot_path = 'x # y'  # c\n",
+    "file-empty": b"\0",
+    "file-comments": b"\0# only\n   \n\t# comments\n",
+    "bad-unknown": b"\0wrokers = 2\n",
+    "bad-no-equals": b"\0workers 2\n",
+    "bad-value": b"\0workers = many\n",
+    "bad-range": b"\0workers = 0\nbacklog = 999999\n",
+    "bad-flag": b"\0reload = maybe\n",
+    "bad-action": b"\0config = other.conf\n",
+    "bad-unterminated": b"\0name = \"abc\n",
+    "bad-after-quote": b"\0name = 'a' b\n",
+    "bad-nul": b"\0name = a\0b\n",
+    "bad-empty-list": b"\0bind = , ,\n",
+    "bad-long-name": b"\0" + b"n" * 80 + b" = 1\n",
+    "bad-logformat": b"\0access_logformat = %(\n",
+    "bad-extra-without-reload": b"\0reload_extra_file = a\n",
+    "env-args": b"\1-w 3 --bind 'unix:/tmp/a b.sock' --name=\"x\\\"y\"\0"
+                b"workers = 2\n",
+    "env-app": b"\1--threads=2 other:app\0",
+    "env-bad-quote": b"\1--name 'abc\0",
+    "env-bad-value": b"\1--backlog=-1\0",
+    "argv-full": b"\2-w\0002\0--threads=3\0-b\0:8000\0--bind=unix:s\0"
+                 b"--pythonpath\0a,,b\0--umask=077\0--reload\0"
+                 b"--reload-extra-file=x\0--keep-alive=1.5\0app:app",
+    "argv-help": b"\2--help\0app:app",
+    "argv-abbrev": b"\2--work=2\0--thr\0004\0m:a",
+    "argv-missing-arg": b"\2app:app\0--workers",
+    "argv-two-apps": b"\2a:b\0c:d",
+    "argv-bad-app": b"\2nocolon",
+    "argv-unknown": b"\2-Z\0app:app",
+    "argv-newline": b"\2--chdir=a\nb\0app:app",
+    "argv-octal": b"\2--umask\0000o777\0app:app",
+    "argv-huge": b"\2--limit-request-body=99999999999999999999\0app:app",
+}
+
+
 def main():
+    cout = os.path.join(os.path.dirname(OUT), "config")
+    os.makedirs(cout, exist_ok=True)
+    for name, data in CONFIG_SEEDS.items():
+        with open(os.path.join(cout, name), "wb") as f:
+            f.write(data)
+    print(f"{len(CONFIG_SEEDS)} seeds in {cout}")
+    hout = os.path.join(os.path.dirname(OUT), "http")
+    os.makedirs(hout, exist_ok=True)
+    for name, data in HTTP_SEEDS.items():
+        with open(os.path.join(hout, name), "wb") as f:
+            f.write(data)
+    print(f"{len(HTTP_SEEDS)} seeds in {hout}")
     pout = os.path.join(os.path.dirname(OUT), "proxy")
     os.makedirs(pout, exist_ok=True)
     for name, data in PROXY_SEEDS.items():

@@ -2,10 +2,15 @@
 # run.sh - builds the libFuzzer targets out of tree in _fuzz/ and runs
 # each for SECONDS (default 60) from its seed corpus in
 # tests/fuzz/corpus/NAME/ (new inputs go to _fuzz/corpus-NAME/, crashes to
-# _fuzz/): fuzz_ws (the WebSocket codec) and fuzz_proxy (the PROXY header
-# and forwarding headers), or the NAMEs given.
+# _fuzz/NAME-crash-*), with tests/fuzz/NAME.dict when there is one:
+# fuzz_ws (the WebSocket codec), fuzz_proxy (the PROXY header and
+# forwarding headers), fuzz_http (the request parser, pipelined, cut at
+# every byte) and fuzz_config (configuration file, SLUICE_CMD_ARGS, the
+# option parser), or the NAMEs given. Targets run FUZZ_JOBS at a time
+# (default 2, the CI machine's cores): four targets of 60 s take about two
+# minutes.
 #
-# usage: tests/fuzz/run.sh [SECONDS [NAME...]]
+# usage: [FUZZ_JOBS=N] tests/fuzz/run.sh [SECONDS [NAME...]]
 #
 # Ends with one line "N passed, M failed" (each target is one test) for
 # .ci/run to count; exits 77, with "0 passed, 0 failed, 1 skipped", when clang-14
@@ -16,7 +21,8 @@ set -u
 
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-ws proxy}
+targets=${*:-ws proxy http config}
+jobs=${FUZZ_JOBS:-2}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 cc=${FUZZ_CC:-clang-14}
 
@@ -55,6 +61,7 @@ fi
 
 passed=0
 failed=0
+built=
 for t in $targets; do
     if ! nice -n 19 make -j2 "tests/fuzz/fuzz_$t" >"make-$t.out" 2>&1; then
         tail -n 30 "make-$t.out"
@@ -62,23 +69,59 @@ for t in $targets; do
         failed=$((failed + 1))
         continue
     fi
+    built="$built $t"
+done
+
+# One target in the background: its log in fuzz-NAME.log, its exit
+# status in rc-NAME.
+start() {
+    t=$1
+    dict=
+    [ -f "$src/tests/fuzz/$t.dict" ] && dict="-dict=$src/tests/fuzz/$t.dict"
     mkdir -p "corpus-$t"
+    rm -f "rc-$t"
     echo "fuzz: fuzz_$t for ${secs} s"
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        nice -n 19 "./tests/fuzz/fuzz_$t" -max_total_time="$secs" \
-        -error_exitcode=1 -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-        -print_final_stats=1 -artifact_prefix="$src/_fuzz/$t-" \
-        "corpus-$t" "$src/tests/fuzz/corpus/$t" >"fuzz-$t.log" 2>&1
-    rc=$?
+    (
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+            nice -n 19 "./tests/fuzz/fuzz_$t" -max_total_time="$secs" \
+            -error_exitcode=1 -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+            -print_final_stats=1 -artifact_prefix="$src/_fuzz/$t-" $dict \
+            "corpus-$t" "$src/tests/fuzz/corpus/$t" >"fuzz-$t.log" 2>&1
+        echo $? >"rc-$t"
+    ) &
+}
+
+# The verdict of a finished target, in the order the targets were named.
+judge() {
+    t=$1
+    rc=$(cat "rc-$t" 2>/dev/null || echo 1)
+    echo "fuzz: fuzz_$t:"
     grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb)' "fuzz-$t.log"
-    if [ $rc -ne 0 ]; then
+    grep -E '^#[0-9]+[[:space:]]+DONE' "fuzz-$t.log" | tail -n 1
+    if [ "$rc" -ne 0 ]; then
         tail -n 60 "fuzz-$t.log"
         echo "fuzz: fuzz_$t found a problem (exit status $rc): see _fuzz/fuzz-$t.log"
         failed=$((failed + 1))
     else
         passed=$((passed + 1))
     fi
+}
+
+set -- $built
+while [ $# -gt 0 ]; do
+    batch=
+    n=0
+    while [ $# -gt 0 ] && [ $n -lt "$jobs" ]; do
+        start "$1"
+        batch="$batch $1"
+        n=$((n + 1))
+        shift
+    done
+    wait
+    for t in $batch; do
+        judge "$t"
+    done
 done
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
