@@ -872,11 +872,19 @@ int sl_options_check(const char *name, const char *value)
     }
     set_defaults(&scratch);
     int rc = apply(&scratch, d, value);
-    /* --pythonpath's pieces are copies: a check keeps none of them */
-    for (int i = 0; i < scratch.npythonpath; i++) {
-        free((char *)scratch.pythonpath[i]);
-    }
+    sl_options_release(&scratch); /* a check keeps nothing */
     return rc;
+}
+
+void sl_options_release(sl_options_t *o)
+{
+    if (o == NULL) {
+        return;
+    }
+    for (int i = 0; i < o->npythonpath; i++) {
+        free((char *)o->pythonpath[i]);
+    }
+    o->npythonpath = 0;
 }
 
 void sl_options_print(const sl_options_t *o, int argc, char **argv, FILE *out)

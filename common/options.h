@@ -148,6 +148,10 @@ typedef int (*sl_options_visit_fn)(void *ctx, const char *name,
  * the options are ready to use. argv strings are borrowed, not copied. */
 int sl_options_parse(sl_options_t *o, int argc, char **argv);
 
+/* Free what *O owns (the --pythonpath copies); *O keeps its other settings
+ * and no --pythonpath. O may be NULL. */
+void sl_options_release(sl_options_t *o);
+
 /* What the option NAME (long name; '_' and '-' alike) takes; *CANON, when
  * not NULL, gets the table's spelling of the name (static storage). */
 sl_optarg_t sl_options_lookup(const char *name, const char **canon);

@@ -64,10 +64,12 @@ int sl_reconfig(supervisor_t *s)
     if (rc == 0 && kept_settings(s->o, o, names, sizeof(names), extra) > 0) {
         /* again, with the old values last, so that they win */
         sl_conffile_free(&words);
+        sl_options_release(o);
         rc = build(s, extra, o, &words);
     }
     sl_log_usage_to_log(NULL);
     if (rc == -1) {
+        sl_options_release(o);
         free(o);
         return -1;
     }
@@ -89,7 +91,9 @@ int sl_reconfig(supervisor_t *s)
 
     s->o = o;
     s->worker_argv = words.words;
-    free(current); /* nothing borrows the previous generation any more */
+    /* nothing borrows the previous generation any more */
+    sl_options_release(current);
+    free(current);
     sl_conffile_free(&current_words);
     current = o;
     current_words = words;
