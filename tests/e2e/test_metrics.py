@@ -48,12 +48,22 @@ def metrics_server(make_server, app="wsgi", inline=False, workers=2,
                     args=["--metrics-bind", "127.0.0.1:%d" % port]
                     + list(args), **kw)
     s.metrics_port = port
-    # the server answered once: one worker is ready, perhaps not all
-    helpers.wait_until(
-        lambda: sum(v for k, v in scrape(s, check=False).items()
-                    if k.startswith("sluice_worker_up")) == workers,
-        helpers.START_TIMEOUT, "%d workers up" % workers)
+    # The server may have answered once (one worker ready, perhaps not
+    # all), or not yet been asked (ready_path=None): the supervisor may not
+    # listen on the metrics address yet.
+    helpers.wait_until(lambda: workers_up(s) == workers,
+                       helpers.START_TIMEOUT, "%d workers up" % workers)
     return s
+
+
+def workers_up(server):
+    """sluice_worker_up summed, or -1 while the metrics address refuses."""
+    try:
+        samples = scrape(server, check=False)
+    except ConnectionRefusedError:
+        return -1
+    return sum(v for k, v in samples.items()
+               if k.startswith("sluice_worker_up"))
 
 
 def scrape_raw(server, target="/metrics", method="GET", timeout=5.0):
