@@ -252,7 +252,7 @@ END_TEST
  * accepting and serving until the delay is over, then drains. */
 START_TEST(test_shutdown_delay)
 {
-    UP("--shutdown-delay", "0.2", NULL);
+    UP("--shutdown-delay", "1", NULL); /* long enough for a loaded TSan run */
     sl_drain_begin(&pump);
     ck_assert(pump.terminating);
     ck_assert(!pump.draining);
