@@ -26,10 +26,10 @@
  * supervisor needs for O's workers when that is more. */
 rlim_t sl_nofile_need(const sl_options_t *o, int nlisteners);
 
-/* Raise the soft RLIMIT_NOFILE to NEED, or as near as the hard limit
- * allows (a privileged process raises the hard limit too). Logs the raise
- * at INFO, and one WARNING naming the figures and the fix when NEED cannot
- * be met. 0 when the limit now fits NEED, -1 when it does not. */
+/* Raise the soft RLIMIT_NOFILE to NEED, or up to the hard limit when that
+ * is lower; never lowers it. Logs the raise at INFO, or one WARNING naming
+ * the figures and the fix when NEED cannot be met (for WORKER_CONNECTIONS,
+ * named in the lines). 0 when the limit now fits NEED, -1 when not. */
 int sl_nofile_fit(rlim_t need, int worker_connections);
 
 #endif
