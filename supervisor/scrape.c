@@ -232,6 +232,8 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
             sl_acceptlimit_log(&sc->limit, ev_now(loop), errno, "metrics",
                                true);
             sc->paused = true;
+            /* set again: a one-shot timer that fired keeps a stale time */
+            ev_timer_set(&sc->pause_timer, SL_ACCEPTLIMIT_PAUSE, 0);
             ev_timer_start(loop, &sc->pause_timer);
             break;
         }
