@@ -166,32 +166,32 @@ static bool request_waiting(sl_conn_t *c)
            (errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
-/* The pool is used up: close the longest-idle keep-alive connection to
- * free a slot. A client whose next request is on the wire keeps its
- * connection (it is read in this pass); one that left (EOF) is closed.
- * False when no slot could be freed within EVICT_TRIES. */
-static bool evict_idle(sl_pump_t *p)
+/* The pool is used up: the longest-idle keep-alive connection, to close
+ * for a new one, or NULL. A client whose next request is on the wire (or
+ * that left: EOF) is not one: it is dropped from the list and read in this
+ * pass. Looks at EVICT_TRIES at most; the ones passed over leave the list,
+ * so the next call goes on from there. */
+static sl_conn_t *idle_victim(sl_pump_t *p)
 {
     sl_conn_t *c;
     unsigned tries;
 
-    for (tries = 0;
-         p->free_list == NULL && p->idle_tail != NULL && tries < EVICT_TRIES;
-         tries++) {
+    for (tries = 0; p->idle_tail != NULL && tries < EVICT_TRIES; tries++) {
         c = p->idle_tail;
-        sl_pump_idle_remove(p, c);
         /* the list is kept by conn.c; a stale entry is only dropped */
         if (c->state != SL_CONN_READING || c->in_msg ||
-            sl_buf_pending(&c->rbuf) > 0)
+            sl_buf_pending(&c->rbuf) > 0) {
+            sl_pump_idle_remove(p, c);
             continue;
+        }
         if (request_waiting(c)) {
+            sl_pump_idle_remove(p, c);
             ev_feed_fd_event(p->loop, c->fd, EV_READ);
             continue;
         }
-        sl_metrics_add(&sl_metrics_self->idle_evictions, 1);
-        sl_conn_close(c);
+        return c;
     }
-    return p->free_list != NULL;
+    return NULL;
 }
 
 /* Accept up to MAX connections from L; false once its queue is empty (or
@@ -201,12 +201,19 @@ static bool accept_some(sl_pump_t *p, sl_pump_listener_t *l, unsigned max)
     struct ev_loop *loop = p->loop;
     struct sockaddr_storage ss;
     socklen_t len;
-    sl_conn_t *c;
+    sl_conn_t *c, *victim;
     unsigned i;
     int fd, one = 1;
 
     for (i = 0; i < max && (p->free_list != NULL || p->idle_tail != NULL);
          i++) {
+        /* the victim is chosen first and closed only once accept4() gave
+         * a connection: with several workers on one socket, another may
+         * have taken it */
+        victim = p->free_list == NULL ? idle_victim(p) : NULL;
+        if (p->free_list == NULL && victim == NULL)
+            continue; /* none among EVICT_TRIES: look on, until the list
+                         is empty (the loop's test) */
         len = sizeof(ss);
         fd = accept4(l->fd, (struct sockaddr *)&ss, &len,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -220,14 +227,9 @@ static bool accept_some(sl_pump_t *p, sl_pump_listener_t *l, unsigned max)
             accept_pause(p, l, errno);
             return false;
         }
-        /* accepted first, then a slot made: with several workers on one
-         * socket, the one that got the connection is the one to evict */
-        if (p->free_list == NULL && !evict_idle(p)) {
-            sl_warn("all %u connections are in use and none is idle: "
-                    "closing a new one",
-                    p->nconns);
-            close(fd);
-            continue;
+        if (victim != NULL) {
+            sl_metrics_add(&sl_metrics_self->idle_evictions, 1);
+            sl_conn_close(victim);
         }
         if (!l->unix_sock)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
