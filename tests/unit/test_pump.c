@@ -535,6 +535,34 @@ START_TEST(test_emfile_pause_ends_on_timer)
 }
 END_TEST
 
+/* A drain during a pause: the listeners close and nothing resumes them
+ * (no timer left armed). */
+START_TEST(test_emfile_pause_then_drain)
+{
+    h_client_t second;
+    struct rlimit saved;
+
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    sl_log_set_level(SL_LOG_CRITICAL); /* its error line is expected */
+    connect_only(&second);
+    set_nofile((rlim_t)next_fd());
+    ck_assert(h_run_until(&pump, is_paused, NULL));
+    ck_assert(ev_is_active(&pump.accept_timer));
+    pump.draining = true; /* as sl_drain_prepare() does first */
+    sl_pump_stop_listening(&pump);
+    set_nofile(saved.rlim_cur);
+    ck_assert(!pump.accept_paused);
+    ck_assert(!ev_is_active(&pump.accept_timer));
+    h_run_passes(&pump, 5);
+    ck_assert(!pump.accepting);
+    ck_assert_int_eq(pump.listeners[0].fd, -1);
+    ck_assert_uint_eq(pump.nactive, 0);
+    h_client_close(&second);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* passes: submits out in one batch, completions back through one async */
 
@@ -1006,6 +1034,7 @@ static Suite *pump_suite(void)
     tcase_add_test(tc, test_fresh_connection_not_evicted);
     tcase_add_test(tc, test_emfile_pauses_until_a_close);
     tcase_add_test(tc, test_emfile_pause_ends_on_timer);
+    tcase_add_test(tc, test_emfile_pause_then_drain);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("ctl");
