@@ -88,6 +88,9 @@ def test_full_pool_of_idle_serves_new_at_once(make_server, app, executor):
         for c in extra:
             c.close()
         assert evictions(mport) == 3
+        told = [line for line in s.error_log_text().splitlines()
+                if "closing the longest-idle keep-alive ones" in line]
+        assert len(told) == 1, told
     finally:
         for c in held:
             c.close()

@@ -228,6 +228,13 @@ static bool accept_some(sl_pump_t *p, sl_pump_listener_t *l, unsigned max)
             return false;
         }
         if (victim != NULL) {
+            if (!p->evict_told)
+                sl_warn("all %u connections (--worker-connections) are in "
+                        "use: closing the longest-idle keep-alive ones to "
+                        "make room (told once; counted in "
+                        "sluice_idle_evictions_total)",
+                        p->nconns);
+            p->evict_told = true;
             sl_metrics_add(&sl_metrics_self->idle_evictions, 1);
             sl_conn_close(victim);
         }

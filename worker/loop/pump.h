@@ -56,6 +56,7 @@ struct sl_pump {
     sl_conn_t *idle_head;
     sl_conn_t *idle_tail;
     uint32_t nidle;
+    bool evict_told; /* the first eviction was logged */
 
     const sl_exec_t *exec; /* borrowed: the executor's operations */
     int backend_fd;        /* libev's epoll fd, -1 when not epoll */
