@@ -14,6 +14,7 @@ log lines a second apart, the window the once-a-second line itself marks.
 """
 
 import os
+import signal
 import shutil
 import socket
 import subprocess
@@ -208,3 +209,27 @@ def test_rlimit_warns_once_when_hard_limit_too_low(make_server):
     assert "1000 worker connections need 1065 descriptors" in lines[0]
     assert "hard limit is 128" in lines[0]
     assert s.get("/hello").status == 200
+
+
+def test_rlimit_fitted_again_on_hup(make_server, tmp_path):
+    """A HUP that raises worker_connections in the configuration file
+    raises the soft limit for the new generation of workers."""
+    hard = min(hard_limit(), 65536)
+    if hard < 4096:
+        pytest.skip("hard RLIMIT_NOFILE %d leaves no room" % hard)
+    conf = tmp_path / "sluice.conf"
+    conf.write_text("worker_connections = 100\n")
+    s = make_server("wsgi_app:app", prefix=prlimit(256, hard),
+                    args=["-c", conf])
+    (old,) = s.wait_workers(1)
+    assert nofile(old) == (256, hard)  # 100 + 1 + 64 fit already
+    conf.write_text("worker_connections = 3000\n")
+    mark = s.log_mark()
+    os.kill(s.pid, signal.SIGHUP)
+    s.wait_for_log("re-read %s" % conf, timeout=10, since=mark)
+    assert "soft limit raised from 256 to 3065" in s.log_since(mark)
+    helpers.wait_until(lambda: old not in s.worker_pids()
+                       and len(s.worker_pids()) == 1, 20,
+                       "the old worker to be replaced")
+    (new,) = s.worker_pids()
+    assert nofile(new) == (3065, hard)
