@@ -12,11 +12,6 @@
 #include "common/acceptlimit.h"
 #include "common/log.h"
 
-bool sl_acceptlimit_exhausted(int err)
-{
-    return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
-}
-
 bool sl_acceptlimit_transient(int err)
 {
     switch (err) {
@@ -26,6 +21,7 @@ bool sl_acceptlimit_transient(int err)
 #endif
     case EINTR:
     case ECONNABORTED:
+    case EPERM: /* accept(2): "Firewall rules forbid connection" */
     /* accept(2): "Linux accept() passes already-pending network errors on
      * the new socket as an error code"; retry, as for EAGAIN */
     case ENETDOWN:

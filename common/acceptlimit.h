@@ -1,9 +1,9 @@
 /* acceptlimit.h - what a listener does when accept4() fails for want of
  * descriptors or memory.
  *
- * Such a failure leaves the connection in the listen queue, so a
- * level-triggered listener is ready again at once: retrying spins a core
- * and logs a line per try. The listener must pause instead (nginx's accept
+ * Such a failure (EMFILE, ENFILE, ENOBUFS, ENOMEM) leaves the connection
+ * in the listen queue, so a level-triggered listener is ready again at
+ * once: retrying spins a core and logs a line per try. The listener must pause instead (nginx's accept
  * disable) and the failure be logged at most once a second, with the count
  * of those held back. Both the worker's listeners and the supervisor's
  * metrics endpoint use this.
@@ -27,14 +27,12 @@ typedef struct {
     unsigned total; /* failures ever: for tests and curiosity */
 } sl_acceptlimit_t;
 
-/* Is ERR (an accept4() errno) one that will fail the next try just the
- * same until descriptors or memory free up (EMFILE, ENFILE, ENOBUFS,
- * ENOMEM)? Then pause the listener. */
-bool sl_acceptlimit_exhausted(int err);
-
-/* Is ERR one to ignore and try again at once (EAGAIN, EINTR, and the
- * network errors Linux's accept4() passes on from the new connection,
- * which concern that connection only)? */
+/* Is ERR (an accept4() errno) one to ignore and try again at once
+ * (EAGAIN, EINTR, a firewall's EPERM, and the network errors Linux's
+ * accept4() passes on from the new connection, which concern that
+ * connection only)? Any other error fails the next try just the same
+ * until something changes (EMFILE, ENFILE, ENOBUFS, ENOMEM, or a broken
+ * listener): pause the listener. */
 bool sl_acceptlimit_transient(int err);
 
 /* Count one failure at NOW (any clock, seconds). Returns how many
