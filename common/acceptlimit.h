@@ -3,10 +3,10 @@
  *
  * Such a failure (EMFILE, ENFILE, ENOBUFS, ENOMEM) leaves the connection
  * in the listen queue, so a level-triggered listener is ready again at
- * once: retrying spins a core and logs a line per try. The listener must pause instead (nginx's accept
- * disable) and the failure be logged at most once a second, with the count
- * of those held back. Both the worker's listeners and the supervisor's
- * metrics endpoint use this.
+ * once: retrying spins a core and logs a line per try. The listener must
+ * pause instead (nginx's accept disable) and the failure be logged at most
+ * once a second, with the count of those held back. Both the worker's
+ * listeners and the supervisor's metrics endpoint use this.
  */
 #ifndef SL_ACCEPTLIMIT_H
 #define SL_ACCEPTLIMIT_H
