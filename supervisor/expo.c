@@ -78,6 +78,10 @@ int sl_expo_format(sl_buf_t *b, const sl_metrics_slot_t *retired,
           g.conns_open);
     counter(&o, "sluice_connections_total", "Client connections accepted.",
             t.conns_accepted);
+    counter(&o, "sluice_idle_evictions_total",
+            "Idle keep-alive connections closed to make room for a new one"
+            " (every --worker-connections slot was taken).",
+            t.idle_evictions);
     counter(&o, "sluice_received_bytes_total",
             "Bytes read from clients (heads, bodies, WebSocket frames).",
             t.bytes_in);

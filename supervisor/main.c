@@ -21,6 +21,7 @@
 #include "common/options.h"
 #include "common/startup.h"
 #include "supervisor/listen.h"
+#include "supervisor/nofile.h"
 #include "supervisor/spawn.h"
 #include "supervisor/supervisor.h"
 
@@ -99,6 +100,8 @@ static int run_supervisor(sl_options_t *o, char **args, char **eff)
         return SL_EXIT_USAGE;
     }
     give_files(o, ls, n);
+    /* before any worker exists: they inherit it */
+    (void)sl_nofile_fit(sl_nofile_need(o, n), o->worker_connections);
     int rc = sl_supervisor_run(o, worker_exe, args, eff, ls, n);
     sl_listen_close(ls, n, true);
     return rc;

@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "common/settings.h"
+#include "supervisor/nofile.h"
 #include "supervisor/state.h"
 
 #define LOG_PREFIX "Handling signal: hup: the configuration was not re-read"
@@ -85,6 +86,10 @@ int sl_reconfig(supervisor_t *s)
         int target = o->workers < most ? o->workers : most;
         sl_info("Handling signal: hup: %d workers (was %d)", target, s->target);
         s->target = target;
+    }
+    if (o->worker_connections != s->o->worker_connections ||
+        o->workers != s->o->workers) {
+        (void)sl_nofile_fit(sl_nofile_need(o, s->nls), o->worker_connections);
     }
     sl_log_set_level(o->log_level);
     sl_info("Handling signal: hup: re-read %s", path);

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/acceptlimit.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "supervisor/listen.h"
@@ -43,6 +44,9 @@ struct sl_scrape {
     const sl_table_t *table; /* borrowed */
     sl_listener_t l;         /* fd -1 while not bound */
     ev_io accept_io;         /* embedded */
+    bool paused;             /* accept4() ran out of descriptors */
+    ev_timer pause_timer;    /* embedded: its end */
+    sl_acceptlimit_t limit;  /* its log lines, once a second */
     bool retry;              /* bind again on every tick */
     sl_metrics_seg_t *seg;   /* owned mapping */
     int seg_fd;              /* owned */
@@ -57,6 +61,7 @@ struct sl_scrape {
 static int bind_listener(sl_scrape_t *sc);
 static void watch_listener(sl_scrape_t *sc);
 static void on_accept(struct ev_loop *loop, ev_io *w, int revents);
+static void on_pause_end(struct ev_loop *loop, ev_timer *w, int revents);
 static void on_conn(struct ev_loop *loop, ev_io *w, int revents);
 static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents);
 static void conn_read(scrape_conn_t *c);
@@ -94,6 +99,8 @@ sl_scrape_t *sl_scrape_start(struct ev_loop *loop, const sl_options_t *o,
     }
     ev_init(&sc->accept_io, on_accept);
     sc->accept_io.data = sc;
+    ev_timer_init(&sc->pause_timer, on_pause_end, SL_ACCEPTLIMIT_PAUSE, 0);
+    sc->pause_timer.data = sc;
     if (bind_listener(sc) == -1) {
         if (!retry) {
             goto out_free;
@@ -146,6 +153,8 @@ void sl_scrape_tick(sl_scrape_t *sc)
 void sl_scrape_stop_listening(sl_scrape_t *sc)
 {
     sc->retry = false;
+    ev_timer_stop(sc->loop, &sc->pause_timer);
+    sc->paused = false;
     if (sc->l.fd != -1) {
         ev_io_stop(sc->loop, &sc->accept_io);
         sl_listen_close(&sc->l, 1, false);
@@ -161,6 +170,7 @@ void sl_scrape_destroy(sl_scrape_t *sc, bool remove_file)
     for (int i = 0; i < SCRAPE_MAX; i++) {
         conn_close(&sc->conns[i]);
     }
+    ev_timer_stop(sc->loop, &sc->pause_timer);
     if (sc->l.fd != -1) {
         ev_io_stop(sc->loop, &sc->accept_io);
         sl_listen_close(&sc->l, 1, remove_file);
@@ -185,13 +195,14 @@ static int bind_listener(sl_scrape_t *sc)
     return 0;
 }
 
-/* Watch the listener only while there is room for one more scrape. */
+/* Watch the listener only while there is room for one more scrape, and
+ * not during a pause. */
 static void watch_listener(sl_scrape_t *sc)
 {
     if (sc->l.fd == -1) {
         return;
     }
-    if (sc->nconns < SCRAPE_MAX) {
+    if (sc->nconns < SCRAPE_MAX && !sc->paused) {
         ev_io_start(sc->loop, &sc->accept_io);
     } else {
         ev_io_stop(sc->loop, &sc->accept_io);
@@ -210,10 +221,20 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
         }
         c->fd = accept4(sc->l.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (c->fd == -1) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-                errno != ECONNABORTED) {
-                sl_log_errno(SL_LOG_WARNING, "metrics: accept4() failed");
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                break;
             }
+            if (sl_acceptlimit_transient(errno)) {
+                continue;
+            }
+            /* out of descriptors or memory: the client stays queued and
+             * the listener ready, so retrying now would spin; pause */
+            sl_acceptlimit_log(&sc->limit, ev_now(loop), errno, "metrics",
+                               true);
+            sc->paused = true;
+            /* set again: a one-shot timer that fired keeps a stale time */
+            ev_timer_set(&sc->pause_timer, SL_ACCEPTLIMIT_PAUSE, 0);
+            ev_timer_start(loop, &sc->pause_timer);
             break;
         }
         sc->nconns++;
@@ -226,6 +247,16 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
         c->timer.data = c;
         ev_timer_start(loop, &c->timer);
     }
+    watch_listener(sc);
+}
+
+static void on_pause_end(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    sl_scrape_t *sc = w->data;
+
+    (void)loop;
+    (void)revents;
+    sc->paused = false;
     watch_listener(sc);
 }
 
@@ -369,6 +400,10 @@ static void conn_close(scrape_conn_t *c)
     c->fd = -1;
     sl_buf_reset(&c->out, 64 * 1024);
     sc->nconns--;
+    if (sc->paused) { /* a descriptor is free again */
+        sc->paused = false;
+        ev_timer_stop(sc->loop, &sc->pause_timer);
+    }
     watch_listener(sc);
 }
 

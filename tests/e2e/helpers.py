@@ -222,7 +222,7 @@ class Server:
     def __init__(self, workdir, app="wsgi_app:app", *, args=(), env=None,
                  threads=1, inline=False, workers=1, binds=None,
                  pythonpath=(str(APPS),), ready_path="/__ready",
-                 host="127.0.0.1", binary=None):
+                 host="127.0.0.1", binary=None, prefix=()):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.app = app
@@ -248,13 +248,17 @@ class Server:
         self.extra_env = dict(env or {})
         self.pythonpath = list(pythonpath)
         self.binary = binary  # instead of SLUICE_BIN: a copy a test replaces
+        # a command the server runs under, e.g. ["prlimit", "--nofile=64:64",
+        # "--"]: it must exec the server, keeping the pid
+        self.prefix = [str(a) for a in prefix]
         self.proc = None
         self.stop_problems = []
 
     # -- life cycle
 
     def command(self):
-        cmd = [str(self.binary)] if self.binary else base_command()
+        cmd = list(self.prefix)
+        cmd += [str(self.binary)] if self.binary else base_command()
         for b in self.binds:
             cmd += ["-b", b]
         cmd += ["-w", str(self.workers), "--threads", str(self.threads)]

@@ -305,6 +305,10 @@ static void conn_finish_request(sl_conn_t *c)
     c->state = SL_CONN_READING;
     c->idle_since = ev_now(c->pump->loop);
     c->deadline = c->idle_since + c->pump->opt->keep_alive;
+    /* idle: evictable when the pool runs out (pump.h); a pipelined request
+     * already read makes it busy at once */
+    if (sl_buf_pending(&c->rbuf) == 0)
+        sl_pump_idle_add(c->pump, c);
 }
 
 /* Hand a complete head to the executor, or have it run the request here
@@ -362,6 +366,7 @@ static int conn_read(sl_conn_t *c, size_t limit)
     if (n > 0) {
         b->len += (size_t)n;
         sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
+        sl_pump_idle_remove(c->pump, c); /* a request begins */
         return 1;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))

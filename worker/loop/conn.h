@@ -54,6 +54,8 @@ struct sl_conn {
     sl_pump_t *pump; /* borrowed */
     sl_conn_t *next; /* free list, or the active list */
     sl_conn_t *prev;
+    sl_conn_t *idle_next; /* the pump's idle list (pump.h), NULL-ended */
+    sl_conn_t *idle_prev;
     ev_tstamp deadline;   /* header, keep-alive or linger deadline, 0 = none */
     ev_tstamp idle_since; /* when it last became idle (accept, response) */
     int listener;         /* index of the listener it came from */

@@ -34,6 +34,11 @@
 #include "worker/loop/pump.h"
 
 #define ACCEPT_BATCH 64
+/* Idle connections looked at, at most, to find one to evict for a new
+ * connection: one whose next request is already on the wire is skipped. */
+#define EVICT_TRIES 16
+
+static void accept_unpause(sl_pump_t *p);
 
 /* ------------------------------------------------------------------ */
 /* listeners and the pool                                             */
@@ -60,6 +65,7 @@ void sl_pump_stop_listening(sl_pump_t *p)
     int i;
 
     listeners_start(p, false);
+    accept_unpause(p);
     for (i = 0; i < p->nlisteners; i++) {
         if (p->listeners[i].fd >= 0) {
             close(p->listeners[i].fd);
@@ -68,26 +74,169 @@ void sl_pump_stop_listening(sl_pump_t *p)
     }
 }
 
-/* Accept up to MAX connections from L; false once its queue is empty. */
+/* ------------------------------------------------------------------ */
+/* running out: descriptors (pause), slots (evict the longest idle)   */
+
+/* Listen again, unless something says not to: the drain, a pause, or a
+ * pool with no free slot and no idle connection to give one up. */
+static void listeners_resume(sl_pump_t *p)
+{
+    if (p->accepting || p->draining || p->accept_paused)
+        return;
+    if (p->free_list == NULL && p->idle_tail == NULL)
+        return;
+    listeners_start(p, true);
+}
+
+static void accept_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    sl_pump_t *p = ev_userdata(loop);
+
+    (void)w;
+    (void)revents;
+    p->accept_paused = false;
+    listeners_resume(p);
+}
+
+/* accept4() on L failed with ERR for want of descriptors or memory: the
+ * connection stays queued and the listener ready, so trying again now
+ * would spin. Stop listening for a moment (SL_ACCEPTLIMIT_PAUSE), or until
+ * one of our connections closes (sl_pump_release()). */
+static void accept_pause(sl_pump_t *p, sl_pump_listener_t *l, int err)
+{
+    char who[32];
+
+    snprintf(who, sizeof(who), "listener fd %d", l->fd);
+    sl_acceptlimit_log(&p->accept_limit, ev_now(p->loop), err, who, true);
+    listeners_start(p, false);
+    if (p->draining)
+        return; /* the listeners close now; nothing to resume */
+    p->accept_paused = true;
+    ev_timer_set(&p->accept_timer, SL_ACCEPTLIMIT_PAUSE, 0);
+    ev_timer_start(p->loop, &p->accept_timer);
+}
+
+static void accept_unpause(sl_pump_t *p)
+{
+    if (!p->accept_paused)
+        return;
+    p->accept_paused = false;
+    ev_timer_stop(p->loop, &p->accept_timer);
+}
+
+void sl_pump_idle_add(sl_pump_t *p, sl_conn_t *c)
+{
+    if (c->idle_prev != NULL || p->idle_head == c)
+        return;
+    c->idle_prev = NULL;
+    c->idle_next = p->idle_head;
+    if (p->idle_head != NULL)
+        p->idle_head->idle_prev = c;
+    else
+        p->idle_tail = c;
+    p->idle_head = c;
+    p->nidle++;
+    /* a full pool stopped the listeners: this one can make room */
+    listeners_resume(p);
+}
+
+void sl_pump_idle_remove(sl_pump_t *p, sl_conn_t *c)
+{
+    if (c->idle_prev == NULL && p->idle_head != c)
+        return;
+    if (c->idle_prev != NULL)
+        c->idle_prev->idle_next = c->idle_next;
+    else
+        p->idle_head = c->idle_next;
+    if (c->idle_next != NULL)
+        c->idle_next->idle_prev = c->idle_prev;
+    else
+        p->idle_tail = c->idle_prev;
+    c->idle_next = c->idle_prev = NULL;
+    p->nidle--;
+}
+
+/* Is C's next request already on its way (bytes in the kernel we have not
+ * read)? Then closing it would reset that request: not a victim. */
+static bool request_waiting(sl_conn_t *c)
+{
+    char b;
+
+    return recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != -1 ||
+           (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* The pool is used up: the longest-idle keep-alive connection, to close
+ * for a new one, or NULL. A client whose next request is on the wire (or
+ * that left: EOF) is not one: it is dropped from the list and read in this
+ * pass. Looks at EVICT_TRIES at most; the ones passed over leave the list,
+ * so the next call goes on from there. */
+static sl_conn_t *idle_victim(sl_pump_t *p)
+{
+    sl_conn_t *c;
+    unsigned tries;
+
+    for (tries = 0; p->idle_tail != NULL && tries < EVICT_TRIES; tries++) {
+        c = p->idle_tail;
+        /* the list is kept by conn.c; a stale entry is only dropped */
+        if (c->state != SL_CONN_READING || c->in_msg ||
+            sl_buf_pending(&c->rbuf) > 0) {
+            sl_pump_idle_remove(p, c);
+            continue;
+        }
+        if (request_waiting(c)) {
+            sl_pump_idle_remove(p, c);
+            ev_feed_fd_event(p->loop, c->fd, EV_READ);
+            continue;
+        }
+        return c;
+    }
+    return NULL;
+}
+
+/* Accept up to MAX connections from L; false once its queue is empty (or
+ * accepting had to stop). */
 static bool accept_some(sl_pump_t *p, sl_pump_listener_t *l, unsigned max)
 {
     struct ev_loop *loop = p->loop;
     struct sockaddr_storage ss;
     socklen_t len;
-    sl_conn_t *c;
+    sl_conn_t *c, *victim;
     unsigned i;
     int fd, one = 1;
 
-    for (i = 0; i < max && p->free_list != NULL; i++) {
+    for (i = 0; i < max && (p->free_list != NULL || p->idle_tail != NULL);
+         i++) {
+        /* the victim is chosen first and closed only once accept4() gave
+         * a connection: with several workers on one socket, another may
+         * have taken it */
+        victim = p->free_list == NULL ? idle_victim(p) : NULL;
+        if (p->free_list == NULL && victim == NULL)
+            continue; /* none among EVICT_TRIES: look on, until the list
+                         is empty (the loop's test) */
         len = sizeof(ss);
         fd = accept4(l->fd, (struct sockaddr *)&ss, &len,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == ECONNABORTED || errno == EINTR)
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return false;
+            if (sl_acceptlimit_transient(errno))
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                sl_log_errno(SL_LOG_ERROR, "accept4() failed on fd %d", l->fd);
+            /* out of descriptors or memory, or a broken listener: either
+             * way the next try fails alike */
+            accept_pause(p, l, errno);
             return false;
+        }
+        if (victim != NULL) {
+            if (!p->evict_told)
+                sl_warn("all %u connections (--worker-connections) are in "
+                        "use: closing the longest-idle keep-alive ones to "
+                        "make room (told once; counted in "
+                        "sluice_idle_evictions_total)",
+                        p->nconns);
+            p->evict_told = true;
+            sl_metrics_add(&sl_metrics_self->idle_evictions, 1);
+            sl_conn_close(victim);
         }
         if (!l->unix_sock)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -104,9 +253,9 @@ static bool accept_some(sl_pump_t *p, sl_pump_listener_t *l, unsigned max)
         if (c->state != SL_CONN_FREE)
             ev_feed_fd_event(loop, fd, EV_READ);
     }
-    if (p->free_list == NULL)
+    if (p->free_list == NULL && p->idle_tail == NULL)
         listeners_start(p, false);
-    return p->free_list != NULL;
+    return p->free_list != NULL || p->idle_tail != NULL;
 }
 
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -133,14 +282,16 @@ void sl_pump_release(sl_pump_t *p, sl_conn_t *c)
     }
     c->state = SL_CONN_FREE;
     c->deadline = 0;
+    sl_pump_idle_remove(p, c);
     c->prev->next = c->next;
     c->next->prev = c->prev;
     c->next = p->free_list;
     c->prev = NULL;
     p->free_list = c;
     p->nactive--;
-    if (!p->draining && !p->accepting)
-        listeners_start(p, true);
+    /* a descriptor is free again: a pause has done its work */
+    accept_unpause(p);
+    listeners_resume(p);
     /* step the drain once this callback is over, not from inside it: the
      * caller may be walking the connection list */
     if (p->draining && !p->stopping)
@@ -519,6 +670,7 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
     }
     p->nlisteners = k;
 
+    ev_timer_init(&p->accept_timer, accept_timer_cb, SL_ACCEPTLIMIT_PAUSE, 0);
     ev_async_init(&p->wake, wake_cb);
     ev_async_start(p->loop, &p->wake);
     ev_prepare_init(&p->flush, flush_cb);

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/acceptlimit.h"
 #include "common/handoff.h" /* SL_MAX_LISTENERS */
 #include "common/options.h"
 #include "common/queue.h"
@@ -37,12 +38,25 @@ struct sl_pump {
     sl_pump_listener_t listeners[SL_MAX_LISTENERS];
     int nlisteners; /* every socket handed over: init fails beyond the max */
     bool accepting;
+    bool accept_paused;    /* accept4() ran out of descriptors or memory:
+                              the listeners wait for accept_timer, or for
+                              one of our connections to close */
+    ev_timer accept_timer; /* embedded: the end of an accept pause */
+    sl_acceptlimit_t accept_limit; /* its log lines, once a second */
 
     sl_conn_t *conns; /* owned pool */
     uint32_t nconns;
     sl_conn_t *free_list;
     sl_conn_t active; /* sentinel of the active list */
     uint32_t nactive;
+    /* Idle keep-alive connections (a response done, no byte of the next
+     * request yet), newest at the head: with the pool used up, a new
+     * connection closes the one at the tail (the longest idle) and takes
+     * its slot. Links: sl_conn_t.idle_next / idle_prev. */
+    sl_conn_t *idle_head;
+    sl_conn_t *idle_tail;
+    uint32_t nidle;
+    bool evict_told; /* the first eviction was logged */
 
     const sl_exec_t *exec; /* borrowed: the executor's operations */
     int backend_fd;        /* libev's epoll fd, -1 when not epoll */
@@ -134,5 +148,15 @@ void sl_pump_stop_listening(sl_pump_t *p);
 
 /* Loop side: return C to the pool. */
 void sl_pump_release(sl_pump_t *p, sl_conn_t *c);
+
+/* Loop side: C has answered a request and kept the connection, and no
+ * byte of the next request is here: it may be evicted, the longest idle
+ * first, when a new connection finds the pool used up. No-op when C is
+ * already on the idle list. */
+void sl_pump_idle_add(sl_pump_t *p, sl_conn_t *c);
+
+/* Loop side: C is no longer idle (bytes came, or it closes). No-op when
+ * it is not on the idle list. */
+void sl_pump_idle_remove(sl_pump_t *p, sl_conn_t *c);
 
 #endif
