@@ -62,10 +62,229 @@ bool sl_http_name_is(const char *p, size_t n, const char *name)
     return name[n] == '\0';
 }
 
+static const struct {
+    const char *name;
+    size_t len;
+    int method;
+} methods[] = {
+#define XX(num, name, string) {#string, sizeof(#string) - 1, num},
+    HTTP_METHOD_MAP(XX)
+#undef XX
+};
+
+int sl_http_method_of(const char *p, size_t n)
+{
+    size_t i;
+
+    if (n == 3 && memcmp(p, "GET", 3) == 0)
+        return HTTP_GET;
+    for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (methods[i].len == n && memcmp(methods[i].name, p, n) == 0)
+            return methods[i].method;
+    return SL_METHOD_OTHER;
+}
+
+const char *sl_http_method_name(const sl_req_t *r, size_t *len)
+{
+    const char *m;
+
+    if (r->method_len > 0) {
+        *len = r->method_len;
+        return r->hbuf.data + r->method_off;
+    }
+    m = r->method >= 0 ? llhttp_method_name(r->method) : "";
+    *len = strlen(m);
+    return m;
+}
+
+/* RFC 9110 §5.6.2 tchar */
+static bool is_tchar(unsigned char ch)
+{
+    if ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z')
+        return true;
+    if (ch >= '0' && ch <= '9')
+        return true;
+    return ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
+}
+
+int sl_http_scan_line(const char *p, size_t n, int limit, size_t *mlen,
+                      size_t *tlen)
+{
+    /* the line is method SP target SP "HTTP/1.1": 10 bytes beyond the two
+     * tokens, as the limit has always been counted */
+    size_t max = limit > 0 ? (size_t)limit : (size_t)-1;
+    size_t i = 0, t;
+
+    while (i < n && p[i] != ' ') {
+        if (!is_tchar((unsigned char)p[i]))
+            return 400;
+        i++;
+    }
+    if (i == n)
+        return i + 10 > max ? 414 : 0;
+    if (i == 0)
+        return 400;
+    for (t = i + 1; t < n; t++) {
+        unsigned char ch = (unsigned char)p[t];
+        if (ch <= 0x20 || ch == 0x7f)
+            break;
+    }
+    if (t + 9 > max)
+        return 414;
+    if (t == n)
+        return 0;
+    if (p[t] != ' ' || t == i + 1)
+        return 400;
+    *mlen = i;
+    *tlen = t - i - 1;
+    return 1;
+}
+
+static bool is_hex(char ch)
+{
+    return (ch >= '0' && ch <= '9') ||
+           ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'f');
+}
+
+/* RFC 3986 reg-name: unreserved / pct-encoded / sub-delims */
+static bool reg_name_char(char ch)
+{
+    if ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z')
+        return true;
+    if (ch >= '0' && ch <= '9')
+        return true;
+    return ch != 0 && strchr("-._~!$&'()*+,;=", ch) != NULL;
+}
+
+bool sl_http_authority_ok(const char *p, size_t n, bool need_port)
+{
+    size_t i = 0, digits = 0;
+    unsigned long port = 0;
+
+    if (n > 0 && p[0] == '[') {
+        for (i = 1; i < n && p[i] != ']'; i++)
+            if (!is_hex(p[i]) && p[i] != ':' && p[i] != '.')
+                return false;
+        if (i == n || i == 1)
+            return false;
+        i++;
+    } else {
+        for (; i < n && p[i] != ':'; i++) {
+            if (p[i] == '%') {
+                if (i + 2 >= n || !is_hex(p[i + 1]) || !is_hex(p[i + 2]))
+                    return false;
+                i += 2;
+            } else if (!reg_name_char(p[i])) {
+                return false; /* '@' (userinfo) among them */
+            }
+        }
+        if (i == 0)
+            return false;
+    }
+    if (i == n)
+        return !need_port;
+    if (p[i++] != ':')
+        return false;
+    for (; i < n; i++, digits++) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        port = port * 10 + (unsigned long)(p[i] - '0');
+        if (port > 65535)
+            return false;
+    }
+    return digits > 0 || !need_port;
+}
+
+/* Fields RFC 9110 §6.5.1 keeps out of trailers, lower case: framing,
+ * routing, request modifiers (controls, conditionals, negotiation,
+ * authentication, ranges), response control data, and what describes the
+ * content; the forwarding headers too, which a proxy checks in the head.
+ * A name ending in '-' stands for every name it begins. At most 32. */
+static const char *const trailer_refused[] = {
+    "transfer-encoding",
+    "host",
+    "trailer",
+    "te",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "authorization",
+    "cookie",
+    "set-cookie",
+    "cache-control",
+    "expect",
+    "max-forwards",
+    "pragma",
+    "range",
+    "age",
+    "date",
+    "expires",
+    "location",
+    "retry-after",
+    "vary",
+    "www-authenticate",
+    "accept",
+    "forwarded",
+    "x-real-ip",
+    "content-",
+    "proxy-",
+    "if-",
+    "accept-",
+    "x-forwarded-",
+};
+
+#define NREFUSED (sizeof(trailer_refused) / sizeof(trailer_refused[0]))
+_Static_assert(NREFUSED <= 32, "trailer_mask has 32 bits");
+
+void sl_http_trailer_reset(sl_req_t *r)
+{
+    r->trailer_mask = (uint32_t)((1ull << NREFUSED) - 1);
+    r->trailer_pos = 0;
+    r->trailer_prefix_hit = false;
+}
+
+void sl_http_trailer_feed(sl_req_t *r, const char *p, size_t n)
+{
+    size_t k;
+
+    for (k = 0; k < n && r->trailer_mask != 0; k++) {
+        char ch = p[k];
+        uint32_t m = r->trailer_mask;
+        if (ch >= 'A' && ch <= 'Z')
+            ch = (char)(ch + 32);
+        while (m != 0) {
+            int i = __builtin_ctz(m);
+            const char *name = trailer_refused[i];
+            m &= m - 1;
+            if (name[r->trailer_pos] != ch) {
+                r->trailer_mask &= ~(1u << i);
+            } else if (ch == '-' && name[r->trailer_pos + 1] == '\0') {
+                r->trailer_prefix_hit = true;
+                r->trailer_mask &= ~(1u << i);
+            }
+        }
+        r->trailer_pos++;
+    }
+}
+
+bool sl_http_trailer_end(sl_req_t *r)
+{
+    bool bad = r->trailer_prefix_hit;
+    uint32_t m = r->trailer_mask;
+
+    while (!bad && m != 0) {
+        int i = __builtin_ctz(m);
+        m &= m - 1;
+        bad = trailer_refused[i][r->trailer_pos] == '\0';
+    }
+    sl_http_trailer_reset(r);
+    return bad;
+}
+
 size_t sl_http_log_name(const sl_req_t *r, char *buf, size_t n)
 {
-    const char *m = llhttp_method_name(r->method);
-    size_t mn = strlen(m), un = r->url_len;
+    size_t mn, un = r->url_len;
+    const char *m = sl_http_method_name(r, &mn);
 
     if (n == 0)
         return 0;
@@ -128,7 +347,8 @@ static void trim_value(const char *base, sl_hdr_t *hd)
 static int copy_head(sl_conn_t *c)
 {
     sl_req_t *r = &c->req;
-    uint32_t lo = r->url_off, hi = r->url_off + r->url_len;
+    uint32_t lo = r->method_len > 0 ? r->method_off : r->url_off;
+    uint32_t hi = r->url_off + r->url_len;
     int i;
 
     for (i = 0; i < r->nhdrs; i++) {
@@ -143,6 +363,7 @@ static int copy_head(sl_conn_t *c)
     sl_buf_reset(&r->hbuf, 64 * 1024);
     if (sl_buf_append(&r->hbuf, c->rbuf.data + lo, hi - lo) < 0)
         return -1;
+    r->method_off -= lo;
     r->url_off -= lo;
     for (i = 0; i < r->nhdrs; i++) {
         r->hdrs[i].name_off -= lo;
@@ -151,16 +372,97 @@ static int copy_head(sl_conn_t *c)
     return 0;
 }
 
+/* RFC 3986 scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) */
+static bool scheme_char(char ch, size_t i)
+{
+    if ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z')
+        return true;
+    return i > 0 &&
+           ((ch >= '0' && ch <= '9') || ch == '+' || ch == '-' || ch == '.');
+}
+
+/* Check R's target against the four forms of RFC 9112 §3.2: origin-form;
+ * "*" for OPTIONS only; authority-form for CONNECT only; absolute-form
+ * with an authority that parses, which is then given in *AUTH[0..*ALEN)
+ * (it replaces Host, §3.2.2). 0, or 400. */
+static int check_target(const sl_req_t *r, const char *base, const char **auth,
+                        size_t *alen)
+{
+    const char *u = base + r->url_off;
+    size_t n = r->url_len, i, end;
+
+    *auth = NULL;
+    if (r->method == HTTP_CONNECT)
+        return sl_http_authority_ok(u, n, true) ? 0 : 400;
+    if (u[0] == '/')
+        return 0;
+    if (n == 1 && u[0] == '*')
+        return r->method == HTTP_OPTIONS ? 0 : 400;
+    for (i = 0; i < n && scheme_char(u[i], i); i++)
+        ;
+    if (i == 0 || i + 3 > n || memcmp(u + i, "://", 3) != 0)
+        return 400;
+    i += 3;
+    for (end = i; end < n && u[end] != '/' && u[end] != '?' && u[end] != '#';
+         end++)
+        ;
+    if (!sl_http_authority_ok(u + i, end - i, false))
+        return 400;
+    *auth = u + i;
+    *alen = end - i;
+    return 0;
+}
+
+/* Transfer-Encoding, over every field of that name in order: a single
+ * chunked, last, is what we serve (RFC 9112 §6.1). */
+typedef struct {
+    bool seen, chunked_last, bad, unknown;
+} te_walk_t;
+
+static void te_add(te_walk_t *w, const char *p, size_t n)
+{
+    const char *item;
+    size_t len;
+
+    w->seen = true;
+    if (n == 0)
+        w->bad = true;
+    while (sl_http_list_next(&p, &n, &item, &len)) {
+        if (len == 0 || w->chunked_last) {
+            w->bad = true; /* an empty item, or anything after chunked */
+        } else if (sl_http_name_is(item, len, "chunked")) {
+            w->chunked_last = true;
+        } else {
+            w->unknown = true; /* a coding we do not decode */
+        }
+    }
+}
+
+/* 0, or the status for a Transfer-Encoding we will not serve: 400 when
+ * the body's length is not chunked's to tell or the request is HTTP/1.0,
+ * 501 for a coding before chunked we do not decode (gzip, identity...). */
+static int te_status(const te_walk_t *w, const sl_req_t *r)
+{
+    if (!w->seen)
+        return 0;
+    if (r->minor == 0 || w->bad || !w->chunked_last)
+        return 400;
+    return w->unknown ? 501 : 0;
+}
+
 int sl_http_head_complete(sl_conn_t *c)
 {
     llhttp_t *h = &c->parser;
     sl_req_t *r = &c->req;
     const char *base = c->rbuf.data;
     long long limit = c->pump->opt->limit_request_body;
-    bool host = false;
-    int i;
+    te_walk_t te = {0};
+    const char *auth;
+    size_t alen = 0;
+    int host = -1, i, status;
 
-    r->method = llhttp_get_method(h);
+    /* r->method was taken from the request line (conn_parse.c): llhttp
+     * parsed a stand-in */
     r->major = llhttp_get_http_major(h);
     r->minor = llhttp_get_http_minor(h);
     r->keep_alive = llhttp_should_keep_alive(h);
@@ -169,27 +471,43 @@ int sl_http_head_complete(sl_conn_t *c)
     r->has_body = r->chunked || r->content_length > 0;
     r->head = r->method == HTTP_HEAD;
     r->expect_continue = false;
+    sl_http_trailer_reset(r);
     if (r->major != 1)
         return 505;
     if (r->url_len == 0)
         return 400;
+    /* llhttp takes a bare LF for the request line's end: not we */
+    if (base[r->url_off + r->url_len + 9] != '\r')
+        return 400;
+    status = check_target(r, base, &auth, &alen);
+    if (status != 0)
+        return status;
     for (i = 0; i < r->nhdrs; i++) {
         sl_hdr_t *hd = &r->hdrs[i];
         const char *name = base + hd->name_off;
         trim_value(base, hd);
         if (sl_http_name_is(name, hd->name_len, "host")) {
-            if (host)
+            if (host >= 0)
                 return 400; /* two Hosts: which one did the proxy check? */
-            host = true;
+            host = i;
         } else if (sl_http_name_is(name, hd->name_len, "expect")) {
             if (!sl_http_name_is(base + hd->val_off, hd->val_len,
                                  "100-continue"))
                 return 417;
             r->expect_continue = r->minor >= 1;
+        } else if (sl_http_name_is(name, hd->name_len, "transfer-encoding")) {
+            te_add(&te, base + hd->val_off, hd->val_len);
         }
     }
-    if (r->minor >= 1 && !host)
+    if (r->minor >= 1 && host < 0)
         return 400;
+    status = te_status(&te, r);
+    if (status != 0)
+        return status;
+    if (auth != NULL && host >= 0) {
+        r->hdrs[host].val_off = (uint32_t)(auth - base);
+        r->hdrs[host].val_len = (uint32_t)alen;
+    }
     if (limit > 0 && !r->chunked && r->content_length > (uint64_t)limit)
         return 413;
     if (copy_head(c) < 0)
