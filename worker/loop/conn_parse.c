@@ -94,6 +94,12 @@ static int on_header_value(llhttp_t *h, const char *at, size_t len)
             return fail(c, 400);
     }
     if (!c->in_value) {
+        /* the first piece: an empty value folded onto the next line
+         * ("Name:\r\n value") would start after a line break */
+        const char *p = c->rbuf.data + hd->name_off + hd->name_len;
+        for (; p < at; p++)
+            if (*p == '\r' || *p == '\n')
+                return fail(c, 400);
         hd->val_off = (uint32_t)(at - c->rbuf.data);
         hd->val_len = 0;
         c->in_value = true;
@@ -179,12 +185,37 @@ static int on_message_complete(llhttp_t *h)
     return HPE_PAUSED;
 }
 
+/* llhttp 8.1 consumes the ';' that ends an unquoted chunk extension value,
+ * then wants another ';' or the CR, so "5;a=1;b" fails though RFC 9112
+ * §7.1.1 allows it. The value callback notes a value that ended on a ';'
+ * (the byte after it is one we hold); the complete callback then pauses
+ * the parser, and sl_conn_parse() gives it the ';' once more. A quoted
+ * value ends on its '"', after which llhttp takes a ';' well. */
+static int on_chunk_extension_value(llhttp_t *h, const char *at, size_t len)
+{
+    sl_conn_t *c = h->data;
+    const char *end = c->rbuf.data + c->rbuf.len;
+
+    c->req.ext_semicolon =
+        at + len < end && at[len] == ';' && (len == 0 || at[len - 1] != '"');
+    return 0;
+}
+
+static int on_chunk_extension_value_complete(llhttp_t *h)
+{
+    sl_conn_t *c = h->data;
+
+    return c->req.ext_semicolon ? HPE_PAUSED : 0;
+}
+
 static llhttp_settings_t settings = {
     .on_message_begin = on_message_begin,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
     .on_header_field_complete = on_header_field_complete,
     .on_headers_complete = on_headers_complete,
+    .on_chunk_extension_value = on_chunk_extension_value,
+    .on_chunk_extension_value_complete = on_chunk_extension_value_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
@@ -272,9 +303,14 @@ int sl_conn_parse(sl_conn_t *c)
              * as not keep-alive already */
             if (err == HPE_PAUSED)
                 llhttp_resume(&c->parser);
-            if (c->head_done && c->state == SL_CONN_READING)
-                return 0; /* a head to dispatch */
-            continue;
+            if (!c->req.ext_semicolon) {
+                if (c->head_done && c->state == SL_CONN_READING)
+                    return 0; /* a head to dispatch */
+                continue;
+            }
+            c->req.ext_semicolon = false;
+            if (llhttp_execute(&c->parser, ";", 1) == HPE_OK)
+                continue;
         }
         if (c->http_error == 0)
             c->http_error = 400;

@@ -357,6 +357,10 @@ static int copy_head(sl_conn_t *c)
             hd->val_off = hd->name_off + hd->name_len;
         if (hd->val_off + hd->val_len > hi)
             hi = hd->val_off + hd->val_len;
+        /* a Host taken from an absolute-form target has its value in
+         * the URL, before its name */
+        if (hd->name_off + hd->name_len > hi)
+            hi = hd->name_off + hd->name_len;
         if (hd->name_off < lo)
             lo = hd->name_off;
     }
@@ -450,6 +454,31 @@ static int te_status(const te_walk_t *w, const sl_req_t *r)
     return w->unknown ? 501 : 0;
 }
 
+/* llhttp takes a bare LF for the end of the request line and of the head,
+ * though not of a field line: we want CRLF throughout (RFC 9112 §2.2 lets
+ * a server refuse; one that is lenient where another is not is how
+ * requests get smuggled). Before the values are trimmed. */
+static bool crlf_ends(const sl_conn_t *c)
+{
+    const sl_req_t *r = &c->req;
+    const char *base = c->rbuf.data;
+    size_t end;
+    const sl_hdr_t *hd;
+
+    if (base[r->url_off + r->url_len + 9] != '\r')
+        return false;
+    if (r->nhdrs == 0) {
+        end = r->url_off + r->url_len + 9;
+    } else {
+        hd = &r->hdrs[r->nhdrs - 1];
+        end = hd->val_len > 0 ? hd->val_off + hd->val_len
+                              : hd->name_off + hd->name_len + 1;
+        while (end < c->rbuf.len && (base[end] == ' ' || base[end] == '\t'))
+            end++;
+    }
+    return end + 4 <= c->rbuf.len && memcmp(base + end, "\r\n\r\n", 4) == 0;
+}
+
 int sl_http_head_complete(sl_conn_t *c)
 {
     llhttp_t *h = &c->parser;
@@ -476,8 +505,7 @@ int sl_http_head_complete(sl_conn_t *c)
         return 505;
     if (r->url_len == 0)
         return 400;
-    /* llhttp takes a bare LF for the request line's end: not we */
-    if (base[r->url_off + r->url_len + 9] != '\r')
+    if (!crlf_ends(c))
         return 400;
     status = check_target(r, base, &auth, &alen);
     if (status != 0)

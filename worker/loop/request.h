@@ -67,6 +67,8 @@ typedef struct {
      * names (conn_parse.c) the current trailer name may still be, and how
      * much of it has been seen */
     bool trailer_prefix_hit;
+    bool ext_semicolon; /* loop thread: a chunk extension value ended on
+                           ';' (conn_parse.c) */
     uint16_t trailer_pos;
     uint32_t trailer_mask;
     ev_tstamp start;    /* when the headers were complete */
