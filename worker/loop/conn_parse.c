@@ -95,9 +95,10 @@ static int on_header_value(llhttp_t *h, const char *at, size_t len)
     }
     if (!c->in_value) {
         /* the first piece: an empty value folded onto the next line
-         * ("Name:\r\n value") would start after a line break */
+         * ("Name:\r\n value") would start after a line break (llhttp
+         * gives an empty value as an empty piece past the line's end) */
         const char *p = c->rbuf.data + hd->name_off + hd->name_len;
-        for (; p < at; p++)
+        for (; len > 0 && p < at; p++)
             if (*p == '\r' || *p == '\n')
                 return fail(c, 400);
         hd->val_off = (uint32_t)(at - c->rbuf.data);
