@@ -105,6 +105,18 @@ def test_chunked_body_is_accepted(app_server, shape):
     assert "transfer-encoding" in got["headers"]
 
 
+def test_chunk_extensions_split_at_every_byte(app_server):
+    """A value ended by ';' is the case llhttp 8.1 gets wrong: every split
+    of it across reads must be served the same."""
+    body = b"5;a=1;b=2;c\r\nhello\r\n3;x=\"q\";y=z\r\n!!!\r\n0;e=1\r\n\r\n"
+    with app_server.connect() as c:
+        c.send(POST_TE.replace(b"/M", b"/split"))
+        for i in range(len(body)):
+            c.send(body[i:i + 1])
+        got = c.read_response().json()
+    assert got["body"] == "hello!!!"
+
+
 METHODS = ["M-SEARCH", "foo", "PURGE!", "get", "#x", "A1~|'*+.^_`", "LINK",
            "PROPFIND", "DESCRIBE"]
 
