@@ -669,14 +669,25 @@ static const struct {
 START_TEST(test_scan_line)
 {
     const char *line = scan_cases[_i].line;
-    size_t mlen = 0, tlen = 0;
-    int rc = sl_http_scan_line(line, strlen(line), 20, &mlen, &tlen);
+    size_t n = strlen(line), k, pos = 0, mlen = 0, tlen = 0;
+    int rc = sl_http_scan_line(line, n, 20, &pos, &mlen, &tlen);
 
     ck_assert_msg(rc == scan_cases[_i].rc, "'%s': %d", line, rc);
     if (rc == 1) {
         ck_assert_uint_eq(mlen, scan_cases[_i].mlen);
         ck_assert_uint_eq(tlen, scan_cases[_i].tlen);
     }
+    /* the same line a byte at a time, what was checked carried over */
+    pos = mlen = 0;
+    for (k = 1; k <= n; k++) {
+        rc = sl_http_scan_line(line, k, 20, &pos, &mlen, &tlen);
+        if (rc != 0)
+            break;
+        ck_assert_uint_eq(pos, k);
+    }
+    ck_assert_msg(rc == scan_cases[_i].rc, "'%s' in pieces: %d", line, rc);
+    if (rc == 1)
+        ck_assert_uint_eq(tlen, scan_cases[_i].tlen);
 }
 END_TEST
 

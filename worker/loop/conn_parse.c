@@ -31,6 +31,7 @@ static int on_message_begin(llhttp_t *h)
 
     r->url_len = 0;
     r->nhdrs = 0;
+    r->ext_semicolon = false;
     c->in_value = false;
     c->head_done = false;
     c->msg_done = false;
@@ -240,19 +241,30 @@ static int start_line(sl_conn_t *c)
     sl_buf_t *b = &c->rbuf;
     sl_req_t *r = &c->req;
     const char *p;
-    size_t mlen = 0, tlen = 0;
+    size_t pos, mlen, tlen = 0;
     int method, rc;
     const char *standin;
 
     /* RFC 9112 §2.2: empty lines before a request line are ignored */
-    while (sl_buf_pending(b) > 0 &&
+    while (r->url_len == 0 && sl_buf_pending(b) > 0 &&
            (b->data[b->off] == '\r' || b->data[b->off] == '\n'))
         b->off++;
+    /* until the line is whole, url_len holds how much of it was checked
+     * and url_off the method's length once known: 0 when a request ends
+     * (conn_reset_request()) and on_message_begin() */
+    if (r->url_len == 0)
+        r->url_off = 0;
+    pos = r->url_len;
+    mlen = r->url_off;
     p = b->data + b->off;
-    rc = sl_http_scan_line(p, sl_buf_pending(b),
-                           c->pump->opt->limit_request_line, &mlen, &tlen);
-    if (rc == 0)
+    rc =
+        sl_http_scan_line(p, sl_buf_pending(b),
+                          c->pump->opt->limit_request_line, &pos, &mlen, &tlen);
+    if (rc == 0) {
+        r->url_len = (uint32_t)pos;
+        r->url_off = (uint32_t)mlen;
         return 0;
+    }
     if (rc != 1) {
         c->http_error = rc;
         return -1;

@@ -107,36 +107,42 @@ static bool is_tchar(unsigned char ch)
     return ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
 }
 
-int sl_http_scan_line(const char *p, size_t n, int limit, size_t *mlen,
-                      size_t *tlen)
+int sl_http_scan_line(const char *p, size_t n, int limit, size_t *pos,
+                      size_t *mlen, size_t *tlen)
 {
     /* the line is method SP target SP "HTTP/1.1": 10 bytes beyond the two
      * tokens, as the limit has always been counted */
     size_t max = limit > 0 ? (size_t)limit : (size_t)-1;
-    size_t i = 0, t;
+    size_t i = *pos, t;
 
-    while (i < n && p[i] != ' ') {
-        if (!is_tchar((unsigned char)p[i]))
+    if (*mlen == 0) {
+        while (i < n && p[i] != ' ') {
+            if (!is_tchar((unsigned char)p[i]))
+                return 400;
+            i++;
+        }
+        if (i == n) {
+            *pos = i;
+            return i + 10 > max ? 414 : 0;
+        }
+        if (i == 0)
             return 400;
-        i++;
+        *mlen = i++;
     }
-    if (i == n)
-        return i + 10 > max ? 414 : 0;
-    if (i == 0)
-        return 400;
-    for (t = i + 1; t < n; t++) {
+    for (t = i; t < n; t++) {
         unsigned char ch = (unsigned char)p[t];
         if (ch <= 0x20 || ch == 0x7f)
             break;
     }
     if (t + 9 > max)
         return 414;
-    if (t == n)
+    if (t == n) {
+        *pos = t;
         return 0;
-    if (p[t] != ' ' || t == i + 1)
+    }
+    if (p[t] != ' ' || t == *mlen + 1)
         return 400;
-    *mlen = i;
-    *tlen = t - i - 1;
+    *tlen = t - *mlen - 1;
     return 1;
 }
 

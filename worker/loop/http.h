@@ -45,9 +45,11 @@ const char *sl_http_method_name(const sl_req_t *r, size_t *len);
  * needed and nothing seen so far is wrong, or the status to refuse with:
  * 400 for a method that is no token (RFC 9110 §9.1 tchar), a target with
  * a control byte, SP or DEL in it (bytes 0x80-0xFF pass), an empty one;
- * 414 when the line cannot fit in LIMIT bytes (0: no limit). One pass. */
-int sl_http_scan_line(const char *p, size_t n, int limit, size_t *mlen,
-                      size_t *tlen);
+ * 414 when the line cannot fit in LIMIT bytes (0: no limit). *POS and
+ * *MLEN start at 0 and carry what was checked from one call to the next
+ * while 0 is returned, so a line that arrives in pieces is read once. */
+int sl_http_scan_line(const char *p, size_t n, int limit, size_t *pos,
+                      size_t *mlen, size_t *tlen);
 
 /* Is P[0..N) an RFC 3986 authority a server may take (host [":" port]):
  * a reg-name, IPv4 or bracketed IPv6 host that is not empty, no userinfo,
