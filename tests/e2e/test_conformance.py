@@ -193,6 +193,9 @@ def test_high_bytes_in_target_pass_through(app_server, shape):
         # path is decoded as for any other target: UTF-8 where it is
         if shape == "utf8-encoded":
             assert got["decoded_path"] == "/\u00e9t\u00e9"
+        elif shape == "latin1-e9":
+            # not UTF-8: the byte is replaced, raw_path keeps it
+            assert got["decoded_path"] == "/caf\ufffd"
 
 
 def test_options_asterisk_is_served(app_server):
@@ -330,6 +333,18 @@ def test_small_field_limit_boundary(small_head_server):
 def test_too_many_fields_refused(small_head_server):
     refused(small_head_server, b"GET /M HTTP/1.1\r\nHost: h\r\n"
             + b"".join(b"X-%d: 1\r\n" % i for i in range(4)) + b"\r\n", 431)
+
+
+def test_every_limit_reached_at_once_fits_the_head(small_head_server):
+    # a request line of 4094 bytes (the default limit) and four fields
+    # (Host among them) each of name + value = 100 bytes, with ": " and
+    # CRLF: the bound on the whole head leaves room for all of it
+    path = b"/" + b"a" * (4094 - len(b"GET ") - len(b" HTTP/1.1") - 1)
+    fields = [b"Host: " + b"h" * 96] + [b"X-%d: " % i + b"v" * 97
+                                        for i in range(3)]
+    got = served(small_head_server, b"GET %s HTTP/1.1\r\n" % path
+                 + b"".join(f + b"\r\n" for f in fields) + b"\r\n")
+    assert got["path"] == path.hex()
 
 
 def test_total_head_bounded(small_head_server):
