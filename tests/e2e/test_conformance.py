@@ -274,6 +274,22 @@ def test_forbidden_trailer_after_allowed_one(parser_server):
     refused(parser_server, POST_TE + b"0\r\nX-A: 1\r\nHost: evil\r\n\r\n")
 
 
+def test_forbidden_trailer_after_the_app_began_reading(app_server):
+    """Trailers that come after the body was handed over: no 400 can be
+    sent any more, so the app's read fails and the connection closes."""
+    m = marker("late")
+    with app_server.connect() as c:
+        c.send(b"POST /c?m=%s HTTP/1.1\r\nHost: h\r\nExpect: 100-continue"
+               b"\r\nTransfer-Encoding: chunked\r\n\r\n" % m.encode())
+        # the 100 goes out once the app reads: it is reading now
+        assert c.read_response().status == 100
+        c.send(b"5\r\nhello\r\n0\r\nHost: evil\r\n\r\n")
+        rest = c.read_until_eof()
+    assert b'"body": "hello"' not in rest
+    want = "error OSError" if app_server.kind == "wsgi" else "error disconnect"
+    assert app_server.wait_for_call(m) == ["%s %s" % (m, want)]
+
+
 def test_transfer_encoding_on_http10_refused(parser_server):
     refused(parser_server, b"POST /M HTTP/1.0\r\nTransfer-Encoding: chunked"
             b"\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
