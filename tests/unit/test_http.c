@@ -15,6 +15,7 @@
 #include "tests/unit/buf_faults.h"
 #include "tests/unit/harness.h"
 #include "worker/loop/http.h"
+#include "worker/loop/reqline.h"
 
 static sl_options_t opt;
 static sl_pump_t pump;
@@ -670,7 +671,7 @@ START_TEST(test_scan_line)
 {
     const char *line = scan_cases[_i].line;
     size_t n = strlen(line), k, pos = 0, mlen = 0, tlen = 0;
-    int rc = sl_http_scan_line(line, n, 20, &pos, &mlen, &tlen);
+    int rc = sl_reqline_scan(line, n, 20, &pos, &mlen, &tlen);
 
     ck_assert_msg(rc == scan_cases[_i].rc, "'%s': %d", line, rc);
     if (rc == 1) {
@@ -680,7 +681,7 @@ START_TEST(test_scan_line)
     /* the same line a byte at a time, what was checked carried over */
     pos = mlen = 0;
     for (k = 1; k <= n; k++) {
-        rc = sl_http_scan_line(line, k, 20, &pos, &mlen, &tlen);
+        rc = sl_reqline_scan(line, k, 20, &pos, &mlen, &tlen);
         if (rc != 0)
             break;
         ck_assert_uint_eq(pos, k);
@@ -693,17 +694,17 @@ END_TEST
 
 START_TEST(test_method_of)
 {
-    ck_assert_int_eq(sl_http_method_of("GET", 3), HTTP_GET);
-    ck_assert_int_eq(sl_http_method_of("HEAD", 4), HTTP_HEAD);
-    ck_assert_int_eq(sl_http_method_of("CONNECT", 7), HTTP_CONNECT);
-    ck_assert_int_eq(sl_http_method_of("M-SEARCH", 8), HTTP_MSEARCH);
-    ck_assert_int_eq(sl_http_method_of("SOURCE", 6), HTTP_SOURCE);
+    ck_assert_int_eq(sl_reqline_method_of("GET", 3), HTTP_GET);
+    ck_assert_int_eq(sl_reqline_method_of("HEAD", 4), HTTP_HEAD);
+    ck_assert_int_eq(sl_reqline_method_of("CONNECT", 7), HTTP_CONNECT);
+    ck_assert_int_eq(sl_reqline_method_of("M-SEARCH", 8), HTTP_MSEARCH);
+    ck_assert_int_eq(sl_reqline_method_of("SOURCE", 6), HTTP_SOURCE);
     /* methods are case-sensitive; RTSP's and others are just tokens */
-    ck_assert_int_eq(sl_http_method_of("get", 3), SL_METHOD_OTHER);
-    ck_assert_int_eq(sl_http_method_of("GETX", 4), SL_METHOD_OTHER);
-    ck_assert_int_eq(sl_http_method_of("GE", 2), SL_METHOD_OTHER);
-    ck_assert_int_eq(sl_http_method_of("DESCRIBE", 8), SL_METHOD_OTHER);
-    ck_assert_int_eq(sl_http_method_of("PRI", 3), SL_METHOD_OTHER);
+    ck_assert_int_eq(sl_reqline_method_of("get", 3), SL_METHOD_OTHER);
+    ck_assert_int_eq(sl_reqline_method_of("GETX", 4), SL_METHOD_OTHER);
+    ck_assert_int_eq(sl_reqline_method_of("GE", 2), SL_METHOD_OTHER);
+    ck_assert_int_eq(sl_reqline_method_of("DESCRIBE", 8), SL_METHOD_OTHER);
+    ck_assert_int_eq(sl_reqline_method_of("PRI", 3), SL_METHOD_OTHER);
 }
 END_TEST
 
@@ -740,7 +741,7 @@ START_TEST(test_authority_ok)
     const char *a = auth_cases[_i].auth;
 
     ck_assert_msg(
-        sl_http_authority_ok(a, strlen(a), auth_cases[_i].need_port) ==
+        sl_reqline_authority_ok(a, strlen(a), auth_cases[_i].need_port) ==
             auth_cases[_i].ok,
         "'%s'", a);
 }
@@ -811,7 +812,7 @@ START_TEST(test_method_token_recorded)
     ck_assert(submit("PURGE! /x HTTP/1.1\r\nHost: h\r\n"
                      "Content-Length: 2\r\n\r\nok"));
     ck_assert_int_eq(req()->method, SL_METHOD_OTHER);
-    m = sl_http_method_name(req(), &n);
+    m = sl_reqline_method_name(req(), &n);
     ck_assert_uint_eq(n, 6);
     ck_assert(memcmp(m, "PURGE!", 6) == 0);
     assert_url("/x");
@@ -827,7 +828,7 @@ START_TEST(test_known_method_keeps_its_number)
     h_options(&opt, NULL);
     ck_assert(submit("\r\nM-SEARCH / HTTP/1.1\r\nHost: h\r\n\r\n"));
     ck_assert_int_eq(req()->method, HTTP_MSEARCH);
-    ck_assert(memcmp(sl_http_method_name(req(), &n), "M-SEARCH", 8) == 0);
+    ck_assert(memcmp(sl_reqline_method_name(req(), &n), "M-SEARCH", 8) == 0);
     ck_assert_uint_eq(n, 8);
 }
 END_TEST

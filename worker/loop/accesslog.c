@@ -33,6 +33,7 @@
 #include "worker/loop/accesslog.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/http.h"
+#include "worker/loop/reqline.h"
 
 struct sl_accesslog {
     sl_logfmt_t fmt;
@@ -345,7 +346,7 @@ static void put_proto(em_t *e, const sl_req_t *req)
 static INLINE void put_request_line(em_t *e, const sl_req_t *req)
 {
     size_t mn;
-    const char *m = sl_http_method_name(req, &mn);
+    const char *m = sl_reqline_method_name(req, &mn);
 
     if (e->json) {
         PUT_LIT(e, "\"");
@@ -422,7 +423,7 @@ static INLINE void put_atom(em_t *e, sl_atom_t atom, sl_accesslog_clock_t *clk,
     case SL_ATOM_M:
         if (req != NULL) {
             size_t mn;
-            v = sl_http_method_name(req, &mn);
+            v = sl_reqline_method_name(req, &mn);
             put_str(e, v, mn);
         } else {
             put_str(e, NULL, 0);

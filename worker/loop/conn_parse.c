@@ -15,6 +15,7 @@
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/forwarded.h"
 #include "worker/loop/http.h"
+#include "worker/loop/reqline.h"
 #include "worker/loop/pump.h"
 
 static int fail(sl_conn_t *c, int status)
@@ -257,9 +258,8 @@ static int start_line(sl_conn_t *c)
     pos = r->url_len;
     mlen = r->url_off;
     p = b->data + b->off;
-    rc =
-        sl_http_scan_line(p, sl_buf_pending(b),
-                          c->pump->opt->limit_request_line, &pos, &mlen, &tlen);
+    rc = sl_reqline_scan(p, sl_buf_pending(b), c->pump->opt->limit_request_line,
+                         &pos, &mlen, &tlen);
     if (rc == 0) {
         r->url_len = (uint32_t)pos;
         r->url_off = (uint32_t)mlen;
@@ -269,7 +269,7 @@ static int start_line(sl_conn_t *c)
         c->http_error = rc;
         return -1;
     }
-    method = sl_http_method_of(p, mlen);
+    method = sl_reqline_method_of(p, mlen);
     standin = method == HTTP_CONNECT ? "CONNECT a:1" : "GET /";
     if (llhttp_execute(&c->parser, standin, strlen(standin)) != HPE_OK) {
         if (c->http_error == 0)

@@ -14,6 +14,7 @@
 #include "common/date.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/reqline.h"
 
 /* Called per header against tables of names: it stops at the first
  * differing byte (usually the first) instead of measuring NAME each time. */
@@ -60,145 +61,6 @@ bool sl_http_name_is(const char *p, size_t n, const char *name)
             return false;
     }
     return name[n] == '\0';
-}
-
-static const struct {
-    const char *name;
-    size_t len;
-    int method;
-} methods[] = {
-#define XX(num, name, string) {#string, sizeof(#string) - 1, num},
-    HTTP_METHOD_MAP(XX)
-#undef XX
-};
-
-int sl_http_method_of(const char *p, size_t n)
-{
-    size_t i;
-
-    if (n == 3 && memcmp(p, "GET", 3) == 0)
-        return HTTP_GET;
-    for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-        if (methods[i].len == n && memcmp(methods[i].name, p, n) == 0)
-            return methods[i].method;
-    return SL_METHOD_OTHER;
-}
-
-const char *sl_http_method_name(const sl_req_t *r, size_t *len)
-{
-    const char *m;
-
-    if (r->method_len > 0) {
-        *len = r->method_len;
-        return r->hbuf.data + r->method_off;
-    }
-    m = r->method >= 0 ? llhttp_method_name(r->method) : "";
-    *len = strlen(m);
-    return m;
-}
-
-/* RFC 9110 §5.6.2 tchar */
-static bool is_tchar(unsigned char ch)
-{
-    if ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z')
-        return true;
-    if (ch >= '0' && ch <= '9')
-        return true;
-    return ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
-}
-
-int sl_http_scan_line(const char *p, size_t n, int limit, size_t *pos,
-                      size_t *mlen, size_t *tlen)
-{
-    /* the line is method SP target SP "HTTP/1.1": 10 bytes beyond the two
-     * tokens, as the limit has always been counted */
-    size_t max = limit > 0 ? (size_t)limit : (size_t)-1;
-    size_t i = *pos, t;
-
-    if (*mlen == 0) {
-        while (i < n && p[i] != ' ') {
-            if (!is_tchar((unsigned char)p[i]))
-                return 400;
-            i++;
-        }
-        if (i == n) {
-            *pos = i;
-            return i + 10 > max ? 414 : 0;
-        }
-        if (i == 0)
-            return 400;
-        *mlen = i++;
-    }
-    for (t = i; t < n; t++) {
-        unsigned char ch = (unsigned char)p[t];
-        if (ch <= 0x20 || ch == 0x7f)
-            break;
-    }
-    if (t + 9 > max)
-        return 414;
-    if (t == n) {
-        *pos = t;
-        return 0;
-    }
-    if (p[t] != ' ' || t == *mlen + 1)
-        return 400;
-    *tlen = t - *mlen - 1;
-    return 1;
-}
-
-static bool is_hex(char ch)
-{
-    return (ch >= '0' && ch <= '9') ||
-           ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'f');
-}
-
-/* RFC 3986 reg-name: unreserved / pct-encoded / sub-delims */
-static bool reg_name_char(char ch)
-{
-    if ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z')
-        return true;
-    if (ch >= '0' && ch <= '9')
-        return true;
-    return ch != 0 && strchr("-._~!$&'()*+,;=", ch) != NULL;
-}
-
-bool sl_http_authority_ok(const char *p, size_t n, bool need_port)
-{
-    size_t i = 0, digits = 0;
-    unsigned long port = 0;
-
-    if (n > 0 && p[0] == '[') {
-        for (i = 1; i < n && p[i] != ']'; i++)
-            if (!is_hex(p[i]) && p[i] != ':' && p[i] != '.')
-                return false;
-        if (i == n || i == 1)
-            return false;
-        i++;
-    } else {
-        for (; i < n && p[i] != ':'; i++) {
-            if (p[i] == '%') {
-                if (i + 2 >= n || !is_hex(p[i + 1]) || !is_hex(p[i + 2]))
-                    return false;
-                i += 2;
-            } else if (!reg_name_char(p[i])) {
-                return false; /* '@' (userinfo) among them */
-            }
-        }
-        if (i == 0)
-            return false;
-    }
-    if (i == n)
-        return !need_port;
-    if (p[i++] != ':')
-        return false;
-    for (; i < n; i++, digits++) {
-        if (p[i] < '0' || p[i] > '9')
-            return false;
-        port = port * 10 + (unsigned long)(p[i] - '0');
-        if (port > 65535)
-            return false;
-    }
-    return digits > 0 || !need_port;
 }
 
 /* Fields RFC 9110 §6.5.1 keeps out of trailers, lower case: framing,
@@ -290,7 +152,7 @@ bool sl_http_trailer_end(sl_req_t *r)
 size_t sl_http_log_name(const sl_req_t *r, char *buf, size_t n)
 {
     size_t mn, un = r->url_len;
-    const char *m = sl_http_method_name(r, &mn);
+    const char *m = sl_reqline_method_name(r, &mn);
 
     if (n == 0)
         return 0;
@@ -379,47 +241,6 @@ static int copy_head(sl_conn_t *c)
         r->hdrs[i].name_off -= lo;
         r->hdrs[i].val_off -= lo;
     }
-    return 0;
-}
-
-/* RFC 3986 scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) */
-static bool scheme_char(char ch, size_t i)
-{
-    if ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z')
-        return true;
-    return i > 0 &&
-           ((ch >= '0' && ch <= '9') || ch == '+' || ch == '-' || ch == '.');
-}
-
-/* Check R's target against the four forms of RFC 9112 §3.2: origin-form;
- * "*" for OPTIONS only; authority-form for CONNECT only; absolute-form
- * with an authority that parses, which is then given in *AUTH[0..*ALEN)
- * (it replaces Host, §3.2.2). 0, or 400. */
-static int check_target(const sl_req_t *r, const char *base, const char **auth,
-                        size_t *alen)
-{
-    const char *u = base + r->url_off;
-    size_t n = r->url_len, i, end;
-
-    *auth = NULL;
-    if (r->method == HTTP_CONNECT)
-        return sl_http_authority_ok(u, n, true) ? 0 : 400;
-    if (u[0] == '/')
-        return 0;
-    if (n == 1 && u[0] == '*')
-        return r->method == HTTP_OPTIONS ? 0 : 400;
-    for (i = 0; i < n && scheme_char(u[i], i); i++)
-        ;
-    if (i == 0 || i + 3 > n || memcmp(u + i, "://", 3) != 0)
-        return 400;
-    i += 3;
-    for (end = i; end < n && u[end] != '/' && u[end] != '?' && u[end] != '#';
-         end++)
-        ;
-    if (!sl_http_authority_ok(u + i, end - i, false))
-        return 400;
-    *auth = u + i;
-    *alen = end - i;
     return 0;
 }
 
@@ -513,7 +334,7 @@ int sl_http_head_complete(sl_conn_t *c)
         return 400;
     if (!crlf_ends(c))
         return 400;
-    status = check_target(r, base, &auth, &alen);
+    status = sl_reqline_check_target(r, base, &auth, &alen);
     if (status != 0)
         return status;
     for (i = 0; i < r->nhdrs; i++) {

@@ -29,33 +29,6 @@ int sl_http_status_of(const char *p, size_t n);
  * 0, or -1 when out of memory (nothing appended). */
 int sl_http_error_head(sl_buf_t *b, int status);
 
-/* The llhttp method (llhttp_method_t) named by token P[0..N), case
- * sensitive as RFC 9110 §9.1 has it, or SL_METHOD_OTHER for any other
- * token (the caller has checked it is one). */
-int sl_http_method_of(const char *p, size_t n);
-
-/* Request R's method as the client wrote it: a pointer into R's hbuf (or
- * llhttp's static name for a request with no token recorded), its length
- * in *LEN. Not NUL-terminated. */
-const char *sl_http_method_name(const sl_req_t *r, size_t *len);
-
-/* Scan the start of a request line at P[0..N): "method SP target SP".
- * 1 when all of it is there (*MLEN the method token's length, *TLEN the
- * target's, the target starting at P + *MLEN + 1), 0 when more bytes are
- * needed and nothing seen so far is wrong, or the status to refuse with:
- * 400 for a method that is no token (RFC 9110 §9.1 tchar), a target with
- * a control byte, SP or DEL in it (bytes 0x80-0xFF pass), an empty one;
- * 414 when the line cannot fit in LIMIT bytes (0: no limit). *POS and
- * *MLEN start at 0 and carry what was checked from one call to the next
- * while 0 is returned, so a line that arrives in pieces is read once. */
-int sl_http_scan_line(const char *p, size_t n, int limit, size_t *pos,
-                      size_t *mlen, size_t *tlen);
-
-/* Is P[0..N) an RFC 3986 authority a server may take (host [":" port]):
- * a reg-name, IPv4 or bracketed IPv6 host that is not empty, no userinfo,
- * a port of digits up to 65535 (required when NEED_PORT)? */
-bool sl_http_authority_ok(const char *p, size_t n, bool need_port);
-
 /* Feed the next bytes P[0..N) of a chunked trailer's field name into R's
  * matcher, then end the name with sl_http_trailer_end(): true when the
  * field is one RFC 9110 §6.5.1 keeps out of trailers (the list is in

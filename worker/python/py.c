@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "worker/loop/http.h"
+#include "worker/loop/reqline.h"
 #include "worker/loop/pump.h"
 #include "worker/python/py.h"
 
@@ -332,7 +333,7 @@ int sl_py_set_method(PyObject *dict, PyObject *key, const sl_req_t *r)
 
     if (r->method != SL_METHOD_OTHER)
         return PyDict_SetItem(dict, key, sl_py_method(r->method));
-    m = sl_http_method_name(r, &n);
+    m = sl_reqline_method_name(r, &n);
     v = PyUnicode_DecodeASCII(m, (Py_ssize_t)n, NULL); /* a token */
     if (v == NULL)
         return -1;
