@@ -244,7 +244,7 @@ static int start_line(sl_conn_t *c)
     const char *p;
     size_t pos, mlen, tlen = 0;
     int method, rc;
-    const char *standin;
+    static const char via_connect[] = "CONNECT a:1", via_get[] = "GET /";
 
     /* RFC 9112 §2.2: empty lines before a request line are ignored */
     while (r->url_len == 0 && sl_buf_pending(b) > 0 &&
@@ -270,8 +270,11 @@ static int start_line(sl_conn_t *c)
         return -1;
     }
     method = sl_reqline_method_of(p, mlen);
-    standin = method == HTTP_CONNECT ? "CONNECT a:1" : "GET /";
-    if (llhttp_execute(&c->parser, standin, strlen(standin)) != HPE_OK) {
+    if (method == HTTP_CONNECT)
+        rc = llhttp_execute(&c->parser, via_connect, sizeof(via_connect) - 1);
+    else
+        rc = llhttp_execute(&c->parser, via_get, sizeof(via_get) - 1);
+    if (rc != HPE_OK) {
         if (c->http_error == 0)
             c->http_error = 400;
         return -1;
