@@ -1342,6 +1342,11 @@ START_TEST(test_deadlines)
     ck_assert(h_response(&pump, &client, &resp, false));
     now = ev_now(pump.loop);
     ck_assert(c->deadline > now + 6.5 && c->deadline <= now + 7.0);
+    /* the next request line begun, not whole: the header timeout again */
+    h_sends(&client, "PURGE! /pa");
+    ck_assert(h_run_until(&pump, parsed_all, c));
+    now = ev_now(pump.loop);
+    ck_assert(c->deadline > now + 2.5 && c->deadline <= now + 3.0);
 }
 END_TEST
 

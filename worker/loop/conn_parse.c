@@ -261,6 +261,10 @@ static int start_line(sl_conn_t *c)
     rc = sl_reqline_scan(p, sl_buf_pending(b), c->pump->opt->limit_request_line,
                          &pos, &mlen, &tlen);
     if (rc == 0) {
+        /* a line's first bytes start the head's clock, as the first byte
+         * llhttp sees would (on_message_begin()) */
+        if (r->url_len == 0 && pos > 0)
+            c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
         r->url_len = (uint32_t)pos;
         r->url_off = (uint32_t)mlen;
         return 0;
