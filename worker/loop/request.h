@@ -38,21 +38,23 @@ typedef struct {
     uint32_t val_off, val_len;
 } sl_hdr_t;
 
-/* The request a connection is serving. Written by the loop thread while it
- * parses; read-only to the executor from submit until END. */
 /* sl_req_t.method of a method token llhttp has no name for: the name is
  * the token itself (method_off, method_len). */
 #define SL_METHOD_OTHER (-1)
 
+/* The request a connection is serving. Written by the loop thread while it
+ * parses; read-only to the executor from submit until END. */
 typedef struct {
     sl_buf_t hbuf;       /* owned: method, URL and header bytes, stable while
                             served */
     uint32_t method_off; /* into hbuf: the method token as the client sent
                             it (any RFC 9110 token) */
     uint32_t method_len; /* 0: none (a request made up in a test) */
-    uint32_t url_off;    /* into hbuf */
-    uint32_t url_len;
-    sl_hdr_t *hdrs; /* owned, capacity limit_request_fields */
+    uint32_t url_off;    /* into hbuf; until the request line is whole,
+                            the method's length once seen (conn_parse.c) */
+    uint32_t url_len;    /* until the line is whole, how much of it was
+                            checked */
+    sl_hdr_t *hdrs;      /* owned, capacity limit_request_fields */
     int nhdrs;
     int method; /* llhttp_method_t, or SL_METHOD_OTHER */
     uint8_t major, minor;
