@@ -3,15 +3,14 @@ what is not is refused, each shape a test id of its own.
 
 The accept side runs against WSGI and ASGI apps in pump and inline mode
 (conform_app reports what it was handed); the refusals are the parser's
-alone and run against one WSGI server in pump mode (tests/unit/
-test_conformance.c covers the same parser pieces). A refused request is
-sent with a valid request pipelined after it: the answer is the status
-wanted with Connection: close, the pipelined request is never answered,
-and the app is called for neither.
+alone and run against one WSGI server in pump mode (the "conformance"
+case of tests/unit/test_http.c covers the same parser pieces). A refused
+request is sent with a valid request pipelined after it: the answer is the
+status wanted with Connection: close, the pipelined request is never
+answered, and the app is called for neither.
 """
 
 import itertools
-import json
 import socket
 
 import pytest
