@@ -98,7 +98,7 @@ static const opt_def_t opt_defs[] = {
     {"limit-request-fields", 0, OPT_INT, FIELD(limit_request_fields), 0,
      MAX_HEADER_FIELDS, "N", "most header fields, 0 = 32768 [100]"},
     {"limit-request-field-size", 0, OPT_INT, FIELD(limit_request_field_size), 0,
-     MAX_FIELD_SIZE, "N", "longest header field, 0 = no own limit [8190]"},
+     MAX_FIELD_SIZE, "N", "name + value of a field, 0 = no own limit [8190]"},
     {"limit-request-body", 0, OPT_LLONG, FIELD(limit_request_body), 0, 9.2e18,
      "BYTES", "largest request body, 0 = unlimited [0]"},
     {"header-timeout", 0, OPT_SECONDS, FIELD(header_timeout), 0, MAX_SECONDS,

@@ -33,6 +33,7 @@
 #include "worker/loop/accesslog.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/http.h"
+#include "worker/loop/reqline.h"
 
 struct sl_accesslog {
     sl_logfmt_t fmt;
@@ -344,13 +345,14 @@ static void put_proto(em_t *e, const sl_req_t *req)
 
 static INLINE void put_request_line(em_t *e, const sl_req_t *req)
 {
-    const char *m = llhttp_method_name(req->method);
+    size_t mn;
+    const char *m = sl_reqline_method_name(req, &mn);
 
     if (e->json) {
         PUT_LIT(e, "\"");
         e->in_str = !e->full;
     }
-    put(e, m, strlen(m));
+    put(e, m, mn);
     PUT_LIT(e, " ");
     put_esc(e, req->hbuf.data + req->url_off, req->url_len);
     PUT_LIT(e, " HTTP/1.1");
@@ -419,9 +421,13 @@ static INLINE void put_atom(em_t *e, sl_atom_t atom, sl_accesslog_clock_t *clk,
             put_str(e, NULL, 0);
         break;
     case SL_ATOM_M:
-        if (req != NULL)
-            v = llhttp_method_name(req->method);
-        put_str(e, v, v != NULL ? strlen(v) : 0);
+        if (req != NULL) {
+            size_t mn;
+            v = sl_reqline_method_name(req, &mn);
+            put_str(e, v, mn);
+        } else {
+            put_str(e, NULL, 0);
+        }
         break;
     case SL_ATOM_PATH:
         if (req != NULL)

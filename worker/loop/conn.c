@@ -133,11 +133,13 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
     sl_conn_watch(c, EV_READ);
 }
 
+/* The request line, each field at its limit (name + value) with ": " and
+ * CRLF, and the empty line. */
 static size_t max_head(const sl_options_t *o)
 {
     size_t n = (size_t)o->limit_request_line + 2 +
                (size_t)o->limit_request_fields *
-                   ((size_t)o->limit_request_field_size + 2) +
+                   ((size_t)o->limit_request_field_size + 4) +
                2;
 
     if (o->limit_request_line == 0 || o->limit_request_field_size == 0 ||

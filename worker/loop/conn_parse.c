@@ -15,6 +15,7 @@
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/forwarded.h"
 #include "worker/loop/http.h"
+#include "worker/loop/reqline.h"
 #include "worker/loop/pump.h"
 
 static int fail(sl_conn_t *c, int status)
@@ -31,6 +32,7 @@ static int on_message_begin(llhttp_t *h)
 
     r->url_len = 0;
     r->nhdrs = 0;
+    r->ext_semicolon = false;
     c->in_value = false;
     c->head_done = false;
     c->msg_done = false;
@@ -43,28 +45,12 @@ static int on_message_begin(llhttp_t *h)
     return 0;
 }
 
-static int on_url(llhttp_t *h, const char *at, size_t len)
-{
-    sl_conn_t *c = h->data;
-    sl_req_t *r = &c->req;
-    int limit = c->pump->opt->limit_request_line;
-    size_t mlen;
-
-    if (r->url_len == 0)
-        r->url_off = (uint32_t)(at - c->rbuf.data);
-    r->url_len += (uint32_t)len;
-    /* method, two spaces and "HTTP/1.1" make up the rest of the line */
-    mlen = strlen(llhttp_method_name(llhttp_get_method(h)));
-    if (limit > 0 && mlen + r->url_len + 10 > (uint32_t)limit)
-        return fail(c, 414);
-    return 0;
-}
-
 static bool field_too_big(sl_conn_t *c, const sl_hdr_t *hd)
 {
     int limit = c->pump->opt->limit_request_field_size;
 
-    return limit > 0 && hd->name_len + hd->val_len + 2 > (uint32_t)limit;
+    /* name and value, as --limit-request-field-size counts them */
+    return limit > 0 && hd->name_len + hd->val_len > (uint32_t)limit;
 }
 
 static int on_header_field(llhttp_t *h, const char *at, size_t len)
@@ -73,8 +59,12 @@ static int on_header_field(llhttp_t *h, const char *at, size_t len)
     sl_req_t *r = &c->req;
     sl_hdr_t *hd;
 
-    if (c->head_done)
-        return 0; /* chunked trailers: the executor is reading the head */
+    if (c->head_done) {
+        /* chunked trailers: the executor is reading the head, so they
+         * are never headers; only their names are checked */
+        sl_http_trailer_feed(r, at, len);
+        return 0;
+    }
     if (r->nhdrs == 0 || c->in_value) {
         if (r->nhdrs >= c->pump->opt->limit_request_fields)
             return fail(c, 431);
@@ -106,6 +96,13 @@ static int on_header_value(llhttp_t *h, const char *at, size_t len)
             return fail(c, 400);
     }
     if (!c->in_value) {
+        /* the first piece: an empty value folded onto the next line
+         * ("Name:\r\n value") would start after a line break (llhttp
+         * gives an empty value as an empty piece past the line's end) */
+        const char *p = c->rbuf.data + hd->name_off + hd->name_len;
+        for (; len > 0 && p < at; p++)
+            if (*p == '\r' || *p == '\n')
+                return fail(c, 400);
         hd->val_off = (uint32_t)(at - c->rbuf.data);
         hd->val_len = 0;
         c->in_value = true;
@@ -122,7 +119,7 @@ static int on_header_field_complete(llhttp_t *h)
     sl_conn_t *c = h->data;
 
     if (c->head_done)
-        return 0;
+        return sl_http_trailer_end(&c->req) ? fail(c, 400) : 0;
     if (c->req.nhdrs == 0 || c->req.hdrs[c->req.nhdrs - 1].name_len == 0)
         return fail(c, 400);
     return 0;
@@ -191,13 +188,37 @@ static int on_message_complete(llhttp_t *h)
     return HPE_PAUSED;
 }
 
+/* llhttp 8.1 consumes the ';' that ends an unquoted chunk extension value,
+ * then wants another ';' or the CR, so "5;a=1;b" fails though RFC 9112
+ * §7.1.1 allows it. The value callback notes a value that ended on a ';'
+ * (the byte after it is one we hold); the complete callback then pauses
+ * the parser, and sl_conn_parse() gives it the ';' once more. A quoted
+ * value ends on its '"', after which llhttp takes a ';' well. */
+static int on_chunk_extension_value(llhttp_t *h, const char *at, size_t len)
+{
+    sl_conn_t *c = h->data;
+    const char *end = c->rbuf.data + c->rbuf.len;
+
+    c->req.ext_semicolon =
+        at + len < end && at[len] == ';' && (len == 0 || at[len - 1] != '"');
+    return 0;
+}
+
+static int on_chunk_extension_value_complete(llhttp_t *h)
+{
+    sl_conn_t *c = h->data;
+
+    return c->req.ext_semicolon ? HPE_PAUSED : 0;
+}
+
 static llhttp_settings_t settings = {
     .on_message_begin = on_message_begin,
-    .on_url = on_url,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
     .on_header_field_complete = on_header_field_complete,
     .on_headers_complete = on_headers_complete,
+    .on_chunk_extension_value = on_chunk_extension_value,
+    .on_chunk_extension_value_complete = on_chunk_extension_value_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
@@ -206,6 +227,69 @@ void sl_conn_parser_init(sl_conn_t *c)
 {
     llhttp_init(&c->parser, HTTP_REQUEST, &settings);
     c->parser.data = c;
+}
+
+/* At a message's start, take the request line's method and target
+ * ourselves: llhttp knows only the methods it has names for and refuses
+ * bytes 0x80-0xFF in a target, where RFC 9110 allows any token and PEP
+ * 3333 any byte but controls. llhttp parses a stand-in of the same
+ * framing instead ("CONNECT a:1" for CONNECT, "GET /" for the rest: no
+ * other method changes how a request's body is framed), then the real
+ * line from the space before the version. 1 when the line was taken, 0
+ * when more bytes are needed, -1 when the request is refused. */
+static int start_line(sl_conn_t *c)
+{
+    sl_buf_t *b = &c->rbuf;
+    sl_req_t *r = &c->req;
+    const char *p;
+    size_t pos, mlen, tlen = 0;
+    int method, rc;
+    static const char via_connect[] = "CONNECT a:1", via_get[] = "GET /";
+
+    /* RFC 9112 §2.2: empty lines before a request line are ignored */
+    while (r->url_len == 0 && sl_buf_pending(b) > 0 &&
+           (b->data[b->off] == '\r' || b->data[b->off] == '\n'))
+        b->off++;
+    /* until the line is whole, url_len holds how much of it was checked
+     * and url_off the method's length once known: 0 when a request ends
+     * (conn_reset_request()) and on_message_begin() */
+    if (r->url_len == 0)
+        r->url_off = 0;
+    pos = r->url_len;
+    mlen = r->url_off;
+    p = b->data + b->off;
+    rc = sl_reqline_scan(p, sl_buf_pending(b), c->pump->opt->limit_request_line,
+                         &pos, &mlen, &tlen);
+    if (rc == 0) {
+        /* a line's first bytes start the head's clock, as the first byte
+         * llhttp sees would (on_message_begin()) */
+        if (r->url_len == 0 && pos > 0)
+            c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
+        r->url_len = (uint32_t)pos;
+        r->url_off = (uint32_t)mlen;
+        return 0;
+    }
+    if (rc != 1) {
+        c->http_error = rc;
+        return -1;
+    }
+    method = sl_reqline_method_of(p, mlen);
+    if (method == HTTP_CONNECT)
+        rc = llhttp_execute(&c->parser, via_connect, sizeof(via_connect) - 1);
+    else
+        rc = llhttp_execute(&c->parser, via_get, sizeof(via_get) - 1);
+    if (rc != HPE_OK) {
+        if (c->http_error == 0)
+            c->http_error = 400;
+        return -1;
+    }
+    r->method = method;
+    r->method_off = (uint32_t)b->off;
+    r->method_len = (uint32_t)mlen;
+    r->url_off = (uint32_t)(b->off + mlen + 1);
+    r->url_len = (uint32_t)tlen;
+    b->off += mlen + 1 + tlen;
+    return 1;
 }
 
 /* Run llhttp over the unparsed bytes until it needs more, a message or a
@@ -217,6 +301,15 @@ int sl_conn_parse(sl_conn_t *c)
     const char *start, *pos;
 
     while (sl_buf_pending(b) > 0 && !c->msg_done) {
+        if (!c->in_msg) {
+            int rc = start_line(c);
+            if (rc < 0) {
+                sl_debug("bad request line from fd %d", c->fd);
+                return -1;
+            }
+            if (rc == 0)
+                break;
+        }
         start = b->data + b->off;
         err = llhttp_execute(&c->parser, start, sl_buf_pending(b));
         if (err == HPE_OK) {
@@ -230,9 +323,14 @@ int sl_conn_parse(sl_conn_t *c)
              * as not keep-alive already */
             if (err == HPE_PAUSED)
                 llhttp_resume(&c->parser);
-            if (c->head_done && c->state == SL_CONN_READING)
-                return 0; /* a head to dispatch */
-            continue;
+            if (!c->req.ext_semicolon) {
+                if (c->head_done && c->state == SL_CONN_READING)
+                    return 0; /* a head to dispatch */
+                continue;
+            }
+            c->req.ext_semicolon = false;
+            if (llhttp_execute(&c->parser, ";", 1) == HPE_OK)
+                continue;
         }
         if (c->http_error == 0)
             c->http_error = 400;

@@ -14,6 +14,7 @@
 #include "common/date.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/reqline.h"
 
 /* Called per header against tables of names: it stops at the first
  * differing byte (usually the first) instead of measuring NAME each time. */
@@ -62,10 +63,96 @@ bool sl_http_name_is(const char *p, size_t n, const char *name)
     return name[n] == '\0';
 }
 
+/* Fields RFC 9110 §6.5.1 keeps out of trailers, lower case: framing,
+ * routing, request modifiers (controls, conditionals, negotiation,
+ * authentication, ranges), response control data, and what describes the
+ * content; the forwarding headers too, which a proxy checks in the head.
+ * A name ending in '-' stands for every name it begins. At most 32. */
+static const char *const trailer_refused[] = {
+    "transfer-encoding",
+    "host",
+    "trailer",
+    "te",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "authorization",
+    "cookie",
+    "set-cookie",
+    "cache-control",
+    "expect",
+    "max-forwards",
+    "pragma",
+    "range",
+    "age",
+    "date",
+    "expires",
+    "location",
+    "retry-after",
+    "vary",
+    "www-authenticate",
+    "accept",
+    "forwarded",
+    "x-real-ip",
+    "content-",
+    "proxy-",
+    "if-",
+    "accept-",
+    "x-forwarded-",
+};
+
+#define NREFUSED (sizeof(trailer_refused) / sizeof(trailer_refused[0]))
+_Static_assert(NREFUSED <= 32, "trailer_mask has 32 bits");
+
+void sl_http_trailer_reset(sl_req_t *r)
+{
+    r->trailer_mask = (uint32_t)((1ull << NREFUSED) - 1);
+    r->trailer_pos = 0;
+    r->trailer_prefix_hit = false;
+}
+
+void sl_http_trailer_feed(sl_req_t *r, const char *p, size_t n)
+{
+    size_t k;
+
+    for (k = 0; k < n && r->trailer_mask != 0; k++) {
+        char ch = p[k];
+        uint32_t m = r->trailer_mask;
+        if (ch >= 'A' && ch <= 'Z')
+            ch = (char)(ch + 32);
+        while (m != 0) {
+            int i = __builtin_ctz(m);
+            const char *name = trailer_refused[i];
+            m &= m - 1;
+            if (name[r->trailer_pos] != ch) {
+                r->trailer_mask &= ~(1u << i);
+            } else if (ch == '-' && name[r->trailer_pos + 1] == '\0') {
+                r->trailer_prefix_hit = true;
+                r->trailer_mask &= ~(1u << i);
+            }
+        }
+        r->trailer_pos++;
+    }
+}
+
+bool sl_http_trailer_end(sl_req_t *r)
+{
+    bool bad = r->trailer_prefix_hit;
+    uint32_t m = r->trailer_mask;
+
+    while (!bad && m != 0) {
+        int i = __builtin_ctz(m);
+        m &= m - 1;
+        bad = trailer_refused[i][r->trailer_pos] == '\0';
+    }
+    sl_http_trailer_reset(r);
+    return bad;
+}
+
 size_t sl_http_log_name(const sl_req_t *r, char *buf, size_t n)
 {
-    const char *m = llhttp_method_name(r->method);
-    size_t mn = strlen(m), un = r->url_len;
+    size_t mn, un = r->url_len;
+    const char *m = sl_reqline_method_name(r, &mn);
 
     if (n == 0)
         return 0;
@@ -128,7 +215,8 @@ static void trim_value(const char *base, sl_hdr_t *hd)
 static int copy_head(sl_conn_t *c)
 {
     sl_req_t *r = &c->req;
-    uint32_t lo = r->url_off, hi = r->url_off + r->url_len;
+    uint32_t lo = r->method_len > 0 ? r->method_off : r->url_off;
+    uint32_t hi = r->url_off + r->url_len;
     int i;
 
     for (i = 0; i < r->nhdrs; i++) {
@@ -137,12 +225,17 @@ static int copy_head(sl_conn_t *c)
             hd->val_off = hd->name_off + hd->name_len;
         if (hd->val_off + hd->val_len > hi)
             hi = hd->val_off + hd->val_len;
+        /* a Host taken from an absolute-form target has its value in
+         * the URL, before its name */
+        if (hd->name_off + hd->name_len > hi)
+            hi = hd->name_off + hd->name_len;
         if (hd->name_off < lo)
             lo = hd->name_off;
     }
     sl_buf_reset(&r->hbuf, 64 * 1024);
     if (sl_buf_append(&r->hbuf, c->rbuf.data + lo, hi - lo) < 0)
         return -1;
+    r->method_off -= lo;
     r->url_off -= lo;
     for (i = 0; i < r->nhdrs; i++) {
         r->hdrs[i].name_off -= lo;
@@ -151,16 +244,81 @@ static int copy_head(sl_conn_t *c)
     return 0;
 }
 
+/* Transfer-Encoding, over every field of that name in order: a single
+ * chunked, last, is what we serve (RFC 9112 §6.1). */
+typedef struct {
+    bool seen, chunked_last, bad, unknown;
+} te_walk_t;
+
+static void te_add(te_walk_t *w, const char *p, size_t n)
+{
+    const char *item;
+    size_t len;
+
+    w->seen = true;
+    if (n == 0)
+        w->bad = true;
+    while (sl_http_list_next(&p, &n, &item, &len)) {
+        if (len == 0 || w->chunked_last) {
+            w->bad = true; /* an empty item, or anything after chunked */
+        } else if (sl_http_name_is(item, len, "chunked")) {
+            w->chunked_last = true;
+        } else {
+            w->unknown = true; /* a coding we do not decode */
+        }
+    }
+}
+
+/* 0, or the status for a Transfer-Encoding we will not serve: 400 when
+ * the body's length is not chunked's to tell or the request is HTTP/1.0,
+ * 501 for a coding before chunked we do not decode (gzip, identity...). */
+static int te_status(const te_walk_t *w, const sl_req_t *r)
+{
+    if (!w->seen)
+        return 0;
+    if (r->minor == 0 || w->bad || !w->chunked_last)
+        return 400;
+    return w->unknown ? 501 : 0;
+}
+
+/* llhttp takes a bare LF for the end of the request line and of the head,
+ * though not of a field line: we want CRLF throughout (RFC 9112 §2.2 lets
+ * a server refuse; one that is lenient where another is not is how
+ * requests get smuggled). Before the values are trimmed. */
+static bool crlf_ends(const sl_conn_t *c)
+{
+    const sl_req_t *r = &c->req;
+    const char *base = c->rbuf.data;
+    size_t end;
+    const sl_hdr_t *hd;
+
+    if (base[r->url_off + r->url_len + 9] != '\r')
+        return false;
+    if (r->nhdrs == 0) {
+        end = r->url_off + r->url_len + 9;
+    } else {
+        hd = &r->hdrs[r->nhdrs - 1];
+        end = hd->val_len > 0 ? hd->val_off + hd->val_len
+                              : hd->name_off + hd->name_len + 1;
+        while (end < c->rbuf.len && (base[end] == ' ' || base[end] == '\t'))
+            end++;
+    }
+    return end + 4 <= c->rbuf.len && memcmp(base + end, "\r\n\r\n", 4) == 0;
+}
+
 int sl_http_head_complete(sl_conn_t *c)
 {
     llhttp_t *h = &c->parser;
     sl_req_t *r = &c->req;
     const char *base = c->rbuf.data;
     long long limit = c->pump->opt->limit_request_body;
-    bool host = false;
-    int i;
+    te_walk_t te = {0};
+    const char *auth;
+    size_t alen = 0;
+    int host = -1, i, status;
 
-    r->method = llhttp_get_method(h);
+    /* r->method was taken from the request line (conn_parse.c): llhttp
+     * parsed a stand-in */
     r->major = llhttp_get_http_major(h);
     r->minor = llhttp_get_http_minor(h);
     r->keep_alive = llhttp_should_keep_alive(h);
@@ -169,27 +327,42 @@ int sl_http_head_complete(sl_conn_t *c)
     r->has_body = r->chunked || r->content_length > 0;
     r->head = r->method == HTTP_HEAD;
     r->expect_continue = false;
+    sl_http_trailer_reset(r);
     if (r->major != 1)
         return 505;
     if (r->url_len == 0)
         return 400;
+    if (!crlf_ends(c))
+        return 400;
+    status = sl_reqline_check_target(r, base, &auth, &alen);
+    if (status != 0)
+        return status;
     for (i = 0; i < r->nhdrs; i++) {
         sl_hdr_t *hd = &r->hdrs[i];
         const char *name = base + hd->name_off;
         trim_value(base, hd);
         if (sl_http_name_is(name, hd->name_len, "host")) {
-            if (host)
+            if (host >= 0)
                 return 400; /* two Hosts: which one did the proxy check? */
-            host = true;
+            host = i;
         } else if (sl_http_name_is(name, hd->name_len, "expect")) {
             if (!sl_http_name_is(base + hd->val_off, hd->val_len,
                                  "100-continue"))
                 return 417;
             r->expect_continue = r->minor >= 1;
+        } else if (sl_http_name_is(name, hd->name_len, "transfer-encoding")) {
+            te_add(&te, base + hd->val_off, hd->val_len);
         }
     }
-    if (r->minor >= 1 && !host)
+    if (r->minor >= 1 && host < 0)
         return 400;
+    status = te_status(&te, r);
+    if (status != 0)
+        return status;
+    if (auth != NULL && host >= 0) {
+        r->hdrs[host].val_off = (uint32_t)(auth - base);
+        r->hdrs[host].val_len = (uint32_t)alen;
+    }
     if (limit > 0 && !r->chunked && r->content_length > (uint64_t)limit)
         return 413;
     if (copy_head(c) < 0)

@@ -29,6 +29,15 @@ int sl_http_status_of(const char *p, size_t n);
  * 0, or -1 when out of memory (nothing appended). */
 int sl_http_error_head(sl_buf_t *b, int status);
 
+/* Feed the next bytes P[0..N) of a chunked trailer's field name into R's
+ * matcher, then end the name with sl_http_trailer_end(): true when the
+ * field is one RFC 9110 §6.5.1 keeps out of trailers (the list is in
+ * http.c and README.md). The end resets the matcher for the next name;
+ * sl_http_trailer_reset() sets it up before the first. No allocation. */
+void sl_http_trailer_feed(sl_req_t *r, const char *p, size_t n);
+bool sl_http_trailer_end(sl_req_t *r);
+void sl_http_trailer_reset(sl_req_t *r);
+
 /* "METHOD url" of request R for the log, in BUF (N bytes, NUL-terminated,
  * the URL cut to fit). Returns its length. No printf: ASGI makes one per
  * request, and the drain copies one where a signal handler can print it. */

@@ -38,15 +38,25 @@ typedef struct {
     uint32_t val_off, val_len;
 } sl_hdr_t;
 
+/* sl_req_t.method of a method token llhttp has no name for: the name is
+ * the token itself (method_off, method_len). */
+#define SL_METHOD_OTHER (-1)
+
 /* The request a connection is serving. Written by the loop thread while it
  * parses; read-only to the executor from submit until END. */
 typedef struct {
-    sl_buf_t hbuf;    /* owned: URL and header bytes, stable while served */
-    uint32_t url_off; /* into hbuf */
-    uint32_t url_len;
-    sl_hdr_t *hdrs; /* owned, capacity limit_request_fields */
+    sl_buf_t hbuf;       /* owned: method, URL and header bytes, stable while
+                            served */
+    uint32_t method_off; /* into hbuf: the method token as the client sent
+                            it (any RFC 9110 token) */
+    uint32_t method_len; /* 0: none (a request made up in a test) */
+    uint32_t url_off;    /* into hbuf; until the request line is whole,
+                            the method's length once seen (conn_parse.c) */
+    uint32_t url_len;    /* until the line is whole, how much of it was
+                            checked */
+    sl_hdr_t *hdrs;      /* owned, capacity limit_request_fields */
     int nhdrs;
-    int method; /* llhttp_method_t */
+    int method; /* llhttp_method_t, or SL_METHOD_OTHER */
     uint8_t major, minor;
     bool keep_alive; /* as the client asked */
     bool has_body;
@@ -54,7 +64,15 @@ typedef struct {
     bool head;               /* HEAD: no response body */
     uint64_t content_length; /* valid when has_body and !chunked */
     bool chunked;
-    bool websocket;     /* a valid WebSocket handshake (conn_ws.h) */
+    bool websocket; /* a valid WebSocket handshake (conn_ws.h) */
+    /* loop thread, while chunked trailers are parsed: the forbidden
+     * names (conn_parse.c) the current trailer name may still be, and how
+     * much of it has been seen */
+    bool trailer_prefix_hit;
+    bool ext_semicolon; /* loop thread: a chunk extension value ended on
+                           ';' (conn_parse.c) */
+    uint16_t trailer_pos;
+    uint32_t trailer_mask;
     ev_tstamp start;    /* when the headers were complete */
     sl_client_t client; /* set at head complete (sl_forwarded_apply()) */
 } sl_req_t;

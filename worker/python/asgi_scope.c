@@ -194,8 +194,7 @@ PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
     PyObject *scope = scope_common(parts.proto, c, state);
 
     if (scope != NULL &&
-        (PyDict_SetItem(scope, names[K_METHOD], sl_py_method(c->req.method)) <
-             0 ||
+        (sl_py_set_method(scope, names[K_METHOD], &c->req) < 0 ||
          (c->req.client.https &&
           PyDict_SetItem(scope, names[K_SCHEME], names[K_HTTPS]) < 0)))
         Py_CLEAR(scope);

@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "worker/loop/http.h"
+#include "worker/loop/reqline.h"
 #include "worker/loop/pump.h"
 #include "worker/python/py.h"
 
@@ -321,6 +322,24 @@ int sl_py_methods_init(void)
 PyObject *sl_py_method(int method)
 {
     return method_names[(unsigned)method & (NMETHODS - 1)];
+}
+
+int sl_py_set_method(PyObject *dict, PyObject *key, const sl_req_t *r)
+{
+    PyObject *v;
+    size_t n;
+    const char *m;
+    int rc;
+
+    if (r->method != SL_METHOD_OTHER)
+        return PyDict_SetItem(dict, key, sl_py_method(r->method));
+    m = sl_reqline_method_name(r, &n);
+    v = PyUnicode_DecodeASCII(m, (Py_ssize_t)n, NULL); /* a token */
+    if (v == NULL)
+        return -1;
+    rc = PyDict_SetItem(dict, key, v);
+    Py_DECREF(v);
+    return rc;
 }
 
 void sl_py_methods_free(void)

@@ -57,6 +57,11 @@ int sl_py_methods_init(void);
  * sl_py_methods_init(). */
 PyObject *sl_py_method(int method);
 
+/* DICT[KEY] = request R's method as the client wrote it: the interned
+ * name for a method llhttp names, a new str for any other token. 0, or -1
+ * with a Python exception. GIL held. */
+int sl_py_set_method(PyObject *dict, PyObject *key, const sl_req_t *r);
+
 /* Drop the method names (sl_py_finalize() does). GIL held. */
 void sl_py_methods_free(void);
 

@@ -253,8 +253,7 @@ PyObject *sl_wsgi_environ_new(sl_conn_t *c, uint32_t gen)
     env = PyDict_Copy(proto);
     if (env == NULL)
         return NULL;
-    if (PyDict_SetItem(env, keys[K_REQUEST_METHOD], sl_py_method(r->method)) <
-            0 ||
+    if (sl_py_set_method(env, keys[K_REQUEST_METHOD], r) < 0 ||
         PyDict_SetItem(env, keys[K_SERVER_PROTOCOL],
                        keys[r->minor ? K_HTTP_1_1 : K_HTTP_1_0]) < 0 ||
         PyDict_SetItem(env, keys[K_SERVER_NAME], listener_name[li]) < 0 ||
