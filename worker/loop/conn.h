@@ -54,7 +54,7 @@ struct sl_conn {
     sl_pump_t *pump; /* borrowed */
     sl_conn_t *next; /* free list, or the active list */
     sl_conn_t *prev;
-    ev_tstamp deadline;   /* header, keep-alive or linger deadline, 0 = none */
+    ev_tstamp deadline;   /* header, keep-alive, send or linger; 0 = none */
     ev_tstamp idle_since; /* when it last became idle (accept, response) */
     int listener;         /* index of the listener it came from */
     struct sockaddr_storage peer; /* the PROXY header's source, once read */
