@@ -67,7 +67,12 @@ IO_TIMEOUT = 30.0
 
 
 class Bad(Exception):
-    """An answer that is not the one expected."""
+    """An answer that did not come as expected (closed early, say)."""
+
+
+class Wrong(Bad):
+    """An answer that came whole but is not the one expected: its failure
+    kind starts with WRONG."""
 
 
 class Conn:
@@ -111,7 +116,7 @@ class Conn:
         del self.buf[:end + 4]
         parts = lines[0].split(b" ", 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-            raise Bad("bad status line %r" % lines[0][:80])
+            raise Wrong("bad status line %r" % lines[0][:80])
         hdrs = {}
         for line in lines[1:]:
             k, _, v = line.partition(b":")
@@ -135,13 +140,13 @@ class Conn:
                 return
             self.buf += data
             if len(self.buf) > 1 << 20:
-                raise Bad("no close after the answer")
+                raise Wrong("no close after the answer")
 
 
 def hello_ok(c):
     status, _, body = c.response()
     if status != 200 or body != HELLO:
-        raise Bad("hello answered %d %r" % (status, body[:60]))
+        raise Wrong("hello answered %d %r" % (status, body[:60]))
 
 
 def shape_keep_alive(addr, rng):
@@ -187,7 +192,7 @@ def shape_chunked(addr, rng):
                    + chunked_body(body, rng))
             status, _, got = c.response()
             if status != 200 or got != body:
-                raise Bad("echo answered %d, %d bytes of %d"
+                raise Wrong("echo answered %d, %d bytes of %d"
                           % (status, len(got), len(body)))
     finally:
         c.close()
@@ -200,7 +205,7 @@ def shape_garbage(addr, rng):
         c.send(rng.choice(GARBAGE))
         status, _ = c.head()
         if not 400 <= status < 600:
-            raise Bad("garbage answered %d" % status)
+            raise Wrong("garbage answered %d" % status)
         c.expect_eof()
     finally:
         c.close()
@@ -214,12 +219,12 @@ def shape_reset(addr, rng):
                % RESET_SIZE)
         status, hdrs = c.head()
         if status != 200 or hdrs.get(b"content-length") != b"%d" % RESET_SIZE:
-            raise Bad("big answered %d" % status)
+            raise Wrong("big answered %d" % status)
         while not c.buf:
             c._fill()
         want = expected_body(len(c.buf))
         if bytes(c.buf) != want:
-            raise Bad("big body wrong in its first %d bytes" % len(c.buf))
+            raise Wrong("big body wrong in its first %d bytes" % len(c.buf))
     except BaseException:
         c.close()
         raise
@@ -239,24 +244,43 @@ def shape_close(addr, rng):
     return 1
 
 
+def shape_big(addr, rng):
+    """Not in the soak's cycle (the fault test's): a whole response of up
+    to 1 MiB, read and checked."""
+    size = rng.randint(1, 1 << 20)
+    c = Conn(addr)
+    try:
+        c.send(b"GET /big?size=%d HTTP/1.1\r\nHost: soak\r\n\r\n" % size)
+        status, _, body = c.response()
+        if status != 200 or body != expected_body(size):
+            raise Wrong("big answered %d, %d bytes of %d"
+                        % (status, len(body), size))
+    finally:
+        c.close()
+    return 1
+
+
 SHAPES = (shape_keep_alive, shape_pipelined, shape_chunked, shape_garbage,
           shape_reset, shape_close)
 
 
-def client(addr, total, counter, errors_q, seed):
-    """Repeat the cycle of shapes until COUNTER reaches TOTAL; put a
-    Counter of failures (kind -> count) on ERRORS_Q at the end."""
+def client(addr, total, counter, errors_q, seed, shapes=SHAPES, until=None):
+    """Repeat the cycle of SHAPES until COUNTER reaches TOTAL (or the
+    monotonic time UNTIL); put a Counter of failures (kind -> count) and
+    one of requests done (shape -> count) on ERRORS_Q at the end."""
     rng = random.Random(seed)
     errors = Counter()
     done = Counter()
-    while counter.value < total:
-        for shape in SHAPES:
+    while counter.value < total and (until is None or
+                                     time.monotonic() < until):
+        for shape in shapes:
             try:
                 n = shape(addr, rng)
                 done[shape.__name__] += n
             except (Bad, OSError) as e:
-                errors["%s: %s" % (shape.__name__[6:],
-                                   re.sub(r"\d+", "N", str(e))[:80])] += 1
+                errors["%s%s: %s" % ("WRONG " if isinstance(e, Wrong) else "",
+                                     shape.__name__[6:],
+                                     re.sub(r"\d+", "N", str(e))[:80])] += 1
                 n = 1
             with counter.get_lock():
                 counter.value += n
@@ -264,16 +288,20 @@ def client(addr, total, counter, errors_q, seed):
 
 
 class Load:
-    """PROCS client processes against ADDR until TOTAL requests are done."""
+    """PROCS client processes against ADDR until TOTAL requests are done
+    (or SECONDS have passed), each repeating the cycle of SHAPES."""
 
-    def __init__(self, addr, total, procs=4, seed=1):
+    def __init__(self, addr, total, procs=4, seed=1, shapes=SHAPES,
+                 seconds=None):
         ctx = multiprocessing.get_context("fork")
         self.total = total
         self.counter = ctx.Value("q", 0)
         self.queue = ctx.Queue()
+        until = None if seconds is None else time.monotonic() + seconds
         self.procs = [ctx.Process(target=client,
                                   args=(addr, total, self.counter,
-                                        self.queue, seed * 1000 + i),
+                                        self.queue, seed * 1000 + i,
+                                        shapes, until),
                                   daemon=True)
                       for i in range(procs)]
         self.errors = Counter()

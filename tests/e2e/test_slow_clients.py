@@ -18,18 +18,18 @@ in inline mode the app's own wait holds the loop, so they are served after
 the cut.
 """
 
-import os
-import socket
-import statistics
 import multiprocessing
 import selectors
+import socket
+import statistics
 import time
 
 import pytest
 
 import helpers
 from conftest import EXECUTORS
-from helpers import sanitized, vm_rss_kib, wait_until
+from helpers import (fd_count, sanitized, settled_fds, vm_rss_kib,
+                     wait_until)
 
 APPS = {"wsgi": ("soak_app:app", []),
         "asgi": ("soak_app:asgi", ["--interface", "asgi"])}
@@ -71,7 +71,7 @@ def fresh_get(server, timeout=10):
 
 
 class Prober:
-    """Fresh requests, one every 20 ms, until stop() (or LIMIT of them);
+    """Fresh requests, one every 10 ms, until stop() (or LIMIT of them);
     their latencies. A process of its own, so the test's other threads
     cannot hold it back (the GIL) and count as the server's latency."""
 
@@ -89,7 +89,7 @@ class Prober:
             fresh_get(server)  # not counted: the new process's first touch
             while not self.halt.is_set() and len(out) != self.limit:
                 out.append(fresh_get(server))
-                self.halt.wait(0.02)  # pacing
+                self.halt.wait(0.01)  # pacing
             send.send(out)
         except BaseException as e:
             send.send("%s: %s" % (type(e).__name__, e))
@@ -219,25 +219,6 @@ def test_slowloris_500_dribbling_heads(make_server, param):
 
 
 # ---------------------------------------------------------------- slow reader
-
-def fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
-
-
-def settled_fds(pid):
-    """PID's fd count once it has not changed for 0.5 s (a connection
-    closed a moment ago may still be lingering)."""
-    last = [fd_count(pid), time.monotonic()]
-
-    def steady():
-        n = fd_count(pid)
-        if n != last[0]:
-            last[:] = [n, time.monotonic()]
-        return time.monotonic() - last[1] >= 0.5 and n
-
-    return wait_until(steady, 10, "the worker's fd count to settle",
-                      interval=0.05)
-
 
 def stalled_client(server, size, rcvbuf=16384):
     """A connection that asked for SIZE bytes and reads nothing (a small
