@@ -50,7 +50,7 @@ APPS = {"wsgi": ("soak_app:app", []),
         "asgi": ("soak_app:asgi", ["--interface", "asgi"])}
 CLONE_NEWNET = 0x40000000
 LOSS_PCT = 3
-SECONDS = 5
+SECONDS = 3
 SHAPES = (soak.shape_keep_alive, soak.shape_big, soak.shape_chunked,
           soak.shape_pipelined, soak.shape_big, soak.shape_reset,
           soak.shape_garbage, soak.shape_close)

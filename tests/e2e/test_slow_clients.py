@@ -3,9 +3,15 @@
 Slowloris: 500 connections dribble a request head one byte at a time and
 never finish it. With --header-timeout 3 each must get a 408 and be closed
 near 3 s after it connected, and a fresh request sent meanwhile must be
-answered at its normal speed: the p99 of fresh requests during the attack
-stays under max(50 ms, 10 x the median measured just before it on the same
-server) (under the sanitizers max(250 ms, 30 x)).
+answered at its normal speed. Fresh requests (a new connection each, one
+every 10 ms, from a process of their own) are timed for 100 requests
+before the attack and all through it; the bound on the p99 during the
+attack is max(100 ms, 10 x the median before, 2 x the p99 before) (under
+the sanitizers max(300 ms, 30 x, 3 x)). The p99 term follows the machine's
+own noise: on a shared, loaded machine single requests take 40-60 ms with
+or without the attack. A server that stalls under it shows up as seconds
+(a request waiting for the header timeout to free a slot) or hundreds of
+milliseconds.
 
 Slow reader: a client asks for a 64 MiB response (a WSGI iterator, an ASGI
 send loop) and stops reading. The worker holds at most its send credit
@@ -26,7 +32,6 @@ import time
 
 import pytest
 
-import helpers
 from conftest import EXECUTORS
 from helpers import (fd_count, sanitized, settled_fds, vm_rss_kib,
                      wait_until)
@@ -113,10 +118,11 @@ def p99(values):
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-def latency_bound(baseline):
+def latency_bound(before):
+    median = statistics.median(before)
     if sanitized():
-        return max(0.25, 30 * baseline)
-    return max(0.05, 10 * baseline)
+        return max(0.3, 30 * median, 3 * p99(before))
+    return max(0.1, 10 * median, 2 * p99(before))
 
 
 # ---------------------------------------------------------------- slowloris
@@ -170,7 +176,8 @@ def test_slowloris_500_dribbling_heads(make_server, param):
         fresh_get(server)
     # the baseline as the attack's figure is taken: paced, from a process
     # of its own (back to back, requests find everything warm)
-    baseline = statistics.median(Prober(server, limit=60).start().stop())
+    before = Prober(server, limit=100).start().stop()
+    baseline = statistics.median(before)
     worker = server.wait_workers(1)[0]
     base_fds = settled_fds(worker)
     conns = []
@@ -194,6 +201,9 @@ def test_slowloris_500_dribbling_heads(make_server, param):
     finally:
         for s, _ in conns:
             s.close()
+    wait_until(lambda: fd_count(worker) <= base_fds, 5,
+               "the worker's fds to come back to %d" % base_fds)
+    assert server.worker_pids() == [worker]
     assert len(done) == SLOW_CONNS, \
         "%d of %d slow connections never closed" % (SLOW_CONNS - len(done),
                                                    SLOW_CONNS)
@@ -205,12 +215,13 @@ def test_slowloris_500_dribbling_heads(make_server, param):
     assert times[0] >= HEADER_TIMEOUT - 0.2 and times[-1] <= late, \
         "closed after %.2f..%.2f s (header timeout %.0f s)" % (
             times[0], times[-1], HEADER_TIMEOUT)
-    bound = latency_bound(baseline)
-    print("slowloris: baseline median %.1f ms; during: %d requests, "
-          "p99 %.1f ms, max %.1f ms (bound %.0f ms); closed after "
-          "%.2f..%.2f s" % (baseline * 1e3, len(latencies),
-                            p99(latencies) * 1e3, max(latencies) * 1e3,
-                            bound * 1e3, times[0], times[-1]))
+    bound = latency_bound(before)
+    print("slowloris: before: median %.1f ms, p99 %.1f ms; during: %d "
+          "requests, p99 %.1f ms, max %.1f ms (bound %.0f ms); closed after "
+          "%.2f..%.2f s" % (baseline * 1e3, p99(before) * 1e3,
+                            len(latencies), p99(latencies) * 1e3,
+                            max(latencies) * 1e3, bound * 1e3, times[0],
+                            times[-1]))
     assert len(latencies) >= 20, latencies
     assert p99(latencies) < bound, \
         "fresh requests p99 %.1f ms during the attack, baseline %.1f ms; " \
@@ -291,6 +302,29 @@ def test_stalled_reader_is_cut_and_costs_bounded_memory(make_server, param):
         assert served and max(served) < 1.0, served
     assert fresh_get(server) < 1.0
     assert server.worker_pids() == [worker]
+
+
+def test_stalled_reader_does_not_cost_a_one_lane_worker(make_server):
+    """One WSGI lane, --timeout 3: the lane writing to a stalled reader is
+    freed at --send-timeout (1 s), before the supervisor would judge every
+    lane stuck in a request and replace the worker (as it did before
+    --send-timeout, when the lane waited for the reader forever)."""
+    server = start(make_server, ("pump", "wsgi"),
+                   ["--send-timeout", "1", "--timeout", "3"])
+    worker = server.wait_workers(1)[0]
+    base_fds = settled_fds(worker)
+    t0 = time.monotonic()
+    with stalled_client(server, BIG):
+        wait_until(lambda: fd_count(worker) > base_fds, 5,
+                   "the stalled connection to be accepted")
+        served = 0
+        while time.monotonic() - t0 < 5:  # past --timeout and a heartbeat
+            assert fresh_get(server) < 3.0
+            served += 1
+            assert server.worker_pids() == [worker], \
+                "the worker was replaced:\n" + server.error_log_text()
+    assert served > 0
+    assert "timed out" not in server.error_log_text()
 
 
 @pytest.mark.parametrize("param", APP_PARAMS[:1])
