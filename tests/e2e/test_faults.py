@@ -73,6 +73,7 @@ def inside_netns(name):
     """This thread (and what it starts) in a new namespace NAME, lo up."""
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.skip("needs root and iproute2's ip for a network namespace")
+    run("ip", "netns", "del", name, check=False)  # left by a killed run
     run("ip", "netns", "add", name)
     home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
