@@ -105,6 +105,11 @@ static const opt_def_t opt_defs[] = {
      "SECS", "time allowed to send a request head [30]"},
     {"keep-alive", 0, OPT_SECONDS, FIELD(keep_alive), 0, MAX_SECONDS, "SECS",
      "idle keep-alive connection timeout [5]"},
+    /* slow readers */
+    {"send-timeout", 0, OPT_SECONDS, FIELD(send_timeout), 0, MAX_SECONDS,
+     "SECS",
+     "close a connection whose client has taken no byte of its response"
+     " for SECS; 0 = never [10]"},
     {"timeout", 't', OPT_SECONDS, FIELD(timeout), 0, MAX_SECONDS, "SECS",
      "a worker silent for SECS, or with every lane inside one request"
      " for SECS, has its Python tracebacks logged and is replaced; 0 ="
@@ -386,6 +391,7 @@ static void set_defaults(sl_options_t *o)
         .limit_request_body = 0,
         .header_timeout = 30,
         .keep_alive = 5,
+        .send_timeout = 10,
         .timeout = 30,
         .graceful_timeout = 30,
         .boot_timeout = 30,

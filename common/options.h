@@ -77,6 +77,8 @@ typedef struct {
     long long limit_request_body; /* bytes, 0 = unlimited */
     double header_timeout;        /* seconds */
     double keep_alive;            /* idle keep-alive timeout, seconds */
+    /* slow readers (nginx's send_timeout) */
+    double send_timeout; /* seconds a response may wait unread, 0 = forever */
 
     /* life cycle (later issues) */
     double timeout;

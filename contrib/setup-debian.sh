@@ -18,6 +18,7 @@ PACKAGES="
     python3-websockets python3-wsproto node-ws nodejs
     haproxy prometheus
     groff-base
+    nftables iproute2
 "
 
 # shellcheck disable=SC2086 # one word per package

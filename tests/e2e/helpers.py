@@ -183,6 +183,26 @@ def vm_rss_kib(pid):
     return status_kib(pid, "VmRSS")
 
 
+def fd_count(pid):
+    """Open file descriptors of PID (/proc/PID/fd)."""
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def settled_fds(pid, timeout=10):
+    """PID's fd count once it has not changed for 0.5 s (a connection
+    closed a moment ago may still be lingering on the server's side)."""
+    last = [fd_count(pid), time.monotonic()]
+
+    def steady():
+        n = fd_count(pid)
+        if n != last[0]:
+            last[:] = [n, time.monotonic()]
+        return time.monotonic() - last[1] >= 0.5 and n
+
+    return wait_until(steady, timeout, "the fd count of %d to settle" % pid,
+                      interval=0.05)
+
+
 def clean_env(extra=None, inline=False):
     """The environment a server is started with."""
     env = dict(os.environ)

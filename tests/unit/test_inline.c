@@ -566,8 +566,8 @@ START_TEST(test_client_gone_while_waiting_for_credit)
 }
 END_TEST
 
-/* A client that stops reading: the credit wait ends after --timeout with
- * -1, the handler hears the client is gone, and the connection closes
+/* A client that stops reading: the credit wait ends after --send-timeout
+ * with -1, the handler hears the client is gone, and the connection closes
  * without the client doing anything. */
 START_TEST(test_silent_reader_times_out)
 {
@@ -575,7 +575,7 @@ START_TEST(test_silent_reader_times_out)
     h_nactive_t none = {&pump, 0};
     double start;
 
-    UP(send_to_leaver, "--timeout", "0.2", NULL);
+    UP(send_to_leaver, "--send-timeout", "0.2", NULL);
     ck_assert_int_eq(setsockopt(client.conn->fd, SOL_SOCKET, SO_SNDBUF, &small,
                                 sizeof(small)),
                      0);

@@ -159,6 +159,24 @@ static void fd_close(int *fd)
     }
 }
 
+/* The send timeout (nginx's send_timeout): while a response waits on a
+ * full socket, C's deadline is the time its client last took a byte plus
+ * --send-timeout; anything written moves it, a socket that takes all
+ * disarms it. So an app that is slow to answer is never cut, a reader that
+ * is slow but reading never is, and one that stopped reading is, before it
+ * holds a lane (and at --timeout the whole worker) forever. */
+static void send_deadline(sl_conn_t *c, int rc, size_t written)
+{
+    double secs = c->pump->opt->send_timeout;
+
+    if (c->state != SL_CONN_SERVING && c->state != SL_CONN_WRITING)
+        return;
+    if (rc != 0 || secs <= 0)
+        c->deadline = 0;
+    else if (written > 0 || c->deadline == 0)
+        c->deadline = ev_now(c->pump->loop) + secs;
+}
+
 /* Write what the loop holds for C, adding the count to *WRITTEN. 1 when
  * all is written, 0 when the socket is full, -1 when the client is gone. */
 static int conn_write(sl_conn_t *c, size_t *written_out)
@@ -204,6 +222,7 @@ static int conn_write(sl_conn_t *c, size_t *written_out)
     }
     if (rc == 1)
         fd_close(&c->wfile_fd);
+    send_deadline(c, rc, written);
     *written_out = written;
     return rc;
 }
@@ -259,6 +278,7 @@ static void conn_error_response(sl_conn_t *c, int status)
     c->close_after = true;
     c->resp_done = true;
     c->state = SL_CONN_WRITING;
+    c->deadline = 0; /* the header deadline: from here, the send timeout */
 }
 
 /* ------------------------------------------------------------------ */
@@ -637,6 +657,14 @@ void sl_conn_sweep(sl_conn_t *c, ev_tstamp now)
         }
         break;
     case SL_CONN_CLOSING:
+        sl_conn_close(c);
+        break;
+    case SL_CONN_SERVING: /* the send timeout: the app hears of it */
+        c->deadline = 0;
+        sl_conn_abort(c);
+        break;
+    case SL_CONN_WRITING:
+        sl_pump_request_done(c->pump, c);
         sl_conn_close(c);
         break;
     default:

@@ -56,7 +56,7 @@ struct sl_conn {
     sl_conn_t *prev;
     sl_conn_t *idle_next; /* the pump's idle list (pump.h), NULL-ended */
     sl_conn_t *idle_prev;
-    ev_tstamp deadline;   /* header, keep-alive or linger deadline, 0 = none */
+    ev_tstamp deadline;   /* header, keep-alive, send or linger; 0 = none */
     ev_tstamp idle_since; /* when it last became idle (accept, response) */
     int listener;         /* index of the listener it came from */
     struct sockaddr_storage peer; /* the PROXY header's source, once read */

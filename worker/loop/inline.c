@@ -19,12 +19,14 @@
 #include "worker/loop/inline.h"
 #include "worker/loop/pump.h"
 
-/* Wait up to --timeout for EVENTS on C's socket. false: the client is
- * silent or the socket broke. */
+/* Wait for EVENTS on C's socket, up to --timeout for input and up to
+ * --send-timeout for room to write. false: the client is silent (or not
+ * reading) or the socket broke. */
 static bool poll_socket(sl_conn_t *c, short events)
 {
     struct pollfd pfd = {.fd = c->fd, .events = events};
-    int ms = (int)(c->pump->opt->timeout * 1000);
+    const sl_options_t *o = c->pump->opt;
+    int ms = (int)((events == POLLOUT ? o->send_timeout : o->timeout) * 1000);
 
     return poll(&pfd, 1, ms > 0 ? ms : -1) > 0;
 }
@@ -45,8 +47,8 @@ void sl_inline_wake(sl_conn_t *c)
 }
 
 /* Write out everything queued, waiting on the socket. A client that
- * cannot take it (gone, or silent past --timeout) is marked gone, as a
- * failed body read marks it: later sends say so, and the dispatch closes
+ * cannot take it (gone, or taking nothing for --send-timeout) is marked gone,
+ * as a failed body read marks it: later sends say so, and the dispatch closes
  * the connection instead of leaving it to wait for a writable socket. */
 static int drain_out(sl_conn_t *c)
 {
