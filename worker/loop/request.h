@@ -33,6 +33,10 @@ typedef struct {
     int server_port; /* the port the client asked for; 0 when not forwarded */
 } sl_client_t;
 
+/* What sl_req_t.client points to when no forwarding header applies: all
+ * empty, the peer is the client (defined in forwarded.c). */
+extern const sl_client_t sl_client_none;
+
 typedef struct {
     uint32_t name_off, name_len; /* into sl_req_t.hbuf */
     uint32_t val_off, val_len;
@@ -41,10 +45,12 @@ typedef struct {
 /* The request a connection is serving. Written by the loop thread while it
  * parses; read-only to the executor from submit until END. */
 typedef struct {
-    sl_buf_t hbuf;    /* owned: URL and header bytes, stable while served */
+    sl_buf_t hbuf;    /* owned: URL and header bytes, stable while served;
+                         no memory between requests */
     uint32_t url_off; /* into hbuf */
     uint32_t url_len;
-    sl_hdr_t *hdrs; /* owned, capacity limit_request_fields */
+    sl_hdr_t *hdrs; /* owned, capacity limit_request_fields + 1; NULL
+                       until the request's first header, freed with it */
     int nhdrs;
     int method; /* llhttp_method_t */
     uint8_t major, minor;
@@ -54,9 +60,13 @@ typedef struct {
     bool head;               /* HEAD: no response body */
     uint64_t content_length; /* valid when has_body and !chunked */
     bool chunked;
-    bool websocket;     /* a valid WebSocket handshake (conn_ws.h) */
-    ev_tstamp start;    /* when the headers were complete */
-    sl_client_t client; /* set at head complete (sl_forwarded_apply()) */
+    bool websocket;  /* a valid WebSocket handshake (conn_ws.h) */
+    ev_tstamp start; /* when the headers were complete */
+    /* never NULL: &sl_client_none, or (owned) what a trusted proxy's
+     * forwarding headers said, set at head complete (sl_forwarded_apply())
+     * and freed with the request: most requests have none, so it is not
+     * carried inline */
+    const sl_client_t *client;
 } sl_req_t;
 
 #endif
