@@ -35,18 +35,39 @@ size_t sl_bufcache_size(size_t n)
     return n;
 }
 
+/* A block off class K's list, NULL when it is empty. */
+static void *pop(sl_bufcache_t *bc, int k)
+{
+    void *p = bc->head[k];
+
+    if (p != NULL) {
+        bc->head[k] = *(void **)p;
+        bc->count[k]--;
+    }
+    return p;
+}
+
+/* A new block of CAP bytes, a class size (exactly what sl_buf_grow()
+ * makes of an empty buffer; through it a unit suite can make it fail,
+ * tests/unit/buf_faults.h), NULL when out of memory. */
+static void *fresh(size_t cap)
+{
+    sl_buf_t b = {0};
+
+    if (sl_buf_grow(&b, cap) < 0)
+        return NULL;
+    return b.data;
+}
+
 void *sl_bufcache_take(sl_bufcache_t *bc, size_t cap)
 {
     int k = class_of(cap);
     void *p;
 
-    if (k >= 0 && bc->head[k] != NULL) {
-        p = bc->head[k];
-        bc->head[k] = *(void **)p;
-        bc->count[k]--;
-        return p;
-    }
-    return malloc(cap);
+    if (k < 0)
+        return malloc(cap);
+    p = pop(bc, k);
+    return p != NULL ? p : fresh(cap);
 }
 
 void sl_bufcache_give(sl_bufcache_t *bc, void *p, size_t cap)

@@ -608,7 +608,6 @@ void sl_forwarded_apply(sl_conn_t *c)
 
 void sl_forwarded_clear(sl_req_t *r)
 {
-    if (r->client != &sl_client_none)
-        free((sl_client_t *)r->client);
-    r->client = &sl_client_none;
+    free(r->client);
+    r->client = NULL;
 }

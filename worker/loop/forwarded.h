@@ -55,8 +55,7 @@ void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
  * memory, the headers are ignored. */
 void sl_forwarded_apply(sl_conn_t *c);
 
-/* Free R's forwarded client, if it has one: R's client is
- * &sl_client_none after it. */
+/* Free R's forwarded client, if it has one (R's client is NULL after). */
 void sl_forwarded_clear(sl_req_t *r);
 
 #endif

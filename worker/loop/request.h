@@ -33,8 +33,7 @@ typedef struct {
     int server_port; /* the port the client asked for; 0 when not forwarded */
 } sl_client_t;
 
-/* What sl_req_t.client points to when no forwarding header applies: all
- * empty, the peer is the client (defined in forwarded.c). */
+/* All empty: the peer is the client (defined in forwarded.c). */
 extern const sl_client_t sl_client_none;
 
 typedef struct {
@@ -62,11 +61,17 @@ typedef struct {
     bool chunked;
     bool websocket;  /* a valid WebSocket handshake (conn_ws.h) */
     ev_tstamp start; /* when the headers were complete */
-    /* never NULL: &sl_client_none, or (owned) what a trusted proxy's
-     * forwarding headers said, set at head complete (sl_forwarded_apply())
-     * and freed with the request: most requests have none, so it is not
-     * carried inline */
-    const sl_client_t *client;
+    /* owned: what a trusted proxy's forwarding headers said, set at head
+     * complete (sl_forwarded_apply()) and freed with the request; NULL
+     * when none applies (most requests: so it is not carried inline).
+     * Read it through sl_req_client(). */
+    sl_client_t *client;
 } sl_req_t;
+
+/* R's client as forwarding headers name it: never NULL. */
+static inline const sl_client_t *sl_req_client(const sl_req_t *r)
+{
+    return r->client != NULL ? r->client : &sl_client_none;
+}
 
 #endif

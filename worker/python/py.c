@@ -302,7 +302,7 @@ int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
         return -1;
     }
     pc = &peers[c->idx];
-    fwd = c->req.client->addr[0] != '\0';
+    fwd = sl_req_client(&c->req)->addr[0] != '\0';
     /* serials start at 1: 0 is "none"; a forwarded client is the
      * request's, not the connection's */
     if ((pc->serial != c->serial || pc->forwarded != fwd ||
