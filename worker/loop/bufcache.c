@@ -8,31 +8,29 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "worker/loop/bufcache.h"
 
+#define MAX_CLASS_SIZE ((size_t)SL_BUFCACHE_MIN << (SL_BUFCACHE_CLASSES - 1))
+
 /* The class of a block of CAP bytes, -1 when CAP is not one. */
 static int class_of(size_t cap)
 {
-    int k;
-
-    for (k = 0; k < SL_BUFCACHE_CLASSES; k++)
-        if (cap == (size_t)SL_BUFCACHE_MIN << k)
-            return k;
-    return -1;
+    if (cap < SL_BUFCACHE_MIN || cap > MAX_CLASS_SIZE || (cap & (cap - 1)))
+        return -1;
+    return __builtin_ctzl(cap) - __builtin_ctzl(SL_BUFCACHE_MIN);
 }
 
 size_t sl_bufcache_size(size_t n)
 {
-    size_t cap = SL_BUFCACHE_MIN;
-    int k;
-
-    for (k = 0; k < SL_BUFCACHE_CLASSES; k++, cap *= 2)
-        if (n <= cap)
-            return cap;
-    return n;
+    if (n <= SL_BUFCACHE_MIN)
+        return SL_BUFCACHE_MIN;
+    if (n > MAX_CLASS_SIZE)
+        return n;
+    return (size_t)1 << ((int)sizeof(long) * CHAR_BIT - __builtin_clzl(n - 1));
 }
 
 /* A block off class K's list, NULL when it is empty. */

@@ -69,8 +69,6 @@ int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx)
     ev_io_init(&c->io, conn_io_cb, -1, 0);
     if (pthread_mutex_init(&c->mu, NULL) != 0)
         return -1;
-    if (pthread_cond_init(&c->cv, NULL) != 0)
-        return -1;
     return 0;
 }
 

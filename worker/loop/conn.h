@@ -78,10 +78,13 @@ struct sl_conn {
 
     /* Shared with the executor: everything below is under mu. */
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* the executor waits here for body or credit */
-    sl_buf_t body;     /* request body received, not yet read by the app */
-    sl_buf_t out;      /* response bytes from the executor, not yet taken */
-    int file_fd;       /* sendfile after out, -1 = none; owned */
+    /* borrowed: the condition variable of the lane thread waiting on mu
+     * for body or credit (its own, exec.c), NULL when none waits; one
+     * per thread rather than one per connection, most of which are idle */
+    pthread_cond_t *waiter;
+    sl_buf_t body; /* request body received, not yet read by the app */
+    sl_buf_t out;  /* response bytes from the executor, not yet taken */
+    int file_fd;   /* sendfile after out, -1 = none; owned */
     off_t file_off;
     size_t file_len;
     uint64_t body_total; /* body bytes received for this request */
