@@ -90,10 +90,13 @@ int sl_conn_hdrs_get(sl_conn_t *c)
 static void conn_free_head(sl_conn_t *c)
 {
     sl_bufcache_put(&c->pump->bufs, &c->req.hbuf);
-    sl_bufcache_give(&c->pump->bufs, c->req.hdrs, hdrs_size(c));
-    c->req.hdrs = NULL;
+    if (c->req.hdrs != NULL) {
+        sl_bufcache_give(&c->pump->bufs, c->req.hdrs, hdrs_size(c));
+        c->req.hdrs = NULL;
+    }
     c->req.nhdrs = 0;
-    sl_forwarded_clear(&c->req);
+    if (c->req.client != NULL)
+        sl_forwarded_clear(&c->req);
 }
 
 /* Give back the read and write buffers when they hold nothing: what
@@ -128,9 +131,13 @@ static void conn_buf_ready(sl_conn_t *c, sl_buf_t *b)
         (void)sl_bufcache_get(&c->pump->bufs, b, SL_BUFCACHE_MIN);
 }
 
+/* Between requests. An idle connection gives every buffer back; one with
+ * the next request already in its read buffer keeps them for it (the
+ * request would take them again at once). */
 static void conn_reset_request(sl_conn_t *c)
 {
     sl_bufcache_t *bc = &c->pump->bufs;
+    bool busy = sl_buf_pending(&c->rbuf) > 0;
 
     c->head_done = false;
     c->msg_done = false;
@@ -138,10 +145,24 @@ static void conn_reset_request(sl_conn_t *c)
     c->http_error = 0;
     c->req.url_len = 0;
     c->req.has_body = false;
-    conn_free_head(c);
+    if (busy) {
+        c->req.nhdrs = 0;
+        sl_buf_reset(&c->req.hbuf, SL_CONN_BUF_KEEP);
+        if (c->req.client != NULL)
+            sl_forwarded_clear(&c->req);
+    } else {
+        conn_free_head(c);
+    }
     pthread_mutex_lock(&c->mu);
-    sl_bufcache_put(bc, &c->body);
-    sl_bufcache_put(bc, &c->out);
+    if (busy) {
+        sl_buf_reset(&c->body, SL_CONN_BUF_KEEP);
+        sl_buf_reset(&c->out, SL_CONN_BUF_KEEP);
+        sl_buf_reset(&c->resp_head, SL_CONN_BUF_KEEP);
+    } else {
+        sl_bufcache_put(bc, &c->body);
+        sl_bufcache_put(bc, &c->out);
+        sl_bufcache_put(bc, &c->resp_head);
+    }
     c->body_done = false;
     c->body_total = 0;
     c->resp_done = false;
@@ -150,11 +171,11 @@ static void conn_reset_request(sl_conn_t *c)
     c->picked = 0;
     c->resp_status = 0;
     c->resp_body = 0;
-    sl_bufcache_put(bc, &c->resp_head);
     pthread_mutex_unlock(&c->mu);
     c->req.start = 0;
     sl_buf_compact(&c->rbuf);
-    conn_free_idle_io(c);
+    if (!busy)
+        conn_free_idle_io(c);
     sl_conn_ws_free(c);
 }
 
