@@ -141,7 +141,7 @@ START_TEST(test_refused_head_forgets_the_last_client)
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\nBad Header: x\r\n\r\n");
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_int_eq(resp.status, 400);
-    ck_assert_str_eq(client.conn->req.client.addr, "");
+    ck_assert_str_eq(sl_req_client(&client.conn->req)->addr, "");
 }
 END_TEST
 

@@ -158,9 +158,9 @@ END_TEST
 /* wake_cv and wait_cv                                                */
 
 /* A lane blocked in a body read (wait_cv: it says it waits, and sleeps on
- * c->cv) is woken by wake_cv alone: the bytes are put in its buffer by
- * hand, so nothing else could have woken it. Awake, it no longer says it
- * waits. */
+ * its thread's condition variable) is woken by wake_cv alone: the bytes
+ * are put in its buffer by hand, so nothing else could have woken it.
+ * Awake, it no longer says it waits. */
 START_TEST(test_wake_cv_signals_waiter)
 {
     sl_ticket_t t;

@@ -747,8 +747,9 @@ const char *sl_accesslog_remote(const sl_conn_t *c, char *buf, size_t n)
 {
     int port;
 
-    if (c->req.client.addr[0] != '\0')
-        return c->req.client.addr; /* named by a trusted proxy's header */
+    if (sl_req_client(&c->req)->addr[0] != '\0')
+        return sl_req_client(&c->req)
+            ->addr; /* named by a trusted proxy's header */
     if (c->peer.ss_family == AF_INET && n >= INET_ADDRSTRLEN)
         return ipv4_text(&((const struct sockaddr_in *)&c->peer)->sin_addr,
                          buf);

@@ -32,6 +32,7 @@
 #include "common/metrics.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/conn_ws.h"
+#include "worker/loop/forwarded.h"
 #include "worker/loop/http.h"
 #include "worker/loop/proxyproto.h"
 #include "worker/loop/pump.h"
@@ -66,30 +67,102 @@ int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx)
     c->file_fd = -1;
     c->wfile_fd = -1;
     ev_io_init(&c->io, conn_io_cb, -1, 0);
-    c->req.hdrs =
-        calloc((size_t)p->opt->limit_request_fields + 1, sizeof(sl_hdr_t));
-    if (c->req.hdrs == NULL)
-        return -1;
     if (pthread_mutex_init(&c->mu, NULL) != 0)
-        return -1;
-    if (pthread_cond_init(&c->cv, NULL) != 0)
         return -1;
     return 0;
 }
 
+/* Bytes of the block that holds a request's header array. */
+static size_t hdrs_size(const sl_conn_t *c)
+{
+    return sl_bufcache_size(((size_t)c->pump->opt->limit_request_fields + 1) *
+                            sizeof(sl_hdr_t));
+}
+
+int sl_conn_hdrs_get(sl_conn_t *c)
+{
+    c->req.hdrs = sl_bufcache_take(&c->pump->bufs, hdrs_size(c));
+    return c->req.hdrs != NULL ? 0 : -1;
+}
+
+/* Give the request's own memory back: head, header array, forwarded
+ * client. Loop thread, no executor on the request. */
+static void conn_free_head(sl_conn_t *c)
+{
+    sl_bufcache_put(&c->pump->bufs, &c->req.hbuf);
+    if (c->req.hdrs != NULL) {
+        sl_bufcache_give(&c->pump->bufs, c->req.hdrs, hdrs_size(c));
+        c->req.hdrs = NULL;
+    }
+    c->req.nhdrs = 0;
+    if (c->req.client != NULL)
+        sl_forwarded_clear(&c->req);
+}
+
+/* Give back the read and write buffers when they hold nothing: what
+ * makes an idle connection cost its pool entry alone. */
+static void conn_free_idle_io(sl_conn_t *c)
+{
+    if (sl_buf_pending(&c->rbuf) == 0 && !c->in_msg)
+        sl_bufcache_put(&c->pump->bufs, &c->rbuf);
+    if (sl_buf_pending(&c->wbuf) == 0)
+        sl_bufcache_put(&c->pump->bufs, &c->wbuf);
+}
+
+void sl_conn_free_bufs(sl_conn_t *c)
+{
+    sl_bufcache_t *bc = &c->pump->bufs;
+
+    conn_free_head(c);
+    pthread_mutex_lock(&c->mu);
+    sl_bufcache_put(bc, &c->body);
+    sl_bufcache_put(bc, &c->out);
+    sl_bufcache_put(bc, &c->resp_head);
+    pthread_mutex_unlock(&c->mu);
+    sl_bufcache_put(bc, &c->rbuf);
+    sl_bufcache_put(bc, &c->wbuf);
+}
+
+/* Give an empty BUF of C a cached block, so what is appended next does not
+ * malloc (out of memory the append tries itself). */
+static void conn_buf_ready(sl_conn_t *c, sl_buf_t *b)
+{
+    if (b->data == NULL)
+        (void)sl_bufcache_get(&c->pump->bufs, b, SL_BUFCACHE_MIN);
+}
+
+/* Between requests. An idle connection gives every buffer back; one with
+ * the next request already in its read buffer keeps them for it (the
+ * request would take them again at once). */
 static void conn_reset_request(sl_conn_t *c)
 {
+    sl_bufcache_t *bc = &c->pump->bufs;
+    bool busy = sl_buf_pending(&c->rbuf) > 0;
+
     c->head_done = false;
     c->msg_done = false;
     c->in_msg = false;
     c->http_error = 0;
-    c->req.nhdrs = 0;
     c->req.url_len = 0;
     c->req.has_body = false;
-    sl_buf_reset(&c->req.hbuf, SL_CONN_BUF_KEEP);
+    if (busy) {
+        c->req.nhdrs = 0;
+        sl_buf_reset(&c->req.hbuf, SL_CONN_BUF_KEEP);
+        if (c->req.client != NULL)
+            sl_forwarded_clear(&c->req);
+    } else {
+        conn_free_head(c);
+    }
     pthread_mutex_lock(&c->mu);
-    sl_buf_reset(&c->body, SL_CONN_BUF_KEEP);
-    sl_buf_reset(&c->out, SL_CONN_BUF_KEEP);
+    if (busy) {
+        sl_buf_reset(&c->body, SL_CONN_BUF_KEEP);
+        sl_buf_reset(&c->out, SL_CONN_BUF_KEEP);
+        sl_buf_reset(&c->resp_head, SL_CONN_BUF_KEEP);
+    } else {
+        sl_bufcache_put(bc, &c->body);
+        sl_bufcache_put(bc, &c->out);
+        sl_bufcache_put(bc, &c->resp_head);
+    }
     c->body_done = false;
     c->body_total = 0;
     c->resp_done = false;
@@ -98,10 +171,11 @@ static void conn_reset_request(sl_conn_t *c)
     c->picked = 0;
     c->resp_status = 0;
     c->resp_body = 0;
-    sl_buf_reset(&c->resp_head, SL_CONN_BUF_KEEP);
     pthread_mutex_unlock(&c->mu);
     c->req.start = 0;
     sl_buf_compact(&c->rbuf);
+    if (!busy)
+        conn_free_idle_io(c);
     sl_conn_ws_free(c);
 }
 
@@ -269,6 +343,7 @@ static void conn_error_response(sl_conn_t *c, int status)
 
     if (c->state == SL_CONN_READING)
         c->req.start = ev_now(c->pump->loop); /* never dispatched */
+    conn_buf_ready(c, &c->wbuf);
     (void)sl_http_error_head(&c->wbuf, status);
     /* the access log and the metrics tell this answer, not the one it replaces
      */
@@ -292,8 +367,7 @@ void sl_conn_close(sl_conn_t *c)
     fd_close(&c->file_fd);
     pthread_mutex_unlock(&c->mu);
     sl_conn_ws_free(c);
-    sl_buf_reset(&c->wbuf, SL_CONN_BUF_KEEP);
-    sl_buf_reset(&c->rbuf, SL_CONN_BUF_KEEP);
+    sl_conn_free_bufs(c);
     sl_pump_release(c->pump, c);
 }
 
@@ -345,12 +419,19 @@ static void conn_dispatch(sl_conn_t *c)
     pthread_mutex_lock(&c->mu);
     c->gen++; /* under mu: a stale executor compares it there */
     c->body_done = !c->req.has_body || c->msg_done;
+    /* what the executor writes goes into cached blocks: in its thread an
+     * append would malloc */
+    conn_buf_ready(c, &c->out);
+    if (sl_accesslog_wants_head(c->pump->alog))
+        conn_buf_ready(c, &c->resp_head);
     pthread_mutex_unlock(&c->mu);
     /* out of memory, no interim answer: the client sends the body after
      * its own wait; the response's first bytes must not count as it */
-    if (c->req.expect_continue && c->req.has_body &&
-        sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1) == 0)
-        c->interim = sizeof(cont) - 1; /* not part of the response */
+    if (c->req.expect_continue && c->req.has_body) {
+        conn_buf_ready(c, &c->wbuf);
+        if (sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1) == 0)
+            c->interim = sizeof(cont) - 1; /* not part of the response */
+    }
     if (c->pump->exec->run != NULL) {
         if (sl_buf_pending(&c->wbuf) > 0 && sl_conn_flush(c) < 0)
             c->aborted = true;
@@ -364,6 +445,36 @@ static void conn_dispatch(sl_conn_t *c)
         return;
     }
     sl_pump_submit(c->pump, c);
+}
+
+/* Where a connection without a read buffer reads: only what comes is
+ * copied into a buffer of its own. Loop thread. */
+static char read_scratch[SL_CONN_READ_CHUNK];
+
+/* recv() up to ROOM bytes into C's read buffer; an idle connection has
+ * none, and takes one (from the cache, of the size that came) only when
+ * bytes come. recv()'s result; -1 with errno ENOMEM when out of memory. */
+static ssize_t conn_recv(sl_conn_t *c, size_t room)
+{
+    sl_buf_t *b = &c->rbuf;
+    ssize_t n;
+
+    if (b->data != NULL) {
+        if (sl_buf_reserve(b, room) < 0)
+            goto out_nomem;
+        return recv(c->fd, b->data + b->len, room, 0);
+    }
+    n = recv(c->fd, read_scratch, room, 0);
+    if (n <= 0)
+        return n;
+    if (sl_bufcache_get(&c->pump->bufs, b, (size_t)n) < 0)
+        goto out_nomem;
+    memcpy(b->data, read_scratch, (size_t)n);
+    return n;
+
+out_nomem:
+    errno = ENOMEM;
+    return -1;
 }
 
 /* Read once. 1 if bytes came, 0 if none yet, -1 on EOF or error. */
@@ -382,17 +493,18 @@ static int conn_read(sl_conn_t *c, size_t limit)
         room = limit > b->len ? limit - b->len : 0;
     if (room == 0)
         return 0;
-    if (sl_buf_reserve(b, room) < 0)
-        return -1;
-    n = recv(c->fd, b->data + b->len, room, 0);
+    n = conn_recv(c, room);
     if (n > 0) {
         b->len += (size_t)n;
         sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
         sl_pump_idle_remove(c->pump, c); /* a request begins */
         return 1;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        if (c->state == SL_CONN_READING)
+            conn_free_idle_io(c); /* a wake-up for nothing */
         return 0;
+    }
     c->peer_eof = (n == 0);
     return -1;
 }
@@ -547,6 +659,7 @@ static void conn_process(sl_conn_t *c)
                 /* out of memory, no answer: close rather than leave the
                  * client waiting on a kept-alive connection */
                 c->req.start = ev_now(c->pump->loop);
+                conn_buf_ready(c, &c->wbuf);
                 if (sl_http_health_head(&c->wbuf, c) < 0)
                     c->close_after = true;
                 sl_conn_note_head(c, c->wbuf.data + mark, c->wbuf.len - mark,

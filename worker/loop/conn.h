@@ -80,10 +80,13 @@ struct sl_conn {
 
     /* Shared with the executor: everything below is under mu. */
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* the executor waits here for body or credit */
-    sl_buf_t body;     /* request body received, not yet read by the app */
-    sl_buf_t out;      /* response bytes from the executor, not yet taken */
-    int file_fd;       /* sendfile after out, -1 = none; owned */
+    /* borrowed: the condition variable of the lane thread waiting on mu
+     * for body or credit (its own, exec.c), NULL when none waits; one
+     * per thread rather than one per connection, most of which are idle */
+    pthread_cond_t *waiter;
+    sl_buf_t body; /* request body received, not yet read by the app */
+    sl_buf_t out;  /* response bytes from the executor, not yet taken */
+    int file_fd;   /* sendfile after out, -1 = none; owned */
     off_t file_off;
     size_t file_len;
     uint64_t body_total; /* body bytes received for this request */
@@ -162,7 +165,9 @@ enum {
  * reading the socket until the app has read some. */
 #define SL_CONN_BODY_WINDOW (256 * 1024)
 
-/* Buffers above this size are freed when their request ends. */
+/* Buffers above this size are freed at once when emptied mid-request;
+ * every buffer goes back to the pump's cache (bufcache.h) when its
+ * request ends, and a connection idle between requests holds none. */
 #define SL_CONN_BUF_KEEP (64 * 1024)
 
 /* Must the connection close after the response to C's request GEN,
@@ -225,6 +230,14 @@ bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace);
 void sl_conn_abort(sl_conn_t *c);
 
 /* ---- the connection's own files (conn*.c) and on-loop executors ---- */
+
+/* Give C's request a header array (from the pump's cache). 0, or -1
+ * when out of memory. */
+int sl_conn_hdrs_get(sl_conn_t *c);
+
+/* Give every buffer C holds back to its pump's cache (loop thread, no
+ * executor on C). */
+void sl_conn_free_bufs(sl_conn_t *c);
 
 /* Set up C's parser for a new connection. */
 void sl_conn_parser_init(sl_conn_t *c);

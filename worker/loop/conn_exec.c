@@ -238,7 +238,7 @@ const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port)
 
 const char *sl_conn_client(const sl_conn_t *c, char *buf, size_t n, int *port)
 {
-    const sl_client_t *cl = &c->req.client;
+    const sl_client_t *cl = sl_req_client(&c->req);
 
     if (cl->addr[0] == '\0')
         return sl_conn_peer(c, buf, n, port);
@@ -249,7 +249,7 @@ const char *sl_conn_client(const sl_conn_t *c, char *buf, size_t n, int *port)
 
 const char *sl_conn_scheme(const sl_conn_t *c)
 {
-    return c->req.client.https ? "https" : "http";
+    return sl_req_client(&c->req)->https ? "https" : "http";
 }
 
 void sl_conn_started(sl_conn_t *c, uint32_t gen)

@@ -41,7 +41,7 @@ static int on_message_begin(llhttp_t *h)
     c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
     /* the last request's forwarded client must not stick to an error
      * answered before this head is complete */
-    memset(&r->client, 0, sizeof(r->client));
+    sl_forwarded_clear(r);
     return 0;
 }
 
@@ -68,6 +68,8 @@ static int on_header_field(llhttp_t *h, const char *at, size_t len)
     if (r->nhdrs == 0 || c->in_value) {
         if (r->nhdrs >= c->pump->opt->limit_request_fields)
             return fail(c, 431);
+        if (r->hdrs == NULL && sl_conn_hdrs_get(c) < 0)
+            return fail(c, 503);
         hd = &r->hdrs[r->nhdrs++];
         hd->name_off = (uint32_t)(at - c->rbuf.data);
         hd->name_len = 0;
@@ -128,8 +130,15 @@ static int on_header_field_complete(llhttp_t *h)
 static int on_headers_complete(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
-    int status = sl_http_head_complete(c);
+    int status;
 
+    /* the head's copy takes a cached block (it fits: the head lies
+     * between req_start and the end of what was read) */
+    if (c->req.hbuf.data == NULL &&
+        sl_bufcache_get(&c->pump->bufs, &c->req.hbuf,
+                        c->rbuf.len - c->req_start) < 0)
+        return fail(c, 503);
+    status = sl_http_head_complete(c);
     if (status != 0)
         return fail(c, status);
     sl_forwarded_apply(c);
@@ -167,7 +176,9 @@ static int on_body(llhttp_t *h, const char *at, size_t len)
     } else if (c->resp_done) {
         /* answered already: the rest of the body is read and dropped so
          * the connection can carry the next request */
-    } else if (sl_buf_append(&c->body, at, len) < 0) {
+    } else if ((c->body.data == NULL &&
+                sl_bufcache_get(&c->pump->bufs, &c->body, len) < 0) ||
+               sl_buf_append(&c->body, at, len) < 0) {
         c->aborted = true;
         rc = -1;
     }

@@ -26,9 +26,15 @@ void sl_exec_notify_handoff(sl_conn_t *c)
     sl_pump_notify(c->pump, c);
 }
 
+/* The condition variable a lane thread waits on, whatever connection it
+ * waits for: a thread waits for one at a time, always with that
+ * connection's mu. */
+static __thread pthread_cond_t lane_cv = PTHREAD_COND_INITIALIZER;
+
 void sl_exec_wake_cv(sl_conn_t *c)
 {
-    pthread_cond_signal(&c->cv);
+    if (c->waiter != NULL)
+        pthread_cond_signal(c->waiter);
 }
 
 void sl_exec_wake_ticket(sl_conn_t *c)
@@ -41,7 +47,9 @@ int sl_exec_wait_cv(sl_conn_t *c, int what)
 {
     (void)what;
     c->waiting = true;
-    pthread_cond_wait(&c->cv, &c->mu);
+    c->waiter = &lane_cv;
+    pthread_cond_wait(&lane_cv, &c->mu);
+    c->waiter = NULL;
     c->waiting = false;
     return 0;
 }

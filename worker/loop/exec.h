@@ -80,14 +80,15 @@ void sl_exec_hand_over_queue(sl_pump_t *p, const sl_ticket_t *t, uint32_t n);
  * completion (thread-safe; coalesced by c->notified). */
 void sl_exec_notify_handoff(sl_conn_t *c);
 
-/* wake for executors that sleep on c->cv (WSGI lanes). */
+/* wake for executors that sleep in sl_exec_wait_cv() (WSGI lanes). */
 void sl_exec_wake_cv(sl_conn_t *c);
 
 /* wake for executors that await (ASGI): a SL_TICKET_WAKE for C travels
  * with this pass's batch. */
 void sl_exec_wake_ticket(sl_conn_t *c);
 
-/* wait for lane threads: sleep on c->cv until woken. */
+/* wait for lane threads: sleep on the thread's own condition variable,
+ * named in c->waiter, until woken. */
 int sl_exec_wait_cv(sl_conn_t *c, int what);
 
 /* wait for executors that never block: refuses (-1). */

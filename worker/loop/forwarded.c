@@ -17,6 +17,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -24,6 +25,8 @@
 #include "worker/loop/forwarded.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
+
+const sl_client_t sl_client_none;
 
 /* A node as written: "[2001:db8::1]:4711" is the longest real one. */
 #define NODE_MAX 72
@@ -565,6 +568,23 @@ static bool may_forward(const sl_req_t *r)
     return false;
 }
 
+/* Weigh H for R; keep the result only when it names anything. */
+static void set_req_client(sl_req_t *r, const sl_allow_t *trust,
+                           const sl_forwarded_hdrs_t *h)
+{
+    sl_client_t cl = {0};
+    sl_client_t *own;
+
+    sl_forwarded_eval(trust, h, &cl);
+    if (memcmp(&cl, &sl_client_none, sizeof(cl)) == 0)
+        return;
+    own = malloc(sizeof(*own));
+    if (own == NULL)
+        return;
+    *own = cl;
+    r->client = own;
+}
+
 void sl_forwarded_apply(sl_conn_t *c)
 {
     const sl_allow_t *trust = &c->pump->opt->forwarded_allow;
@@ -573,6 +593,7 @@ void sl_forwarded_apply(sl_conn_t *c)
     bool any;
 
     /* c->req.client was cleared when the request began */
+    sl_forwarded_clear(&c->req);
     if (!may_forward(&c->req) ||
         !sl_allow_match(trust, (const struct sockaddr *)&c->peer))
         return;
@@ -582,5 +603,11 @@ void sl_forwarded_apply(sl_conn_t *c)
     any |= field(&c->req, "x-forwarded-host", b4, &h.xfh, &h.xfh_len);
     any |= field(&c->req, "x-forwarded-port", b5, &h.xfport, &h.xfport_len);
     if (any)
-        sl_forwarded_eval(trust, &h, &c->req.client);
+        set_req_client(&c->req, trust, &h);
+}
+
+void sl_forwarded_clear(sl_req_t *r)
+{
+    free(r->client);
+    r->client = NULL;
 }

@@ -49,8 +49,13 @@ void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
                        sl_client_t *out);
 
 /* Loop thread, at head complete: set C's request's client from its
- * headers, if C's peer is trusted (--forwarded-allow-ips); else leave it
- * as the request's start cleared it (the peer is the client). */
+ * headers, if C's peer is trusted (--forwarded-allow-ips) and they name
+ * anything (then it is allocated: owned by the request); else leave it
+ * as the request's start cleared it (the peer is the client). Out of
+ * memory, the headers are ignored. */
 void sl_forwarded_apply(sl_conn_t *c);
+
+/* Free R's forwarded client, if it has one (R's client is NULL after). */
+void sl_forwarded_clear(sl_req_t *r);
 
 #endif

@@ -731,15 +731,10 @@ void sl_pump_destroy(sl_pump_t *p)
             if (c->fd >= 0)
                 close(c->fd);
             sl_conn_ws_free(c);
-            sl_buf_free(&c->rbuf);
-            sl_buf_free(&c->wbuf);
-            sl_buf_free(&c->body);
-            sl_buf_free(&c->out);
-            sl_buf_free(&c->req.hbuf);
-            sl_buf_free(&c->resp_head);
-            free(c->req.hdrs);
+            sl_conn_free_bufs(c);
         }
     }
+    sl_bufcache_clear(&p->bufs);
     sl_accesslog_close(p->alog);
     p->alog = NULL;
     free(p->conns);

@@ -20,6 +20,7 @@
 #include "common/options.h"
 #include "common/queue.h"
 #include "worker/loop/accesslog.h"
+#include "worker/loop/bufcache.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/exec.h"
 
@@ -92,6 +93,7 @@ struct sl_pump {
     ev_tstamp drain_started;
     ev_timer drain_timer; /* embedded: the drain's step cadence */
     sl_accesslog_t *alog; /* owned: the access log, NULL when off */
+    sl_bufcache_t bufs;   /* owned: freed connection buffers (bufcache.h) */
 };
 
 /* Set up the loop, pool and listeners for EXEC (borrowed: a table that

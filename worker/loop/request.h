@@ -33,6 +33,9 @@ typedef struct {
     int server_port; /* the port the client asked for; 0 when not forwarded */
 } sl_client_t;
 
+/* All empty: the peer is the client (defined in forwarded.c). */
+extern const sl_client_t sl_client_none;
+
 typedef struct {
     uint32_t name_off, name_len; /* into sl_req_t.hbuf */
     uint32_t val_off, val_len;
@@ -46,7 +49,7 @@ typedef struct {
  * parses; read-only to the executor from submit until END. */
 typedef struct {
     sl_buf_t hbuf;       /* owned: method, URL and header bytes, stable while
-                            served */
+                            served; no memory between requests */
     uint32_t method_off; /* into hbuf: the method token as the client sent
                             it (any RFC 9110 token) */
     uint32_t method_len; /* 0: none (a request made up in a test) */
@@ -54,7 +57,8 @@ typedef struct {
                             the method's length once seen (conn_parse.c) */
     uint32_t url_len;    /* until the line is whole, how much of it was
                             checked */
-    sl_hdr_t *hdrs;      /* owned, capacity limit_request_fields */
+    sl_hdr_t *hdrs;      /* owned, capacity limit_request_fields + 1; NULL
+                            until the request's first header, freed with it */
     int nhdrs;
     int method; /* llhttp_method_t, or SL_METHOD_OTHER */
     uint8_t major, minor;
@@ -73,8 +77,18 @@ typedef struct {
                            ';' (conn_parse.c) */
     uint16_t trailer_pos;
     uint32_t trailer_mask;
-    ev_tstamp start;    /* when the headers were complete */
-    sl_client_t client; /* set at head complete (sl_forwarded_apply()) */
+    ev_tstamp start; /* when the headers were complete */
+    /* owned: what a trusted proxy's forwarding headers said, set at head
+     * complete (sl_forwarded_apply()) and freed with the request; NULL
+     * when none applies (most requests: so it is not carried inline).
+     * Read it through sl_req_client(). */
+    sl_client_t *client;
 } sl_req_t;
+
+/* R's client as forwarding headers name it: never NULL. */
+static inline const sl_client_t *sl_req_client(const sl_req_t *r)
+{
+    return r->client != NULL ? r->client : &sl_client_none;
+}
 
 #endif

@@ -141,7 +141,7 @@ static PyObject *scope_client(const sl_conn_t *c)
 /* The listener's (host, port), or the one a trusted proxy names. */
 static PyObject *scope_server(const sl_conn_t *c)
 {
-    const sl_client_t *cl = &c->req.client;
+    const sl_client_t *cl = sl_req_client(&c->req);
     PyObject *server = parts.server[c->listener];
 
     if (cl->server_port == 0)
@@ -195,7 +195,7 @@ PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
 
     if (scope != NULL &&
         (sl_py_set_method(scope, names[K_METHOD], &c->req) < 0 ||
-         (c->req.client.https &&
+         (sl_req_client(&c->req)->https &&
           PyDict_SetItem(scope, names[K_SCHEME], names[K_HTTPS]) < 0)))
         Py_CLEAR(scope);
     return scope;
@@ -250,7 +250,7 @@ PyObject *sl_asgi_scope_new_ws(const sl_conn_t *c, PyObject *state)
 
     if (scope != NULL &&
         (set_steal(scope, names[K_SUBPROTOCOLS], subprotocols(&c->req)) < 0 ||
-         (c->req.client.https &&
+         (sl_req_client(&c->req)->https &&
           PyDict_SetItem(scope, names[K_SCHEME], names[K_WSS]) < 0)))
         Py_CLEAR(scope);
     return scope;

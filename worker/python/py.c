@@ -233,21 +233,61 @@ PyObject *sl_py_unquote_path(const char *p, size_t n, bool utf8)
     return s;
 }
 
-/* One slot per pooled connection, filled on a connection's first request. */
+/* One slot per pooled connection, filled on a connection's first request.
+ * An idle keep-alive connection keeps what is in its slot, so the slot
+ * holds only what was asked for, and the address is shared (below). */
 static struct peer_cache {
     uint32_t serial; /* of the connection the objects are for; 0 = none */
     uint32_t gen;    /* of the request, when a forwarding header named them */
     bool forwarded;  /* made from a forwarding header (per request) */
-    PyObject *addr, *port, *client; /* owned */
+    int num;         /* the port */
+    PyObject *addr, *port, *client; /* owned; port and client made when
+                                       first asked for */
 } * peers;
 static uint32_t npeers;
+
+/* The last address made into a str: the connections of one client (or of
+ * one proxy) share it rather than each keeping a copy. */
+static char last_text[SL_CLIENT_ADDR_MAX];
+static PyObject *last_addr; /* owned */
+
+static PyObject *addr_object(const char *text)
+{
+    PyObject *o;
+
+    if (last_addr != NULL && strcmp(text, last_text) == 0)
+        return Py_NewRef(last_addr);
+    o = PyUnicode_FromString(text);
+    if (o == NULL)
+        return NULL;
+    Py_XSETREF(last_addr, Py_NewRef(o));
+    snprintf(last_text, sizeof(last_text), "%s", text);
+    return o;
+}
+
+/* Fill PC for C. 0, or -1 with a Python exception. */
+static int peer_fill(struct peer_cache *pc, const sl_conn_t *c, bool fwd)
+{
+    char text[SL_CLIENT_ADDR_MAX];
+
+    Py_CLEAR(pc->addr);
+    Py_CLEAR(pc->port);
+    Py_CLEAR(pc->client);
+    pc->serial = 0;
+    pc->forwarded = fwd;
+    pc->gen = c->gen;
+    sl_conn_client(c, text, sizeof(text), &pc->num);
+    pc->addr = addr_object(text);
+    if (pc->addr == NULL)
+        return -1;
+    pc->serial = c->serial;
+    return 0;
+}
 
 int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
                PyObject **client)
 {
     struct peer_cache *pc;
-    char text[SL_CLIENT_ADDR_MAX];
-    int num;
     bool fwd;
 
     if (peers == NULL) {
@@ -263,26 +303,19 @@ int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
         return -1;
     }
     pc = &peers[c->idx];
-    fwd = c->req.client.addr[0] != '\0';
+    fwd = sl_req_client(&c->req)->addr[0] != '\0';
     /* serials start at 1: 0 is "none"; a forwarded client is the
      * request's, not the connection's */
-    if (pc->serial != c->serial || pc->forwarded != fwd ||
-        (fwd && pc->gen != c->gen)) {
-        Py_CLEAR(pc->addr);
-        Py_CLEAR(pc->port);
-        Py_CLEAR(pc->client);
-        pc->forwarded = fwd;
-        pc->gen = c->gen;
-        sl_conn_client(c, text, sizeof(text), &num);
-        pc->addr = PyUnicode_FromString(text);
-        pc->port = PyUnicode_FromFormat("%d", num);
-        if (pc->addr == NULL || pc->port == NULL ||
-            (pc->client = Py_BuildValue("(Oi)", pc->addr, num)) == NULL) {
-            pc->serial = 0;
-            return -1;
-        }
-        pc->serial = c->serial;
-    }
+    if ((pc->serial != c->serial || pc->forwarded != fwd ||
+         (fwd && pc->gen != c->gen)) &&
+        peer_fill(pc, c, fwd) < 0)
+        return -1;
+    if (port != NULL && pc->port == NULL &&
+        (pc->port = PyUnicode_FromFormat("%d", pc->num)) == NULL)
+        return -1;
+    if (client != NULL && pc->client == NULL &&
+        (pc->client = Py_BuildValue("(Oi)", pc->addr, pc->num)) == NULL)
+        return -1;
     if (addr != NULL)
         *addr = pc->addr;
     if (port != NULL)
@@ -364,5 +397,6 @@ void sl_py_finalize(void)
     free(peers);
     peers = NULL;
     npeers = 0;
+    Py_CLEAR(last_addr);
     Py_FinalizeEx();
 }

@@ -36,7 +36,7 @@ void sl_py_release_gil_in_poll(struct ev_loop *loop);
 static inline bool sl_py_has_client(const sl_conn_t *c)
 {
     return c->peer.ss_family == AF_INET || c->peer.ss_family == AF_INET6 ||
-           c->req.client.addr[0] != '\0';
+           sl_req_client(&c->req)->addr[0] != '\0';
 }
 
 int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,

@@ -277,7 +277,7 @@ PyObject *sl_wsgi_environ_new(sl_conn_t *c, uint32_t gen)
     }
 
     /* the prototype says "http"; a trusted proxy may say otherwise */
-    if (r->client.https &&
+    if (sl_req_client(r)->https &&
         PyDict_SetItem(env, keys[K_URL_SCHEME], keys[K_HTTPS]) < 0)
         goto out_fail;
     if (sl_py_has_client(c)) {
@@ -287,7 +287,8 @@ PyObject *sl_wsgi_environ_new(sl_conn_t *c, uint32_t gen)
             PyDict_SetItem(env, keys[K_REMOTE_PORT], port) < 0)
             goto out_fail;
     }
-    if (set_headers(env, r) < 0 || set_forwarded_host(env, &r->client) < 0)
+    if (set_headers(env, r) < 0 ||
+        set_forwarded_host(env, sl_req_client(r)) < 0)
         goto out_fail;
 
     input = sl_wsgi_input_new(c, gen);
