@@ -41,6 +41,7 @@
 #include "common/options.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/conn_ws.h"
+#include "worker/loop/forwarded.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 
@@ -186,6 +187,8 @@ static void reset_request(sl_conn_t *c)
     c->body_total = 0;
     c->resp_done = false;
     c->close_after = false;
+    if (c->req.client != NULL)
+        sl_forwarded_clear(&c->req);
     sl_buf_compact(&c->rbuf);
     sl_conn_ws_free(c);
 }
@@ -195,12 +198,15 @@ static void dispatch(run_t *r)
 {
     sl_conn_t *c = r->c;
     const sl_req_t *q = &c->req;
+    const sl_client_t *cl = sl_req_client(q);
     int i;
 
     c->state = SL_CONN_SERVING;
     c->body_done = !q->has_body || c->msg_done;
     r->head.len = 0;
     tell_num(&r->head, 'M', (unsigned)q->method);
+    if (q->method_len > 0)
+        tell_slice(r, &r->head, 'm', q->method_off, q->method_len);
     tell_num(&r->head, 'V', q->major * 10u + q->minor);
     tell_num(&r->head, 'K', q->keep_alive);
     tell_num(&r->head, 'F',
@@ -215,12 +221,12 @@ static void dispatch(run_t *r)
         tell_slice(r, &r->head, 'H', q->hdrs[i].name_off, q->hdrs[i].name_len);
         tell_slice(r, &r->head, ':', q->hdrs[i].val_off, q->hdrs[i].val_len);
     }
-    CHECK(memchr(q->client.addr, '\0', sizeof(q->client.addr)) != NULL);
-    CHECK(memchr(q->client.host, '\0', sizeof(q->client.host)) != NULL);
-    tell(&r->head, q->client.addr, strlen(q->client.addr) + 1);
-    tell(&r->head, q->client.host, strlen(q->client.host) + 1);
-    tell_num(&r->head, 'P', (unsigned)q->client.port);
-    tell_num(&r->head, 'S', q->client.https);
+    CHECK(memchr(cl->addr, '\0', sizeof(cl->addr)) != NULL);
+    CHECK(memchr(cl->host, '\0', sizeof(cl->host)) != NULL);
+    tell(&r->head, cl->addr, strlen(cl->addr) + 1);
+    tell(&r->head, cl->host, strlen(cl->host) + 1);
+    tell_num(&r->head, 'P', (unsigned)cl->port);
+    tell_num(&r->head, 'S', cl->https);
 }
 
 /* The request ends, whole or not: told with its body. */
