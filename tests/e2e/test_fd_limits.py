@@ -142,7 +142,7 @@ def test_emfile_pauses_accepting(make_server, app, executor):
         close_all(socks)
     # descriptors free again: a fresh request is served
     r = s.get("/hello", timeout=10)
-    assert r.status == 200
+    assert r.status == 200, (r, s.log_since(mark)[-3000:])
     assert s.worker_pids() == [worker]
 
 
