@@ -162,6 +162,13 @@ START_TEST(test_refused_400)
     request(NULL);
     req.minor = 0; /* HTTP/1.0 */
     ck_assert_int_eq(handshake(true, &hs), 400);
+    request(NULL);
+    req.has_body = req.chunked = true; /* found by fuzz_http */
+    ck_assert_int_eq(handshake(true, &hs), 400);
+    request(NULL);
+    req.has_body = true;
+    req.content_length = 5;
+    ck_assert_int_eq(handshake(true, &hs), 400);
     request("Host");
     ck_assert_int_eq(handshake(true, &hs), 400);
     request("Upgrade");

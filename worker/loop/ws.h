@@ -77,11 +77,11 @@ bool sl_ws_is_upgrade(const sl_req_t *req);
 /* Check REQ (an upgrade attempt) against RFC 6455 §4.2.1 and fill *HS.
  * DEFLATE: accept permessage-deflate if the client offers it (the first
  * acceptable offer; we always answer server_no_context_takeover). Returns
- * 0, or the HTTP status to answer: 400 (not GET, not HTTP/1.1, no Host, no
- * Upgrade: websocket or Connection: upgrade, a key that is not base64 of
- * 16 bytes, two keys or two versions), or 426 (Sec-WebSocket-Version
- * missing or not 13: answer with "Sec-WebSocket-Version: 13"). Never
- * allocates. */
+ * 0, or the HTTP status to answer: 400 (not GET, not HTTP/1.1, a body, no
+ * Host, no Upgrade: websocket or Connection: upgrade, a key that is not
+ * base64 of 16 bytes, two keys or two versions), or 426
+ * (Sec-WebSocket-Version missing or not 13: answer with
+ * "Sec-WebSocket-Version: 13"). Never allocates. */
 int sl_ws_handshake(const sl_req_t *req, bool deflate, sl_ws_handshake_t *hs);
 
 /* Sec-WebSocket-Accept for KEY (the header's value as sent, 24 bytes of

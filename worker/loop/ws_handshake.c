@@ -248,6 +248,10 @@ int sl_ws_handshake(const sl_req_t *req, bool deflate, sl_ws_handshake_t *hs)
         return 400;
     if (req->major != 1 || req->minor < 1)
         return 400;
+    /* no body: after the 101 the bytes that follow the head are frames, so
+     * a body's end would be the client's word against the frames' */
+    if (req->has_body)
+        return 400;
     if (only(req, "host", &klen, &count) == NULL && count == 0)
         return 400;
     if (!sl_ws_is_upgrade(req))
