@@ -515,11 +515,16 @@ START_TEST(test_term_stops_cleanly)
 }
 END_TEST
 
+/* A fast stop kills a worker the supervisor still counts as booting, so
+ * each signal waits for READY=1: the supervisor has seen every worker's
+ * ready message, not only the workers sent theirs. */
 START_TEST(test_int_and_quit_are_passed_on)
 {
+    h_notify_open(&nt, false);
     pid_t sup = start_supervisor("ready", "-w", "2", NULL);
 
     wait_events("ready", 2, 10);
+    int ready = wait_note("READY=1", 0, 10);
     kill(sup, SIGINT);
     assert_exit(wait_exit(sup, 10), SL_EXIT_OK);
     ck_assert_int_eq(count_events("int"), 2);
@@ -527,6 +532,7 @@ START_TEST(test_int_and_quit_are_passed_on)
     ck_assert_int_eq(unlink(events_path), 0);
     sup = start_supervisor("ready", NULL);
     wait_events("ready", 1, 10);
+    wait_note("READY=1", ready + 1, 10);
     kill(sup, SIGQUIT);
     assert_exit(wait_exit(sup, 10), SL_EXIT_OK);
     ck_assert_int_eq(count_events("quit"), 1);
