@@ -147,3 +147,46 @@ def test_slow_download_outlives_keep_alive(timed):
         assert time.monotonic() - t0 >= 2.0
         r = c.request("GET", "/hello")
         assert r.status == 200 and r.body == b"hello\n"
+
+
+@pytest.fixture(scope="module")
+def line_timed(tmp_path_factory):
+    """One WSGI pump server with --header-timeout 2 (the loop's timers do
+    not depend on the executor)."""
+    from conftest import WSGI_MODES
+    mode = dict(WSGI_MODES["pump"], name="pump")
+    with start_mode_server(tmp_path_factory, "timeouts-line", mode,
+                           args=["--header-timeout", "2"]) as s:
+        yield s
+
+
+def _dribble_line_then_wait(c):
+    """Send a request line in 10 pieces over 1.8 s, then one field and no
+    end of head; the seconds from the first byte to the 408."""
+    line = b"GET /hello/dribbled-line HTTP/1.1\r\n"
+    step = -(-len(line) // 10)
+    t0 = time.monotonic()
+    for i in range(0, len(line), step):
+        if i:
+            time.sleep(0.2)  # the client's pace, not a wait for the server
+        c.send(line[i:i + step])
+    c.send(b"Host: x\r\n")
+    r = c.read_response()
+    return time.monotonic() - t0, r
+
+
+@pytest.mark.sluice_only
+@pytest.mark.parametrize("reused", [False, True], ids=["fresh", "keep-alive"])
+def test_slow_request_line_does_not_rearm_header_timeout(line_timed, reused):
+    """The head's clock starts once (at accept, or at a keep-alive
+    connection's next first byte) and is not started again when the
+    request line becomes whole: the 408 comes about 2 s after the first
+    byte (the 1 s sweep adds up to 1 s), not 2 s after the line's 1.8 s."""
+    with line_timed.connect() as c:
+        if reused:
+            c.send(b"GET /hello/first HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert c.read_response().status == 200
+        elapsed, r = _dribble_line_then_wait(c)
+        assert r.status == 408, r.raw
+        c.expect_eof()
+    assert 1.9 <= elapsed <= 3.6, elapsed

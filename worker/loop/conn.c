@@ -199,6 +199,7 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
     conn_reset_request(c);
     c->idle_since = ev_now(c->pump->loop);
     c->deadline = c->idle_since + c->pump->opt->header_timeout;
+    c->head_clock = true;
     c->proxy_pending = c->pump->opt->proxy_protocol;
     if (c->proxy_pending && !sl_conn_proxy_allowed(c)) {
         sl_conn_close(c);
@@ -401,6 +402,7 @@ static void conn_finish_request(sl_conn_t *c)
     c->state = SL_CONN_READING;
     c->idle_since = ev_now(c->pump->loop);
     c->deadline = c->idle_since + c->pump->opt->keep_alive;
+    c->head_clock = false;
     /* idle: evictable when the pool runs out (pump.h); a pipelined request
      * already read makes it busy at once */
     if (sl_buf_pending(&c->rbuf) == 0)

@@ -74,6 +74,7 @@ struct sl_conn {
     size_t interim;   /* bytes of a 100 Continue at the head of wbuf */
     int http_error;   /* status to answer instead of serving, 0 = none */
     bool in_msg;      /* a message has begun and is not yet served */
+    bool head_clock;  /* deadline is the head's: armed once per head */
     sl_req_t req;
     sl_conn_ws_t *ws; /* owned: the WebSocket state, NULL for HTTP; set and
                          freed by the loop, read by the executor under mu */

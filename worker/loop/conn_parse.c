@@ -38,7 +38,6 @@ static int on_message_begin(llhttp_t *h)
     c->msg_done = false;
     c->in_msg = true;
     c->req_start = c->rbuf.off;
-    c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
     /* the last request's forwarded client must not stick to an error
      * answered before this head is complete */
     sl_forwarded_clear(r);
@@ -271,11 +270,14 @@ static int start_line(sl_conn_t *c)
     p = b->data + b->off;
     rc = sl_reqline_scan(p, sl_buf_pending(b), c->pump->opt->limit_request_line,
                          &pos, &mlen, &tlen);
+    /* the head's clock starts once: at accept for a connection's first
+     * request, at the line's first byte for a later one (until then the
+     * keep-alive timeout runs); it is never re-armed within a head */
+    if (!c->head_clock && pos > 0) {
+        c->head_clock = true;
+        c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
+    }
     if (rc == 0) {
-        /* a line's first bytes start the head's clock, as the first byte
-         * llhttp sees would (on_message_begin()) */
-        if (r->url_len == 0 && pos > 0)
-            c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
         r->url_len = (uint32_t)pos;
         r->url_off = (uint32_t)mlen;
         return 0;
