@@ -134,6 +134,9 @@ def rate_flags(r):
             out.append("rate not held: %.0f %% of target" % held)
     if r.get("unsent"):
         out.append("%d never sent" % r["unsent"])
+    if r.get("warmup_timeouts"):
+        # connections the server left unanswered since the warm-up
+        out.append("%d warm-up requests timed out" % r["warmup_timeouts"])
     errs = {k: v for k, v in r.get("errors", {}).items() if v}
     if errs:
         out.append("errors " + ", ".join("%s %d" % kv
@@ -328,7 +331,10 @@ def markdown(doc):
       "connections closed with a request outstanding, requests unanswered "
       "after %.0f s (timeout), answers outside 2xx/3xx (status), malformed "
       "answers (parse); *client busy*: rateload used ≥ %.0f %% of its CPU; "
-      "*disturbed*: other processes took ≥ %.0f %% of the server's CPU. "
+      "*disturbed*: other processes took ≥ %.0f %% of the server's CPU; "
+      "*warm-up requests timed out*: requests sent before the window were "
+      "never answered (a server that leaves connections unserved keeps "
+      "them busy all run, so the window's own counters miss it). "
       "*max run:* flags of the maximum-rate run (run.py's: starved or slow "
       "accept, client-bound wrk, ...)."
       % (RATE_HELD_PCT, REQUEST_TIMEOUT, REQUEST_TIMEOUT, CLIENT_BOUND_PCT,
@@ -391,7 +397,7 @@ def chart(doc, path):
                                                 r["target"]) for r in rows],
                        rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("latency from intended send, ms (median of repeats)")
-    ax.set_title("%s — %.0f %% of max, %d s × %d, server CPU %d, client "
+    ax.set_title("%s\n%.0f %% of max, %d s × %d, server CPU %d, client "
                  "CPU %d" % (m["title"], 100 * m["fraction"], m["duration_s"],
                              m["repeat"], m["server_cpu"], m["client_cpu"]),
                  fontsize=10)

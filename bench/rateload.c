@@ -109,6 +109,10 @@ static struct {
     /* measured-window counters */
     uint64_t sent, completed, late, max_backlog, reconnects;
     uint64_t answered_in_window; /* any request's, for the achieved rate */
+    /* Warm-up requests that timed out: a server that never answers some
+     * connections keeps them busy with warm-up requests all run, and the
+     * window's counters alone would not show it. */
+    uint64_t other_timeouts;
     uint64_t err_connect, err_io, err_closed, err_timeout, err_status,
         err_parse;
     uint32_t *fine, *coarse;
@@ -537,8 +541,10 @@ static void scan(struct conn *conns, uint64_t now, bool reopen)
 {
     for (int i = 0; i < g.nconns; i++) {
         struct conn *c = &conns[i];
-        if (c->state == C_BUSY && now - c->sent > g.timeout_ns)
+        if (c->state == C_BUSY && now - c->sent > g.timeout_ns) {
+            g.other_timeouts += !c->measured;
             drop_conn(c, &g.err_timeout, now);
+        }
         if (c->state == C_DOWN && reopen && now >= c->retry_at)
             open_conn(c, now);
     }
@@ -572,33 +578,34 @@ static void report(struct rusage *r0, struct rusage *r1)
     uint64_t unsent = 0;
     for (uint64_t i = g.next_i; g.rate > 0 && i < g.n_total; i++)
         unsent += in_window(due(i));
-    printf("{\"rate_target\": %.3f, \"conns\": %d, \"duration_s\": %.3f, "
-           "\"warmup_s\": %.3f, \"sent\": %llu, \"completed\": %llu, "
-           "\"achieved_rate\": %.3f, \"answered_in_window\": %llu, "
-           "\"unsent\": %llu, \"late_sends\": %llu, "
-           "\"max_backlog\": %llu, \"reconnects\": %llu, "
-           "\"errors\": {\"connect\": %llu, \"io\": %llu, \"closed\": %llu, "
-           "\"timeout\": %llu, \"status\": %llu, \"parse\": %llu}, "
-           "\"latency_us\": {\"p50\": %llu, \"p90\": %llu, \"p99\": %llu, "
-           "\"p99.9\": %llu, \"max\": %llu, \"mean\": %.1f}, "
-           "\"client_cpu_s\": %.3f, \"client_user_s\": %.3f}\n",
-           g.rate, g.nconns, dur, (double)g.warmup_ns / 1e9,
-           (unsigned long long)g.sent, (unsigned long long)n,
-           (double)g.answered_in_window / dur,
-           (unsigned long long)g.answered_in_window, (unsigned long long)unsent,
-           (unsigned long long)g.late, (unsigned long long)g.max_backlog,
-           (unsigned long long)g.reconnects, (unsigned long long)g.err_connect,
-           (unsigned long long)g.err_io, (unsigned long long)g.err_closed,
-           (unsigned long long)g.err_timeout, (unsigned long long)g.err_status,
-           (unsigned long long)g.err_parse,
-           (unsigned long long)percentile(0.50, n),
-           (unsigned long long)percentile(0.90, n),
-           (unsigned long long)percentile(0.99, n),
-           (unsigned long long)percentile(0.999, n),
-           (unsigned long long)(g.max_ns / 1000),
-           n ? (double)g.sum_us / (double)n : 0.0,
-           cpu_s(r1, false) - cpu_s(r0, false),
-           cpu_s(r1, true) - cpu_s(r0, true));
+    printf(
+        "{\"rate_target\": %.3f, \"conns\": %d, \"duration_s\": %.3f, "
+        "\"warmup_s\": %.3f, \"sent\": %llu, \"completed\": %llu, "
+        "\"achieved_rate\": %.3f, \"answered_in_window\": %llu, "
+        "\"unsent\": %llu, \"late_sends\": %llu, "
+        "\"max_backlog\": %llu, \"reconnects\": %llu, "
+        "\"warmup_timeouts\": %llu, "
+        "\"errors\": {\"connect\": %llu, \"io\": %llu, \"closed\": %llu, "
+        "\"timeout\": %llu, \"status\": %llu, \"parse\": %llu}, "
+        "\"latency_us\": {\"p50\": %llu, \"p90\": %llu, \"p99\": %llu, "
+        "\"p99.9\": %llu, \"max\": %llu, \"mean\": %.1f}, "
+        "\"client_cpu_s\": %.3f, \"client_user_s\": %.3f}\n",
+        g.rate, g.nconns, dur, (double)g.warmup_ns / 1e9,
+        (unsigned long long)g.sent, (unsigned long long)n,
+        (double)g.answered_in_window / dur,
+        (unsigned long long)g.answered_in_window, (unsigned long long)unsent,
+        (unsigned long long)g.late, (unsigned long long)g.max_backlog,
+        (unsigned long long)g.reconnects, (unsigned long long)g.other_timeouts,
+        (unsigned long long)g.err_connect, (unsigned long long)g.err_io,
+        (unsigned long long)g.err_closed, (unsigned long long)g.err_timeout,
+        (unsigned long long)g.err_status, (unsigned long long)g.err_parse,
+        (unsigned long long)percentile(0.50, n),
+        (unsigned long long)percentile(0.90, n),
+        (unsigned long long)percentile(0.99, n),
+        (unsigned long long)percentile(0.999, n),
+        (unsigned long long)(g.max_ns / 1000),
+        n ? (double)g.sum_us / (double)n : 0.0,
+        cpu_s(r1, false) - cpu_s(r0, false), cpu_s(r1, true) - cpu_s(r0, true));
     fflush(stdout);
 }
 
@@ -778,9 +785,12 @@ int main(int argc, char **argv)
     if (phase < 2)
         getrusage(RUSAGE_SELF, &r1);
     /* Measured requests still in flight at the hard end never finished. */
-    for (int i = 0; i < g.nconns; i++)
+    for (int i = 0; i < g.nconns; i++) {
         if (conns[i].state == C_BUSY && conns[i].measured)
             g.err_timeout++;
+        else if (conns[i].state == C_BUSY)
+            g.other_timeouts++;
+    }
     report(&r0, &r1);
     return 0;
 }
