@@ -134,6 +134,9 @@ def rate_flags(r):
             out.append("rate not held: %.0f %% of target" % held)
     if r.get("unsent"):
         out.append("%d never sent" % r["unsent"])
+    if r.get("reconnects", 0) > 0.01 * max(r.get("completed", 0), 1):
+        # the server closed kept-alive connections (or refused them)
+        out.append("%d reconnects" % r["reconnects"])
     if r.get("warmup_timeouts"):
         # connections the server left unanswered since the warm-up
         out.append("%d warm-up requests timed out" % r["warmup_timeouts"])
@@ -332,6 +335,8 @@ def markdown(doc):
       "after %.0f s (timeout), answers outside 2xx/3xx (status), malformed "
       "answers (parse); *client busy*: rateload used ≥ %.0f %% of its CPU; "
       "*disturbed*: other processes took ≥ %.0f %% of the server's CPU; "
+      "*reconnects*: the server closed more than 1 %% of the connections "
+      "after a response (no keep-alive) or refused them; "
       "*warm-up requests timed out*: requests sent before the window were "
       "never answered (a server that leaves connections unserved keeps "
       "them busy all run, so the window's own counters miss it). "

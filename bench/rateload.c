@@ -106,7 +106,8 @@ static struct {
     uint64_t n_total;
     struct conn *idle;
     int busy;
-    /* measured-window counters */
+    /* Counters of the requests due in the measured window, except
+     * reconnects and connect errors: those count from the end of set-up. */
     uint64_t sent, completed, late, max_backlog, reconnects;
     uint64_t answered_in_window; /* any request's, for the achieved rate */
     /* Warm-up requests that timed out: a server that never answers some
