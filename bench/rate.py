@@ -25,6 +25,7 @@ import datetime
 import json
 import os
 import select
+import signal
 import statistics
 import subprocess
 import sys
@@ -670,7 +671,7 @@ def run_matrix(args, suite, arms, conns_list, ctx_base):
     def on_term(signum, _frame):
         raise SystemExit(128 + signum)
 
-    run.signal.signal(run.signal.SIGTERM, on_term)
+    signal.signal(signal.SIGTERM, on_term)
     try:
         for rep in range(args.repeat):
             k = rep % len(runnable) if runnable else 0
