@@ -126,45 +126,64 @@ def run_rateload(argv, root_pid=None, server_cpu=None):
     return res
 
 
-def rate_flags(r):
-    """Problems with one fixed-rate run (the harness's own checks)."""
-    out = []
-    if r.get("rate_target"):
-        held = 100.0 * r["achieved_rate"] / r["rate_target"]
-        if held < RATE_HELD_PCT:
-            out.append("rate not held: %.0f %% of target" % held)
-    if r.get("unsent"):
-        out.append("%d never sent" % r["unsent"])
-    if r.get("reconnects", 0) > 0.01 * max(r.get("completed", 0), 1):
-        # the server closed kept-alive connections (or refused them)
-        out.append("%d reconnects" % r["reconnects"])
-    if r.get("warmup_timeouts"):
+def rate_flags(runs):
+    """Problems with one arm's fixed-rate runs at one connection count (the
+    harness's own checks), over repeats: counts summed, the worst value of
+    a percentage."""
+    out, n = [], len(runs)
+
+    def total(key):
+        return sum(r.get(key) or 0 for r in runs)
+
+    held = [100.0 * r["achieved_rate"] / r["rate_target"] for r in runs
+            if r.get("rate_target")]
+    if held and min(held) < RATE_HELD_PCT:
+        out.append("rate not held: %.0f %% of target" % min(held))
+    if total("unsent"):
+        out.append("%d never sent" % total("unsent"))
+    if total("reconnects") > 0.01 * max(total("completed"), 1):
+        # closed by the server (no keep-alive), refused, or timed out
+        out.append("%d connections reopened" % total("reconnects"))
+    if total("warmup_timeouts"):
         # connections the server left unanswered since the warm-up
-        out.append("%d warm-up requests timed out" % r["warmup_timeouts"])
-    errs = {k: v for k, v in r.get("errors", {}).items() if v}
+        out.append("%d warm-up requests timed out" % total("warmup_timeouts"))
+    errs = {}
+    for r in runs:
+        for k, v in (r.get("errors") or {}).items():
+            errs[k] = errs.get(k, 0) + v
+    errs = {k: v for k, v in errs.items() if v}
     if errs:
         out.append("errors " + ", ".join("%s %d" % kv
                                          for kv in sorted(errs.items())))
-    if r.get("client_cpu_pct", 0) >= CLIENT_BOUND_PCT:
-        out.append("client %.0f %% busy" % r["client_cpu_pct"])
-    if (r.get("other_on_server_cpu_pct") or 0) >= DISTURBED_PCT:
-        out.append("disturbed: others took %.0f %% of the server CPU"
-                   % r["other_on_server_cpu_pct"])
-    if r.get("server_tree_note"):
+    busy = max(r.get("client_cpu_pct", 0) for r in runs)
+    if busy >= CLIENT_BOUND_PCT:
+        out.append("client %.0f %% busy" % busy)
+    hit = [r["other_on_server_cpu_pct"] for r in runs
+           if (r.get("other_on_server_cpu_pct") or 0) >= DISTURBED_PCT]
+    if hit:
+        out.append("disturbed in %d/%d run%s: others took up to %.0f %% of "
+                   "the server CPU" % (len(hit), n, "s" if n > 1 else "",
+                                       max(hit)))
+    if any(r.get("server_tree_note") for r in runs):
         out.append("process tree changed")
-    if r.get("server_died"):
+    if any(r.get("server_died") for r in runs):
         out.append("server died")
     return out
+
+
+def max_flags(maxes, conns):
+    """Flags of the maximum-rate runs: run.py's for wrk, ours for
+    rateload's closed loop."""
+    if all("wrk_cpu_pct" in m for m in maxes):
+        return report.flags_of(maxes, conns)
+    return rate_flags(maxes)
 
 
 def measure_max(srv, arm, conns, args):
     """The server's maximum rate at CONNS connections: run.py's wrk run, or
     rateload's closed loop. A record with "rps" or "error"."""
     if args.max_with == "wrk":
-        r = run.measure(srv, arm, conns, args, run.WRK_LUA)
-        if "error" not in r:
-            r["flags"] = report.flags_of([r], conns)
-        return r
+        return run.measure(srv, arm, conns, args, run.WRK_LUA)
     r = run_rateload(rateload_argv(srv.port, arm.path, conns, 0,
                                    args.duration, args.warmup,
                                    args.client_cpu),
@@ -174,7 +193,7 @@ def measure_max(srv, arm, conns, args):
     r["rps"] = r["achieved_rate"]
     r["cpu_us_per_req"] = (1e6 * r["server_cpu_s"] / r["answered_in_window"]
                            if r.get("answered_in_window") else None)
-    r["flags"] = rate_flags(r)
+    r["client_cpu_pct"] = 100.0 * r["client_cpu_s"] / r["duration_s"]
     return r
 
 
@@ -185,8 +204,6 @@ def measure(srv, arm, conns, args):
         return {"error": "max-rate run: " + mx["error"]}
     if not mx["rps"]:
         return {"error": "max-rate run completed no request"}
-    keep = ("rps", "cpu_us_per_req", "wrk_cpu_pct", "server_cpu_pct",
-            "errors", "flags", "latency_us", "other_on_server_cpu_pct")
     target = args.fraction * mx["rps"]
     r = run_rateload(rateload_argv(srv.port, arm.path, conns, target,
                                    args.duration, args.warmup,
@@ -195,7 +212,7 @@ def measure(srv, arm, conns, args):
     if "error" in r:
         return r
     wall = r["duration_s"]
-    r["max"] = {k: mx[k] for k in keep if k in mx}
+    r["max"] = mx
     r["max_rps"] = mx["rps"]
     r["target_rate"] = target
     r["cpu_us_per_req"] = (1e6 * r["server_cpu_s"] / r["answered_in_window"]
@@ -204,7 +221,6 @@ def measure(srv, arm, conns, args):
     r["client_cpu_pct"] = 100.0 * r["client_cpu_s"] / wall
     if not srv.alive():
         r["server_died"] = True
-    r["flags"] = rate_flags(r)
     return r
 
 
@@ -229,14 +245,9 @@ def summarise(runs, arm_names, conns_list):
             if ok:
                 lat = {q: _med([r["latency_us"][q] for r in ok])
                        for q in ("p50", "p90", "p99", "p99.9", "max")}
-                flags = []
-                for r in ok:
-                    for f in r["max"].get("flags", []):
-                        if "max run: " + f not in flags:
-                            flags.append("max run: " + f)
-                    for f in r["flags"]:
-                        if f not in flags:
-                            flags.append(f)
+                flags = (["max run: " + f for f in
+                          max_flags([r["max"] for r in ok], conns)]
+                         + rate_flags(ok))
                 row.update(
                     max_rps=_med([r["max_rps"] for r in ok]),
                     max_rps_min=min(r["max_rps"] for r in ok),
@@ -336,8 +347,9 @@ def markdown(doc):
       "after %.0f s (timeout), answers outside 2xx/3xx (status), malformed "
       "answers (parse); *client busy*: rateload used ≥ %.0f %% of its CPU; "
       "*disturbed*: other processes took ≥ %.0f %% of the server's CPU; "
-      "*reconnects*: the server closed more than 1 %% of the connections "
-      "after a response (no keep-alive) or refused them; "
+      "*connections reopened*: for more than 1 %% of the requests (the server "
+      "closed them after a response, refused them, or a request on them "
+      "timed out); "
       "*warm-up requests timed out*: requests sent before the window were "
       "never answered (a server that leaves connections unserved keeps "
       "them busy all run, so the window's own counters miss it). "
@@ -742,7 +754,8 @@ def one_line(r):
              r["max_rps"], r["target_rate"], r["achieved_rate"],
              lat["p50"] / 1e3, lat["p99"] / 1e3, lat["p99.9"] / 1e3,
              r["cpu_us_per_req"] or 0, r["client_cpu_pct"]))
-    fl = ["max run: " + f for f in r["max"].get("flags", [])] + r["flags"]
+    fl = (["max run: " + f for f in max_flags([r["max"]], r["conns"])]
+          + rate_flags([r]))
     return s + ("  [" + "; ".join(fl) + "]" if fl else "")
 
 
