@@ -16,12 +16,18 @@ def _errors(r):
     return sum((r.get("errors") or {}).values())
 
 
+def _rps(v):
+    """req/s for the table: whole numbers, but a tenth below 100 (64 MiB
+    uploads run at a few per second)."""
+    return "%.0f" % v if v >= 100 else "%.1f" % v
+
+
 def one_line(r):
     """Progress line for one run."""
     if "error" in r:
         return "FAILED: " + r["error"]
     lat = r["latency_us"]
-    s = "%8.0f req/s  %6.1f us/req  srv %3.0f%%  wrk %3.0f%%  p50/p99 %s" % (
+    s = "%8.1f req/s  %6.1f us/req  srv %3.0f%%  wrk %3.0f%%  p50/p99 %s" % (
         r["rps"], r["cpu_us_per_req"] or 0, r["server_cpu_pct"] or 0,
         r["wrk_cpu_pct"], "n/a" if r.get("pipeline", 1) > 1 else
         "%.2f/%.2f ms" % (lat["p50"] / 1000.0, lat["p99"] / 1000.0))
@@ -211,10 +217,10 @@ def markdown(doc):
                  if r.get("other_pct") is not None else "?")
         p50 = "n/a" if depth > 1 else "%.2f" % r.get("p50_ms", float("nan"))
         p99 = "n/a" if depth > 1 else "%.2f" % r["p99_ms"]
-        w("| %s | %d | %d | %.0f | %.0f–%.0f | %s | %.1f | %.0f %% | %s | "
+        w("| %s | %d | %d | %s | %s–%s | %s | %.1f | %.0f %% | %s | "
           "%.0f %% | %s | %s | %s |" % (
-              r["arm"], r["conns"], depth, r["rps_median"], r["rps_min"],
-              r["rps_max"], ratio, r["cpu_us_per_req"], r["server_cpu_pct"],
+              r["arm"], r["conns"], depth, _rps(r["rps_median"]),
+              _rps(r["rps_min"]), _rps(r["rps_max"]), ratio, r["cpu_us_per_req"], r["server_cpu_pct"],
               other, r["wrk_cpu_pct"], p50, p99, fl))
     w("")
     w("Flags (⚠): wrk's socket errors (connect/read/write/timeout) and "

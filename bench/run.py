@@ -546,7 +546,8 @@ def machine_info():
     pkgs = ["python3", "python3-gunicorn", "uwsgi-core",
             "uwsgi-plugin-python3", "python3-waitress", "python3-uvicorn",
             "python3-uvloop", "python3-httptools", "python3-hypercorn", "wrk",
-            "nginx-light"]
+            "nginx-light", "python3-flask", "python3-django",
+            "python3-fastapi"]
     versions = {}
     for line in cmd(["dpkg-query", "-W", "-f", "${Package} ${Version}\\n"]
                     + pkgs).splitlines():
