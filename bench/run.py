@@ -281,8 +281,8 @@ class Server:
             if resp.status == 404 and self.arm.skip_if_404:
                 raise Skip("server answers 404 on %s" % path)
             if not 200 <= resp.status < 300:
-                raise Skip("not serving the app: GET %s answered %d %r: %s"
-                           % (path, resp.status, body[:80],
+                raise Skip("not serving the app: %s %s answered %d %r: %s"
+                           % (self.arm.method, path, resp.status, body[:80],
                               self.log_tail(3)))
             wrong = workload.check_body(self.arm, body)
             if wrong:
@@ -636,6 +636,8 @@ def main():
             ap.error("unknown arm(s) %s; suite %s has: %s"
                      % (",".join(unknown), suite.name, ", ".join(sorted(names))))
         arms = [a for a in arms if a.name in wanted]
+    if workload.pipeline_conflict(arms, args.pipeline):
+        ap.error(workload.pipeline_conflict(arms, args.pipeline))
     given = [int(c) for c in args.conns.split(",") if c.strip()]
     conns_of = {a.name: workload.arm_conns(a, suite, given) for a in arms}
     conns_list = sorted({c for a in arms for c in conns_of[a.name]})
@@ -650,14 +652,9 @@ def main():
         for arm in arms:
             s = Server(arm, dict(ctx_base, port="PORT"), args.server_cpu,
                        "/tmp", "x")
-            print("%-20s %s  [%s %s%s, conns %s]" % (
-                arm.name, s.command_line(), arm.method, arm.path,
-                " %d bytes" % arm.upload if arm.upload else "",
-                ",".join(map(str, conns_of[arm.name]))))
-            if arm.client == "upload":
-                print("%-20s client: %s" % ("", shlex.join(
-                    [TASKSET, "-c", str(args.client_cpu)]
-                    + workload.client_argv(arm, "PORT", "CONNS", "S"))))
+            print(workload.list_entry(arm, s.command_line(),
+                                      conns_of[arm.name],
+                                      [TASKSET, "-c", str(args.client_cpu)]))
         return 0
 
     if suite.kind == "ws":

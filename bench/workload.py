@@ -7,6 +7,7 @@ never committed.
 """
 
 import json
+import shlex
 from pathlib import Path
 
 import suites
@@ -88,3 +89,27 @@ def arm_conns(arm, suite, given):
     if given:
         return given
     return list(arm.conns or suite.conns)
+
+
+def pipeline_conflict(arms, depth):
+    """Why --pipeline DEPTH cannot run ARMS (a POST arm's generated script
+    replaces the pipelined one), or None."""
+    posts = [a.name for a in arms if a.method != "GET" or a.upload]
+    if depth > 1 and posts:
+        return ("--pipeline applies to GET arms only, not to %s (use --only)"
+                % ",".join(posts))
+    return None
+
+
+def list_entry(arm, command_line, conns, pin):
+    """What run.py --list prints for ARM: its server's command, its
+    request and connection counts, and the client's command when it is not
+    wrk (PIN: the taskset prefix of the client)."""
+    line = "%-20s %s  [%s %s%s, conns %s]" % (
+        arm.name, command_line, arm.method, arm.path,
+        " %d bytes" % arm.upload if arm.upload else "",
+        ",".join(map(str, conns)))
+    if arm.client == "upload":
+        line += "\n%-20s client: %s" % ("", shlex.join(
+            pin + client_argv(arm, "PORT", "CONNS", "S")))
+    return line
