@@ -16,14 +16,21 @@ def _errors(r):
     return sum((r.get("errors") or {}).values())
 
 
+def _rps(v):
+    """req/s for the table: whole numbers, but a tenth below 100 (64 MiB
+    uploads run at a few per second)."""
+    return "%.0f" % v if v >= 100 else "%.1f" % v
+
+
 def one_line(r):
     """Progress line for one run."""
     if "error" in r:
         return "FAILED: " + r["error"]
-    s = "%8.0f req/s  %6.1f us/req  srv %3.0f%%  wrk %3.0f%%  p99 %s" % (
+    lat = r["latency_us"]
+    s = "%8.1f req/s  %6.1f us/req  srv %3.0f%%  wrk %3.0f%%  p50/p99 %s" % (
         r["rps"], r["cpu_us_per_req"] or 0, r["server_cpu_pct"] or 0,
         r["wrk_cpu_pct"], "n/a" if r.get("pipeline", 1) > 1 else
-        "%.2f ms" % (r["latency_us"]["p99"] / 1000.0))
+        "%.2f/%.2f ms" % (lat["p50"] / 1000.0, lat["p99"] / 1000.0))
     flags = flags_of([r], conns=r["conns"])
     return s + ("  [" + "; ".join(flags) + "]" if flags else "")
 
@@ -87,6 +94,7 @@ def summarise(runs, arm_names, conns_list, baselines):
                     wrk_cpu_pct=_med([r["wrk_cpu_pct"] for r in ok]),
                     other_pct=_med([r.get("other_on_server_cpu_pct")
                                     for r in ok]),
+                    p50_ms=_med([r["latency_us"]["p50"] for r in ok]) / 1000.0,
                     p99_ms=_med([r["latency_us"]["p99"] for r in ok]) / 1000.0,
                     errors=sum(_errors(r) for r in ok),
                     flags=flags_of(ok, conns),
@@ -176,17 +184,19 @@ def markdown(doc):
       "here); *wrk CPU*: wrk's own CPU time over wall time; all medians over "
       "repeats")
     bl = summary["baselines"]
+    client = ("client" if any(a.get("client", "wrk") != "wrk"
+                              for a in arms.values()) else "wrk")
     w("- Ratio column%s: req/s over %s at the same connection count"
       % ("s" if len(bl) > 1 else "", " and ".join("`%s`" % b for b in bl)))
     w("")
     w("| arm | conns | pipeline | req/s | min–max | %s | CPU µs/req | "
-      "server CPU | others on its CPU | wrk CPU | p99 ms | errors / flags |"
-      % " | ".join("vs %s" % b for b in bl))
-    w("|---|---:|---:|---:|---:|%s---:|---:|---:|---:|---:|---|"
+      "server CPU | others on its CPU | %s CPU | p50 ms | p99 ms | "
+      "errors / flags |" % (" | ".join("vs %s" % b for b in bl), client))
+    w("|---|---:|---:|---:|---:|%s---:|---:|---:|---:|---:|---:|---|"
       % ("---:|" * len(bl)))
     for r in summary["rows"]:
         if not r.get("n"):
-            w("| %s | %d | %d | – | – |%s – | – | – | – | – | – | "
+            w("| %s | %d | %d | – | – |%s – | – | – | – | – | – | – | "
               "⚠ failed: %s |"
               % (r["arm"], r["conns"], depth, " – |" * len(bl),
                  "; ".join(r["failed"])[:120]))
@@ -200,14 +210,18 @@ def markdown(doc):
         if r["failed"]:
             flags.append("%d run(s) failed" % len(r["failed"]))
         fl = ("⚠ " + "; ".join(flags)) if flags else "0"
+        mark = arms.get(r["arm"], {}).get("mark")
+        if mark:  # not a problem: what sets the row apart
+            fl += "; *%s*" % mark
         other = ("%.0f %%" % r["other_pct"]
                  if r.get("other_pct") is not None else "?")
+        p50 = "n/a" if depth > 1 else "%.2f" % r.get("p50_ms", float("nan"))
         p99 = "n/a" if depth > 1 else "%.2f" % r["p99_ms"]
-        w("| %s | %d | %d | %.0f | %.0f–%.0f | %s | %.1f | %.0f %% | %s | "
-          "%.0f %% | %s | %s |" % (
-              r["arm"], r["conns"], depth, r["rps_median"], r["rps_min"],
-              r["rps_max"], ratio, r["cpu_us_per_req"], r["server_cpu_pct"],
-              other, r["wrk_cpu_pct"], p99, fl))
+        w("| %s | %d | %d | %s | %s–%s | %s | %.1f | %.0f %% | %s | "
+          "%.0f %% | %s | %s | %s |" % (
+              r["arm"], r["conns"], depth, _rps(r["rps_median"]),
+              _rps(r["rps_min"]), _rps(r["rps_max"]), ratio, r["cpu_us_per_req"], r["server_cpu_pct"],
+              other, r["wrk_cpu_pct"], p50, p99, fl))
     w("")
     w("Flags (⚠): wrk's socket errors (connect/read/write/timeout) and "
       "non-2xx/3xx responses, summed over repeats. *starved N/C*: N of the C "
@@ -220,6 +234,7 @@ def markdown(doc):
       "some repeat. *client-bound?*: wrk used ≥ %.0f %% of its CPU."
       % (DISTURBED_PCT, WRK_BOUND_PCT))
     w("")
+    out.extend(server_share(doc))
     w("## Commands")
     w("")
     w("Ports are picked free per server start (`PORT`); `$REPO` is the "
@@ -232,12 +247,21 @@ def markdown(doc):
             continue
         w("- **%s** (GET `%s`): %s" % (name, a["path"], a["note"]))
         w("  `%s`" % _rel(a["command"], root))
+        if a.get("upload"):
+            w("  — each request a %s of %d bytes%s" % (
+                a.get("method", "POST"), a["upload"],
+                ", sent by `bench/upload.py` (CONNS keep-alive connections, "
+                "one thread each) instead of wrk"
+                if a.get("client") == "upload" else
+                " (wrk with a Lua script generated into `$LOGDIR`)"))
         pre = a.get("preflight")
         if pre:
-            w("  — preflight: %d, keep-alive %s, Server: %s"
+            w("  — preflight: %d, keep-alive %s, Server: %s%s"
               % (pre.get("status", 0), "yes" if pre.get("keep_alive") else
                  "NO (%s)" % pre.get("keep_alive_note", "?"),
-                 pre.get("server_header") or "–"))
+                 pre.get("server_header") or "–",
+                 ", body sent by: %s" % pre["body_source"]
+                 if pre.get("body_source") else ""))
     w("- **wrk**: `%s`" % m["wrk_command"])
     w("")
     if doc["skipped"]:
@@ -258,6 +282,37 @@ def markdown(doc):
     return "\n".join(out)
 
 
+def server_share(doc):
+    """Lines of the section that puts each arm with a `ref` (a framework
+    app) beside its server's hello-world arm: what share of the framework
+    request's CPU time the server's own hello world costs."""
+    arms = doc["arms"]
+    rows = {(r["arm"], r["conns"]): r for r in doc["summary"]["rows"]
+            if r.get("n")}
+    out = []
+    for (name, conns), r in rows.items():
+        ref = arms.get(name, {}).get("ref")
+        h = rows.get((ref, conns)) if ref else None
+        if h is None:
+            continue
+        if not out:
+            out += ["## The server's share of a framework request", "",
+                    "CPU µs per request of each framework arm beside the same "
+                    "server's hello world at the same connection count. The "
+                    "hello world's cost is about what the server spends on a "
+                    "request (parsing, the call into Python, the response "
+                    "out); the difference is the framework's. *server share* "
+                    "= hello ÷ framework.", "",
+                    "| arm | conns | CPU µs/req | hello arm | its CPU µs/req "
+                    "| framework µs/req | server share | req/s vs hello |",
+                    "|---|---:|---:|---|---:|---:|---:|---:|"]
+        a, b = r["cpu_us_per_req"], h["cpu_us_per_req"]
+        out.append("| %s | %d | %.1f | %s | %.1f | %.1f | %.0f %% | %.2f× |" % (
+            name, conns, a, ref, b, a - b, 100.0 * b / a if a else 0,
+            r["rps_median"] / h["rps_median"] if h["rps_median"] else 0))
+    return out + [""] if out else []
+
+
 def chart(doc, path):
     try:
         import matplotlib
@@ -275,6 +330,11 @@ def chart(doc, path):
     pipelined = ", pipeline %d" % depth if depth > 1 else ""
     colours = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
     ymax = max([r.get("rps_max", 0) for r in rows] + [1])
+    # The upload suite's 64 MiB arms run at a few req/s beside 1 MiB echoes
+    # at hundreds: a linear axis would hide them, so a log axis then.
+    lows = [r["rps_min"] for r in rows if r.get("n") and r["rps_min"] > 0]
+    log = bool(lows) and ymax / min(lows) > 50
+    ybot = min(lows) / 2 if log else 0
     for i, conns in enumerate(conns_list):
         xs, ys, lo, hi, hatch = [], [], [], [], []
         for j, arm in enumerate(arms):
@@ -294,18 +354,25 @@ def chart(doc, path):
             if flagged:
                 bar.set_hatch("//")
                 bar.set_edgecolor("black")
-            ax.text(bar.get_x() + bar.get_width() / 2, y + top + ymax * 0.01,
-                    "%.0f%s" % (y, " ⚠" if flagged else ""),
+            ax.text(bar.get_x() + bar.get_width() / 2,
+                    (y + top) * 1.1 if log else y + top + ymax * 0.01,
+                    "%s%s" % (_rps(y), " ⚠" if flagged else ""),
                     ha="center", va="bottom", fontsize=7, rotation=90)
     for j, arm in enumerate(arms):
         if arm in doc["skipped"]:
-            ax.text(j, ymax * 0.02, "skipped", ha="center", va="bottom",
+            ax.text(j, ybot * 1.2 if log else ymax * 0.02, "skipped",
+                    ha="center", va="bottom",
                     fontsize=8, rotation=90, color="grey")
     ax.set_xlim(-0.6, len(arms) - 0.4)
     ax.set_xticks(range(len(arms)))
     ax.set_xticklabels(arms, rotation=20, ha="right")
-    ax.set_ylabel("requests / s (median; bars: min–max)")
-    ax.set_ylim(0, ymax * 1.3)
+    ax.set_ylabel("requests / s (median; bars: min–max)%s"
+                  % (", log scale" if log else ""))
+    if log:
+        ax.set_yscale("log")
+        ax.set_ylim(ybot, ymax * 8)
+    else:
+        ax.set_ylim(0, ymax * 1.3)
     title = "%s — %d s × %d, server on CPU %d, wrk on CPU %d" % (
         m["title"], m["duration_s"], m["repeat"], m["server_cpu"],
         m["client_cpu"])

@@ -40,6 +40,7 @@ WRK_LUA = BENCH / "wrk_summary.lua"
 sys.path.insert(0, str(BENCH))
 
 import report  # noqa: E402
+import workload  # noqa: E402
 import wsbench  # noqa: E402
 from suites import SUITES  # noqa: E402
 
@@ -255,7 +256,8 @@ class Server:
     def _get(self, conn):
         path = self.arm.path
         try:
-            conn.request("GET", path)
+            conn.request(self.arm.method, path,
+                         body=workload.request_body(self.arm))
             resp = conn.getresponse()
             return resp, resp.read()
         except (OSError, http.client.HTTPException) as e:
@@ -279,15 +281,18 @@ class Server:
             if resp.status == 404 and self.arm.skip_if_404:
                 raise Skip("server answers 404 on %s" % path)
             if not 200 <= resp.status < 300:
-                raise Skip("not serving the app: GET %s answered %d %r: %s"
-                           % (path, resp.status, body[:80],
+                raise Skip("not serving the app: %s %s answered %d %r: %s"
+                           % (self.arm.method, path, resp.status, body[:80],
                               self.log_tail(3)))
-            if self.arm.expect_body is not None and body != self.arm.expect_body:
-                raise Skip("not serving the app: GET %s: unexpected body %r"
-                           % (path, body[:80]))
+            wrong = workload.check_body(self.arm, body)
+            if wrong:
+                raise Skip("not serving the app: %s %s: %s"
+                           % (self.arm.method, path, wrong))
             info = {"status": resp.status,
                     "server_header": resp.getheader("Server"),
                     "keep_alive": True}
+            if resp.getheader("X-Bench-Body"):  # work_asgi.py's /file
+                info["body_source"] = resp.getheader("X-Bench-Body")
             if resp.will_close:
                 info["keep_alive"] = False
                 info["keep_alive_note"] = "server said Connection: close"
@@ -383,13 +388,15 @@ def wrk_script(depth, tmpdir):
 
 
 def run_wrk(port, path, conns, threads, duration, cpu, script=WRK_LUA,
-            root_pid=None, probe=False, server_cpu=None):
-    """One wrk run with SCRIPT. With root_pid, also samples the server
+            root_pid=None, probe=False, server_cpu=None, client=None):
+    """One wrk run with SCRIPT (or the CLIENT argv, which prints the same
+    summary: bench/upload.py). With root_pid, also samples the server
     tree's CPU time right before and right after, and (probe=True) the
     accept queue during the middle of the run."""
     url = "http://127.0.0.1:%d%s" % (port, path)
-    argv = [TASKSET, "-c", str(cpu), WRK, "-t%d" % threads, "-c%d" % conns,
-            "-d%ds" % duration, "-s", str(script), url]
+    argv = [TASKSET, "-c", str(cpu)] + (client or [
+        WRK, "-t%d" % threads, "-c%d" % conns, "-d%ds" % duration,
+        "-s", str(script), url])
     out = tempfile.TemporaryFile()
     before = process_tree(root_pid) if root_pid else None
     cpus_before = cpu_ticks()
@@ -474,15 +481,25 @@ def measure(server, arm, conns, args, script):
     result record."""
     port = server.port
     threads = min(args.wrk_threads, conns)
+
+    def client(duration):
+        if arm.client != "upload":
+            return None
+        return workload.client_argv(arm, port, conns, duration)
+
     if args.warmup > 0:
         w = run_wrk(port, arm.path, conns, threads, args.warmup,
-                    args.client_cpu, script)
+                    args.client_cpu, script, client=client(args.warmup))
         if "error" in w:
             return {"error": "warm-up: " + w["error"]}
     r = run_wrk(port, arm.path, conns, threads, args.duration, args.client_cpu,
                 script, root_pid=server.proc.pid, probe=True,
-                server_cpu=args.server_cpu)
+                server_cpu=args.server_cpu, client=client(args.duration))
     if "error" in r:
+        return r
+    if not r["requests"]:  # nothing to divide by: a failed run
+        r["error"] = "no request completed in %d s (errors %s)" % (
+            args.duration, r.get("errors"))
         return r
     dur = r["duration_us"] / 1e6
     r["rps"] = r["requests"] / dur if dur > 0 else 0.0
@@ -529,7 +546,8 @@ def machine_info():
     pkgs = ["python3", "python3-gunicorn", "uwsgi-core",
             "uwsgi-plugin-python3", "python3-waitress", "python3-uvicorn",
             "python3-uvloop", "python3-httptools", "python3-hypercorn", "wrk",
-            "nginx-light"]
+            "nginx-light", "python3-flask", "python3-django",
+            "python3-fastapi"]
     versions = {}
     for line in cmd(["dpkg-query", "-W", "-f", "${Package} ${Version}\\n"]
                     + pkgs).splitlines():
@@ -552,8 +570,9 @@ def machine_info():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", default="wsgi", choices=sorted(SUITES),
-                    help="wsgi, asgi, change, or ws (WebSocket echo, loaded "
-                         "by bench/wsload.c: see wsbench.py)")
+                    help="wsgi, asgi, change, ws (WebSocket echo, loaded "
+                         "by bench/wsload.c: see wsbench.py), or real work: "
+                         "io, big, upload, frameworks")
     ap.add_argument("--duration", type=int, default=10,
                     help="seconds per measured wrk run (default 10)")
     ap.add_argument("--warmup", type=int, default=2,
@@ -563,8 +582,9 @@ def main():
                          "report shows the median and min-max")
     ap.add_argument("--only", default="",
                     help="comma-separated arm names (default: all)")
-    ap.add_argument("--conns", default="16,256",
-                    help="comma-separated connection counts (default 16,256)")
+    ap.add_argument("--conns", default="",
+                    help="comma-separated connection counts (default: the "
+                         "suite's, 16,256 for most)")
     ap.add_argument("--wrk-threads", type=int, default=1,
                     help="wrk -t (default 1: wrk has one CPU)")
     ap.add_argument("--pipeline", type=int, default=1, metavar="N",
@@ -616,7 +636,11 @@ def main():
             ap.error("unknown arm(s) %s; suite %s has: %s"
                      % (",".join(unknown), suite.name, ", ".join(sorted(names))))
         arms = [a for a in arms if a.name in wanted]
-    conns_list = [int(c) for c in args.conns.split(",")]
+    if workload.pipeline_conflict(arms, args.pipeline):
+        ap.error(workload.pipeline_conflict(arms, args.pipeline))
+    given = [int(c) for c in args.conns.split(",") if c.strip()]
+    conns_of = {a.name: workload.arm_conns(a, suite, given) for a in arms}
+    conns_list = sorted({c for a in arms for c in conns_of[a.name]})
     baselines = (args.baseline.split(",") if args.baseline
                  else list(suite.baselines))
     ctx_base = {"apps": str(APPS), "root": str(ROOT),
@@ -628,7 +652,9 @@ def main():
         for arm in arms:
             s = Server(arm, dict(ctx_base, port="PORT"), args.server_cpu,
                        "/tmp", "x")
-            print("%-20s %s  [GET %s]" % (arm.name, s.command_line(), arm.path))
+            print(workload.list_entry(arm, s.command_line(),
+                                      conns_of[arm.name],
+                                      [TASKSET, "-c", str(args.client_cpu)]))
         return 0
 
     if suite.kind == "ws":
@@ -684,7 +710,9 @@ def main():
              "http://127.0.0.1:PORT/PATH"]),
     })
 
-    arm_info = {a.name: {"note": a.note, "path": a.path, "ours": a.ours}
+    arm_info = {a.name: {"note": a.note, "path": a.path, "ours": a.ours,
+                         "method": a.method, "upload": a.upload,
+                         "client": a.client, "mark": a.mark, "ref": a.ref}
                 for a in arms}
     runs = []
     attempt_errors = {}
@@ -697,6 +725,8 @@ def main():
     logdir = tempfile.mkdtemp(prefix="sluice-bench-")
     print("server logs: %s" % logdir, flush=True)
     script = wrk_script(args.pipeline, logdir)
+    if suite.big_file:
+        workload.big_file(logdir)
     try:
         for rep in range(args.repeat):
             k = rep % len(runnable) if runnable else 0
@@ -713,10 +743,11 @@ def main():
                     srv.start()
                     pre = srv.preflight()
                     arm_info[arm.name]["preflight"] = pre
-                    for conns in conns_list:
+                    for conns in conns_of[arm.name]:
                         if not srv.alive():
                             raise Skip("server exited: %s" % srv.log_tail())
-                        r = measure(srv, arm, conns, args, script)
+                        r = measure(srv, arm, conns, args, workload.wrk_script(
+                            arm, script, logdir))
                         r.update(arm=arm.name, conns=conns, rep=rep + 1,
                                  port=ctx["port"], pipeline=args.pipeline)
                         runs.append(r)

@@ -54,6 +54,24 @@ class Arm:
     # True for the project's own arms (the report says "peers only" when none
     # of them produced a number).
     ours: bool = False
+    # Request method and body: a POST of `upload` bytes of the BIG pattern
+    # (below) repeated; wrk then runs a Lua script generated into $LOGDIR.
+    method: str = "GET"
+    upload: int = 0
+    # The load client: "wrk", or "upload" (bench/upload.py: big uploads on
+    # keep-alive connections, which wrk cannot send well).
+    client: str = "wrk"
+    # The preflight parses the body as JSON and compares it with this.
+    expect_json: Optional[object] = None
+    # Connection counts of this arm when --conns is not given (None: the
+    # suite's).
+    conns: Optional[List[int]] = None
+    # Shown in the table's flags column, without a warning: what makes the
+    # row differ from its neighbours (a peer without pathsend, say).
+    mark: str = ""
+    # The same server's hello-world arm: the report says what share of this
+    # arm's CPU per request the server alone costs.
+    ref: Optional[str] = None
 
 
 @dataclass
@@ -66,6 +84,11 @@ class Suite:
     # "http": loaded by wrk (run.py); "ws": WebSocket echo loaded by
     # bench/wsload.c (wsbench.py)
     kind: str = "http"
+    # Connection counts when --conns is not given.
+    conns: List[int] = field(default_factory=lambda: [16, 256])
+    # Write the 1 MiB file (BIG) to $LOGDIR/big.bin before any server
+    # starts; arms find it through $SLUICE_BENCH_FILE.
+    big_file: bool = False
 
 
 UWSGI_COMMON = [
@@ -79,7 +102,7 @@ UWSGI_COMMON = [
 
 
 def _sluice(name, app, extra=(), env=None, path="/", expect=HELLO,
-            skip_if_404=False, note="", binary="{sluice}"):
+            skip_if_404=False, note="", binary="{sluice}", **more):
     return Arm(
         name=name,
         argv=[binary, "-w", "1", "-b", "127.0.0.1:{port}",
@@ -92,6 +115,7 @@ def _sluice(name, app, extra=(), env=None, path="/", expect=HELLO,
         skip_if_404=skip_if_404,
         note=note,
         ours=True,
+        **more,
     )
 
 
@@ -302,4 +326,239 @@ WS = Suite(
     ],
 )
 
-SUITES = {s.name: s for s in (WSGI, ASGI, CHANGE, WS)}
+# ------------------------------------------------ suites of real work
+#
+# io, big and upload serve apps/work_wsgi.py or apps/work_asgi.py (one app
+# per interface, a path per kind of work); frameworks serves the apps/fw_*
+# apps. Each server is the same one-worker configuration as in the hello
+# suites unless an arm's note says otherwise.
+
+BIG = bytes(range(256)) * 4096  # the 1 MiB body; equal to work_*.py's
+UPLOAD_64M = 64 * 1024 * 1024
+_FILE_ENV = {"SLUICE_BENCH_FILE": "{logdir}/big.bin"}
+_JSON = {"message": "Hello, World!"}
+
+
+def pattern(size):
+    """SIZE bytes of BIG repeated: the request body of an upload arm."""
+    whole, part = divmod(size, len(BIG))
+    return BIG * whole + BIG[:part]
+
+
+def _gunicorn(name, app, threads=1, **kw):
+    return Arm(
+        name=name,
+        argv=["/usr/bin/gunicorn", "-k", "gthread", "--threads", str(threads),
+              "-w", "1", "-b", "127.0.0.1:{port}", "--chdir", "{apps}", app],
+        requires="/usr/bin/gunicorn",
+        note=kw.pop("note", "gthread worker, %d thread%s"
+                    % (threads, "s" if threads > 1 else "")),
+        **kw)
+
+
+def _uwsgi(name, wsgi_file="work_wsgi.py", threads=1, **kw):
+    extra = ["--threads", str(threads)] if threads > 1 else []
+    return Arm(
+        name=name,
+        argv=["/usr/bin/uwsgi", "--plugin", "http",
+              "--http", "127.0.0.1:{port}", "--http-keepalive",
+              "--plugin", "python3", "--wsgi-file", "{apps}/" + wsgi_file,
+              "--callable", "app", "--processes", "1", *extra,
+              "--disable-logging", "--need-app", "--listen", "1024"],
+        stop_signal=signal.SIGINT,
+        requires="/usr/bin/uwsgi",
+        note=kw.pop("note", "uWSGI's HTTP router (keep-alive to the client) "
+                    "in front of one worker%s, as the wsgi suite's "
+                    "uwsgi-router arm" % (" with %d threads" % threads
+                                          if threads > 1 else "")),
+        **kw)
+
+
+def _waitress(name, app, threads=4, **kw):
+    return Arm(
+        name=name,
+        argv=["/usr/bin/waitress-serve", "--listen=127.0.0.1:{port}",
+              "--threads=%d" % threads, "--connection-limit=1024", app],
+        requires="/usr/bin/waitress-serve",
+        note=kw.pop("note", "%d threads%s; --connection-limit raised from 100"
+                    % (threads, " (its default)" if threads == 4 else "")),
+        **kw)
+
+
+def _uvicorn(name, app, **kw):
+    return Arm(
+        name=name,
+        argv=["/usr/bin/python3", "-m", "uvicorn",
+              "--loop", "uvloop", "--http", "httptools",
+              "--host", "127.0.0.1", "--port", "{port}",
+              "--app-dir", "{apps}", "--no-access-log",
+              "--log-level", "warning", app],
+        requires="/usr/bin/python3",
+        note=kw.pop("note", "uvloop + httptools, single process, access log "
+                    "off"),
+        **kw)
+
+
+def _hypercorn(name, app, **kw):
+    return Arm(
+        name=name,
+        argv=["/usr/bin/hypercorn", "-w", "1", "-k", "uvloop",
+              "-b", "127.0.0.1:{port}", "--backlog", "1024", app],
+        requires="/usr/bin/hypercorn",
+        note=kw.pop("note", "uvloop worker class; backlog raised from 100"),
+        **kw)
+
+
+_ASGI = ["--interface", "asgi"]
+
+# io: every request waits 10 ms (a database or an HTTP call) at 512
+# connections. WSGI servers get 32 threads each, so 32 requests wait at once
+# (at most 3,200 req/s); an ASGI server awaits them all on one event loop.
+IO = Suite(
+    name="io",
+    title="10 ms of waiting per request, 512 connections, one worker",
+    app="work_wsgi.py, work_asgi.py",
+    baselines=["gunicorn", "uvicorn"],
+    conns=[512],
+    arms=[
+        _sluice("sluice", "work_wsgi:app", extra=["--threads", "32"],
+                path="/sleep", note="WSGI, pump mode, --threads 32: 32 lanes "
+                                    "block in time.sleep(0.010)"),
+        _gunicorn("gunicorn", "work_wsgi:app", threads=32, path="/sleep"),
+        _uwsgi("uwsgi-router", threads=32, path="/sleep"),
+        _waitress("waitress", "work_wsgi:app", threads=32, path="/sleep"),
+        _sluice("sluice-asgi", "work_asgi:app", extra=_ASGI, path="/sleep",
+                note="ASGI, pump mode, uvloop: await asyncio.sleep(0.010)"),
+        _uvicorn("uvicorn", "work_asgi:app", path="/sleep"),
+        _hypercorn("hypercorn", "work_asgi:app", path="/sleep"),
+    ],
+)
+
+# big: a 1 MiB response, from memory (/mem) and from a file (/file) through
+# wsgi.file_wrapper or http.response.pathsend. The peers' ASGI apps lack
+# pathsend and send the same bytes from memory; the preflight records which
+# way each server got its body (the table shows it).
+BIG_SUITE = Suite(
+    name="big",
+    title="1 MiB responses from memory and from a file, one worker",
+    app="work_wsgi.py, work_asgi.py",
+    baselines=["gunicorn-mem", "uvicorn-mem"],
+    big_file=True,
+    arms=[
+        _sluice("sluice-mem", "work_wsgi:app", path="/mem", expect=BIG,
+                note="WSGI, pump mode: the body is one bytes object"),
+        _sluice("sluice-file", "work_wsgi:app", path="/file", expect=BIG,
+                env=_FILE_ENV, note="WSGI, pump mode: wsgi.file_wrapper"),
+        _gunicorn("gunicorn-mem", "work_wsgi:app", path="/mem",
+                  expect_body=BIG),
+        _gunicorn("gunicorn-file", "work_wsgi:app", path="/file",
+                  expect_body=BIG, env=_FILE_ENV,
+                  note="gthread, 1 thread: wsgi.file_wrapper (gunicorn "
+                       "sendfile()s it)"),
+        _uwsgi("uwsgi-router-mem", path="/mem", expect_body=BIG),
+        _uwsgi("uwsgi-router-file", path="/file", expect_body=BIG,
+               env=_FILE_ENV),
+        _waitress("waitress-mem", "work_wsgi:app", path="/mem",
+                  expect_body=BIG),
+        _waitress("waitress-file", "work_wsgi:app", path="/file",
+                  expect_body=BIG, env=_FILE_ENV),
+        _sluice("sluice-asgi-mem", "work_asgi:app", extra=_ASGI, path="/mem",
+                expect=BIG, note="ASGI, pump mode: one http.response.body"),
+        _sluice("sluice-asgi-file", "work_asgi:app", extra=_ASGI,
+                path="/file", expect=BIG, env=_FILE_ENV,
+                note="ASGI, pump mode: http.response.pathsend"),
+        _uvicorn("uvicorn-mem", "work_asgi:app", path="/mem",
+                 expect_body=BIG),
+        _uvicorn("uvicorn-file", "work_asgi:app", path="/file",
+                 expect_body=BIG, env=_FILE_ENV,
+                 mark="no pathsend: body from memory"),
+        _hypercorn("hypercorn-mem", "work_asgi:app", path="/mem",
+                   expect_body=BIG),
+        _hypercorn("hypercorn-file", "work_asgi:app", path="/file",
+                   expect_body=BIG, env=_FILE_ENV,
+                   mark="no pathsend: body from memory"),
+    ],
+)
+
+# upload: a 1 MiB POST echoed back (wrk, generated Lua script), and 64 MiB
+# uploads the app reads in 64 KiB pieces (bench/upload.py as the client, at
+# 1 and 4 connections: one 64 MiB request takes tens of milliseconds).
+_ECHO = dict(path="/echo", method="POST", upload=1024 * 1024)
+_BIG_UP = dict(path="/upload", method="POST", upload=UPLOAD_64M,
+               client="upload", conns=[1, 4])
+_BIG_UP_BODY = str(UPLOAD_64M).encode("ascii")
+UPLOAD = Suite(
+    name="upload",
+    title="1 MiB echoed and 64 MiB uploads, one worker",
+    app="work_wsgi.py, work_asgi.py",
+    baselines=["gunicorn-echo", "gunicorn-64m"],
+    conns=[16, 64],
+    arms=[
+        _sluice("sluice-echo", "work_wsgi:app", expect=BIG,
+                note="WSGI, pump mode: wsgi.input.read() of 1 MiB", **_ECHO),
+        _sluice("sluice-64m", "work_wsgi:app", expect=_BIG_UP_BODY,
+                note="WSGI, pump mode: 64 KiB reads of wsgi.input", **_BIG_UP),
+        _gunicorn("gunicorn-echo", "work_wsgi:app", expect_body=BIG, **_ECHO),
+        _gunicorn("gunicorn-64m", "work_wsgi:app", expect_body=_BIG_UP_BODY,
+                  **_BIG_UP),
+        _uwsgi("uwsgi-router-echo", expect_body=BIG, **_ECHO),
+        _uwsgi("uwsgi-router-64m", expect_body=_BIG_UP_BODY, **_BIG_UP),
+        _waitress("waitress-echo", "work_wsgi:app", expect_body=BIG, **_ECHO),
+        _waitress("waitress-64m", "work_wsgi:app", expect_body=_BIG_UP_BODY,
+                  **_BIG_UP),
+        _sluice("sluice-asgi-echo", "work_asgi:app", extra=_ASGI, expect=BIG,
+                note="ASGI, pump mode", **_ECHO),
+        _sluice("sluice-asgi-64m", "work_asgi:app", extra=_ASGI,
+                expect=_BIG_UP_BODY, note="ASGI, pump mode: the body's "
+                "pieces as the server delivers them", **_BIG_UP),
+        _uvicorn("uvicorn-echo", "work_asgi:app", expect_body=BIG, **_ECHO),
+        _uvicorn("uvicorn-64m", "work_asgi:app", expect_body=_BIG_UP_BODY,
+                 **_BIG_UP),
+        _hypercorn("hypercorn-echo", "work_asgi:app", expect_body=BIG,
+                   **_ECHO),
+        _hypercorn("hypercorn-64m", "work_asgi:app", expect_body=_BIG_UP_BODY,
+                   **_BIG_UP),
+    ],
+)
+
+# frameworks: a JSON endpoint in Flask, Django and FastAPI, and beside each
+# server its hello-world arm (ref), so the report can say what share of a
+# framework request's CPU time is the server's.
+_FW = dict(expect_json=_JSON)
+FRAMEWORKS = Suite(
+    name="frameworks",
+    title="JSON endpoint in Flask, Django and FastAPI, one worker",
+    app="fw_flask.py, fw_django.py, fw_fastapi.py",
+    baselines=["gunicorn-flask", "uvicorn-fastapi"],
+    arms=[
+        _sluice("sluice-hello", "hello_wsgi:app",
+                note="the server's share: WSGI hello world, pump mode"),
+        _sluice("sluice-flask", "fw_flask:app", expect=None,
+                ref="sluice-hello", note="Flask, pump mode", **_FW),
+        _sluice("sluice-django", "fw_django:application", expect=None,
+                ref="sluice-hello", note="Django (WSGI), pump mode", **_FW),
+        _gunicorn("gunicorn-hello", "hello_wsgi:app",
+                  note="the server's share: WSGI hello world, gthread, "
+                       "1 thread"),
+        _gunicorn("gunicorn-flask", "fw_flask:app", expect_body=None,
+                  ref="gunicorn-hello", **_FW),
+        _gunicorn("gunicorn-django", "fw_django:application",
+                  expect_body=None, ref="gunicorn-hello", **_FW),
+        _sluice("sluice-asgi-hello", "hello_asgi:app", extra=_ASGI,
+                note="the server's share: ASGI hello world, pump mode"),
+        _sluice("sluice-fastapi", "fw_fastapi:app", extra=_ASGI, expect=None,
+                ref="sluice-asgi-hello", note="FastAPI, pump mode", **_FW),
+        _sluice("sluice-django-asgi", "fw_django:asgi_application",
+                extra=_ASGI, expect=None, ref="sluice-asgi-hello",
+                note="Django's ASGI handler, pump mode", **_FW),
+        _uvicorn("uvicorn-hello", "hello_asgi:app",
+                 note="the server's share: ASGI hello world"),
+        _uvicorn("uvicorn-fastapi", "fw_fastapi:app", expect_body=None,
+                 ref="uvicorn-hello", **_FW),
+        _uvicorn("uvicorn-django-asgi", "fw_django:asgi_application",
+                 expect_body=None, ref="uvicorn-hello", **_FW),
+    ],
+)
+
+SUITES = {s.name: s for s in (WSGI, ASGI, CHANGE, WS, IO, BIG_SUITE, UPLOAD,
+                              FRAMEWORKS)}
