@@ -28,7 +28,7 @@ static bool same_handoff(void);
 static int run_worker(const sl_options_t *o, const char *id);
 static int parse_fd_list(const char *list, int *fds, int max);
 static void attach_metrics(int worker_id);
-static void one_malloc_arena(void);
+static void tune_malloc(void);
 
 int main(int argc, char **argv)
 {
@@ -36,7 +36,7 @@ int main(int argc, char **argv)
     char **args;
     int status;
 
-    one_malloc_arena();
+    tune_malloc();
     if (!sl_startup(argc, argv, &o, &args, &status)) {
         return status;
     }
@@ -145,22 +145,46 @@ static int parse_fd_list(const char *list, int *fds, int max)
     return n;
 }
 
-/* One glibc malloc arena for the whole worker, unless the operator chose
- * (MALLOC_ARENA_MAX, or glibc.malloc.arena_max in GLIBC_TUNABLES). By
- * default every thread that allocates gets an arena of its own, and the
- * executor's arena kept freed memory in pieces it did not give back: over 2
- * million ASGI requests of mixed shapes the worker's RSS wandered 0.9-2 MiB
- * above its level at 100k requests, against 0.4 MiB with one arena
- * (bench/results/soak.md). Python allocates under its GIL, so one arena is
- * contended by the loop thread and one Python thread at most. Before any
- * thread exists, as mallopt() wants. */
-static void one_malloc_arena(void)
+/* Bytes below which malloc serves from the heap, and free heap it keeps
+ * at its top before giving memory back: see tune_malloc(). */
+#define MALLOC_KEEP (4 * 1024 * 1024)
+
+/* Whether the operator chose a malloc setting: the variable ENV, or NAME
+ * in GLIBC_TUNABLES. */
+static bool malloc_chosen(const char *env, const char *name)
 {
     const char *t = getenv("GLIBC_TUNABLES");
 
-    if (getenv("MALLOC_ARENA_MAX") != NULL ||
-        (t != NULL && strstr(t, "arena_max") != NULL))
-        return;
-    if (mallopt(M_ARENA_MAX, 1) != 1)
-        sl_warn("mallopt(M_ARENA_MAX, 1) failed: one malloc arena per thread");
+    return getenv(env) != NULL || (t != NULL && strstr(t, name) != NULL);
+}
+
+/* glibc malloc for a worker, where the operator did not choose (the
+ * MALLOC_*_ variables, or GLIBC_TUNABLES); before any thread exists, as
+ * mallopt() wants.
+ *
+ * One arena. By default every thread that allocates gets an arena of its
+ * own, and the executor's kept freed memory in pieces it did not give
+ * back: over 700k ASGI soak requests the worker's RSS grew 1.25 MiB with
+ * an arena per thread, 0.2 MiB with one (bench/results/soak.md). Python
+ * allocates under its GIL, so one arena is contended by the loop thread
+ * and one Python thread at most.
+ *
+ * Fixed heap thresholds. By default glibc gives the top of the heap back
+ * once 128 KiB of it is free (the threshold climbs only after a block
+ * over 128 KiB is freed, and then up to 64 MiB), so a worker streaming
+ * large responses shrank and regrew its heap on every one and faulted the
+ * pages in again: a 1 MiB WSGI body to 16 connections (queued 64 KiB at
+ * a time, wsgi.c) cost 1.6 ms of CPU and 53 page faults per response;
+ * 0.36 ms and 0.1 with 4 MiB kept. The price is at most 4 MiB of free heap
+ * held after a burst. */
+static void tune_malloc(void)
+{
+    /* mallopt() fails only under a sanitizer's allocator, which keeps its
+     * own: nothing to tell */
+    if (!malloc_chosen("MALLOC_ARENA_MAX", "arena_max"))
+        (void)mallopt(M_ARENA_MAX, 1);
+    if (!malloc_chosen("MALLOC_MMAP_THRESHOLD_", "mmap_threshold"))
+        (void)mallopt(M_MMAP_THRESHOLD, MALLOC_KEEP);
+    if (!malloc_chosen("MALLOC_TRIM_THRESHOLD_", "trim_threshold"))
+        (void)mallopt(M_TRIM_THRESHOLD, MALLOC_KEEP);
 }

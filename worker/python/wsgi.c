@@ -57,19 +57,36 @@ int sl_wsgi_head(sl_wsgi_lane_t *l, long long known)
         (size_t)sn, l->headers, known, false);
 }
 
+/* Bytes of one body part queued by one sl_writer_body() call at most. */
+#define EMIT_SLICE (64 * 1024)
+
 /* Queue DATA (after the head when it waits); END finishes the response.
- * Waits for credit without the GIL. 0, or -1 when the client is gone (no
- * exception set). */
+ * A large part goes EMIT_SLICE bytes at a time, waiting for credit between
+ * slices without the GIL, as between parts: queued whole, a 1 MiB body
+ * took a fresh 2 MiB output buffer per response, and with 16 connections
+ * at once the worker spent 2.8-4.3 ms of CPU per response, most of it
+ * faulting those pages in (gunicorn: 0.5 ms). 0, or -1 when the client is
+ * gone (no exception set). */
 int sl_wsgi_emit(sl_wsgi_lane_t *l, const char *data, size_t len, bool end)
 {
-    int rc = sl_writer_body(&l->w, data, len, end);
+    int rc;
 
-    if (rc == 1) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = sl_conn_wait_credit(l->w.c, l->w.gen);
-        Py_END_ALLOW_THREADS
-    }
-    return rc < 0 ? -1 : 0;
+    do {
+        size_t n = len > EMIT_SLICE ? EMIT_SLICE : len;
+
+        rc = sl_writer_body(&l->w, data, n, end && n == len);
+        if (rc == 1) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = sl_conn_wait_credit(l->w.c, l->w.gen);
+            Py_END_ALLOW_THREADS
+        }
+        if (rc < 0)
+            return -1;
+        if (n == len)
+            return 0;
+        data += n;
+        len -= n;
+    } while (true);
 }
 
 /* ------------------------------------------------------------------ */
