@@ -200,7 +200,9 @@ class Host:
             env={"FLEET_HOST": self.name},
             prefix=["ip", "netns", "exec", self.net.netns[self.name]])
         self.server.start()
-        self.server.wait_workers(2)
+        # the socket accepts as soon as the supervisor binds it; a health
+        # check sent before the workers are READY would wait (and time out)
+        self.server.wait_for_log("All 2 workers are ready", timeout=60)
         return self
 
     @property
@@ -217,6 +219,14 @@ class Host:
         except subprocess.TimeoutExpired:
             raise AssertionError("host %s did not exit within %.0fs\n%s" % (
                 self.name, timeout, self.server.diagnostics()))
+
+    def open_connections(self):
+        """TCP connections established to the host's sluice now, as its
+        own kernel counts them (ss in its namespace): what a crash of the
+        host can cut."""
+        out = run("ss", "-H", "-t", "-n", "-N", self.net.netns[self.name],
+                  "state", "established", "( sport = :%d )" % PORT)
+        return len([line for line in out.stdout.splitlines() if line])
 
     def kill(self):
         """SIGKILL every process of the host at once: the machine died."""
@@ -418,18 +428,22 @@ class Fleet:
         self.haproxy.wait_status(host, "UP")
         return out_after
 
-    def rolling_restart(self, host):
-        """HUP on HOST; wait until both workers are new and the old ones
-        gone, and HAProxy has the host UP. Returns the new pids."""
-        h = self.hosts[host]
-        old = set(h.server.worker_pids())
-        h.signal(signal.SIGHUP)
+    def rolling_restart(self, *hosts):
+        """HUP to each of HOSTS at once; wait until each has both workers
+        new and the old ones gone, and HAProxy has it UP. Returns the new
+        worker pids, all hosts together."""
+        old = {h: set(self.hosts[h].server.worker_pids()) for h in hosts}
+        for h in hosts:
+            self.hosts[h].signal(signal.SIGHUP)
+        new = set()
+        for h in hosts:
+            server = self.hosts[h].server
 
-        def replaced():
-            now = set(h.server.worker_pids())
-            return len(now) == 2 and not now & old and now
-        new = wait_until(replaced, DELAY + GRACE + 20,
-                         "host %s's workers to be replaced" % host,
-                         interval=0.02)
-        self.haproxy.wait_status(host, "UP")
+            def replaced():
+                now = set(server.worker_pids())
+                return len(now) == 2 and not now & old[h] and now
+            new |= wait_until(replaced, DELAY + GRACE + 20,
+                              "host %s's workers to be replaced" % h,
+                              interval=0.02)
+            self.haproxy.wait_status(h, "UP")
         return new
