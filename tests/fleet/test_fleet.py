@@ -176,7 +176,6 @@ def test_deploys_under_load(fleet, report):
         killed = steps.end("b had %d connections open (%d busy) at the "
                            "kill; out after %.2fs" % (open_to_b, busy_b,
                                                       t_down - t0))
-        late_b = [r for r in answers.since(t_down) if r[1] == "b"]
     wall = time.monotonic() - t_start
 
     table = steps.table()
@@ -203,7 +202,6 @@ def test_deploys_under_load(fleet, report):
         "%d failures with %d connections open to b:\n%s" % (
             len(killed["failed"]), open_to_b,
             load.failure_report(killed["failed"]))
-    assert not late_b, "host b answered after HAProxy took it out"
     # nothing failed outside the windows either
     assert len(load.failed()) == sum(len(r["failed"]) for r in steps.rows), \
         load.failure_report()
