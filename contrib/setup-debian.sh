@@ -19,6 +19,7 @@ PACKAGES="
     haproxy prometheus
     groff-base
     nftables iproute2
+    python3-yaml
 "
 
 # shellcheck disable=SC2086 # one word per package

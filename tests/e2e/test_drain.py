@@ -9,6 +9,7 @@ Worker side, in pump mode, inline mode and pump mode with four lanes:
   and path, and the worker exits at 2 s, non-zero;
 - --health-path says 200 while serving and 503 from the moment TERM arrives,
   already during --shutdown-delay, while other requests are still served;
+  but 200 from a worker stopped by a rolling restart (HUP): the host stays;
 - an idle keep-alive connection is closed at once on TERM; a request that is
   on the wire of a keep-alive connection when TERM arrives is answered, with
   "Connection: close".
@@ -233,6 +234,34 @@ def test_health_path_503_from_term_through_shutdown_delay(make_server, mode):
     assert not s.called("/healthz"), "the health path reached the app"
     line, code = worker_exit_line(s, wpid)
     assert code == 0, line
+
+
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
+def test_health_path_200_through_a_restarts_shutdown_delay(make_server, mode):
+    """HUP: the old worker's --shutdown-delay is no reason for a load
+    balancer to take the host out (its replacement is READY on the same
+    socket), so /healthz says 200 even on a connection the old worker
+    holds; a fleet-wide HUP took every host out of HAProxy before."""
+    delay = 1.0
+    s = make_server(mode=mode, args=["--health-path", "/healthz",
+                                       "--shutdown-delay", str(delay)])
+    old = only_worker(s)
+    ka = s.connect()
+    r = ka.request("GET", "/healthz")
+    assert r.status == 200 and not r.has_token("Connection", "close"), r
+    mark = s.log_mark()
+    os.kill(s.pid, signal.SIGHUP)
+    s.wait_for_log("TERM: serving", timeout=20, since=mark)
+    t_term = time.monotonic()
+    with ka:
+        r = ka.request("GET", "/healthz")
+        during = time.monotonic() - t_term
+        assert r.status == 200, \
+            "/healthz from the old worker in a restart's delay: %r" % r
+    assert during < delay, "took %.2fs to check the delay" % during
+    assert helpers.alive(old), "the old worker was gone already"
+    wait_exit(old, delay + 10)
+    assert s.get("/healthz").status == 200
 
 
 # -------------------------------------------------------------- keep-alive

@@ -85,6 +85,9 @@ void sl_drain_begin(sl_pump_t *p)
 {
     if (p->terminating)
         return;
+    /* A restart's RESTART comes just before its TERM: read it now, so that
+     * the health check (sl_http_health_head) knows the host stays up */
+    (void)sl_pump_ctl_read(p); /* EOF: the ctl watcher says it */
     p->terminating = true;
     if (p->opt->shutdown_delay <= 0) {
         sl_drain_prepare(p);

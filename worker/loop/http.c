@@ -522,7 +522,12 @@ bool sl_http_is_health(const sl_conn_t *c)
 int sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
 {
     char head[256];
-    bool ok = !c->pump->terminating;
+    /* 503 tells a load balancer this host is going away. A worker stopping
+     * for a rolling restart or a retirement is not: its replacement is
+     * READY on the same sockets, and a 503 from it during --shutdown-delay
+     * would take the whole host out (every host at once, on a fleet-wide
+     * HUP) */
+    bool ok = !c->pump->terminating || c->pump->restart;
     const char *body = ok ? "OK\n" : "draining\n";
     int n;
 

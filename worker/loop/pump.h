@@ -84,7 +84,8 @@ struct sl_pump {
     ev_tstamp last_tick;
     uint64_t served;      /* requests completed */
     uint32_t inflight;    /* requests with the executor */
-    bool terminating;     /* TERM arrived: health answers 503 */
+    bool terminating;     /* TERM arrived: health answers 503 (unless
+                             restart: the host stays) */
     atomic_bool draining; /* executors read it (Connection: close) */
     ev_timer delay_timer; /* embedded: --shutdown-delay */
     atomic_bool stopping; /* the drain finished: executors stop too */

@@ -1,0 +1,449 @@
+"""The fleet: two sluice "hosts" behind Debian's HAProxy, on one machine.
+
+Each host is a network namespace of its own (`ip netns add`), joined to a
+private bridge in the root namespace by a veth pair; its sluice (a
+supervisor with 2 workers, --health-path, --shutdown-delay,
+--proxy-protocol) binds the host's address on the bridge's /24. HAProxy
+runs in the root namespace, listens on 127.0.0.1, health-checks both
+hosts with GET /healthz and sends PROXY v2. Nothing leaves the machine:
+the bridge has no uplink and no route is added beyond its own subnet.
+
+Names carry this process's pid (netns "slfleet-PID-a", links "slfPIDbr",
+"slfPIDa", ...) so that runs side by side do not meet, and a run killed
+before its cleanup is swept by the next one: sweep_stale() deletes the
+namespaces and links of pids that are gone. Cleanup runs from the
+fixture's finally, and from atexit as the backstop.
+
+The HAProxy configuration here is the one the deployment guide
+(contrib/deploy/README.md) explains, with the timers shortened so that a
+test takes seconds: a 503 from /healthz takes a host out within one
+check interval (fall 1), two good checks bring it back (rise 2), and
+`retry-on` with `option redispatch` moves a request that met a closing
+or dead host to the other one, which is what makes "zero failed" hold.
+"""
+
+import atexit
+import contextlib
+import csv
+import io
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import helpers
+from helpers import wait_until
+
+HERE = Path(__file__).resolve().parent
+HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
+NETNS_PREFIX = "slfleet-"
+LINK_RE = re.compile(r"^slf(\d+)(br|[a-z])$")
+PORT = 8000           # every host's sluice port
+DELAY = 1.5           # --shutdown-delay: > HAProxy's inter * fall + a check
+GRACE = 10.0          # --graceful-timeout
+CHECK_INTER_MS = 200  # HAProxy's health check interval
+
+
+def run(*cmd, check=True):
+    return subprocess.run(cmd, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, check=check, timeout=20,
+                          text=True)
+
+
+def missing_requirements():
+    """Why the fleet cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    for tool in ("ip", HAPROXY):
+        if not shutil.which(tool):
+            return "%s is missing (Debian packages iproute2, haproxy)" % tool
+    return None
+
+
+# ------------------------------------------------------------ namespaces
+
+def _netns_pids(name):
+    out = run("ip", "netns", "pids", name, check=False)
+    return [int(p) for p in out.stdout.split() if p.isdigit()]
+
+
+def delete_netns(name):
+    """Kill whatever still runs in namespace NAME, then delete it."""
+    for pid in _netns_pids(name):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: not _netns_pids(name), 5,
+                   "the processes of netns %s to die" % name)
+    run("ip", "netns", "del", name, check=False)
+
+
+def sweep_stale():
+    """Delete namespaces and links left by fleet runs whose pid is gone."""
+    for line in run("ip", "netns", "list", check=False).stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        m = re.match(re.escape(NETNS_PREFIX) + r"(\d+)-", name)
+        if m and not helpers.alive(int(m.group(1))):
+            delete_netns(name)
+    for line in run("ip", "-o", "link", "show", check=False).stdout \
+            .splitlines():
+        fields = line.split(":")
+        if len(fields) < 2:
+            continue
+        name = fields[1].strip().split("@")[0]
+        m = LINK_RE.match(name)
+        if m and not helpers.alive(int(m.group(1))):
+            run("ip", "link", "del", name, check=False)
+
+
+def free_subnet():
+    """A 10.213.N.0/24 no interface of the root namespace is on."""
+    used = run("ip", "-o", "-4", "addr", "show").stdout
+    for n in range(1, 255):
+        if " 10.213.%d." % n not in used:
+            return "10.213.%d" % n
+    raise AssertionError("no free 10.213.N.0/24 subnet")
+
+
+class Network:
+    """The bridge in the root namespace and one namespace per host name."""
+
+    def __init__(self, names):
+        self.pid = os.getpid()
+        self.bridge = "slf%dbr" % self.pid
+        self.subnet = None
+        self.names = list(names)
+        self.netns = {}     # host name -> namespace
+        self.addr = {}      # host name -> its address on the bridge
+        self.links = []
+        self.gateway = None
+
+    def up(self):
+        sweep_stale()
+        atexit.register(self.down)
+        self.subnet = free_subnet()
+        self.gateway = self.subnet + ".1"
+        run("ip", "link", "add", self.bridge, "type", "bridge")
+        self.links.append(self.bridge)
+        run("ip", "addr", "add", self.gateway + "/24", "dev", self.bridge)
+        run("ip", "link", "set", self.bridge, "up")
+        for i, name in enumerate(self.names):
+            ns = "%s%d-%s" % (NETNS_PREFIX, self.pid, name)
+            veth = "slf%d%s" % (self.pid, name)
+            addr = "%s.%d" % (self.subnet, i + 2)
+            run("ip", "netns", "del", ns, check=False)
+            run("ip", "netns", "add", ns)
+            self.netns[name] = ns
+            run("ip", "link", "add", veth, "type", "veth", "peer", "name",
+                "eth0", "netns", ns)
+            self.links.append(veth)
+            run("ip", "link", "set", veth, "master", self.bridge, "up")
+            run("ip", "-n", ns, "link", "set", "lo", "up")
+            run("ip", "-n", ns, "addr", "add", addr + "/24", "dev", "eth0")
+            run("ip", "-n", ns, "link", "set", "eth0", "up")
+            self.addr[name] = addr
+        return self
+
+    def down(self):
+        for ns in self.netns.values():
+            delete_netns(ns)
+        self.netns = {}
+        for link in reversed(self.links):
+            run("ip", "link", "del", link, check=False)
+        self.links = []
+
+
+# ------------------------------------------------------------------ hosts
+
+class Host:
+    """One sluice host: its namespace, its directory, its app version."""
+
+    def __init__(self, net, name, workdir):
+        self.net = net
+        self.name = name
+        self.workdir = Path(workdir)
+        self.appdir = self.workdir / "app"
+        self.server = None
+        self.generation = 0
+        self.version = None
+
+    @property
+    def addr(self):
+        return self.net.addr[self.name]
+
+    def install(self, version):
+        """Put VERSION of the app in place, as a release would."""
+        self.appdir.mkdir(parents=True, exist_ok=True)
+        src = (HERE / "fleet_app.py").read_text()
+        new = re.sub(r'^VERSION = ".*"$', 'VERSION = "%s"' % version, src,
+                     count=1, flags=re.M)
+        assert new != src or version == "v1"
+        (self.appdir / "fleet_app.py").write_text(new)
+        self.version = version
+
+    def start(self, version):
+        self.install(version)
+        self.generation += 1
+        args = ["--interface", "asgi", "--name", "fleet-" + self.name,
+                "--health-path", "/healthz",
+                "--shutdown-delay", str(DELAY),
+                "--graceful-timeout", str(GRACE),
+                "--proxy-protocol", "--proxy-allow-from", self.net.gateway]
+        self.server = helpers.Server(
+            self.workdir / ("run%d" % self.generation), "fleet_app:app",
+            args=args, workers=2, binds=["%s:%d" % (self.addr, PORT)],
+            pythonpath=(str(self.appdir),), ready_path=None,
+            env={"FLEET_HOST": self.name},
+            prefix=["ip", "netns", "exec", self.net.netns[self.name]])
+        self.server.start()
+        # the socket accepts as soon as the supervisor binds it; a health
+        # check sent before the workers are READY would wait (and time out)
+        self.server.wait_for_log("All 2 workers are ready", timeout=60)
+        return self
+
+    @property
+    def pid(self):
+        return self.server.pid
+
+    def signal(self, sig):
+        os.kill(self.server.pid, sig)
+
+    def wait_exit(self, timeout):
+        """The supervisor's exit status, once it has exited."""
+        try:
+            return self.server.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("host %s did not exit within %.0fs\n%s" % (
+                self.name, timeout, self.server.diagnostics()))
+
+    def open_connections(self):
+        """TCP connections established to the host's sluice now, as its
+        own kernel counts them (ss in its namespace): what a crash of the
+        host can cut."""
+        out = run("ss", "-H", "-t", "-n", "-N", self.net.netns[self.name],
+                  "state", "established", "( sport = :%d )" % PORT)
+        return len([line for line in out.stdout.splitlines() if line])
+
+    def kill(self):
+        """SIGKILL every process of the host at once: the machine died."""
+        os.killpg(self.server.pid, signal.SIGKILL)
+        self.server.proc.wait(10)
+
+    def stop(self):
+        """Stop it (TERM); the problems seen, as Server.stop says them."""
+        if self.server is None:
+            return []
+        problems = self.server.stop()
+        return [p + "\n" + self.server.diagnostics() for p in problems]
+
+
+# ---------------------------------------------------------------- HAProxy
+
+HAPROXY_CFG = """\
+global
+    maxconn 4096
+    stats socket {sock} mode 600 level admin
+    stats timeout 10s
+
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 60s
+    timeout server 30s
+    timeout tunnel 1h
+    timeout http-keep-alive 60s
+    retries 3
+    option redispatch 1
+    retry-on conn-failure empty-response junk-response response-timeout 503
+    timeout check 1s
+
+frontend fleet_in
+    bind 127.0.0.1:{port}
+    default_backend fleet
+
+backend fleet
+    balance roundrobin
+    option httpchk GET /healthz
+    http-check expect status 200
+    default-server check send-proxy-v2 inter {inter}ms fastinter {inter}ms downinter {inter}ms fall 1 rise 2
+{servers}
+"""
+
+
+class HAProxy:
+    """Debian's haproxy in front of HOSTS; its stats socket is polled for
+    what it thinks of each server."""
+
+    def __init__(self, workdir, hosts):
+        self.workdir = Path(workdir)
+        self.hosts = hosts
+        self.port = helpers.free_port()
+        self.sock = self.workdir / "haproxy.sock"
+        self.log_path = self.workdir / "haproxy.log"
+        self.proc = None
+
+    def config(self):
+        servers = "\n".join("    server %s %s:%d" % (h.name, h.addr, PORT)
+                            for h in self.hosts)
+        return HAPROXY_CFG.format(sock=self.sock, port=self.port,
+                                  inter=CHECK_INTER_MS, servers=servers)
+
+    def start(self):
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        cfg = self.workdir / "haproxy.cfg"
+        cfg.write_text(self.config())
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [HAPROXY, "-f", str(cfg), "-db"], stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_until(self._listening, 10, "haproxy to listen")
+        return self
+
+    def _listening(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("haproxy exited with %s:\n%s" % (
+                self.proc.returncode, self.log_text()))
+        try:
+            socket.create_connection(("127.0.0.1", self.port), 1).close()
+        except OSError:
+            return False
+        return self.sock.exists()
+
+    def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def log_text(self):
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def transitions(self, name):
+        """How many times HAProxy logged server NAME going DOWN."""
+        return len(re.findall(r"Server fleet/%s is DOWN" % re.escape(name),
+                              self.log_text()))
+
+    def command(self, line):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(str(self.sock))
+            s.sendall(line.encode() + b"\n")
+            out = b""
+            while True:
+                data = s.recv(65536)
+                if not data:
+                    return out.decode()
+                out += data
+
+    def servers(self):
+        """{server name: its `show stat` row as a dict}."""
+        text = self.command("show stat").lstrip("# ")
+        rows = csv.DictReader(io.StringIO(text))
+        return {r["svname"]: r for r in rows if r["pxname"] == "fleet"
+                and r["svname"] not in ("FRONTEND", "BACKEND")}
+
+    def status(self, name):
+        """UP or DOWN (or "DOWN 1/2" while rising), once a check has
+        been done: HAProxy starts a server as UP before checking it."""
+        row = self.servers()[name]
+        if row["check_status"] in ("", "INI"):
+            return "unchecked"
+        return row["status"]
+
+    def wait_status(self, name, status, timeout=15):
+        wait_until(lambda: self.status(name) == status, timeout,
+                   "haproxy to see server %s %s" % (name, status),
+                   interval=0.02)
+
+    def sessions(self, name):
+        """Connections HAProxy has open to server NAME now (scur)."""
+        return int(self.servers()[name]["scur"] or 0)
+
+
+# ------------------------------------------------------------------ fleet
+
+class Fleet:
+    """Network, two hosts serving v1, HAProxy in front, all checked UP."""
+
+    def __init__(self, workdir, names=("a", "b")):
+        self.workdir = Path(workdir)
+        self.net = Network(names)
+        self.hosts = {n: Host(self.net, n, self.workdir / ("host-" + n))
+                      for n in names}
+        self.haproxy = HAProxy(self.workdir / "haproxy",
+                               list(self.hosts.values()))
+
+    def up(self):
+        self.net.up()
+        for h in self.hosts.values():
+            h.start("v1")
+        self.haproxy.start()
+        for name in self.hosts:
+            self.haproxy.wait_status(name, "UP")
+        return self
+
+    def down(self):
+        """Stop everything; the problems seen stopping the hosts."""
+        problems = []
+        try:
+            for h in self.hosts.values():
+                problems += h.stop()
+        finally:
+            try:
+                self.haproxy.stop()
+            finally:
+                self.net.down()
+        return problems
+
+    def deploy(self, host, version, on_down=None):
+        """Deploy VERSION on HOST as an operator would: TERM; HAProxy must
+        see the host DOWN (its /healthz says 503) while it still serves;
+        it drains and exits 0; it starts with VERSION and HAProxy sees it
+        UP again. ON_DOWN() runs once HAProxy has taken it out."""
+        h = self.hosts[host]
+        h.signal(signal.SIGTERM)
+        t_term = time.monotonic()
+        self.haproxy.wait_status(host, "DOWN", timeout=DELAY + 5)
+        out_after = time.monotonic() - t_term
+        assert out_after < DELAY, \
+            "haproxy took %s out %.2fs after TERM: not within " \
+            "--shutdown-delay %.1fs" % (host, out_after, DELAY)
+        if on_down is not None:
+            on_down()
+        rc = h.wait_exit(DELAY + GRACE + 5)
+        assert rc == 0, "host %s exited %s after TERM\n%s" % (
+            host, rc, h.server.diagnostics())
+        h.start(version)
+        self.haproxy.wait_status(host, "UP")
+        return out_after
+
+    def rolling_restart(self, *hosts):
+        """HUP to each of HOSTS at once; wait until each has both workers
+        new and the old ones gone, and HAProxy has it UP. Returns the new
+        worker pids, all hosts together."""
+        old = {h: set(self.hosts[h].server.worker_pids()) for h in hosts}
+        for h in hosts:
+            self.hosts[h].signal(signal.SIGHUP)
+        new = set()
+        for h in hosts:
+            server = self.hosts[h].server
+
+            def replaced():
+                now = set(server.worker_pids())
+                return len(now) == 2 and not now & old[h] and now
+            new |= wait_until(replaced, DELAY + GRACE + 20,
+                              "host %s's workers to be replaced" % h,
+                              interval=0.02)
+            self.haproxy.wait_status(h, "UP")
+        return new

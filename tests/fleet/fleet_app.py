@@ -1,0 +1,53 @@
+"""The fleet test's application (ASGI): every answer names the host and
+the version that served it, so the load client can count versions and
+hosts per step without reading HAProxy's log.
+
+The test copies this file into each host's own directory and rewrites the
+VERSION line there: a deploy is a new file on disk and a fresh start, as a
+release would be. FLEET_HOST comes from the environment of that host's
+sluice.
+
+  GET /        200 "HOST VERSION PID\n", also as X-Fleet-Host and
+               X-Fleet-Version
+  WebSocket /  sends "HOST VERSION PID" once accepted, then echoes text
+"""
+
+import os
+
+VERSION = "v1"
+HOST = os.environ.get("FLEET_HOST", "?")
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    who = "%s %s %d" % (HOST, VERSION, os.getpid())
+    if scope["type"] == "websocket":
+        await websocket(receive, send, who)
+        return
+    body = (who + "\n").encode()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"),
+                            (b"x-fleet-host", HOST.encode()),
+                            (b"x-fleet-version", VERSION.encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def websocket(receive, send, who):
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return
+    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.send", "text": who})
+    while True:
+        message = await receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        if message.get("text") is not None:
+            await send({"type": "websocket.send", "text": message["text"]})
