@@ -262,7 +262,8 @@ async def task_info(scope, receive, send):
     t2 = asyncio.current_task()
     await as_json(send, {"task": t1 is not None and t1 is t2,
                          "before": before, "after": REQUEST_ID.get(),
-                         "done": t1.done()})
+                         "done": t1.done(), "name": t1.get_name(),
+                         "listed": t1 in asyncio.all_tasks()})
 
 
 async def cancel_self(scope, receive, send):

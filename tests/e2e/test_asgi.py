@@ -359,10 +359,12 @@ def test_websocket_to_an_http_only_app(server):
 # ---------------------------------------------------------------- tasks
 
 def test_current_task_and_context(server):
-    for path in ("/task/a", "/task/b"):
+    """One Task per request, named after it, listed by all_tasks()."""
+    for path in ("/task/a", "/task/b?q=1"):
         r = json.loads(get(server, path).body)
-        assert r == {"task": True, "before": None, "after": path,
-                     "done": False}
+        assert r == {"task": True, "before": None,
+                     "after": path.split("?")[0], "done": False,
+                     "name": "GET " + path, "listed": True}
 
 
 def test_context_not_inherited_by_the_next_request(server):
