@@ -377,6 +377,16 @@ def test_context_not_inherited_by_the_next_request(server):
             assert json.loads(c.read_response().body)["before"] is None
 
 
+def test_awaits_at_once_and_real_waits_mixed(server):
+    """A receive() and send()s answered at once, then a bare yield and a
+    Future resolved by the loop later, then more send()s: one Task all
+    along, the body whole and in order, on a request with a body too."""
+    assert get(server, "/await-mix").body == b",later,same"
+    with server.connect() as c:
+        c.send(build_request("POST", "/await-mix", body=b"abc"))
+        assert c.read_response().body == b"abc,later,same"
+
+
 def test_app_cancelling_its_own_child(server):
     assert get(server, "/cancel-self").body == b"child cancelled\n"
 
