@@ -262,7 +262,26 @@ async def task_info(scope, receive, send):
     t2 = asyncio.current_task()
     await as_json(send, {"task": t1 is not None and t1 is t2,
                          "before": before, "after": REQUEST_ID.get(),
-                         "done": t1.done()})
+                         "done": t1.done(), "name": t1.get_name(),
+                         "listed": t1 in asyncio.all_tasks()})
+
+
+async def await_mix(scope, receive, send):
+    """Awaits that complete at once (receive, send) mixed with real waits
+    (a bare yield, a loop Future resolved later), in one Task."""
+    loop = asyncio.get_running_loop()
+    t1 = asyncio.current_task()
+    msg = await receive()
+    await start(send)
+    await asyncio.sleep(0)
+    fut = loop.create_future()
+    loop.call_later(0.01, fut.set_result, b"later,")
+    got = await fut
+    await send({"type": "http.response.body", "body": msg["body"] + b",",
+                "more_body": True})
+    await send({"type": "http.response.body", "body": got, "more_body": True})
+    await send({"type": "http.response.body",
+                "body": b"same" if asyncio.current_task() is t1 else b"other"})
 
 
 async def cancel_self(scope, receive, send):
@@ -296,7 +315,7 @@ ROUTES = {
     "no-response": no_response, "started-only": started_only,
     "bad-send": bad_send, "after-end": after_end, "trailers": trailers,
     "pathsend": pathsend, "task": task_info, "cancel-self": cancel_self,
-    "head": head_len, "status": status,
+    "head": head_len, "status": status, "await-mix": await_mix,
 }
 
 

@@ -359,10 +359,12 @@ def test_websocket_to_an_http_only_app(server):
 # ---------------------------------------------------------------- tasks
 
 def test_current_task_and_context(server):
-    for path in ("/task/a", "/task/b"):
+    """One Task per request, named after it, listed by all_tasks()."""
+    for path in ("/task/a", "/task/b?q=1"):
         r = json.loads(get(server, path).body)
-        assert r == {"task": True, "before": None, "after": path,
-                     "done": False}
+        assert r == {"task": True, "before": None,
+                     "after": path.split("?")[0], "done": False,
+                     "name": "GET " + path, "listed": True}
 
 
 def test_context_not_inherited_by_the_next_request(server):
@@ -373,6 +375,16 @@ def test_context_not_inherited_by_the_next_request(server):
                                                                "/task/p2"))
         for path in ("/task/p1", "/task/p2"):
             assert json.loads(c.read_response().body)["before"] is None
+
+
+def test_awaits_at_once_and_real_waits_mixed(server):
+    """A receive() and send()s answered at once, then a bare yield and a
+    Future resolved by the loop later, then more send()s: one Task all
+    along, the body whole and in order, on a request with a body too."""
+    assert get(server, "/await-mix").body == b",later,same"
+    with server.connect() as c:
+        c.send(build_request("POST", "/await-mix", body=b"abc"))
+        assert c.read_response().body == b"abc,later,same"
 
 
 def test_app_cancelling_its_own_child(server):

@@ -86,17 +86,20 @@ static PyObject *disconnect_msg(void)
     return m;
 }
 
+/* {"type": "http.request", "body": b"", "more_body": False}, copied for
+ * each message: a copy is one allocation, three inserts into a new dict
+ * are more, and a request without a body needs nothing else. */
+static PyObject *request_proto;
+
 /* {"type": "http.request", "body": BODY, "more_body": MORE}; steals BODY. */
 static PyObject *request_msg(PyObject *body, bool more)
 {
-    PyObject *m = PyDict_New();
+    PyObject *m = PyDict_Copy(request_proto);
 
-    if (m == NULL ||
-        PyDict_SetItem(m, sl_asgi_names[N_TYPE],
-                       sl_asgi_names[N_HTTP_REQUEST]) < 0 ||
-        PyDict_SetItem(m, sl_asgi_names[N_BODY], body) < 0 ||
-        PyDict_SetItem(m, sl_asgi_names[N_MORE_BODY],
-                       more ? Py_True : Py_False) < 0)
+    if (m != NULL &&
+        ((PyBytes_GET_SIZE(body) > 0 &&
+          PyDict_SetItem(m, sl_asgi_names[N_BODY], body) < 0) ||
+         (more && PyDict_SetItem(m, sl_asgi_names[N_MORE_BODY], Py_True) < 0)))
         Py_CLEAR(m);
     Py_DECREF(body);
     return m;
@@ -646,6 +649,10 @@ PyObject *sl_asgi_channel_new(sl_asgi_req_t *r, bool send)
 
 int sl_asgi_channel_init(void)
 {
-    return PyType_Ready(&receive_type) < 0 || PyType_Ready(&send_type) < 0 ? -1
-                                                                           : 0;
+    if (PyType_Ready(&receive_type) < 0 || PyType_Ready(&send_type) < 0)
+        return -1;
+    request_proto = Py_BuildValue(
+        "{OOOyOO}", sl_asgi_names[N_TYPE], sl_asgi_names[N_HTTP_REQUEST],
+        sl_asgi_names[N_BODY], "", sl_asgi_names[N_MORE_BODY], Py_False);
+    return request_proto != NULL ? 0 : -1;
 }

@@ -50,6 +50,7 @@ typedef struct sl_asgi_req {
     bool on_slot;           /* sl_asgi.slots points here */
     bool cancelled;         /* cancelled by the drain */
     char what[96];          /* "GET /path", for the log */
+    size_t what_len;
     /* a WebSocket's (asgi_ws.c) */
     bool ws;             /* the scope is a websocket's */
     bool ws_connected;   /* receive() gave websocket.connect */
@@ -67,7 +68,7 @@ typedef struct {
     PyObject *loop;            /* owned: the event loop */
     PyObject *create_future;   /* owned: loop.create_future */
     PyObject *task_type;       /* owned: asyncio.Task */
-    PyObject *kw_task;         /* owned: ("loop", "context") */
+    PyObject *kw_task;         /* owned: ("loop", "context", "name") */
     PyObject *base_ctx;        /* owned: the context every Task copies */
     PyObject *cancelled_error; /* owned: asyncio.CancelledError */
     PyObject *state;           /* owned: lifespan state, or NULL */

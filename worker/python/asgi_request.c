@@ -311,7 +311,7 @@ static sl_asgi_req_t *req_new(sl_conn_t *c, uint32_t gen)
     /* a WebSocket's HTTP answer (a denial) ends the connection: the loop
      * took its request as not keep-alive, as every upgrade */
     r->ws = q->websocket;
-    sl_http_log_name(q, r->what, sizeof(r->what));
+    r->what_len = sl_http_log_name(q, r->what, sizeof(r->what));
     return r;
 }
 
@@ -337,7 +337,7 @@ static PyObject *awaitable_iter(PyObject *aw)
 
 void sl_asgi_req_start(sl_conn_t *c, uint32_t gen)
 {
-    PyObject *args[3] = {NULL, NULL, NULL}, *aw, *targs[3];
+    PyObject *args[3] = {NULL, NULL, NULL}, *aw, *targs[4];
     sl_asgi_req_t *r = req_new(c, gen);
 
     if (r == NULL) {
@@ -361,10 +361,16 @@ void sl_asgi_req_start(sl_conn_t *c, uint32_t gen)
     targs[0] = (PyObject *)r;
     targs[1] = sl_asgi.loop;
     targs[2] = PyContext_Copy(sl_asgi.base_ctx);
-    if (targs[2] == NULL)
+    /* the Task is named after its request: "GET /path" */
+    targs[3] = PyUnicode_DecodeLatin1(r->what, (Py_ssize_t)r->what_len, NULL);
+    if (targs[2] == NULL || targs[3] == NULL) {
+        Py_XDECREF(targs[2]);
+        Py_XDECREF(targs[3]);
         goto out_fail;
+    }
     r->task = PyObject_Vectorcall(sl_asgi.task_type, targs, 1, sl_asgi.kw_task);
     Py_DECREF(targs[2]);
+    Py_DECREF(targs[3]);
     if (r->task == NULL)
         goto out_fail;
     sl_asgi.slots[c->idx] = r;

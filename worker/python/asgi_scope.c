@@ -256,12 +256,22 @@ PyObject *sl_asgi_scope_new_ws(const sl_conn_t *c, PyObject *state)
     return scope;
 }
 
-/* A prototype scope of TYPE: the keys every scope of it has. Steals ASGI
- * and EXT. NULL with an exception. */
-static PyObject *make_proto(const sl_pump_t *p, int type, int scheme,
+/* The keys a request sets, held as None in the prototypes: a copy then
+ * has its full size, and setting them replaces values in place instead of
+ * growing the table twice (K_COUNT ends the list). */
+static const int request_keys[] = {
+    K_HTTP_VERSION, K_PATH,   K_RAW_PATH, K_QUERY_STRING,
+    K_HEADERS,      K_CLIENT, K_SERVER,   K_COUNT,
+};
+
+/* A prototype scope of TYPE: the keys every scope of it has; OWN is the
+ * one key only TYPE's requests set. Steals ASGI and EXT. NULL with an
+ * exception. */
+static PyObject *make_proto(const sl_pump_t *p, int type, int scheme, int own,
                             PyObject *asgi, PyObject *ext)
 {
     PyObject *d = PyDict_New();
+    int i;
 
     if (d == NULL || asgi == NULL || ext == NULL) {
         Py_XDECREF(d);
@@ -274,8 +284,16 @@ static PyObject *make_proto(const sl_pump_t *p, int type, int scheme,
         PyDict_SetItem(d, names[K_SCHEME], names[scheme]) < 0 ||
         set_steal(d, names[K_ROOT_PATH],
                   PyUnicode_FromString(p->opt->root_path)) < 0 ||
-        set_steal(d, names[K_EXTENSIONS], ext) < 0)
-        Py_CLEAR(d);
+        set_steal(d, names[K_EXTENSIONS], ext) < 0 ||
+        PyDict_SetItem(d, names[own], Py_None) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    for (i = 0; request_keys[i] != K_COUNT; i++)
+        if (PyDict_SetItem(d, names[request_keys[i]], Py_None) < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
     return d;
 }
 
@@ -285,14 +303,14 @@ static int init_proto(const sl_pump_t *p)
     int k;
 
     parts.proto = make_proto(
-        p, K_HTTP, K_HTTP,
+        p, K_HTTP, K_HTTP, K_METHOD,
         Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.3"),
         Py_BuildValue("{s{}s{}}", "http.response.pathsend",
                       "http.response.trailers"));
     /* "wss" only when a trusted proxy says so: sluice has no TLS (a proxy
      * in front terminates it) */
     parts.ws_proto = make_proto(
-        p, K_WEBSOCKET, K_WS,
+        p, K_WEBSOCKET, K_WS, K_SUBPROTOCOLS,
         Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.4"),
         Py_BuildValue("{s{}}", "websocket.http.response"));
     if (parts.proto == NULL || parts.ws_proto == NULL)
