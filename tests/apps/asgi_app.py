@@ -173,6 +173,38 @@ async def big(scope, receive, send):
     await send({"type": "http.response.body", "body": b""})
 
 
+PATTERN = bytes(range(251))
+
+
+def pattern_body(size):
+    """SIZE bytes where byte i is i % 251: any shift or cut shows."""
+    return (PATTERN * (size // 251 + 1))[:size]
+
+
+async def large(scope, receive, send):
+    """A large body in few send()s: parts=N messages; overlap=1 sends all
+    but the last without waiting for them first."""
+    q = query(scope)
+    size, parts = int(q.get("size", "1048576")), int(q.get("parts", "1"))
+    body = pattern_body(size)
+    await start(send, ctype=b"application/octet-stream")
+    step = -(-size // parts)
+    pieces = [body[i:i + step] for i in range(0, size, step)]
+    msgs = [{"type": "http.response.body", "body": b, "more_body": True}
+            for b in pieces[:-1]]
+    last = {"type": "http.response.body", "body": pieces[-1]}
+    if q.get("overlap") == "1":
+        pending = [send(m) for m in msgs]
+        await send(last)
+        for f in pending:
+            await f
+    else:
+        for m in msgs:
+            await send(m)
+        await send(last)
+    record("LARGE %d done" % size)
+
+
 async def slow(scope, receive, send):
     t = float(query(scope).get("t", "1.5"))
     record("SLOW start %s" % scope["path"])
@@ -310,7 +342,7 @@ async def status(scope, receive, send):
 ROUTES = {
     "": hello, "hello": hello, "__ready": hello, "scope": scope_route,
     "echo": echo, "receive-twice": receive_twice, "stream": stream,
-    "sized-stream": sized_stream, "disconnect": disconnect, "big": big,
+    "sized-stream": sized_stream, "disconnect": disconnect, "big": big, "large": large,
     "slow": slow, "error-before": error_before, "error-after": error_after,
     "no-response": no_response, "started-only": started_only,
     "bad-send": bad_send, "after-end": after_end, "trailers": trailers,

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import asgi_app
 import helpers
 from conftest import start_mode_server
 from helpers import build_request
@@ -200,6 +201,45 @@ def test_big_unread_body_ends_the_connection_openly(server):
         r = c.read_response()
         assert r.status == 200 and not r.has_token("Connection", "close")
         assert c.request("GET", "/hello").body == b"hello\n"
+
+
+@pytest.mark.parametrize("size", [65537, 1048576 + 7, 5 * 1048576 + 3])
+def test_large_body_in_one_send_is_sized_and_whole(server, size):
+    # queued 64 KiB at a time (asgi_channel.c), but still one sized body:
+    # Content-Length, not chunked, every byte in place, and the connection
+    # kept for the next request
+    with server.connect(timeout=20) as c:
+        r = c.request("GET", "/large?size=%d" % size)
+        assert r.status == 200
+        assert r.header("Content-Length") == str(size)
+        assert r.header("Transfer-Encoding") is None
+        assert r.body == asgi_app.pattern_body(size)
+        assert c.request("GET", "/hello").body == b"hello\n"
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_large_body_in_parts_keeps_its_order(server, overlap):
+    # several large messages, awaited one by one or sent all before the
+    # first is done: the bytes leave in the order of the send() calls
+    size = 3 * 1048576 + 11
+    with server.connect(timeout=20) as c:
+        r = c.request("GET", "/large?size=%d&parts=3&overlap=%s"
+                      % (size, overlap))
+        assert r.status == 200
+        assert r.body == asgi_app.pattern_body(size)
+        assert c.request("GET", "/hello").body == b"hello\n"
+
+
+def test_large_body_to_a_client_that_leaves(server):
+    # the client reads a little of a 16 MiB body and closes: the app's
+    # send() returns, the request ends, and the worker serves on
+    size = 16 * 1048576
+    with server.connect(timeout=20) as c:
+        c.send(build_request("GET", "/large?size=%d&parts=1" % size))
+        c.read_head()
+        c.close()
+    server.wait_for_call("LARGE %d done" % size)
+    assert get(server, "/hello").body == b"hello\n"
 
 
 def test_expect_continue(server):

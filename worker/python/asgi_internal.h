@@ -39,6 +39,10 @@ typedef struct sl_asgi_req {
     PyObject *send_waiter;  /* owned Future, or NULL */
     PyObject *headers;      /* owned: http.response.start's, until sent */
     PyObject *trailers;     /* owned list of trailer pairs, or NULL */
+    PyObject *body_rest;    /* owned: a large body's bytes, while some are
+                               not queued yet (asgi_channel.c), or NULL */
+    size_t body_off;        /* bytes of body_rest queued */
+    bool body_rest_last;    /* body_rest ends the body (more_body False) */
     sl_writer_t w;          /* the response */
     int status;             /* http.response.start's, until sent */
     int state;              /* RS_* */

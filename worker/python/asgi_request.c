@@ -93,6 +93,7 @@ static void req_dealloc(sl_asgi_req_t *r)
     Py_XDECREF(r->send_waiter);
     Py_XDECREF(r->headers);
     Py_XDECREF(r->trailers);
+    Py_XDECREF(r->body_rest);
     Py_XDECREF(r->ws_misuse);
     PyObject_Free(r);
 }
