@@ -157,11 +157,13 @@ def settled(pid):
     return snapshot(pid)
 
 
-def measure(kind, conns, wconns, extra_env=None, imports=False):
-    """Start a server, hold CONNS idle connections, return snapshots."""
+def measure(kind, conns, wconns, extra_env=None, imports=False, more=()):
+    """Start a server (with MORE arguments), hold CONNS idle connections,
+    return snapshots."""
     module, app, args = KINDS[kind]
     work = Path(tempfile.mkdtemp(prefix="sluice-workermem-"))
     srv_args = args + ["--keep-alive", "120", "--header-timeout", "120"]
+    srv_args += list(more)
     if wconns is not None:
         srv_args += ["--worker-connections", str(wconns)]
     env = dict(extra_env or {})
@@ -251,9 +253,12 @@ def report(args):
                                 base))
         for wconns in args.worker_connections:
             for conns in args.conns:
-                r = measure(kind, conns, wconns)
+                more = args.asgi_args.split() if kind == "asgi" else []
+                r = measure(kind, conns, wconns, more=more)
                 label = "%s, --worker-connections %s" % (
                     kind, wconns if wconns else "default (1000)")
+                if more:
+                    label += ", " + " ".join(more)
                 if conns == args.conns[0]:
                     lines.append(fmt_status(label + ", started",
                                             r["start"]))
@@ -307,6 +312,9 @@ def main():
                     help="idle connections held (default 10 1000)")
     ap.add_argument("--worker-connections", nargs="+", type=int,
                     default=[0], help="0 = the default")
+    ap.add_argument("--asgi-args", default="",
+                    help="more server arguments for the ASGI runs, one "
+                    "string: --asgi-args='--loop asyncio'")
     ap.add_argument("--imports", action="store_true",
                     help="also list the modules the worker adds")
     ap.add_argument("--label", default="", help="a line under the title")
