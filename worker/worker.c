@@ -39,13 +39,15 @@ static void reset_signals(void)
  * or -1 after logging. */
 static int is_asgi(const sl_options_t *o, PyObject *app)
 {
+    int asgi;
+
     if (o->interface == SL_IFACE_WSGI)
         return 0;
-    if (sl_asgi_lifespan_init() < 0)
+    asgi = o->interface == SL_IFACE_ASGI ? 1 : sl_asgi_lifespan_detect(app);
+    /* the helper imports asyncio: only for an app that will use it */
+    if (asgi == 1 && sl_asgi_lifespan_init() < 0)
         return -1;
-    if (o->interface == SL_IFACE_ASGI)
-        return 1;
-    return sl_asgi_lifespan_detect(app);
+    return asgi;
 }
 
 /* The one choice of executor, made once: [ASGI?][inline?]. */

@@ -183,6 +183,45 @@ def vm_rss_kib(pid):
     return status_kib(pid, "VmRSS")
 
 
+def read_response(s):
+    """Read one small 200 response whole from socket S (Content-Length or
+    chunked), so the connection is idle after it."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, "connection closed before a response"
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    lower = head.lower()
+    if b"content-length:" in lower:
+        n = int(lower.split(b"content-length:")[1].split(b"\r\n")[0])
+        while len(rest) < n:
+            chunk = s.recv(65536)
+            assert chunk
+            rest += chunk
+    else:
+        while not rest.endswith(b"0\r\n\r\n"):
+            chunk = s.recv(65536)
+            assert chunk
+            rest += chunk
+
+
+def settled_rss(pid):
+    """The worker's VmRSS (KiB) once two reads in a row agree: the loop
+    has finished with what the last batch of connections sent."""
+    last = [None]
+
+    def same():
+        v = vm_rss_kib(pid)
+        ok = v == last[0]
+        last[0] = v
+        return ok
+
+    wait_until(same, 10, "the worker's RSS to settle", interval=0.05)
+    return last[0]
+
+
 def fd_count(pid):
     """Open file descriptors of PID (/proc/PID/fd)."""
     return len(os.listdir("/proc/%d/fd" % pid))

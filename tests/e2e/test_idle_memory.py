@@ -3,8 +3,10 @@
 One worker holds N keep-alive connections that have each made one request
 (and, in the second variant, N that have sent nothing yet); the worker's
 VmRSS before and after, divided by N, must stay at or under 1 KiB. The
-connection pool is allocated at start-up and touched then, so what this
-measures is what a connection holds beyond its pool entry: read, head,
+connection pool is allocated at start-up and each entry set up on its
+first use (issue 13), so the warm-up opens N connections and closes them
+first: what this measures is what a connection holds beyond its pool
+entry, which a closed connection leaves behind for the next: read, head,
 body and output buffers, and the header array. The pool entry itself
 (sizeof(sl_conn_t)) is bounded by the unit suite (test_conn_bufs), and the
 kernel's socket buffers are not the worker's memory and not counted.
@@ -17,7 +19,8 @@ import socket
 
 import pytest
 
-from helpers import (build_request, sanitized, vm_rss_kib, wait_until)
+from helpers import (build_request, fd_count, read_response, sanitized,
+                     settled_fds, settled_rss, wait_until)
 
 N = 1000
 LIMIT_BYTES = 1024
@@ -33,56 +36,26 @@ def open_conns(server, n):
     return socks
 
 
-def read_response(s):
-    """Read one small response whole (Content-Length or chunked), so the
-    connection is idle after it."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, "connection closed before a response"
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200"), head
-    lower = head.lower()
-    if b"content-length:" in lower:
-        n = int(lower.split(b"content-length:")[1].split(b"\r\n")[0])
-        while len(rest) < n:
-            chunk = s.recv(65536)
-            assert chunk
-            rest += chunk
-    else:
-        while not rest.endswith(b"0\r\n\r\n"):
-            chunk = s.recv(65536)
-            assert chunk
-            rest += chunk
-
-
-def settled_rss(pid):
-    """The worker's VmRSS (KiB) once two reads in a row agree: the loop
-    has finished with what the last batch of connections sent."""
-    last = [None]
-
-    def same():
-        v = vm_rss_kib(pid)
-        ok = v == last[0]
-        last[0] = v
-        return ok
-
-    wait_until(same, 10, "the worker's RSS to settle", interval=0.05)
-    return last[0]
-
-
 def measure(server, used):
     worker = server.wait_workers(1)[0]
+    base_fds = settled_fds(worker)
     # warm up: the first requests import, allocate the environ/scope and
-    # fill the buffer cache; those are not per connection
-    warm = open_conns(server, 20)
-    for s in warm:
-        s.sendall(build_request("GET", "/hello"))
-    for s in warm:
-        read_response(s)
-    for s in warm:
-        s.close()
+    # fill the buffer cache; those are not per connection. N connections
+    # set up N pool entries, which the measured ones take again.
+    warm = open_conns(server, N)
+    try:
+        for s in warm[:20]:
+            s.sendall(build_request("GET", "/hello"))
+        for s in warm[:20]:
+            read_response(s)
+        # the worker has accepted them all when it answers one more
+        with server.connect() as c:
+            assert c.request("GET", "/hello").status == 200
+    finally:
+        for s in warm:
+            s.close()
+    wait_until(lambda: fd_count(worker) <= base_fds, 10,
+               "the worker to close the warm-up connections")
     before = settled_rss(worker)
     socks = open_conns(server, N)
     try:

@@ -126,19 +126,13 @@ END_TEST
 
 START_TEST(test_init)
 {
-    uint32_t n = 0;
-
     h_options(&opt, "--worker-connections", "7", "--threads", "3", NULL);
     ck_assert_int_eq(sl_pump_init(&pump, &opt, h_exec, NULL, 0), 0);
     ck_assert_ptr_nonnull(pump.loop);
     ck_assert_uint_eq(pump.nconns, 7);
-    for (sl_conn_t *c = pump.free_list; c != NULL; c = c->next) {
-        ck_assert_int_eq(c->state, SL_CONN_FREE);
-        ck_assert_int_eq(c->fd, -1);
-        ck_assert_uint_eq(c->idx, (uint32_t)(c - pump.conns));
-        n++;
-    }
-    ck_assert_uint_eq(n, 7);
+    /* the pool is set up entry by entry as connections come */
+    ck_assert_uint_eq(pump.nfresh, 0);
+    ck_assert_ptr_null(pump.free_list);
     ck_assert_uint_eq(pump.nactive, 0);
     ck_assert_ptr_eq(pump.active.next, &pump.active);
     ck_assert_int_eq(pump.nlisteners, 0);
@@ -274,6 +268,36 @@ START_TEST(test_pool_limit)
     h_client_close(&client);
     ck_assert(h_run_until(&pump, serves, &second));
     ck_assert(!pump.accepting); /* full again */
+    h_client_close(&second);
+}
+END_TEST
+
+/* Pool entries are set up as connections first need them, and one given
+ * back is taken again before a fresh one: the rest of the pool stays as
+ * calloc() left it, pages the worker never touched. */
+START_TEST(test_pool_set_up_on_first_use)
+{
+    static const sl_conn_t zero;
+    h_nactive_t none = {&pump, 0};
+    h_client_t second;
+
+    h_options(&opt, "--worker-connections", "4", NULL);
+    h_pump_up(&pump, &opt);
+    h_connect(&pump, &client);
+    ck_assert_ptr_eq(client.conn, &pump.conns[0]);
+    ck_assert_uint_eq(pump.nfresh, 1);
+    h_client_close(&client);
+    ck_assert(h_run_until(&pump, h_nactive_is, &none));
+    h_connect(&pump, &second);
+    ck_assert_ptr_eq(second.conn, &pump.conns[0]);
+    ck_assert_uint_eq(pump.nfresh, 1);
+    for (int i = 1; i < 4; i++)
+        ck_assert(memcmp(&pump.conns[i], &zero, sizeof(zero)) == 0);
+    h_connect(&pump, &client);
+    ck_assert_ptr_eq(client.conn, &pump.conns[1]);
+    ck_assert_uint_eq(pump.conns[1].idx, 1);
+    ck_assert_int_eq(pump.conns[1].file_fd, -1);
+    ck_assert_uint_eq(pump.nfresh, 2);
     h_client_close(&second);
 }
 END_TEST
@@ -1017,6 +1041,7 @@ static Suite *pump_suite(void)
     tcase_add_test(tc, test_every_listener_served);
     tcase_add_test(tc, test_accepted_socket);
     tcase_add_test(tc, test_pool_limit);
+    tcase_add_test(tc, test_pool_set_up_on_first_use);
     tcase_add_test(tc, test_stop_listening);
     tcase_add_test(tc, test_submits_batched_per_pass);
     tcase_add_test(tc, test_hand_over_during_hand_over);

@@ -77,13 +77,40 @@ void sl_pump_stop_listening(sl_pump_t *p)
 /* ------------------------------------------------------------------ */
 /* running out: descriptors (pause), slots (evict the longest idle)   */
 
+/* Whether a pool entry can be had without closing an idle connection. */
+static bool have_free(const sl_pump_t *p)
+{
+    return p->free_list != NULL || p->nfresh < p->nconns;
+}
+
+/* A free pool entry (have_free() said there is one): one given back, else
+ * the next that was never used, set up now. Taking the used ones first
+ * keeps the pages touched as few as the peak of connections needs. NULL
+ * after logging when a fresh one cannot be set up. */
+static sl_conn_t *take_free(sl_pump_t *p)
+{
+    sl_conn_t *c = p->free_list;
+
+    if (c != NULL) {
+        p->free_list = c->next;
+        return c;
+    }
+    c = &p->conns[p->nfresh];
+    if (sl_conn_init(c, p, p->nfresh) < 0) {
+        sl_error("cannot set up connection %u of the pool", p->nfresh);
+        return NULL;
+    }
+    p->nfresh++;
+    return c;
+}
+
 /* Listen again, unless something says not to: the drain, a pause, or a
  * pool with no free slot and no idle connection to give one up. */
 static void listeners_resume(sl_pump_t *p)
 {
     if (p->accepting || p->draining || p->accept_paused)
         return;
-    if (p->free_list == NULL && p->idle_tail == NULL)
+    if (!have_free(p) && p->idle_tail == NULL)
         return;
     listeners_start(p, true);
 }
@@ -205,13 +232,12 @@ static bool accept_some(sl_pump_t *p, sl_pump_listener_t *l, unsigned max)
     unsigned i;
     int fd, one = 1;
 
-    for (i = 0; i < max && (p->free_list != NULL || p->idle_tail != NULL);
-         i++) {
+    for (i = 0; i < max && (have_free(p) || p->idle_tail != NULL); i++) {
         /* the victim is chosen first and closed only once accept4() gave
          * a connection: with several workers on one socket, another may
          * have taken it */
-        victim = p->free_list == NULL ? idle_victim(p) : NULL;
-        if (p->free_list == NULL && victim == NULL)
+        victim = have_free(p) ? NULL : idle_victim(p);
+        if (!have_free(p) && victim == NULL)
             continue; /* none among EVICT_TRIES: look on, until the list
                          is empty (the loop's test) */
         len = sizeof(ss);
@@ -240,8 +266,11 @@ static bool accept_some(sl_pump_t *p, sl_pump_listener_t *l, unsigned max)
         }
         if (!l->unix_sock)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        c = p->free_list;
-        p->free_list = c->next;
+        c = take_free(p);
+        if (c == NULL) {
+            close(fd);
+            continue;
+        }
         c->next = p->active.next;
         c->prev = &p->active;
         p->active.next->prev = c;
@@ -253,9 +282,9 @@ static bool accept_some(sl_pump_t *p, sl_pump_listener_t *l, unsigned max)
         if (c->state != SL_CONN_FREE)
             ev_feed_fd_event(loop, fd, EV_READ);
     }
-    if (p->free_list == NULL && p->idle_tail == NULL)
+    if (!have_free(p) && p->idle_tail == NULL)
         listeners_start(p, false);
-    return p->free_list != NULL || p->idle_tail != NULL;
+    return have_free(p) || p->idle_tail != NULL;
 }
 
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -616,7 +645,6 @@ static int backend_fd(struct ev_loop *loop, int probe)
 int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
                  const int *fds, int nfds)
 {
-    uint32_t i;
     int k, probe;
 
     memset(p, 0, sizeof(*p));
@@ -648,14 +676,6 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
         return -1;
     }
     p->active.next = p->active.prev = &p->active;
-    for (i = p->nconns; i-- > 0;) {
-        if (sl_conn_init(&p->conns[i], p, i) < 0) {
-            sl_error("out of memory for connection %u", i);
-            return -1;
-        }
-        p->conns[i].next = p->free_list;
-        p->free_list = &p->conns[i];
-    }
     if (sl_queue_init(&p->work, p->nconns * 4) < 0 ||
         sl_queue_init(&p->done, p->nconns * 4) < 0) {
         sl_error("out of memory for the executor queues");
@@ -726,7 +746,7 @@ void sl_pump_destroy(sl_pump_t *p)
     uint32_t i;
 
     if (p->conns != NULL) {
-        for (i = 0; i < p->nconns; i++) {
+        for (i = 0; i < p->nfresh; i++) {
             sl_conn_t *c = &p->conns[i];
             if (c->fd >= 0)
                 close(c->fd);

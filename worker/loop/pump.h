@@ -45,10 +45,15 @@ struct sl_pump {
     ev_timer accept_timer; /* embedded: the end of an accept pause */
     sl_acceptlimit_t accept_limit; /* its log lines, once a second */
 
-    sl_conn_t *conns; /* owned pool */
+    /* The pool: --worker-connections entries, calloc'd and set up on
+     * first use, so a pool sized for a peak holds no memory for
+     * connections that never came (824 KiB untouched at the default 1000
+     * in a worker that never had more than a few at once). */
+    sl_conn_t *conns; /* owned */
     uint32_t nconns;
-    sl_conn_t *free_list;
-    sl_conn_t active; /* sentinel of the active list */
+    uint32_t nfresh;      /* conns[nfresh..] never used: still zero pages */
+    sl_conn_t *free_list; /* entries given back, taken before fresh ones */
+    sl_conn_t active;     /* sentinel of the active list */
     uint32_t nactive;
     /* Idle keep-alive connections (a response done, no byte of the next
      * request yet), newest at the head: with the pool used up, a new

@@ -10,20 +10,16 @@
  */
 #include "config.h"
 
+#include <string.h>
+
 #include "common/log.h"
 #include "worker/python/asgi_lifespan.h"
 #include "worker/python/py.h"
 
 static const char helper_src[] =
-    "import asyncio, inspect\n"
+    "import asyncio\n"
     "\n"
     "ASGI = {'version': '3.0', 'spec_version': '2.3'}\n"
-    "\n"
-    "def is_asgi(app):\n"
-    "    if inspect.iscoroutinefunction(app):\n"
-    "        return True\n"
-    "    call = getattr(app, '__call__', None)\n"
-    "    return call is not None and inspect.iscoroutinefunction(call)\n"
     "\n"
     "def new_loop(kind):\n"
     "    if kind != 1:\n"
@@ -156,17 +152,84 @@ out_fail:
     return -1;
 }
 
-int sl_asgi_lifespan_detect(PyObject *app)
+/* *OUT = OBJ.NAME (new reference), or NULL when OBJ has no such
+ * attribute. 0, or -1 with an exception other than AttributeError. */
+static int optional_attr(PyObject *obj, const char *name, PyObject **out)
 {
-    PyObject *r = PyObject_CallMethod(helper, "is_asgi", "O", app);
-    int rc;
+    *out = PyObject_GetAttrString(obj, name);
+    if (*out != NULL)
+        return 0;
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+        return -1;
+    PyErr_Clear();
+    return 0;
+}
 
-    if (r == NULL) {
-        sl_py_log_exception("cannot tell whether the app is ASGI or WSGI");
+/* F itself, or what it wraps when it is a bound method or a
+ * functools.partial, as inspect.iscoroutinefunction() unwraps it (new
+ * reference, or NULL with an exception). The partial is known by its type's
+ * name so that functools need not be imported to ask. */
+static PyObject *unwrap(PyObject *f)
+{
+    Py_INCREF(f);
+    for (;;) {
+        PyObject *inner;
+        if (PyMethod_Check(f)) {
+            inner = PyMethod_GET_FUNCTION(f);
+            Py_INCREF(inner);
+        } else if (strcmp(Py_TYPE(f)->tp_name, "functools.partial") == 0) {
+            inner = PyObject_GetAttrString(f, "func");
+        } else {
+            return f;
+        }
+        Py_DECREF(f);
+        if (inner == NULL)
+            return NULL;
+        f = inner;
+    }
+}
+
+/* Whether F (unwrapped) is a function whose code is a coroutine's: 1, 0,
+ * or -1 with an exception. */
+static int is_coroutine_function(PyObject *f)
+{
+    PyObject *code;
+    int rc = 0;
+
+    f = unwrap(f);
+    if (f == NULL)
+        return -1;
+    if (PyFunction_Check(f)) {
+        code = PyFunction_GET_CODE(f);
+        Py_INCREF(code);
+    } else if (optional_attr(f, "__code__", &code) < 0) {
+        Py_DECREF(f);
         return -1;
     }
-    rc = PyObject_IsTrue(r);
-    Py_DECREF(r);
+    if (code != NULL && PyCode_Check(code))
+        rc = (((PyCodeObject *)code)->co_flags & CO_COROUTINE) != 0;
+    Py_XDECREF(code);
+    Py_DECREF(f);
+    return rc;
+}
+
+/* Told in C rather than with inspect: a WSGI app's worker then never
+ * imports inspect or asyncio (the helper) at all. */
+int sl_asgi_lifespan_detect(PyObject *app)
+{
+    PyObject *call;
+    int rc = is_coroutine_function(app);
+
+    if (rc == 0) {
+        if (optional_attr(app, "__call__", &call) < 0) {
+            rc = -1;
+        } else if (call != NULL) {
+            rc = is_coroutine_function(call);
+            Py_DECREF(call);
+        }
+    }
+    if (rc < 0)
+        sl_py_log_exception("cannot tell whether the app is ASGI or WSGI");
     return rc;
 }
 

@@ -8,11 +8,13 @@
 
 #include "common/options.h"
 
-/* Load the helper. 0, or -1 after logging. */
+/* Load the helper (it imports asyncio: only for an app that is ASGI). 0,
+ * or -1 after logging. */
 int sl_asgi_lifespan_init(void);
 
 /* Is APP an ASGI app (a coroutine function, or an object whose __call__
- * is one)? 1 yes, 0 no, -1 after logging. */
+ * is one)? 1 yes, 0 no, -1 after logging. Needs no sl_asgi_lifespan_init()
+ * and imports nothing. */
 int sl_asgi_lifespan_detect(PyObject *app);
 
 /* A new event loop for KIND, set as this thread's loop; *NAME becomes
