@@ -19,6 +19,7 @@ PACKAGES="
     haproxy prometheus
     groff-base
     nftables iproute2
+    debhelper dpkg-dev fakeroot lintian
 "
 
 # shellcheck disable=SC2086 # one word per package
