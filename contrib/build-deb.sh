@@ -60,6 +60,17 @@ case " ${DEB_BUILD_OPTIONS:-} " in
 *) DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-} parallel=$(nproc)" ;;
 esac
 export DEB_BUILD_OPTIONS
+# nocheck also drops the test-only Build-Depends (<!nocheck> in
+# debian/control): the nocheck build profile goes with the option.
+case " $DEB_BUILD_OPTIONS " in
+*" nocheck "*)
+    case " ${DEB_BUILD_PROFILES:-} " in
+    *" nocheck "*) ;;
+    *) DEB_BUILD_PROFILES="${DEB_BUILD_PROFILES:+$DEB_BUILD_PROFILES }nocheck" ;;
+    esac
+    export DEB_BUILD_PROFILES
+    ;;
+esac
 (cd "$tree" && dpkg-buildpackage -us -uc -b)
 
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
