@@ -40,6 +40,8 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-deb.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
+# make check drops workers to nobody (--user): they must reach the build
+chmod 755 "$tmp"
 tree=$tmp/sluice-$version
 mkdir "$tree"
 
