@@ -17,9 +17,9 @@ PACKAGES="
     zlib1g-dev clang-14 libfuzzer-14-dev
     python3-websockets python3-wsproto node-ws nodejs
     haproxy prometheus
+    debhelper dpkg-dev fakeroot lintian
     groff-base
     nftables iproute2
-    debhelper dpkg-dev fakeroot lintian
 "
 
 # shellcheck disable=SC2086 # one word per package
