@@ -17,6 +17,7 @@ PACKAGES="
     zlib1g-dev clang-14 libfuzzer-14-dev
     python3-websockets python3-wsproto node-ws nodejs
     haproxy prometheus
+    debhelper dpkg-dev fakeroot lintian
     groff-base
     nftables iproute2
     python3-yaml

@@ -51,6 +51,9 @@
 #ifndef SL_WORKER_PATH /* the installed worker; Makefile.am defines it */
 #error "SL_WORKER_PATH is not defined"
 #endif
+#ifndef SL_BINDIR /* where sluice itself is installed; likewise */
+#error "SL_BINDIR is not defined"
+#endif
 
 /* The supervisor's systemd variables: a worker must not talk to systemd. */
 static const char *const supervisor_only_env[] = {
@@ -60,6 +63,7 @@ static const char *const supervisor_only_env[] = {
 };
 
 static void beside_self(char *buf, size_t size);
+static void self_exe(char *buf, size_t size);
 static int copy_path(char *buf, size_t size, const char *path);
 static bool is_executable(const char *path);
 static pid_t fork_blocked(void);
@@ -88,7 +92,7 @@ static struct {
 int sl_spawn_find_worker(char *buf, size_t size)
 {
     const char *bin = getenv("SLUICE_WORKER_BIN");
-    char beside[PATH_MAX];
+    char beside[PATH_MAX], self[PATH_MAX], moved[PATH_MAX];
 
     if (bin != NULL) {
         if (!is_executable(bin)) {
@@ -102,6 +106,14 @@ int sl_spawn_find_worker(char *buf, size_t size)
     if (beside[0] != '\0' && is_executable(beside)) {
         return copy_path(buf, size, beside);
     }
+    /* An installed tree unpacked under another root (dpkg -x, a DESTDIR,
+     * a chroot seen from outside) keeps its layout but not its prefix. */
+    self_exe(self, sizeof(self));
+    if (sl_spawn_relocate(self, SL_BINDIR, SL_WORKER_PATH, moved,
+                          sizeof(moved)) &&
+        is_executable(moved)) {
+        return copy_path(buf, size, moved);
+    }
     if (is_executable(SL_WORKER_PATH)) {
         return copy_path(buf, size, SL_WORKER_PATH);
     }
@@ -112,17 +124,49 @@ int sl_spawn_find_worker(char *buf, size_t size)
     return -1;
 }
 
+bool sl_spawn_relocate(const char *exe, const char *bindir,
+                       const char *installed, char *buf, size_t size)
+{
+    const char *slash = strrchr(exe, '/');
+    size_t dirlen = slash != NULL ? (size_t)(slash - exe) : 0;
+    size_t binlen = strlen(bindir);
+
+    buf[0] = '\0';
+    while (binlen > 1 && bindir[binlen - 1] == '/') {
+        binlen--; /* "/usr/bin/" is "/usr/bin" */
+    }
+    /* BINDIR is absolute, so a match at the end of EXE's directory starts
+     * at a '/': "/r/xusr/bin" cannot pass for "/usr/bin". The root left
+     * over is non-empty (else EXE is where it was installed) and absolute. */
+    if (bindir[0] != '/' || installed[0] != '/' || exe[0] != '/' ||
+        dirlen <= binlen ||
+        memcmp(exe + dirlen - binlen, bindir, binlen) != 0) {
+        return false;
+    }
+    int len =
+        snprintf(buf, size, "%.*s%s", (int)(dirlen - binlen), exe, installed);
+    if (len < 0 || (size_t)len >= size) {
+        buf[0] = '\0';
+        return false;
+    }
+    return true;
+}
+
+/* This process's executable, or "". */
+static void self_exe(char *buf, size_t size)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+
+    buf[n > 0 ? n : 0] = '\0';
+}
+
 /* WORKER_NAME in the directory of this process's executable, or "". */
 static void beside_self(char *buf, size_t size)
 {
     char self[PATH_MAX];
 
     buf[0] = '\0';
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0) {
-        return;
-    }
-    self[n] = '\0';
+    self_exe(self, sizeof(self));
     char *slash = strrchr(self, '/');
     if (slash == NULL) {
         return;

@@ -5,7 +5,10 @@
  * variables that common/handoff.h describes. Which sluice-worker is decided
  * once, when the supervisor starts: SLUICE_WORKER_BIN when set, else the
  * one in the directory of the supervisor's own executable (a build tree,
- * or a copy deployed side by side), else the one installed with it
+ * or a copy deployed side by side), else the installed one under the root
+ * the supervisor itself runs from (ROOT/usr/bin/sluice finds
+ * ROOT/usr/libexec/sluice/sluice-worker: an installed tree unpacked
+ * elsewhere, as by "dpkg -x"), else the one installed with it
  * ($(pkglibexecdir)/sluice-worker). A binary upgrade (USR2) execs the
  * binary found at the supervisor's own path, which may by then be a newer
  * build, and that one looks for its worker afresh.
@@ -22,6 +25,14 @@
  * only candidate. 0, or -1 after one "sluice: error: ..." line naming what
  * was tried. */
 int sl_spawn_find_worker(char *buf, size_t size);
+
+/* The installed path INSTALLED moved to the root EXE runs from: when EXE's
+ * directory is BINDIR under a root ROOT ("/r/usr/bin/sluice" with BINDIR
+ * "/usr/bin": ROOT "/r"), true with ROOT followed by INSTALLED in
+ * BUF[0..SIZE). False (BUF "") when it is not, when ROOT is empty (EXE is
+ * where it was installed) or when the path does not fit. */
+bool sl_spawn_relocate(const char *exe, const char *bindir,
+                       const char *installed, char *buf, size_t size);
 
 /* Workers spawned from now on run as USER and GROUP (names or decimal
  * ids; either may be NULL): the child calls initgroups() (setgroups() for

@@ -508,6 +508,39 @@ START_TEST(test_find_worker_path_too_long)
 }
 END_TEST
 
+/* An installed tree moved under another root finds its worker under that
+ * root; a binary not in BINDIR, or in BINDIR itself (root "/"), does not
+ * relocate anything, and a look-alike directory does not count. */
+START_TEST(test_relocate_to_the_binary_root)
+{
+    char buf[PATH_MAX], tiny[16];
+    const char *w = "/usr/libexec/sluice/sluice-worker";
+
+    ck_assert(sl_spawn_relocate("/tmp/r/usr/bin/sluice", "/usr/bin", w, buf,
+                                sizeof(buf)));
+    ck_assert_str_eq(buf, "/tmp/r/usr/libexec/sluice/sluice-worker");
+    ck_assert(sl_spawn_relocate("/x/usr/local/bin/sluice", "/usr/local/bin/",
+                                "/usr/local/libexec/sluice/sluice-worker", buf,
+                                sizeof(buf)));
+    ck_assert_str_eq(buf, "/x/usr/local/libexec/sluice/sluice-worker");
+
+    ck_assert(
+        !sl_spawn_relocate("/usr/bin/sluice", "/usr/bin", w, buf, sizeof(buf)));
+    ck_assert_str_eq(buf, "");
+    ck_assert(!sl_spawn_relocate("/tmp/r/xusr/bin/sluice", "/usr/bin", w, buf,
+                                 sizeof(buf)));
+    ck_assert(!sl_spawn_relocate("/tmp/r/usr/bin/x/sluice", "/usr/bin", w, buf,
+                                 sizeof(buf)));
+    ck_assert(!sl_spawn_relocate("/tmp/build/sluice", "/usr/bin", w, buf,
+                                 sizeof(buf)));
+    ck_assert(!sl_spawn_relocate("sluice", "/usr/bin", w, buf, sizeof(buf)));
+    ck_assert(!sl_spawn_relocate("", "/usr/bin", w, buf, sizeof(buf)));
+    ck_assert(!sl_spawn_relocate("/tmp/r/usr/bin/sluice", "/usr/bin", w, tiny,
+                                 sizeof(tiny)));
+    ck_assert_str_eq(tiny, "");
+}
+END_TEST
+
 /* ---- a new supervisor ------------------------------------------------- */
 
 /* The kept descriptors and the added variables reach it; systemd's do
@@ -656,6 +689,7 @@ static Suite *spawn_suite(void)
     tcase_add_test(worker, test_worker_exec_failure_exits_127);
     tcase_add_test(find, test_find_worker_honours_the_variable);
     tcase_add_test(find, test_find_worker_path_too_long);
+    tcase_add_test(find, test_relocate_to_the_binary_root);
     tcase_add_test(sup, test_supervisor_keeps_fds_and_adds_env);
     tcase_add_test(sup, test_supervisor_watchdog_pid_is_its_own);
     tcase_add_test(sup, test_supervisor_exec_failure_exits_127);
