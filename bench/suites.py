@@ -247,6 +247,10 @@ ASGI = Suite(
         _sluice("sluice-wsgi", "hello_wsgi:app",
                 note="sluice's WSGI hello world, pump mode: the reference "
                      "for ASGI's cost"),
+        _sluice("sluice-wsgi-inline", "hello_wsgi:app",
+                env={"SLUICE_INLINE": "1"},
+                note="sluice's WSGI hello world, inline mode: pump or inline "
+                     "by default is decided from the same run"),
     ],
 )
 
