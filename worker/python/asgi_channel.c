@@ -105,13 +105,7 @@ static PyObject *request_msg(PyObject *body, bool more)
     return m;
 }
 
-/* Bytes of a large http.response.body queued at a time. Queued whole, a
- * 1 MiB body took a fresh 2 MiB output buffer per response, and 16
- * connections at once kept the worker faulting pages in (3.5-4.3 ms of
- * CPU per response; uvicorn 0.4-0.6 ms). */
-#define EMIT_SLICE (64 * 1024)
-
-static int emit_rest(sl_asgi_req_t *r, bool all);
+static int feed_rest(sl_asgi_req_t *r);
 
 void sl_asgi_channel_release(sl_asgi_req_t *r)
 {
@@ -325,28 +319,16 @@ void sl_asgi_channel_wake(sl_asgi_req_t *r)
     fut = r->send_waiter;
     if (fut != NULL) {
         Py_INCREF(fut);
-        for (;;) {
-            rc = fut_done(fut) ? -1
-                               : sl_conn_await(r->c, r->gen, SL_AWAIT_CREDIT);
-            if (rc == 1)
-                break; /* still over the credit */
-            if (r->body_rest != NULL && fut_done(fut))
-                Py_CLEAR(r->body_rest); /* the app stopped waiting */
-            if (r->body_rest != NULL) {
-                if (rc < 0)
-                    r->gone = true;
-                rc = emit_rest(r, false);
-                if (rc < 0)
-                    sl_py_log_exception("ASGI: the body of %s", r->what);
-                if (rc > 0)
-                    continue; /* over the credit again */
-            }
-            if (r->send_waiter == fut) { /* not let go by the end */
-                r->send_waiter = NULL;
-                fut_resolve(fut, Py_None);
-                Py_DECREF(fut);
-            }
-            break;
+        if (fut_done(fut)) {
+            Py_CLEAR(r->body_rest); /* the app stopped waiting */
+            rc = 0;
+        } else if ((rc = feed_rest(r)) < 0) {
+            sl_py_log_exception("ASGI: the body of %s", r->what);
+        }
+        if (rc != 1 && r->send_waiter == fut) { /* not let go by the end */
+            r->send_waiter = NULL;
+            fut_resolve(fut, Py_None);
+            Py_DECREF(fut);
         }
         Py_DECREF(fut);
     }
@@ -360,22 +342,12 @@ void sl_asgi_channel_wake(sl_asgi_req_t *r)
 PyObject *sl_asgi_channel_wait_credit(sl_asgi_req_t *r)
 {
     PyObject *fut;
-    int rc;
+    int rc = feed_rest(r);
 
-    for (;;) {
-        rc = sl_conn_await(r->c, r->gen, SL_AWAIT_CREDIT);
-        if (rc < 0)
-            r->gone = true;
-        if (rc == 1)
-            break;
-        if (r->body_rest == NULL)
-            return sl_asgi_done_none();
-        rc = emit_rest(r, false); /* the credit is there: go on */
-        if (rc < 0)
-            return NULL;
-        if (rc == 0)
-            return sl_asgi_done_none();
-    }
+    if (rc < 0)
+        return NULL;
+    if (rc == 0)
+        return sl_asgi_done_none();
     fut = PyObject_CallNoArgs(sl_asgi.create_future);
     if (fut == NULL)
         return NULL;
@@ -422,7 +394,7 @@ int sl_asgi_channel_emit(sl_asgi_req_t *r, const void *data, size_t len,
     return rc == 1 ? 1 : 0;
 }
 
-/* Queue what is left of r->body_rest, EMIT_SLICE bytes at a time until
+/* Queue what is left of r->body_rest, SL_WRITER_SLICE bytes at a time until
  * the output is over the credit (ALL, or a client that is gone: the rest
  * at once). 0 when all is queued, 1 when all is and the output is over the
  * credit, 2 when bytes are left, -1 with an exception. */
@@ -438,8 +410,8 @@ static int emit_rest(sl_asgi_req_t *r, bool all)
     len = (size_t)PyBytes_GET_SIZE(b);
     while (r->body_rest == b && r->body_off < len) {
         n = len - r->body_off;
-        if (!all && !r->gone && n > EMIT_SLICE)
-            n = EMIT_SLICE;
+        if (!all && !r->gone && n > SL_WRITER_SLICE)
+            n = SL_WRITER_SLICE;
         r->body_off += n;
         rc = sl_asgi_channel_emit(r, PyBytes_AS_STRING(b) + r->body_off - n, n,
                                   r->body_rest_last && r->body_off == len);
@@ -454,6 +426,27 @@ static int emit_rest(sl_asgi_req_t *r, bool all)
         Py_CLEAR(r->body_rest);
     Py_DECREF(b);
     return rc;
+}
+
+/* Wait for credit, queuing what is left of a large body each time it is
+ * there. 1 when the output is over the credit (armed: a WAKE comes), 0
+ * when nothing is left to wait for, -1 with an exception. */
+static int feed_rest(sl_asgi_req_t *r)
+{
+    int rc;
+
+    for (;;) {
+        rc = sl_conn_await(r->c, r->gen, SL_AWAIT_CREDIT);
+        if (rc == 1)
+            return 1;
+        if (rc < 0)
+            r->gone = true;
+        if (r->body_rest == NULL)
+            return 0;
+        rc = emit_rest(r, false); /* the credit is there: go on */
+        if (rc <= 0)
+            return rc;
+    }
 }
 
 static PyObject *send_start(sl_asgi_req_t *r, PyObject *msg)
@@ -533,7 +526,7 @@ static PyObject *send_body(sl_asgi_req_t *r, PyObject *msg)
                           Py_TYPE(body)->tp_name);
     }
     last = more ? !PyObject_IsTrue(more) : 1;
-    if (last >= 0 && PyBytes_CheckExact(body) && view.len > EMIT_SLICE) {
+    if (last >= 0 && PyBytes_CheckExact(body) && view.len > SL_WRITER_SLICE) {
         /* bytes cannot change while the loop takes them piece by piece */
         PyBuffer_Release(&view);
         if (r->state == RS_STARTED &&

@@ -57,22 +57,16 @@ int sl_wsgi_head(sl_wsgi_lane_t *l, long long known)
         (size_t)sn, l->headers, known, false);
 }
 
-/* Bytes of one body part queued by one sl_writer_body() call at most. */
-#define EMIT_SLICE (64 * 1024)
-
 /* Queue DATA (after the head when it waits); END finishes the response.
- * A large part goes EMIT_SLICE bytes at a time, waiting for credit between
- * slices without the GIL, as between parts: queued whole, a 1 MiB body
- * took a fresh 2 MiB output buffer per response, and with 16 connections
- * at once the worker spent 2.8-4.3 ms of CPU per response, most of it
- * faulting those pages in (gunicorn: 0.5 ms). 0, or -1 when the client is
- * gone (no exception set). */
+ * A large part goes SL_WRITER_SLICE bytes at a time, waiting for credit
+ * between slices without the GIL, as between parts. 0, or -1 when the
+ * client is gone (no exception set). */
 int sl_wsgi_emit(sl_wsgi_lane_t *l, const char *data, size_t len, bool end)
 {
     int rc;
 
     do {
-        size_t n = len > EMIT_SLICE ? EMIT_SLICE : len;
+        size_t n = len > SL_WRITER_SLICE ? SL_WRITER_SLICE : len;
 
         rc = sl_writer_body(&l->w, data, n, end && n == len);
         if (rc == 1) {
