@@ -105,6 +105,7 @@ void sl_asgi_loop_shutdown(void)
         if (PyList_GET_SIZE(tasks) > 0)
             sl_info("ASGI: cancelling %zd request tasks",
                     PyList_GET_SIZE(tasks));
+        sl_asgi_carrier_end_idle(tasks);
         if (sl_asgi_lifespan_cancel(sl_asgi.loop, tasks, SL_ASGI_CANCEL_SECS) >
             0)
             sl_warn("ASGI: request tasks ignored their cancellation");
@@ -183,7 +184,8 @@ int sl_asgi_init(PyObject *app, sl_pump_t *p)
         return -1;
     }
     if (sl_asgi_done_init() < 0 || init_names() < 0 || init_asyncio() < 0 ||
-        sl_asgi_req_init() < 0 || sl_asgi_channel_init() < 0 ||
+        sl_asgi_req_init() < 0 || sl_asgi_carrier_init() < 0 ||
+        sl_asgi_channel_init() < 0 ||
         sl_asgi_ws_init() < 0 || sl_asgi_scope_init(p) < 0)
         goto out_fail;
     sl_asgi.empty = PyBytes_FromStringAndSize(NULL, 0);

@@ -2,7 +2,8 @@
  * else: the request object, the executor's state, the interned names.
  *
  *   asgi.c          set-up, and the event loop's life (create, lifespan)
- *   asgi_request.c  one request: the coroutine its Task runs, start, end
+ *   asgi_request.c  one request: its app's steps, start, end
+ *   asgi_carrier.c  the Tasks requests run in, and their first step
  *   asgi_channel.c  receive() and send(): the request's messages
  *   asgi_lane.c     pump mode: the lane thread, woken by an eventfd
  *   asgi_inline.c   inline mode: the event loop drives libev
@@ -26,7 +27,7 @@
 /* Where a request's response stands. */
 enum { RS_INIT, RS_STARTED, RS_BODY, RS_TRAILERS, RS_DONE };
 
-/* One request: the Task's coroutine and the state of its response. */
+/* One request: its app's coroutine and the state of its response. */
 typedef struct sl_asgi_req {
     PyObject_HEAD
     sl_conn_t *c; /* borrowed: pool slots outlive requests */
@@ -34,7 +35,9 @@ typedef struct sl_asgi_req {
     struct sl_asgi_req *prev, *next; /* the live list, which holds a
                                         reference */
     PyObject *coro;         /* owned: the app's awaitable, while it runs */
-    PyObject *task;         /* owned while the coroutine runs */
+    PyObject *task;         /* owned: the carrier Task it awaits in, or
+                               NULL (not awaited yet, or over) */
+    PyObject *ctx;          /* owned: the context its steps run in */
     PyObject *recv_waiters; /* owned list of Futures, or NULL */
     PyObject *send_waiter;  /* owned Future, or NULL */
     PyObject *headers;      /* owned: http.response.start's, until sent */
@@ -154,8 +157,23 @@ double sl_asgi_shutdown_budget(sl_pump_t *p);
 int sl_asgi_req_init(void);
 
 /* Start request GEN of C: scope, receive and send, the app's coroutine,
- * its Task. Errors answer the client (500, 501) and are logged. */
+ * its first step. Errors answer the client (500, 501) and are logged. */
 void sl_asgi_req_start(sl_conn_t *c, uint32_t gen);
+
+/* One step of R's app, in R's context: send ARG in. PYGEN_NEXT with what
+ * it yielded in *RESULT; or PYGEN_RETURN (None in *RESULT) once the app
+ * returned or raised, which ended R (errors logged, the response failed). */
+PySendResult sl_asgi_req_step(sl_asgi_req_t *r, PyObject *arg,
+                              PyObject **result);
+
+/* throw(ARGS) into R's app, in R's context: what it yielded, or NULL
+ * with StopIteration once the app ended (R ended as by _step()); with the
+ * exception itself when the app had ended before. */
+PyObject *sl_asgi_req_throw(sl_asgi_req_t *r, PyObject *const *args,
+                            Py_ssize_t n);
+
+/* Close R's app coroutine (its Task is going away) and end R. */
+void sl_asgi_req_close(sl_asgi_req_t *r);
 
 /* Act on ticket T: start a request, or wake the one it names. */
 void sl_asgi_req_ticket(const sl_ticket_t *t);
@@ -168,6 +186,20 @@ void sl_asgi_req_ended(sl_asgi_req_t *r);
 
 /* End R's broken response with STATUS (or a close), then as ended. */
 void sl_asgi_req_fail(sl_asgi_req_t *r, int status);
+
+/* ---- asgi_carrier.c: the Tasks requests run in ---- */
+
+/* Ready the carrier type, find asyncio's current tasks. 0, or -1 with an
+ * exception. */
+int sl_asgi_carrier_init(void);
+
+/* Run R's first step as a carrier Task's; if the app awaits, that Task
+ * carries R on. 0, or -1 with an exception (R not stepped). */
+int sl_asgi_carrier_run(sl_asgi_req_t *r);
+
+/* Cancel the idle carriers' Tasks (they end), appending each to TASKS (a
+ * list, or NULL) to wait for. */
+void sl_asgi_carrier_end_idle(PyObject *tasks);
 
 /* ---- asgi_channel.c: receive() and send() ---- */
 

@@ -1,12 +1,12 @@
-/* asgi_request.c - one ASGI request: the coroutine its Task runs.
+/* asgi_request.c - one ASGI request: its app's coroutine, start and end.
  *
- * Each request is a real asyncio Task, so current_task(), contextvars and
- * cancellation are asyncio's own. The Task's coroutine is the request
- * object itself: a thin C coroutine that forwards to the app's and ends
- * the request the moment the app returns or raises, with no done-callback
- * round trip through the loop. The live list holds every request whose
- * app still runs (the drain cancels them); a connection's slot names the
- * request whose response it carries (WAKE tickets find it there).
+ * A request runs its app's first step at once, in a carrier's Task
+ * (asgi_carrier.c), and later ones in that Task if the app awaits; each
+ * step runs in the request's own context. The request ends the moment the
+ * app returns or raises, with no done-callback round trip through the
+ * loop. The live list holds every request whose app still runs (the drain
+ * cancels them); a connection's slot names the request whose response it
+ * carries (WAKE tickets find it there).
  */
 #include "config.h"
 
@@ -20,19 +20,10 @@
 #include "worker/python/asgi_scope.h"
 #include "worker/python/py.h"
 
-static PyTypeObject req_type;
-
 static void req_finish(sl_asgi_req_t *r, bool raised);
 
 /* ------------------------------------------------------------------ */
 /* the live list and the slots                                        */
-
-/* The request is its own awaitable (a Task's coroutine never is awaited,
- * but asyncio's checks want am_await). */
-static PyObject *self_await(PyObject *o)
-{
-    return Py_NewRef(o);
-}
 
 static void live_insert(sl_asgi_req_t *r)
 {
@@ -83,7 +74,7 @@ void sl_asgi_req_fail(sl_asgi_req_t *r, int status)
 }
 
 /* ------------------------------------------------------------------ */
-/* the request object: the Task's coroutine                           */
+/* the request object, and a step of its app                         */
 
 static void req_dealloc(sl_asgi_req_t *r)
 {
@@ -95,6 +86,7 @@ static void req_dealloc(sl_asgi_req_t *r)
     Py_XDECREF(r->trailers);
     Py_XDECREF(r->body_rest);
     Py_XDECREF(r->ws_misuse);
+    Py_XDECREF(r->ctx);
     PyObject_Free(r);
 }
 
@@ -149,55 +141,48 @@ static void req_finish(sl_asgi_req_t *r, bool raised)
     Py_DECREF(r);
 }
 
-static PySendResult req_am_send(sl_asgi_req_t *r, PyObject *arg,
-                                PyObject **result)
+/* Enter R's context for a step of its app; false (R ended as failed)
+ * when it cannot be entered. */
+static bool ctx_enter(sl_asgi_req_t *r)
+{
+    if (PyContext_Enter(r->ctx) == 0)
+        return true;
+    req_finish(r, true);
+    return false;
+}
+
+static void ctx_exit(sl_asgi_req_t *r)
+{
+    if (PyContext_Exit(r->ctx) < 0)
+        sl_py_log_exception("ASGI: leaving the context of %s", r->what);
+}
+
+PySendResult sl_asgi_req_step(sl_asgi_req_t *r, PyObject *arg,
+                              PyObject **result)
 {
     PySendResult st;
 
-    if (r->coro == NULL) {
-        *result = NULL;
-        PyErr_SetString(PyExc_RuntimeError,
-                        "the ASGI request's coroutine has finished");
-        return PYGEN_ERROR;
+    *result = NULL;
+    if (r->coro == NULL || !ctx_enter(r)) {
+        *result = Py_NewRef(Py_None);
+        return PYGEN_RETURN;
     }
+    Py_INCREF(r); /* req_finish() may drop the last reference */
     st = PyIter_Send(r->coro, arg, result);
-    if (st == PYGEN_NEXT)
-        return st;
-    if (st == PYGEN_RETURN)
-        Py_CLEAR(*result);
-    req_finish(r, st == PYGEN_ERROR);
-    Py_INCREF(Py_None);
-    *result = Py_None;
-    return PYGEN_RETURN;
-}
-
-static PyObject *req_iternext(sl_asgi_req_t *r)
-{
-    PyObject *res;
-
-    if (req_am_send(r, Py_None, &res) == PYGEN_NEXT)
-        return res;
-    Py_XDECREF(res);
-    return NULL;
-}
-
-static PyObject *req_send_meth(sl_asgi_req_t *r, PyObject *arg)
-{
-    PyObject *res;
-    PySendResult st = req_am_send(r, arg, &res);
-
-    if (st == PYGEN_NEXT)
-        return res;
-    if (st == PYGEN_RETURN) {
-        Py_DECREF(res);
-        PyErr_SetNone(PyExc_StopIteration);
+    if (st != PYGEN_NEXT) {
+        if (st == PYGEN_RETURN)
+            Py_CLEAR(*result);
+        req_finish(r, st == PYGEN_ERROR);
+        *result = Py_NewRef(Py_None);
+        st = PYGEN_RETURN;
     }
-    return NULL;
+    ctx_exit(r);
+    Py_DECREF(r);
+    return st;
 }
 
-/* throw(exc): how a Task delivers cancellation. */
-static PyObject *req_throw(sl_asgi_req_t *r, PyObject *const *args,
-                           Py_ssize_t n)
+PyObject *sl_asgi_req_throw(sl_asgi_req_t *r, PyObject *const *args,
+                            Py_ssize_t n)
 {
     PyObject *a[4], *res;
     Py_ssize_t i;
@@ -208,50 +193,42 @@ static PyObject *req_throw(sl_asgi_req_t *r, PyObject *const *args,
     }
     if (r->coro == NULL)
         return sl_asgi_done_raise(args, n);
+    if (!ctx_enter(r)) {
+        PyErr_SetNone(PyExc_StopIteration);
+        return NULL;
+    }
+    Py_INCREF(r);
     a[0] = r->coro;
     for (i = 0; i < n; i++)
         a[i + 1] = args[i];
     res = PyObject_VectorcallMethod(sl_asgi_names[N_THROW], a, (size_t)(n + 1),
                                     NULL);
-    if (res != NULL)
-        return res;
-    if (PyErr_ExceptionMatches(PyExc_StopIteration)) {
-        PyErr_Clear();
-        req_finish(r, false);
-    } else {
-        req_finish(r, true);
+    if (res == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_StopIteration)) {
+            PyErr_Clear();
+            req_finish(r, false);
+        } else {
+            req_finish(r, true);
+        }
+        PyErr_SetNone(PyExc_StopIteration);
     }
-    PyErr_SetNone(PyExc_StopIteration);
-    return NULL;
+    ctx_exit(r);
+    Py_DECREF(r);
+    return res;
 }
 
-static PyObject *req_close(sl_asgi_req_t *r, PyObject *unused)
+void sl_asgi_req_close(sl_asgi_req_t *r)
 {
     PyObject *res;
 
-    (void)unused;
     if (r->coro == NULL)
-        Py_RETURN_NONE;
+        return;
     res = PyObject_CallMethodNoArgs(r->coro, sl_asgi_names[N_CLOSE]);
     if (res == NULL)
         PyErr_Clear();
     Py_XDECREF(res);
     r->gone = true;
     req_finish(r, false);
-    Py_RETURN_NONE;
-}
-
-/* The rest of the coroutine interface (cr_frame, __qualname__, ...) is the
- * app's coroutine's, for asyncio's and anyio's introspection. */
-static PyObject *req_getattro(sl_asgi_req_t *r, PyObject *name)
-{
-    PyObject *v = PyObject_GenericGetAttr((PyObject *)r, name);
-
-    if (v != NULL || r->coro == NULL ||
-        !PyErr_ExceptionMatches(PyExc_AttributeError))
-        return v;
-    PyErr_Clear();
-    return PyObject_GetAttr(r->coro, name);
 }
 
 static PyObject *req_repr(sl_asgi_req_t *r)
@@ -259,30 +236,13 @@ static PyObject *req_repr(sl_asgi_req_t *r)
     return PyUnicode_FromFormat("<sluice ASGI request %s>", r->what);
 }
 
-static PyMethodDef req_methods[] = {
-    {"send", (PyCFunction)req_send_meth, METH_O, NULL},
-    {"throw", (PyCFunction)(void (*)(void))req_throw, METH_FASTCALL, NULL},
-    {"close", (PyCFunction)req_close, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyAsyncMethods req_async = {
-    .am_await = self_await,
-    .am_send = (sendfunc)req_am_send,
-};
-
 static PyTypeObject req_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.ASGIRequest",
     .tp_basicsize = sizeof(sl_asgi_req_t),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "one ASGI HTTP request: the coroutine its Task runs",
+    .tp_doc = "one ASGI request: its app's coroutine and its response",
     .tp_dealloc = (destructor)req_dealloc,
     .tp_repr = (reprfunc)req_repr,
-    .tp_getattro = (getattrofunc)req_getattro,
-    .tp_as_async = &req_async,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = (iternextfunc)req_iternext,
-    .tp_methods = req_methods,
 };
 
 /* ------------------------------------------------------------------ */
@@ -338,7 +298,7 @@ static PyObject *awaitable_iter(PyObject *aw)
 
 void sl_asgi_req_start(sl_conn_t *c, uint32_t gen)
 {
-    PyObject *args[3] = {NULL, NULL, NULL}, *aw, *targs[4];
+    PyObject *args[3] = {NULL, NULL, NULL}, *aw;
     sl_asgi_req_t *r = req_new(c, gen);
 
     if (r == NULL) {
@@ -351,34 +311,34 @@ void sl_asgi_req_start(sl_conn_t *c, uint32_t gen)
                     : sl_asgi_scope_new(c, sl_asgi.state);
     args[1] = sl_asgi_channel_new(r, false);
     args[2] = sl_asgi_channel_new(r, true);
-    if (args[0] == NULL || args[1] == NULL || args[2] == NULL)
+    /* each request gets a fresh copy of the loop's base context, never of
+     * the context a callback happens to run in (in inline mode that can
+     * be the previous request's) */
+    r->ctx = PyContext_Copy(sl_asgi.base_ctx);
+    if (args[0] == NULL || args[1] == NULL || args[2] == NULL ||
+        r->ctx == NULL)
         goto out_fail;
     aw = PyObject_Vectorcall(sl_asgi.app, args, 3, NULL);
     if (aw == NULL || (r->coro = awaitable_iter(aw)) == NULL)
         goto out_fail;
-    /* each Task gets a fresh copy of the loop's base context, never of the
-     * context a callback happens to run in (in inline mode that can be the
-     * previous request's) */
-    targs[0] = (PyObject *)r;
-    targs[1] = sl_asgi.loop;
-    targs[2] = PyContext_Copy(sl_asgi.base_ctx);
-    /* the Task is named after its request: "GET /path" */
-    targs[3] = PyUnicode_DecodeLatin1(r->what, (Py_ssize_t)r->what_len, NULL);
-    if (targs[2] == NULL || targs[3] == NULL) {
-        Py_XDECREF(targs[2]);
-        Py_XDECREF(targs[3]);
-        goto out_fail;
-    }
-    r->task = PyObject_Vectorcall(sl_asgi.task_type, targs, 1, sl_asgi.kw_task);
-    Py_DECREF(targs[2]);
-    Py_DECREF(targs[3]);
-    if (r->task == NULL)
-        goto out_fail;
+    Py_CLEAR(args[0]);
+    Py_CLEAR(args[1]);
+    Py_CLEAR(args[2]);
     sl_asgi.slots[c->idx] = r;
     r->on_slot = true;
-    Py_DECREF(args[0]);
-    Py_DECREF(args[1]);
-    Py_DECREF(args[2]);
+    /* the first step, at once (asgi_carrier.c) */
+    Py_INCREF(r);
+    if (sl_asgi_carrier_run(r) < 0) {
+        PyObject *t, *v, *tb, *res;
+        PyErr_Fetch(&t, &v, &tb);
+        res = PyObject_CallMethodNoArgs(r->coro, sl_asgi_names[N_CLOSE]);
+        if (res == NULL)
+            PyErr_Clear();
+        Py_XDECREF(res);
+        PyErr_Restore(t, v, tb);
+        req_finish(r, true);
+    }
+    Py_DECREF(r);
     return;
 
 out_fail:
@@ -424,24 +384,7 @@ void sl_asgi_req_cancel_all(void)
     }
 }
 
-/* asyncio.Task takes coroutines only: the request type registers as one. */
 int sl_asgi_req_init(void)
 {
-    PyObject *abc, *coro, *r;
-
-    if (PyType_Ready(&req_type) < 0)
-        return -1;
-    abc = PyImport_ImportModule("collections.abc");
-    if (abc == NULL)
-        return -1;
-    coro = PyObject_GetAttrString(abc, "Coroutine");
-    Py_DECREF(abc);
-    if (coro == NULL)
-        return -1;
-    r = PyObject_CallMethod(coro, "register", "O", (PyObject *)&req_type);
-    Py_DECREF(coro);
-    if (r == NULL)
-        return -1;
-    Py_DECREF(r);
-    return 0;
+    return PyType_Ready(&req_type);
 }

@@ -1,0 +1,498 @@
+/* asgi_carrier.c - the Tasks that ASGI requests run in.
+ *
+ * Making an asyncio Task per request is most of what ASGI costs over WSGI
+ * on CPython 3.11: Task.__init__ (its first step scheduled through
+ * loop.call_soon, a Python WeakSet.add into asyncio's _all_tasks), a loop
+ * pass to run that step, then the WeakSet's removal callback when the
+ * Task dies; about 10,000 instructions, where the whole of a WSGI request
+ * is 12,000. And most requests never need a Task at all: their first step
+ * (scope in, response out, every await answered at once) runs to the end.
+ *
+ * So a request's first step runs at once, from C, as the step of a
+ * carrier: a real Task, kept from request to request, whose coroutine is
+ * the carrier object below. For that step the carrier's Task is made
+ * current (asyncio's _current_tasks[loop], what current_task() reads) and
+ * the request's own context entered, so current_task(), asyncio.timeout(),
+ * TaskGroup, anyio's cancel scopes and contextvars see what a Task of its
+ * own would show them. If the step ends the request, the carrier is free
+ * at once for the next one; no Task was made, nothing was scheduled. If
+ * the app awaits something not complete, the request stays with that
+ * carrier: the carrier's Task is woken and its next step yields what the
+ * app's step yielded; from then on the Task drives the request as any Task
+ * drives its coroutine, cancellation included, until the app returns, and
+ * the carrier waits for the next request again.
+ *
+ * The idle carriers are a stack. Taking one checks that nobody cancelled
+ * its Task meanwhile (an app may keep the Task it was given and cancel it
+ * later): such a carrier is let go, never handed a request. At most
+ * IDLE_MAX wait; more end when their request does. At shutdown the idle
+ * ones are cancelled and end.
+ *
+ * What differs from a Task per request: current_task() is the same object
+ * for the requests one carrier ran one after the other (never for two at
+ * once), and its name is its request's ("GET /path") only once the request
+ * awaited something.
+ */
+#include "config.h"
+
+#include <Python.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "worker/python/asgi_done.h"
+#include "worker/python/asgi_internal.h"
+#include "worker/python/py.h"
+
+#define IDLE_MAX 64 /* idle carriers kept; more end with their request */
+
+typedef struct carrier {
+    PyObject_HEAD
+    PyObject *task;     /* owned: the Task running this, until it ends */
+    PyObject *waiter;   /* owned: the Future an idle carrier's Task waits
+                           on, or NULL (its first step not run yet) */
+    sl_asgi_req_t *req; /* owned: the request it carries, or NULL */
+    PyObject *pending;  /* owned: what req's first step yielded, until the
+                           Task's next step yields it; or NULL */
+    struct carrier *next_idle;
+    bool idle; /* on the idle stack, which holds a reference */
+} carrier_t;
+
+static PyTypeObject carrier_type;
+
+static struct {
+    carrier_t *idle; /* the idle stack's top */
+    unsigned nidle;
+    PyObject *current_tasks; /* owned: asyncio's _current_tasks dict */
+    PyObject *name;          /* owned: "sluice ASGI", an idle Task's name */
+    PyObject *s_cancelling, *s_set_name, *s_blocking; /* owned, interned */
+} cr;
+
+/* ------------------------------------------------------------------ */
+/* the idle stack                                                     */
+
+static void idle_push(carrier_t *k)
+{
+    Py_INCREF(k);
+    k->idle = true;
+    k->next_idle = cr.idle;
+    cr.idle = k;
+    cr.nidle++;
+}
+
+/* Take K off the stack; the caller gets the stack's reference. */
+static void idle_remove(carrier_t *k)
+{
+    carrier_t **pp;
+
+    for (pp = &cr.idle; *pp != NULL; pp = &(*pp)->next_idle)
+        if (*pp == k) {
+            *pp = k->next_idle;
+            break;
+        }
+    k->idle = false;
+    k->next_idle = NULL;
+    cr.nidle--;
+}
+
+/* Has anyone asked K's Task to cancel? Then it carries nothing more. */
+static bool cancel_asked(carrier_t *k)
+{
+    PyObject *n = PyObject_CallMethodNoArgs(k->task, cr.s_cancelling);
+    long v;
+
+    if (n == NULL) {
+        PyErr_Clear();
+        return true;
+    }
+    v = PyLong_AsLong(n);
+    Py_DECREF(n);
+    if (v == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    return v != 0;
+}
+
+/* The carrier's Task ends (its coroutine returns or raises next). */
+static void carrier_end(carrier_t *k)
+{
+    if (k->idle) {
+        idle_remove(k);
+        Py_DECREF(k);
+    }
+    Py_CLEAR(k->waiter);
+    Py_CLEAR(k->task); /* the Task holds us: break the cycle */
+}
+
+/* ------------------------------------------------------------------ */
+/* the carrier: the coroutine of its Task                             */
+
+static void carrier_dealloc(carrier_t *k)
+{
+    Py_XDECREF(k->task);
+    Py_XDECREF(k->waiter);
+    Py_XDECREF((PyObject *)k->req);
+    Py_XDECREF(k->pending);
+    PyObject_Free(k);
+}
+
+/* Wait for a request: yield a fresh Future into *RESULT and be idle; or,
+ * when enough carriers wait or K's Task was cancelled, end. */
+static PySendResult carrier_wait(carrier_t *k, PyObject **result)
+{
+    PyObject *w;
+
+    if (sl_asgi.stopping || k->task == NULL ||
+        (!k->idle && cr.nidle >= IDLE_MAX) || cancel_asked(k))
+        goto out_end;
+    w = PyObject_CallNoArgs(sl_asgi.create_future);
+    if (w == NULL || PyObject_SetAttr(w, cr.s_blocking, Py_True) < 0) {
+        Py_XDECREF(w);
+        sl_py_log_exception("ASGI: a carrier Task cannot wait");
+        goto out_end;
+    }
+    Py_XSETREF(k->waiter, Py_NewRef(w));
+    if (!k->idle)
+        idle_push(k);
+    *result = w;
+    return PYGEN_NEXT;
+
+out_end:
+    carrier_end(k);
+    *result = Py_NewRef(Py_None);
+    return PYGEN_RETURN;
+}
+
+/* K's request is over: let it go and wait for the next. */
+static PySendResult carrier_done(carrier_t *k, PyObject **result)
+{
+    Py_CLEAR(k->req);
+    return carrier_wait(k, result);
+}
+
+static PySendResult carrier_am_send(carrier_t *k, PyObject *arg,
+                                    PyObject **result)
+{
+    PySendResult st;
+
+    if (k->req == NULL)
+        return carrier_wait(k, result);
+    if (k->pending != NULL) { /* the Task takes over the request */
+        *result = k->pending;
+        k->pending = NULL;
+        return PYGEN_NEXT;
+    }
+    st = sl_asgi_req_step(k->req, arg, result);
+    if (st == PYGEN_NEXT)
+        return st;
+    Py_CLEAR(*result);
+    return carrier_done(k, result);
+}
+
+static PyObject *carrier_iternext(carrier_t *k)
+{
+    PyObject *res;
+
+    if (carrier_am_send(k, Py_None, &res) == PYGEN_NEXT)
+        return res;
+    Py_XDECREF(res);
+    return NULL;
+}
+
+static PyObject *carrier_send_meth(carrier_t *k, PyObject *arg)
+{
+    PyObject *res;
+    PySendResult st = carrier_am_send(k, arg, &res);
+
+    if (st == PYGEN_NEXT)
+        return res;
+    Py_DECREF(res);
+    PyErr_SetNone(PyExc_StopIteration);
+    return NULL;
+}
+
+/* throw(exc): how a Task delivers cancellation. An idle carrier ends with
+ * it; a busy one hands it to its request, as a Task would have. */
+static PyObject *carrier_throw(carrier_t *k, PyObject *const *args,
+                               Py_ssize_t n)
+{
+    PyObject *res;
+
+    if (k->req == NULL) {
+        carrier_end(k);
+        return sl_asgi_done_raise(args, n);
+    }
+    if (k->pending != NULL) {
+        /* cancelled before its Task took the request over: what the app
+         * waits on is cancelled with it, as the Task's own waiter is */
+        res = PyObject_CallMethodNoArgs(k->pending, sl_asgi_names[N_CANCEL]);
+        if (res == NULL)
+            PyErr_Clear();
+        Py_XDECREF(res);
+        Py_CLEAR(k->pending);
+    }
+    res = sl_asgi_req_throw(k->req, args, n);
+    if (res != NULL)
+        return res;
+    if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        Py_CLEAR(k->req); /* its app had already ended: end too */
+        carrier_end(k);
+        return NULL;
+    }
+    PyErr_Clear();
+    if (carrier_done(k, &res) == PYGEN_NEXT)
+        return res;
+    Py_DECREF(res);
+    PyErr_SetNone(PyExc_StopIteration);
+    return NULL;
+}
+
+static PyObject *carrier_close(carrier_t *k, PyObject *unused)
+{
+    (void)unused;
+    Py_CLEAR(k->pending);
+    if (k->req != NULL) {
+        sl_asgi_req_close(k->req);
+        Py_CLEAR(k->req);
+    }
+    carrier_end(k);
+    Py_RETURN_NONE;
+}
+
+/* The rest of the coroutine interface (cr_frame, __qualname__, ...) is the
+ * request's app coroutine's, for asyncio's and anyio's introspection. */
+static PyObject *carrier_getattro(carrier_t *k, PyObject *name)
+{
+    PyObject *v = PyObject_GenericGetAttr((PyObject *)k, name);
+
+    if (v != NULL || k->req == NULL || k->req->coro == NULL ||
+        !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return v;
+    PyErr_Clear();
+    return PyObject_GetAttr(k->req->coro, name);
+}
+
+static PyObject *carrier_repr(carrier_t *k)
+{
+    if (k->req != NULL)
+        return PyUnicode_FromFormat("<sluice ASGI request %s>", k->req->what);
+    return PyUnicode_FromString("<sluice ASGI carrier, idle>");
+}
+
+/* The carrier is its own awaitable (a Task's coroutine never is awaited,
+ * but asyncio's checks want am_await). */
+static PyObject *self_await(PyObject *o)
+{
+    return Py_NewRef(o);
+}
+
+static PyMethodDef carrier_methods[] = {
+    {"send", (PyCFunction)carrier_send_meth, METH_O, NULL},
+    {"throw", (PyCFunction)(void (*)(void))carrier_throw, METH_FASTCALL,
+     NULL},
+    {"close", (PyCFunction)carrier_close, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyAsyncMethods carrier_async = {
+    .am_await = self_await,
+    .am_send = (sendfunc)carrier_am_send,
+};
+
+static PyTypeObject carrier_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.ASGICarrier",
+    .tp_basicsize = sizeof(carrier_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "the coroutine of a Task that runs ASGI requests",
+    .tp_dealloc = (destructor)carrier_dealloc,
+    .tp_repr = (reprfunc)carrier_repr,
+    .tp_getattro = (getattrofunc)carrier_getattro,
+    .tp_as_async = &carrier_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)carrier_iternext,
+    .tp_methods = carrier_methods,
+};
+
+/* ------------------------------------------------------------------ */
+/* taking a carrier, running a first step                             */
+
+/* A new carrier and its Task (whose first step, later, finds it either
+ * idle or handed a request). A new reference, or NULL with an exception. */
+static carrier_t *carrier_new(void)
+{
+    carrier_t *k = PyObject_New(carrier_t, &carrier_type);
+    PyObject *targs[4];
+
+    if (k == NULL)
+        return NULL;
+    memset((char *)k + sizeof(PyObject), 0, sizeof(*k) - sizeof(PyObject));
+    targs[0] = (PyObject *)k;
+    targs[1] = sl_asgi.loop;
+    targs[2] = PyContext_Copy(sl_asgi.base_ctx);
+    targs[3] = cr.name;
+    if (targs[2] == NULL) {
+        Py_DECREF(k);
+        return NULL;
+    }
+    k->task = PyObject_Vectorcall(sl_asgi.task_type, targs, 1, sl_asgi.kw_task);
+    Py_DECREF(targs[2]);
+    if (k->task == NULL) {
+        Py_DECREF(k);
+        return NULL;
+    }
+    return k;
+}
+
+/* An idle carrier nobody cancelled, off the stack, or a new one. A new
+ * reference, or NULL with an exception. */
+static carrier_t *carrier_take(void)
+{
+    carrier_t *k;
+
+    while ((k = cr.idle) != NULL) {
+        idle_remove(k);
+        if (!cancel_asked(k))
+            return k;
+        /* its Task will throw the cancellation in, and it ends */
+        Py_DECREF(k);
+    }
+    return carrier_new();
+}
+
+/* R's first step yielded PENDING (stolen): K's Task takes R over. */
+static void carrier_hand(carrier_t *k, sl_asgi_req_t *r, PyObject *pending)
+{
+    PyObject *name, *w, *res;
+
+    k->req = (sl_asgi_req_t *)Py_NewRef((PyObject *)r);
+    k->pending = pending;
+    Py_XSETREF(r->task, Py_NewRef(k->task));
+    name = PyUnicode_DecodeLatin1(r->what, (Py_ssize_t)r->what_len, NULL);
+    res = name ? PyObject_CallMethodOneArg(k->task, cr.s_set_name, name)
+               : NULL;
+    Py_XDECREF(name);
+    if (res == NULL)
+        PyErr_Clear();
+    Py_XDECREF(res);
+    w = k->waiter;
+    k->waiter = NULL;
+    if (w == NULL) /* a new Task: its first step finds the request */
+        return;
+    /* fails only when the app's step cancelled its own Task, which then
+     * wakes with the cancellation: for the request, as it should */
+    res = PyObject_CallMethodOneArg(w, sl_asgi_names[N_SET_RESULT], Py_None);
+    if (res == NULL)
+        PyErr_Clear();
+    Py_XDECREF(res);
+    Py_DECREF(w);
+}
+
+/* Make TASK current on the loop for a first step; *PREV gets what was (a
+ * new reference, or NULL). 0, or -1 with an exception. */
+static int task_enter(PyObject *task, PyObject **prev)
+{
+    *prev = PyDict_GetItemWithError(cr.current_tasks, sl_asgi.loop);
+    if (*prev == NULL && PyErr_Occurred())
+        return -1;
+    Py_XINCREF(*prev);
+    if (PyDict_SetItem(cr.current_tasks, sl_asgi.loop, task) < 0) {
+        Py_CLEAR(*prev);
+        return -1;
+    }
+    return 0;
+}
+
+static void task_leave(PyObject *prev)
+{
+    int rc = prev ? PyDict_SetItem(cr.current_tasks, sl_asgi.loop, prev)
+                  : PyDict_DelItem(cr.current_tasks, sl_asgi.loop);
+
+    if (rc < 0)
+        sl_py_log_exception("ASGI: restoring the current task");
+    Py_XDECREF(prev);
+}
+
+int sl_asgi_carrier_run(sl_asgi_req_t *r)
+{
+    carrier_t *k = carrier_take();
+    PyObject *prev, *res;
+    PySendResult st;
+
+    if (k == NULL)
+        return -1;
+    if (task_enter(k->task, &prev) < 0) {
+        idle_push(k);
+        Py_DECREF(k);
+        return -1;
+    }
+    st = sl_asgi_req_step(r, Py_None, &res);
+    task_leave(prev);
+    if (st == PYGEN_NEXT)
+        carrier_hand(k, r, res);
+    else
+        Py_XDECREF(res);
+    if (k->req == NULL && k->task != NULL)
+        idle_push(k); /* free for the next request */
+    Py_DECREF(k);
+    return 0;
+}
+
+void sl_asgi_carrier_end_idle(PyObject *tasks)
+{
+    carrier_t *k;
+    PyObject *res;
+
+    while ((k = cr.idle) != NULL) {
+        idle_remove(k);
+        if (k->task != NULL) {
+            if (tasks != NULL && PyList_Append(tasks, k->task) < 0)
+                PyErr_Clear();
+            res = PyObject_CallMethodNoArgs(k->task, sl_asgi_names[N_CANCEL]);
+            if (res == NULL)
+                PyErr_Clear();
+            Py_XDECREF(res);
+        }
+        Py_DECREF(k);
+    }
+}
+
+/* asyncio.Task takes coroutines only: the carrier registers as one. */
+int sl_asgi_carrier_init(void)
+{
+    PyObject *mod, *abc, *r;
+
+    if (PyType_Ready(&carrier_type) < 0)
+        return -1;
+    mod = PyImport_ImportModule("collections.abc");
+    if (mod == NULL)
+        return -1;
+    abc = PyObject_GetAttrString(mod, "Coroutine");
+    Py_DECREF(mod);
+    if (abc == NULL)
+        return -1;
+    r = PyObject_CallMethod(abc, "register", "O", (PyObject *)&carrier_type);
+    Py_DECREF(abc);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    /* what asyncio.current_task() reads: CPython 3.11's tasks module and
+     * its C Task step share this one dict */
+    mod = PyImport_ImportModule("asyncio.tasks");
+    if (mod == NULL)
+        return -1;
+    cr.current_tasks = PyObject_GetAttrString(mod, "_current_tasks");
+    Py_DECREF(mod);
+    if (cr.current_tasks == NULL)
+        return -1;
+    if (!PyDict_Check(cr.current_tasks)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "asyncio.tasks._current_tasks is not a dict");
+        return -1;
+    }
+    cr.name = PyUnicode_InternFromString("sluice ASGI");
+    cr.s_cancelling = PyUnicode_InternFromString("cancelling");
+    cr.s_set_name = PyUnicode_InternFromString("set_name");
+    cr.s_blocking = PyUnicode_InternFromString("_asyncio_future_blocking");
+    if (cr.name == NULL || cr.s_cancelling == NULL || cr.s_set_name == NULL ||
+        cr.s_blocking == NULL)
+        return -1;
+    return 0;
+}
