@@ -294,8 +294,7 @@ async def task_info(scope, receive, send):
     t2 = asyncio.current_task()
     await as_json(send, {"task": t1 is not None and t1 is t2,
                          "before": before, "after": REQUEST_ID.get(),
-                         "done": t1.done(), "name": t1.get_name(),
-                         "listed": t1 in asyncio.all_tasks()})
+                         "done": t1.done(), "name": t1.get_name()})
 
 
 async def await_mix(scope, receive, send):
@@ -339,6 +338,94 @@ async def status(scope, receive, send):
         204, 304) else b"status %d\n" % code})
 
 
+KEPT = []  # a request's Task, kept past its request's end
+
+
+async def keep_task(scope, receive, send):
+    """Keeps its Task, and ends without awaiting anything incomplete."""
+    KEPT[:] = [asyncio.current_task()]
+    await text(send, b"kept\n")
+
+
+async def cancel_kept(scope, receive, send):
+    """Cancels the Task an earlier request kept (long over): what a stray
+    reference can do. Later requests must not feel it."""
+    done = bool(KEPT) and KEPT[0].cancel()
+    await asyncio.sleep(0)
+    await text(send, b"cancel %s\n" % (b"taken" if done else b"refused"))
+
+
+async def task_state(scope, receive, send):
+    """current_task() in the first step and after a real wait: the same
+    Task, no cancellation pending on it."""
+    t = asyncio.current_task()
+    before = t.cancelling()
+    if query(scope).get("wait"):
+        await asyncio.sleep(0.001)
+    await as_json(send, {"same": asyncio.current_task() is t,
+                         "cancelling": [before, t.cancelling()],
+                         "tasks": len(asyncio.all_tasks())})
+
+
+async def timeout_route(scope, receive, send):
+    """asyncio.timeout() entered in the first step, firing after it."""
+    try:
+        async with asyncio.timeout(0.01):
+            await asyncio.sleep(5)
+        body = b"slept\n"
+    except TimeoutError:
+        body = b"timed out\n"
+    await text(send, body)
+
+
+async def task_group(scope, receive, send):
+    """A TaskGroup made in the first step: its children's results, and one
+    child's failure cancelling the other."""
+    async def child(v, delay):
+        await asyncio.sleep(delay)
+        return v
+    async with asyncio.TaskGroup() as tg:
+        a = tg.create_task(child(b"a", 0.01))
+        b = tg.create_task(child(b"b", 0))
+    async def boom():
+        raise ValueError("child failed")
+    try:
+        async with asyncio.TaskGroup() as tg:
+            slow_one = tg.create_task(asyncio.sleep(5))
+            tg.create_task(boom())
+        got = b"no error"
+    except* ValueError:
+        got = b"ValueError"
+    await text(send, a.result() + b.result() + b"," + got + b"," +
+               (b"cancelled" if slow_one.cancelled() else b"not"))
+
+
+async def task_done_callback(scope, receive, send):
+    """A done callback on its own Task runs once the request is over, with
+    that Task; the Task is then done and refuses cancel()."""
+    mark = query(scope)["m"]
+    def done(t):
+        record("TASKDONE %s %s %s" % (mark, t.done(), t.cancel()))
+    asyncio.current_task().add_done_callback(done)
+    if query(scope).get("wait"):
+        await asyncio.sleep(0.001)
+    await text(send, b"ok\n")
+
+
+async def cancel_own(scope, receive, send):
+    """Cancels its own Task in its first step: the next await raises,
+    as in any Task; caught and uncancelled, the request goes on."""
+    asyncio.current_task().cancel()
+    try:
+        await asyncio.sleep(0.01)
+        body = b"not cancelled\n"
+    except asyncio.CancelledError:
+        asyncio.current_task().uncancel()
+        body = b"cancelled\n"
+    await asyncio.sleep(0)
+    await text(send, body)
+
+
 ROUTES = {
     "": hello, "hello": hello, "__ready": hello, "scope": scope_route,
     "echo": echo, "receive-twice": receive_twice, "stream": stream,
@@ -348,6 +435,10 @@ ROUTES = {
     "bad-send": bad_send, "after-end": after_end, "trailers": trailers,
     "pathsend": pathsend, "task": task_info, "cancel-self": cancel_self,
     "head": head_len, "status": status, "await-mix": await_mix,
+    "keep-task": keep_task, "cancel-kept": cancel_kept,
+    "task-state": task_state, "timeout": timeout_route,
+    "task-group": task_group, "cancel-own": cancel_own,
+    "task-done-callback": task_done_callback,
 }
 
 

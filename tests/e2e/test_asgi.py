@@ -399,12 +399,20 @@ def test_websocket_to_an_http_only_app(server):
 # ---------------------------------------------------------------- tasks
 
 def test_current_task_and_context(server):
-    """One Task per request, named after it, listed by all_tasks()."""
+    """One task per request, named after it, with its own context."""
     for path in ("/task/a", "/task/b?q=1"):
         r = json.loads(get(server, path).body)
         assert r == {"task": True, "before": None,
                      "after": path.split("?")[0], "done": False,
-                     "name": "GET " + path, "listed": True}
+                     "name": "GET " + path}
+
+
+@pytest.mark.parametrize("wait", ["", "&wait=1"])
+def test_task_done_callback_runs_at_the_requests_end(server, wait):
+    mark = "t%d" % time.monotonic_ns()
+    assert get(server, "/task-done-callback?m=%s%s" % (mark, wait)).body \
+        == b"ok\n"
+    server.wait_for_call("TASKDONE %s True False" % mark)
 
 
 def test_context_not_inherited_by_the_next_request(server):
@@ -429,6 +437,61 @@ def test_awaits_at_once_and_real_waits_mixed(server):
 
 def test_app_cancelling_its_own_child(server):
     assert get(server, "/cancel-self").body == b"child cancelled\n"
+
+
+def test_first_step_and_later_steps_share_one_task(server):
+    """A request that never waits and one that does both see one Task,
+    with no cancellation pending on it."""
+    for target in ("/task-state", "/task-state?wait=1"):
+        r = json.loads(get(server, target).body)
+        assert r["same"] and r["cancelling"] == [0, 0], (target, r)
+
+
+def test_a_kept_task_cancelled_later_spares_the_next_requests(server):
+    """A request keeps its Task; after it ended, another cancels it: that
+    is refused, as for any Task that is done, and the requests after it,
+    waiting or not, are not cancelled."""
+    assert get(server, "/keep-task").body == b"kept\n"
+    assert get(server, "/cancel-kept").body == b"cancel refused\n"
+    for _ in range(3):
+        for target in ("/task-state", "/task-state?wait=1", "/hello"):
+            r = get(server, target)
+            assert r.status == 200, (target, r.status)
+            if target != "/hello":
+                assert json.loads(r.body)["cancelling"] == [0, 0]
+
+
+def test_timeout_from_the_first_step(server):
+    for _ in range(2):
+        assert get(server, "/timeout").body == b"timed out\n"
+    assert json.loads(get(server, "/task-state")
+                      .body)["cancelling"] == [0, 0]
+
+
+def test_task_group_from_the_first_step(server):
+    assert get(server, "/task-group").body == b"ab,ValueError,cancelled"
+
+
+def test_cancelling_its_own_task(server):
+    for _ in range(2):
+        assert get(server, "/cancel-own").body == b"cancelled\n"
+    assert json.loads(get(server, "/task-state?wait=1")
+                      .body)["cancelling"] == [0, 0]
+
+
+def test_tasks_kept_after_a_burst_are_bounded(server):
+    """120 requests wait at once (120 Tasks); after them, at most 64 idle
+    ones are kept (plus lifespan's and the asking request's)."""
+    conns = [server.connect() for _ in range(120)]
+    try:
+        for i, c in enumerate(conns):
+            c.send(build_request("GET", "/slow/%d?t=0.3" % i))
+        for c in conns:
+            assert c.read_response().status == 200
+    finally:
+        for c in conns:
+            c.close()
+    assert json.loads(get(server, "/task-state").body)["tasks"] <= 64 + 2
 
 
 def test_concurrent_requests_overlap(server):

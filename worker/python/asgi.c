@@ -185,7 +185,7 @@ int sl_asgi_init(PyObject *app, sl_pump_t *p)
     }
     if (sl_asgi_done_init() < 0 || init_names() < 0 || init_asyncio() < 0 ||
         sl_asgi_req_init() < 0 || sl_asgi_carrier_init() < 0 ||
-        sl_asgi_channel_init() < 0 ||
+        sl_asgi_task_init() < 0 || sl_asgi_channel_init() < 0 ||
         sl_asgi_ws_init() < 0 || sl_asgi_scope_init(p) < 0)
         goto out_fail;
     sl_asgi.empty = PyBytes_FromStringAndSize(NULL, 0);

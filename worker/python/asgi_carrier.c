@@ -8,30 +8,28 @@
  * is 12,000. And most requests never need a Task at all: their first step
  * (scope in, response out, every await answered at once) runs to the end.
  *
- * So a request's first step runs at once, from C, as the step of a
- * carrier: a real Task, kept from request to request, whose coroutine is
- * the carrier object below. For that step the carrier's Task is made
- * current (asyncio's _current_tasks[loop], what current_task() reads) and
- * the request's own context entered, so current_task(), asyncio.timeout(),
- * TaskGroup, anyio's cancel scopes and contextvars see what a Task of its
- * own would show them. If the step ends the request, the carrier is free
- * at once for the next one; no Task was made, nothing was scheduled. If
- * the app awaits something not complete, the request stays with that
- * carrier: the carrier's Task is woken and its next step yields what the
- * app's step yielded; from then on the Task drives the request as any Task
- * drives its coroutine, cancellation included, until the app returns, and
- * the carrier waits for the next request again.
+ * So a request's first step runs at once, from C, on a carrier: a real
+ * Task, kept from request to request, whose coroutine is the carrier
+ * object below. For that step the request's own task object (asgi_task.c)
+ * is made current (asyncio's _current_tasks[loop], what current_task()
+ * reads) and the request's own context entered, so current_task(),
+ * asyncio.timeout(), TaskGroup, anyio's cancel scopes and contextvars see
+ * what a Task of its own would show them. If the step ends the request,
+ * the carrier is free at once for the next one; no Task was made, nothing
+ * was scheduled. If the app awaits something not complete, the request
+ * stays with that carrier: the carrier's Task is woken and its next step
+ * yields what the app's step yielded; from then on the Task drives the
+ * request as any Task drives its coroutine, cancellation included (the
+ * request's task object passes cancel() on to it), until the app returns,
+ * and the carrier waits for the next request again. Every step of the
+ * request runs with the request's task object current, not the carrier's
+ * Task.
  *
  * The idle carriers are a stack. Taking one checks that nobody cancelled
- * its Task meanwhile (an app may keep the Task it was given and cancel it
- * later): such a carrier is let go, never handed a request. At most
- * IDLE_MAX wait; more end when their request does. At shutdown the idle
- * ones are cancelled and end.
- *
- * What differs from a Task per request: current_task() is the same object
- * for the requests one carrier ran one after the other (never for two at
- * once), and its name is its request's ("GET /path") only once the request
- * awaited something.
+ * its Task meanwhile (asyncio.all_tasks() lists carriers, and whoever
+ * cancels one from there): such a carrier is let go, never handed a
+ * request. At most IDLE_MAX wait; more end when their request does. At
+ * shutdown the idle ones are cancelled and end.
  */
 #include "config.h"
 
@@ -168,6 +166,64 @@ static PySendResult carrier_done(carrier_t *k, PyObject **result)
     return carrier_wait(k, result);
 }
 
+/* Make TASK current on the loop; *PREV gets what was (a new reference, or
+ * NULL). 0, or -1 with an exception. */
+static int task_enter(PyObject *task, PyObject **prev)
+{
+    *prev = PyDict_GetItemWithError(cr.current_tasks, sl_asgi.loop);
+    if (*prev == NULL && PyErr_Occurred())
+        return -1;
+    Py_XINCREF(*prev);
+    if (PyDict_SetItem(cr.current_tasks, sl_asgi.loop, task) < 0) {
+        Py_CLEAR(*prev);
+        return -1;
+    }
+    return 0;
+}
+
+static void task_leave(PyObject *prev)
+{
+    int rc = prev ? PyDict_SetItem(cr.current_tasks, sl_asgi.loop, prev)
+                  : PyDict_DelItem(cr.current_tasks, sl_asgi.loop);
+
+    if (rc < 0)
+        sl_py_log_exception("ASGI: restoring the current task");
+    Py_XDECREF(prev);
+}
+
+/* A step of K's request, its own task object current (asgi_task.c) in
+ * place of the carrier's Task, which asyncio's step put there. */
+static PySendResult step_as_request(carrier_t *k, PyObject *arg,
+                                    PyObject **result)
+{
+    PyObject *own = k->req->ptask, *prev;
+    PySendResult st;
+
+    if (own == NULL || task_enter(own, &prev) < 0) {
+        PyErr_Clear();
+        return sl_asgi_req_step(k->req, arg, result);
+    }
+    st = sl_asgi_req_step(k->req, arg, result);
+    task_leave(prev);
+    return st;
+}
+
+static PyObject *throw_as_request(carrier_t *k, PyObject *const *args,
+                                  Py_ssize_t n)
+{
+    PyObject *own = k->req->ptask, *prev, *res, *t, *v, *tb;
+
+    if (own == NULL || task_enter(own, &prev) < 0) {
+        PyErr_Clear();
+        return sl_asgi_req_throw(k->req, args, n);
+    }
+    res = sl_asgi_req_throw(k->req, args, n);
+    PyErr_Fetch(&t, &v, &tb);
+    task_leave(prev);
+    PyErr_Restore(t, v, tb);
+    return res;
+}
+
 static PySendResult carrier_am_send(carrier_t *k, PyObject *arg,
                                     PyObject **result)
 {
@@ -180,7 +236,7 @@ static PySendResult carrier_am_send(carrier_t *k, PyObject *arg,
         k->pending = NULL;
         return PYGEN_NEXT;
     }
-    st = sl_asgi_req_step(k->req, arg, result);
+    st = step_as_request(k, arg, result);
     if (st == PYGEN_NEXT)
         return st;
     Py_CLEAR(*result);
@@ -229,7 +285,7 @@ static PyObject *carrier_throw(carrier_t *k, PyObject *const *args,
         Py_XDECREF(res);
         Py_CLEAR(k->pending);
     }
-    res = sl_asgi_req_throw(k->req, args, n);
+    res = throw_as_request(k, args, n);
     if (res != NULL)
         return res;
     if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
@@ -286,8 +342,7 @@ static PyObject *self_await(PyObject *o)
 
 static PyMethodDef carrier_methods[] = {
     {"send", (PyCFunction)carrier_send_meth, METH_O, NULL},
-    {"throw", (PyCFunction)(void (*)(void))carrier_throw, METH_FASTCALL,
-     NULL},
+    {"throw", (PyCFunction)(void (*)(void))carrier_throw, METH_FASTCALL, NULL},
     {"close", (PyCFunction)carrier_close, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -365,9 +420,10 @@ static void carrier_hand(carrier_t *k, sl_asgi_req_t *r, PyObject *pending)
     k->req = (sl_asgi_req_t *)Py_NewRef((PyObject *)r);
     k->pending = pending;
     Py_XSETREF(r->task, Py_NewRef(k->task));
+    if (r->ptask != NULL && sl_asgi_task_handed(r->ptask, k->task) < 0)
+        sl_py_log_exception("ASGI: passing a cancel() on to %s", r->what);
     name = PyUnicode_DecodeLatin1(r->what, (Py_ssize_t)r->what_len, NULL);
-    res = name ? PyObject_CallMethodOneArg(k->task, cr.s_set_name, name)
-               : NULL;
+    res = name ? PyObject_CallMethodOneArg(k->task, cr.s_set_name, name) : NULL;
     Py_XDECREF(name);
     if (res == NULL)
         PyErr_Clear();
@@ -385,31 +441,6 @@ static void carrier_hand(carrier_t *k, sl_asgi_req_t *r, PyObject *pending)
     Py_DECREF(w);
 }
 
-/* Make TASK current on the loop for a first step; *PREV gets what was (a
- * new reference, or NULL). 0, or -1 with an exception. */
-static int task_enter(PyObject *task, PyObject **prev)
-{
-    *prev = PyDict_GetItemWithError(cr.current_tasks, sl_asgi.loop);
-    if (*prev == NULL && PyErr_Occurred())
-        return -1;
-    Py_XINCREF(*prev);
-    if (PyDict_SetItem(cr.current_tasks, sl_asgi.loop, task) < 0) {
-        Py_CLEAR(*prev);
-        return -1;
-    }
-    return 0;
-}
-
-static void task_leave(PyObject *prev)
-{
-    int rc = prev ? PyDict_SetItem(cr.current_tasks, sl_asgi.loop, prev)
-                  : PyDict_DelItem(cr.current_tasks, sl_asgi.loop);
-
-    if (rc < 0)
-        sl_py_log_exception("ASGI: restoring the current task");
-    Py_XDECREF(prev);
-}
-
 int sl_asgi_carrier_run(sl_asgi_req_t *r)
 {
     carrier_t *k = carrier_take();
@@ -418,7 +449,7 @@ int sl_asgi_carrier_run(sl_asgi_req_t *r)
 
     if (k == NULL)
         return -1;
-    if (task_enter(k->task, &prev) < 0) {
+    if (task_enter(r->ptask, &prev) < 0) {
         idle_push(k);
         Py_DECREF(k);
         return -1;

@@ -166,7 +166,13 @@ int sl_asgi_run_inline(sl_pump_t *p)
     if (res == NULL)
         goto out_fail;
     Py_DECREF(res);
-    ev_drive();
+    /* the first pass too runs inside the loop: a request's first step
+     * runs at once and needs the running loop */
+    res = call_loop("call_soon", "O", driver.on_ev, 0);
+    if (res == NULL)
+        goto out_fail;
+    Py_DECREF(res);
+    driver.kick_scheduled = true;
     res = PyObject_CallMethod(sl_asgi.loop, "run_forever", NULL);
     if (res == NULL)
         goto out_fail;

@@ -4,6 +4,7 @@
  *   asgi.c          set-up, and the event loop's life (create, lifespan)
  *   asgi_request.c  one request: its app's steps, start, end
  *   asgi_carrier.c  the Tasks requests run in, and their first step
+ *   asgi_task.c     a request's current_task(), its own for its life
  *   asgi_channel.c  receive() and send(): the request's messages
  *   asgi_lane.c     pump mode: the lane thread, woken by an eventfd
  *   asgi_inline.c   inline mode: the event loop drives libev
@@ -38,6 +39,8 @@ typedef struct sl_asgi_req {
     PyObject *task;         /* owned: the carrier Task it awaits in, or
                                NULL (not awaited yet, or over) */
     PyObject *ctx;          /* owned: the context its steps run in */
+    PyObject *ptask;        /* owned: its current_task() (asgi_task.c),
+                               until it ends */
     PyObject *recv_waiters; /* owned list of Futures, or NULL */
     PyObject *send_waiter;  /* owned Future, or NULL */
     PyObject *headers;      /* owned: http.response.start's, until sent */
@@ -200,6 +203,23 @@ int sl_asgi_carrier_run(sl_asgi_req_t *r);
 /* Cancel the idle carriers' Tasks (they end), appending each to TASKS (a
  * list, or NULL) to wait for. */
 void sl_asgi_carrier_end_idle(PyObject *tasks);
+
+/* ---- asgi_task.c: a request's current_task() ---- */
+
+/* Ready the type. 0, or -1 with an exception. */
+int sl_asgi_task_init(void);
+
+/* R's own task object, pending until sl_asgi_task_finish(). A new
+ * reference, or NULL with an exception. */
+PyObject *sl_asgi_task_new(sl_asgi_req_t *r);
+
+/* TASK's request is now carried by CARRIER (a Task): pass on what
+ * cancel() held during the first step. 0, or -1 with an exception. */
+int sl_asgi_task_handed(PyObject *task, PyObject *carrier);
+
+/* TASK's request ended (CANCELLED: by its cancellation): it is done, its
+ * done callbacks are scheduled, it reaches no carrier any more. */
+void sl_asgi_task_finish(PyObject *task, bool cancelled);
 
 /* ---- asgi_channel.c: receive() and send() ---- */
 

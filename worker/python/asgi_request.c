@@ -87,6 +87,7 @@ static void req_dealloc(sl_asgi_req_t *r)
     Py_XDECREF(r->body_rest);
     Py_XDECREF(r->ws_misuse);
     Py_XDECREF(r->ctx);
+    Py_XDECREF(r->ptask);
     PyObject_Free(r);
 }
 
@@ -94,9 +95,11 @@ static void req_dealloc(sl_asgi_req_t *r)
 static void req_finish(sl_asgi_req_t *r, bool raised)
 {
     PyObject *t, *v, *tb;
-    bool quiet;
+    bool quiet, cancelled = false;
 
     Py_INCREF(r);
+    if (raised)
+        cancelled = PyErr_ExceptionMatches(sl_asgi.cancelled_error);
     if (r->ws) {
         if (!r->finished)
             sl_asgi_ws_finish(r, raised);
@@ -136,6 +139,10 @@ static void req_finish(sl_asgi_req_t *r, bool raised)
         sl_asgi_channel_release(r);
         Py_CLEAR(r->coro);
         Py_CLEAR(r->task); /* the Task holds us: break the cycle */
+        if (r->ptask != NULL) {
+            sl_asgi_task_finish(r->ptask, cancelled);
+            Py_CLEAR(r->ptask);
+        }
         live_remove(r);
     }
     Py_DECREF(r);
@@ -315,8 +322,9 @@ void sl_asgi_req_start(sl_conn_t *c, uint32_t gen)
      * the context a callback happens to run in (in inline mode that can
      * be the previous request's) */
     r->ctx = PyContext_Copy(sl_asgi.base_ctx);
+    r->ptask = sl_asgi_task_new(r);
     if (args[0] == NULL || args[1] == NULL || args[2] == NULL ||
-        r->ctx == NULL)
+        r->ctx == NULL || r->ptask == NULL)
         goto out_fail;
     aw = PyObject_Vectorcall(sl_asgi.app, args, 3, NULL);
     if (aw == NULL || (r->coro = awaitable_iter(aw)) == NULL)
