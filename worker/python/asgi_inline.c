@@ -26,6 +26,7 @@ static struct {
     bool *is_dirty;    /* owned: per connection */
     uint32_t ndirty;
     bool kick_scheduled; /* a call_soon of on_ev is pending */
+    bool driving;        /* ev_drive() runs: it flushes what gets dirty */
     PyObject *on_ev;     /* owned: drive libev */
     PyObject *on_tick;   /* owned: the 100 ms timer */
 } driver;
@@ -38,14 +39,10 @@ static PyObject *call_loop(const char *meth, const char *fmt, PyObject *a,
 }
 
 /* Once per batch, after the tasks that are ready now. */
-void sl_asgi_inline_mark_dirty(sl_conn_t *c)
+static void kick(void)
 {
     PyObject *res;
 
-    if (!sl_asgi.inline_mode || driver.is_dirty[c->idx])
-        return;
-    driver.is_dirty[c->idx] = true;
-    driver.dirty[driver.ndirty++] = c;
     if (driver.kick_scheduled || sl_asgi.stopping)
         return;
     res = call_loop("call_soon", "O", driver.on_ev, 0);
@@ -54,6 +51,18 @@ void sl_asgi_inline_mark_dirty(sl_conn_t *c)
     else
         driver.kick_scheduled = true;
     Py_XDECREF(res);
+}
+
+void sl_asgi_inline_mark_dirty(sl_conn_t *c)
+{
+    if (!sl_asgi.inline_mode || driver.is_dirty[c->idx])
+        return;
+    driver.is_dirty[c->idx] = true;
+    driver.dirty[driver.ndirty++] = c;
+    /* a first step run from libev's pass (inside ev_drive()) is flushed
+     * by the drive's next round */
+    if (!driver.driving)
+        kick();
 }
 
 /* Hand the executor's output of every dirty connection to the loop. */
@@ -96,11 +105,15 @@ static void ev_drive(void)
 
     if (sl_asgi.stopping)
         return;
+    driver.driving = true;
     for (round = 0; round < 4; round++) {
         flush_dirty();
         if (!sl_pump_run_once(sl_asgi.p) || driver.ndirty == 0)
             break;
     }
+    driver.driving = false;
+    if (driver.ndirty > 0)
+        kick(); /* left for the next pass */
     if (sl_asgi.p->stopping) {
         PyObject *res;
         sl_asgi_req_cancel_all();
