@@ -60,6 +60,11 @@ static const char *const name_text[N_COUNT] = {
     "websocket.close",
     "websocket.http.response.start",
     "websocket.http.response.body",
+    "cancelling",
+    "uncancel",
+    "set_name",
+    "call_soon",
+    "_asyncio_future_blocking",
 };
 
 int sl_asgi_loop_create(void)

@@ -60,10 +60,20 @@ static PyTypeObject carrier_type;
 static struct {
     carrier_t *idle; /* the idle stack's top */
     unsigned nidle;
-    PyObject *current_tasks; /* owned: asyncio's _current_tasks dict */
-    PyObject *name;          /* owned: "sluice ASGI", an idle Task's name */
-    PyObject *s_cancelling, *s_set_name, *s_blocking; /* owned, interned */
+    PyObject *name; /* owned: "sluice ASGI", an idle Task's name */
 } cr;
+
+/* O.NAME(ARG) (or O.NAME()), its result and any error dropped: for calls
+ * whose failure changes nothing the caller could act on. */
+static void call_quiet(PyObject *o, int name, PyObject *arg)
+{
+    PyObject *res = arg ? PyObject_CallMethodOneArg(o, sl_asgi_names[name], arg)
+                        : PyObject_CallMethodNoArgs(o, sl_asgi_names[name]);
+
+    if (res == NULL)
+        PyErr_Clear();
+    Py_XDECREF(res);
+}
 
 /* ------------------------------------------------------------------ */
 /* the idle stack                                                     */
@@ -95,7 +105,8 @@ static void idle_remove(carrier_t *k)
 /* Has anyone asked K's Task to cancel? Then it carries nothing more. */
 static bool cancel_asked(carrier_t *k)
 {
-    PyObject *n = PyObject_CallMethodNoArgs(k->task, cr.s_cancelling);
+    PyObject *n =
+        PyObject_CallMethodNoArgs(k->task, sl_asgi_names[N_CANCELLING]);
     long v;
 
     if (n == NULL) {
@@ -142,7 +153,8 @@ static PySendResult carrier_wait(carrier_t *k, PyObject **result)
         (!k->idle && cr.nidle >= IDLE_MAX) || cancel_asked(k))
         goto out_end;
     w = PyObject_CallNoArgs(sl_asgi.create_future);
-    if (w == NULL || PyObject_SetAttr(w, cr.s_blocking, Py_True) < 0) {
+    if (w == NULL ||
+        PyObject_SetAttr(w, sl_asgi_names[N_FUTURE_BLOCKING], Py_True) < 0) {
         Py_XDECREF(w);
         sl_py_log_exception("ASGI: a carrier Task cannot wait");
         goto out_end;
@@ -166,64 +178,6 @@ static PySendResult carrier_done(carrier_t *k, PyObject **result)
     return carrier_wait(k, result);
 }
 
-/* Make TASK current on the loop; *PREV gets what was (a new reference, or
- * NULL). 0, or -1 with an exception. */
-static int task_enter(PyObject *task, PyObject **prev)
-{
-    *prev = PyDict_GetItemWithError(cr.current_tasks, sl_asgi.loop);
-    if (*prev == NULL && PyErr_Occurred())
-        return -1;
-    Py_XINCREF(*prev);
-    if (PyDict_SetItem(cr.current_tasks, sl_asgi.loop, task) < 0) {
-        Py_CLEAR(*prev);
-        return -1;
-    }
-    return 0;
-}
-
-static void task_leave(PyObject *prev)
-{
-    int rc = prev ? PyDict_SetItem(cr.current_tasks, sl_asgi.loop, prev)
-                  : PyDict_DelItem(cr.current_tasks, sl_asgi.loop);
-
-    if (rc < 0)
-        sl_py_log_exception("ASGI: restoring the current task");
-    Py_XDECREF(prev);
-}
-
-/* A step of K's request, its own task object current (asgi_task.c) in
- * place of the carrier's Task, which asyncio's step put there. */
-static PySendResult step_as_request(carrier_t *k, PyObject *arg,
-                                    PyObject **result)
-{
-    PyObject *own = k->req->ptask, *prev;
-    PySendResult st;
-
-    if (own == NULL || task_enter(own, &prev) < 0) {
-        PyErr_Clear();
-        return sl_asgi_req_step(k->req, arg, result);
-    }
-    st = sl_asgi_req_step(k->req, arg, result);
-    task_leave(prev);
-    return st;
-}
-
-static PyObject *throw_as_request(carrier_t *k, PyObject *const *args,
-                                  Py_ssize_t n)
-{
-    PyObject *own = k->req->ptask, *prev, *res, *t, *v, *tb;
-
-    if (own == NULL || task_enter(own, &prev) < 0) {
-        PyErr_Clear();
-        return sl_asgi_req_throw(k->req, args, n);
-    }
-    res = sl_asgi_req_throw(k->req, args, n);
-    PyErr_Fetch(&t, &v, &tb);
-    task_leave(prev);
-    PyErr_Restore(t, v, tb);
-    return res;
-}
-
 static PySendResult carrier_am_send(carrier_t *k, PyObject *arg,
                                     PyObject **result)
 {
@@ -236,7 +190,7 @@ static PySendResult carrier_am_send(carrier_t *k, PyObject *arg,
         k->pending = NULL;
         return PYGEN_NEXT;
     }
-    st = step_as_request(k, arg, result);
+    st = sl_asgi_req_step(k->req, arg, result);
     if (st == PYGEN_NEXT)
         return st;
     Py_CLEAR(*result);
@@ -279,13 +233,10 @@ static PyObject *carrier_throw(carrier_t *k, PyObject *const *args,
     if (k->pending != NULL) {
         /* cancelled before its Task took the request over: what the app
          * waits on is cancelled with it, as the Task's own waiter is */
-        res = PyObject_CallMethodNoArgs(k->pending, sl_asgi_names[N_CANCEL]);
-        if (res == NULL)
-            PyErr_Clear();
-        Py_XDECREF(res);
+        call_quiet(k->pending, N_CANCEL, NULL);
         Py_CLEAR(k->pending);
     }
-    res = throw_as_request(k, args, n);
+    res = sl_asgi_req_throw(k->req, args, n);
     if (res != NULL)
         return res;
     if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
@@ -329,7 +280,7 @@ static PyObject *carrier_getattro(carrier_t *k, PyObject *name)
 static PyObject *carrier_repr(carrier_t *k)
 {
     if (k->req != NULL)
-        return PyUnicode_FromFormat("<sluice ASGI request %s>", k->req->what);
+        return PyObject_Repr((PyObject *)k->req);
     return PyUnicode_FromString("<sluice ASGI carrier, idle>");
 }
 
@@ -415,47 +366,39 @@ static carrier_t *carrier_take(void)
 /* R's first step yielded PENDING (stolen): K's Task takes R over. */
 static void carrier_hand(carrier_t *k, sl_asgi_req_t *r, PyObject *pending)
 {
-    PyObject *name, *w, *res;
+    PyObject *name, *w;
 
     k->req = (sl_asgi_req_t *)Py_NewRef((PyObject *)r);
     k->pending = pending;
     Py_XSETREF(r->task, Py_NewRef(k->task));
     if (r->ptask != NULL && sl_asgi_task_handed(r->ptask, k->task) < 0)
         sl_py_log_exception("ASGI: passing a cancel() on to %s", r->what);
-    name = PyUnicode_DecodeLatin1(r->what, (Py_ssize_t)r->what_len, NULL);
-    res = name ? PyObject_CallMethodOneArg(k->task, cr.s_set_name, name) : NULL;
-    Py_XDECREF(name);
-    if (res == NULL)
+    /* all_tasks() shows the carrier by its request's name */
+    name = r->ptask ? sl_asgi_task_name(r->ptask) : NULL;
+    if (name != NULL)
+        call_quiet(k->task, N_SET_NAME, name);
+    else
         PyErr_Clear();
-    Py_XDECREF(res);
+    Py_XDECREF(name);
     w = k->waiter;
     k->waiter = NULL;
     if (w == NULL) /* a new Task: its first step finds the request */
         return;
     /* fails only when the app's step cancelled its own Task, which then
      * wakes with the cancellation: for the request, as it should */
-    res = PyObject_CallMethodOneArg(w, sl_asgi_names[N_SET_RESULT], Py_None);
-    if (res == NULL)
-        PyErr_Clear();
-    Py_XDECREF(res);
+    call_quiet(w, N_SET_RESULT, Py_None);
     Py_DECREF(w);
 }
 
 int sl_asgi_carrier_run(sl_asgi_req_t *r)
 {
     carrier_t *k = carrier_take();
-    PyObject *prev, *res;
+    PyObject *res;
     PySendResult st;
 
     if (k == NULL)
         return -1;
-    if (task_enter(r->ptask, &prev) < 0) {
-        idle_push(k);
-        Py_DECREF(k);
-        return -1;
-    }
     st = sl_asgi_req_step(r, Py_None, &res);
-    task_leave(prev);
     if (st == PYGEN_NEXT)
         carrier_hand(k, r, res);
     else
@@ -469,17 +412,13 @@ int sl_asgi_carrier_run(sl_asgi_req_t *r)
 void sl_asgi_carrier_end_idle(PyObject *tasks)
 {
     carrier_t *k;
-    PyObject *res;
 
     while ((k = cr.idle) != NULL) {
         idle_remove(k);
         if (k->task != NULL) {
             if (tasks != NULL && PyList_Append(tasks, k->task) < 0)
                 PyErr_Clear();
-            res = PyObject_CallMethodNoArgs(k->task, sl_asgi_names[N_CANCEL]);
-            if (res == NULL)
-                PyErr_Clear();
-            Py_XDECREF(res);
+            call_quiet(k->task, N_CANCEL, NULL);
         }
         Py_DECREF(k);
     }
@@ -504,26 +443,6 @@ int sl_asgi_carrier_init(void)
     if (r == NULL)
         return -1;
     Py_DECREF(r);
-    /* what asyncio.current_task() reads: CPython 3.11's tasks module and
-     * its C Task step share this one dict */
-    mod = PyImport_ImportModule("asyncio.tasks");
-    if (mod == NULL)
-        return -1;
-    cr.current_tasks = PyObject_GetAttrString(mod, "_current_tasks");
-    Py_DECREF(mod);
-    if (cr.current_tasks == NULL)
-        return -1;
-    if (!PyDict_Check(cr.current_tasks)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "asyncio.tasks._current_tasks is not a dict");
-        return -1;
-    }
     cr.name = PyUnicode_InternFromString("sluice ASGI");
-    cr.s_cancelling = PyUnicode_InternFromString("cancelling");
-    cr.s_set_name = PyUnicode_InternFromString("set_name");
-    cr.s_blocking = PyUnicode_InternFromString("_asyncio_future_blocking");
-    if (cr.name == NULL || cr.s_cancelling == NULL || cr.s_set_name == NULL ||
-        cr.s_blocking == NULL)
-        return -1;
-    return 0;
+    return cr.name == NULL ? -1 : 0;
 }

@@ -131,6 +131,11 @@ enum {
     N_WS_CLOSE,
     N_WS_RESPONSE_START,
     N_WS_RESPONSE_BODY,
+    N_CANCELLING,
+    N_UNCANCEL,
+    N_SET_NAME,
+    N_CALL_SOON,
+    N_FUTURE_BLOCKING,
     N_COUNT
 };
 extern PyObject *sl_asgi_names[N_COUNT];
@@ -212,6 +217,18 @@ int sl_asgi_task_init(void);
 /* R's own task object, pending until sl_asgi_task_finish(). A new
  * reference, or NULL with an exception. */
 PyObject *sl_asgi_task_new(sl_asgi_req_t *r);
+
+/* Make TASK what current_task() returns on the loop; *PREV gets what it
+ * was (a new reference, or NULL) for sl_asgi_task_leave(). 0, or -1 with
+ * an exception. */
+int sl_asgi_task_enter(PyObject *task, PyObject **prev);
+
+/* Put PREV (stolen; NULL: none) back as the loop's current task. */
+void sl_asgi_task_leave(PyObject *prev);
+
+/* TASK's name ("GET /path" unless set): a new reference, or NULL with an
+ * exception. */
+PyObject *sl_asgi_task_name(PyObject *task);
 
 /* TASK's request is now carried by CARRIER (a Task): pass on what
  * cancel() held during the first step. 0, or -1 with an exception. */

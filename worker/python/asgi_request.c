@@ -150,16 +150,24 @@ static void req_finish(sl_asgi_req_t *r, bool raised)
 
 /* Enter R's context for a step of its app; false (R ended as failed)
  * when it cannot be entered. */
-static bool ctx_enter(sl_asgi_req_t *r)
+/* Enter R for a step of its app: its context entered, its own task
+ * current (*PREV: what was, for req_leave()). False (R ended as failed)
+ * when that cannot be done. */
+static bool req_enter(sl_asgi_req_t *r, PyObject **prev)
 {
-    if (PyContext_Enter(r->ctx) == 0)
-        return true;
+    if (PyContext_Enter(r->ctx) == 0) {
+        if (sl_asgi_task_enter(r->ptask, prev) == 0)
+            return true;
+        if (PyContext_Exit(r->ctx) < 0)
+            PyErr_Clear(); /* the enter's error is the one to log */
+    }
     req_finish(r, true);
     return false;
 }
 
-static void ctx_exit(sl_asgi_req_t *r)
+static void req_leave(sl_asgi_req_t *r, PyObject *prev)
 {
+    sl_asgi_task_leave(prev);
     if (PyContext_Exit(r->ctx) < 0)
         sl_py_log_exception("ASGI: leaving the context of %s", r->what);
 }
@@ -167,10 +175,11 @@ static void ctx_exit(sl_asgi_req_t *r)
 PySendResult sl_asgi_req_step(sl_asgi_req_t *r, PyObject *arg,
                               PyObject **result)
 {
+    PyObject *prev;
     PySendResult st;
 
     *result = NULL;
-    if (r->coro == NULL || !ctx_enter(r)) {
+    if (r->coro == NULL || !req_enter(r, &prev)) {
         *result = Py_NewRef(Py_None);
         return PYGEN_RETURN;
     }
@@ -183,7 +192,7 @@ PySendResult sl_asgi_req_step(sl_asgi_req_t *r, PyObject *arg,
         *result = Py_NewRef(Py_None);
         st = PYGEN_RETURN;
     }
-    ctx_exit(r);
+    req_leave(r, prev);
     Py_DECREF(r);
     return st;
 }
@@ -191,7 +200,7 @@ PySendResult sl_asgi_req_step(sl_asgi_req_t *r, PyObject *arg,
 PyObject *sl_asgi_req_throw(sl_asgi_req_t *r, PyObject *const *args,
                             Py_ssize_t n)
 {
-    PyObject *a[4], *res;
+    PyObject *a[4], *res, *prev;
     Py_ssize_t i;
 
     if (n < 1 || n > 3) {
@@ -200,7 +209,7 @@ PyObject *sl_asgi_req_throw(sl_asgi_req_t *r, PyObject *const *args,
     }
     if (r->coro == NULL)
         return sl_asgi_done_raise(args, n);
-    if (!ctx_enter(r)) {
+    if (!req_enter(r, &prev)) {
         PyErr_SetNone(PyExc_StopIteration);
         return NULL;
     }
@@ -217,9 +226,10 @@ PyObject *sl_asgi_req_throw(sl_asgi_req_t *r, PyObject *const *args,
         } else {
             req_finish(r, true);
         }
-        PyErr_SetNone(PyExc_StopIteration);
     }
-    ctx_exit(r);
+    req_leave(r, prev);
+    if (res == NULL)
+        PyErr_SetNone(PyExc_StopIteration);
     Py_DECREF(r);
     return res;
 }
@@ -335,7 +345,6 @@ void sl_asgi_req_start(sl_conn_t *c, uint32_t gen)
     sl_asgi.slots[c->idx] = r;
     r->on_slot = true;
     /* the first step, at once (asgi_carrier.c) */
-    Py_INCREF(r);
     if (sl_asgi_carrier_run(r) < 0) {
         PyObject *t, *v, *tb, *res;
         PyErr_Fetch(&t, &v, &tb);
@@ -346,7 +355,6 @@ void sl_asgi_req_start(sl_conn_t *c, uint32_t gen)
         PyErr_Restore(t, v, tb);
         req_finish(r, true);
     }
-    Py_DECREF(r);
     return;
 
 out_fail:

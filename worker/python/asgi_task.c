@@ -48,8 +48,9 @@ typedef struct sl_asgi_task {
 
 static PyTypeObject task_type;
 
-static PyObject *s_cancel, *s_cancelling, *s_uncancel, *s_call_soon,
-    *kw_context, *invalid_state;
+static PyObject *current_tasks; /* owned: asyncio's _current_tasks dict */
+static PyObject *kw_context;    /* owned: ("context",) */
+static PyObject *invalid_state; /* owned: asyncio.InvalidStateError */
 
 /* The carrier Task now carrying T's request, or NULL (borrowed). */
 static PyObject *carrier_of(task_t *t)
@@ -74,7 +75,7 @@ static PyObject *task_cancel(task_t *t, PyObject *const *args, Py_ssize_t n,
     if (t->done)
         Py_RETURN_FALSE;
     if (carrier != NULL)
-        return PyObject_CallMethodOneArg(carrier, s_cancel, msg);
+        return PyObject_CallMethodOneArg(carrier, sl_asgi_names[N_CANCEL], msg);
     t->ncancel++;
     t->must_cancel = true;
     Py_XSETREF(t->cancel_msg, Py_NewRef(msg));
@@ -87,7 +88,7 @@ static PyObject *task_cancelling(task_t *t, PyObject *unused)
 
     (void)unused;
     if (carrier != NULL)
-        return PyObject_CallMethodNoArgs(carrier, s_cancelling);
+        return PyObject_CallMethodNoArgs(carrier, sl_asgi_names[N_CANCELLING]);
     return PyLong_FromLong(t->ncancel);
 }
 
@@ -97,7 +98,7 @@ static PyObject *task_uncancel(task_t *t, PyObject *unused)
 
     (void)unused;
     if (carrier != NULL)
-        return PyObject_CallMethodNoArgs(carrier, s_uncancel);
+        return PyObject_CallMethodNoArgs(carrier, sl_asgi_names[N_UNCANCEL]);
     if (t->ncancel > 0)
         t->ncancel--;
     return PyLong_FromLong(t->ncancel);
@@ -112,15 +113,15 @@ int sl_asgi_task_handed(PyObject *o, PyObject *carrier)
     if (!t->must_cancel && t->ncancel == 0)
         return 0;
     /* the held cancel() first, then the count as the app left it */
-    res = PyObject_CallMethodOneArg(carrier, s_cancel,
+    res = PyObject_CallMethodOneArg(carrier, sl_asgi_names[N_CANCEL],
                                     t->cancel_msg ? t->cancel_msg : Py_None);
     for (i = 1; res != NULL && i < t->ncancel; i++) {
         Py_DECREF(res);
-        res = PyObject_CallMethodNoArgs(carrier, s_cancel);
+        res = PyObject_CallMethodNoArgs(carrier, sl_asgi_names[N_CANCEL]);
     }
     if (res != NULL && t->ncancel == 0) {
         Py_DECREF(res);
-        res = PyObject_CallMethodNoArgs(carrier, s_uncancel);
+        res = PyObject_CallMethodNoArgs(carrier, sl_asgi_names[N_UNCANCEL]);
     }
     t->ncancel = 0;
     t->must_cancel = false;
@@ -137,7 +138,8 @@ int sl_asgi_task_handed(PyObject *o, PyObject *carrier)
 static int schedule_callback(task_t *t, PyObject *fn, PyObject *ctx)
 {
     PyObject *args[4] = {sl_asgi.loop, fn, (PyObject *)t, ctx};
-    PyObject *res = PyObject_VectorcallMethod(s_call_soon, args, 3, kw_context);
+    PyObject *res = PyObject_VectorcallMethod(sl_asgi_names[N_CALL_SOON], args,
+                                              3, kw_context);
 
     /* call_soon(fn, task, context=ctx) */
     if (res == NULL)
@@ -242,12 +244,13 @@ static PyObject *task_cancelled(task_t *t, PyObject *unused)
     return PyBool_FromLong(t->done && t->cancelled);
 }
 
-/* The app's return value is None; its exceptions went to the error log. */
-static PyObject *task_result(task_t *t, PyObject *unused)
+/* result() and exception() alike: None once done (the app's return value
+ * is None; its exceptions went to the error log), raising before that or
+ * after a cancellation. */
+static PyObject *task_outcome(task_t *t, const char *unset)
 {
-    (void)unused;
     if (!t->done) {
-        PyErr_SetString(invalid_state, "Result is not set.");
+        PyErr_SetString(invalid_state, unset);
         return NULL;
     }
     if (t->cancelled) {
@@ -257,18 +260,16 @@ static PyObject *task_result(task_t *t, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *task_result(task_t *t, PyObject *unused)
+{
+    (void)unused;
+    return task_outcome(t, "Result is not set.");
+}
+
 static PyObject *task_exception(task_t *t, PyObject *unused)
 {
     (void)unused;
-    if (!t->done) {
-        PyErr_SetString(invalid_state, "Exception is not set.");
-        return NULL;
-    }
-    if (t->cancelled) {
-        PyErr_SetNone(sl_asgi.cancelled_error);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return task_outcome(t, "Exception is not set.");
 }
 
 static PyObject *task_get_name(task_t *t, PyObject *unused)
@@ -278,6 +279,11 @@ static PyObject *task_get_name(task_t *t, PyObject *unused)
         t->name = PyUnicode_DecodeLatin1(t->req->what,
                                          (Py_ssize_t)t->req->what_len, NULL);
     return t->name ? Py_NewRef(t->name) : PyUnicode_FromString("ASGI request");
+}
+
+PyObject *sl_asgi_task_name(PyObject *task)
+{
+    return task_get_name((task_t *)task, NULL);
 }
 
 static PyObject *task_set_name(task_t *t, PyObject *v)
@@ -406,6 +412,29 @@ static PyTypeObject task_type = {
     .tp_methods = task_methods,
 };
 
+int sl_asgi_task_enter(PyObject *task, PyObject **prev)
+{
+    *prev = PyDict_GetItemWithError(current_tasks, sl_asgi.loop);
+    if (*prev == NULL && PyErr_Occurred())
+        return -1;
+    Py_XINCREF(*prev);
+    if (PyDict_SetItem(current_tasks, sl_asgi.loop, task) < 0) {
+        Py_CLEAR(*prev);
+        return -1;
+    }
+    return 0;
+}
+
+void sl_asgi_task_leave(PyObject *prev)
+{
+    int rc = prev ? PyDict_SetItem(current_tasks, sl_asgi.loop, prev)
+                  : PyDict_DelItem(current_tasks, sl_asgi.loop);
+
+    if (rc < 0)
+        sl_py_log_exception("ASGI: restoring the current task");
+    Py_XDECREF(prev);
+}
+
 PyObject *sl_asgi_task_new(sl_asgi_req_t *r)
 {
     task_t *t = PyObject_GC_New(task_t, &task_type);
@@ -429,13 +458,20 @@ int sl_asgi_task_init(void)
         return -1;
     invalid_state = PyObject_GetAttrString(mod, "InvalidStateError");
     Py_DECREF(mod);
-    s_cancel = PyUnicode_InternFromString("cancel");
-    s_cancelling = PyUnicode_InternFromString("cancelling");
-    s_uncancel = PyUnicode_InternFromString("uncancel");
-    s_call_soon = PyUnicode_InternFromString("call_soon");
+    /* what asyncio.current_task() reads: CPython 3.11's tasks module and
+     * its C Task step share this one dict */
+    mod = PyImport_ImportModule("asyncio.tasks");
+    if (mod == NULL)
+        return -1;
+    current_tasks = PyObject_GetAttrString(mod, "_current_tasks");
+    Py_DECREF(mod);
+    if (current_tasks != NULL && !PyDict_Check(current_tasks)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "asyncio.tasks._current_tasks is not a dict");
+        return -1;
+    }
     kw_context = Py_BuildValue("(s)", "context");
-    if (invalid_state == NULL || s_cancel == NULL || s_cancelling == NULL ||
-        s_uncancel == NULL || s_call_soon == NULL || kw_context == NULL)
+    if (invalid_state == NULL || current_tasks == NULL || kw_context == NULL)
         return -1;
     return 0;
 }
