@@ -15,6 +15,7 @@ import asyncio
 import contextvars
 import json
 import os
+import sys
 
 
 def record(line):
@@ -203,6 +204,26 @@ async def large(scope, receive, send):
             await send(m)
         await send(last)
     record("LARGE %d done" % size)
+
+
+# One bytes object sent whole by /lent, as wsgi_app's LENT; /lent-refs
+# answers its reference count (2 once no response holds it).
+LENT = pattern_body(1024 * 1024 + 17)
+
+
+async def lent(scope, receive, send):
+    q = query(scope)
+    cl = q.get("cl", str(len(LENT)))
+    headers = [] if cl == "none" else [(b"content-length", cl.encode())]
+    await start(send, headers=headers, ctype=b"application/octet-stream")
+    if q.get("first"):  # a small part first: the head leaves before LENT
+        await send({"type": "http.response.body", "body": b"<",
+                    "more_body": True})
+    await send({"type": "http.response.body", "body": LENT})
+
+
+async def lent_refs(scope, receive, send):
+    await text(send, str(sys.getrefcount(LENT)))
 
 
 async def slow(scope, receive, send):
@@ -439,6 +460,7 @@ ROUTES = {
     "task-state": task_state, "timeout": timeout_route,
     "task-group": task_group, "cancel-own": cancel_own,
     "task-done-callback": task_done_callback,
+    "lent": lent, "lent-refs": lent_refs,
 }
 
 

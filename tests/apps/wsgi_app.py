@@ -460,6 +460,26 @@ def big(environ, start_response):
     return body()
 
 
+# One bytes object served whole by /lent: the body a server may send
+# without copying (sluice lends it to its loop). /lent-refs answers its
+# reference count, which is back to 2 (LENT, and getrefcount's argument)
+# once every response that held it is over.
+LENT = pattern(1024 * 1024 + 17)
+
+
+def lent(environ, start_response):
+    cl = query(environ).get("cl", str(len(LENT)))
+    headers = [("Content-Type", "application/octet-stream")]
+    if cl != "none":
+        headers.append(("Content-Length", cl))
+    start_response("200 OK", headers)
+    return [LENT]
+
+
+def lent_refs(environ, start_response):
+    return text(start_response, str(sys.getrefcount(LENT)))
+
+
 def headers_route(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain"),
                               ("Set-Cookie", "a=1"),
@@ -536,6 +556,9 @@ UNVALIDATED = {
     "raise": raising,
     "short_cl": short_cl,
     "bad_header": bad_header,
+    # The validator would hide the list behind its own iterator.
+    "lent": lent,
+    "lent-refs": lent_refs,
 }
 
 ROUTES = {name: validator(fn) for name, fn in VALIDATED.items()}

@@ -13,6 +13,7 @@ import pytest
 
 import asgi_app
 import helpers
+import lent_checks
 from conftest import start_mode_server
 from helpers import build_request
 
@@ -527,3 +528,33 @@ def test_pipelined_requests(server):
         assert c.read_response().body == b"hello\n"
         assert len(c.read_response().body) == 1234
         assert c.read_response().body == b"xyz"
+
+
+def test_large_last_body_is_sent_whole(server):
+    lent_checks.whole(server, asgi_app.LENT)
+
+
+def test_large_last_bodies_pipelined(server):
+    lent_checks.pipelined(server, asgi_app.LENT)
+
+
+def test_large_last_body_cut_to_content_length(server):
+    lent_checks.cut_to_content_length(server, asgi_app.LENT)
+
+
+def test_large_last_body_short_of_content_length_closes(server):
+    lent_checks.short_of_content_length(server, asgi_app.LENT)
+
+
+def test_large_last_body_after_a_chunked_start(server):
+    # the head left chunked with a first small part: the last part cannot
+    # be lent as it is (it needs a chunk's framing) and is copied instead
+    with server.connect(timeout=20) as c:
+        r = c.request("GET", "/lent?cl=none&first=1")
+        assert r.chunked
+        assert r.body == b"<" + asgi_app.LENT
+        assert c.request("GET", "/hello").body == b"hello\n"
+
+
+def test_large_last_body_reference_is_given_back(server):
+    lent_checks.given_back(server)

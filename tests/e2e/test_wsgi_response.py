@@ -10,7 +10,11 @@ import re
 
 import pytest
 
+import lent_checks
+from e2e_data import pattern
 from helpers import PeerClosed, build_request
+
+LENT = pattern(1024 * 1024 + 17)  # wsgi_app.LENT
 
 _ids = itertools.count()
 
@@ -256,3 +260,23 @@ def test_space_in_header_name_is_refused(server):
     log = server.wait_for_log("bad header", since=mark)
     assert "X Injected" in log, log
     assert server.get("/hello").status == 200
+
+
+def test_large_last_body_is_sent_whole(server):
+    lent_checks.whole(server, LENT)
+
+
+def test_large_last_bodies_pipelined(server):
+    lent_checks.pipelined(server, LENT)
+
+
+def test_large_last_body_cut_to_content_length(server):
+    lent_checks.cut_to_content_length(server, LENT)
+
+
+def test_large_last_body_short_of_content_length_closes(server):
+    lent_checks.short_of_content_length(server, LENT)
+
+
+def test_large_last_body_reference_is_given_back(server):
+    lent_checks.given_back(server)

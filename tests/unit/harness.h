@@ -71,12 +71,25 @@ static inline int h_exec_stop(sl_pump_t *p, double timeout)
     return 0;
 }
 
+/* Owners of lent bytes (sl_conn_sendmem()) the loop gave back, in order;
+ * the loop thread is the test's, so no lock. */
+static void *h_released[8];
+static int h_nreleased;
+
+static inline void h_release(void *owner)
+{
+    if (h_nreleased < 8)
+        h_released[h_nreleased] = owner;
+    h_nreleased++;
+}
+
 /* The loop-side suites' executor: a lane thread's operations, with the
  * test thread as the lane (it pops p->work itself, h_take_ticket()). */
 static const sl_exec_t h_exec_lanes = {
     .name = "test lanes",
     .hand_over = sl_exec_hand_over_queue,
     .notify = sl_exec_notify_handoff,
+    .release = h_release,
     .wake = sl_exec_wake_cv,
     .wait = sl_exec_wait_cv,
     .finish = sl_exec_finish_nothing,
@@ -89,6 +102,7 @@ static const sl_exec_t h_exec_await = {
     .name = "test await",
     .hand_over = sl_exec_hand_over_queue,
     .notify = sl_exec_notify_handoff,
+    .release = h_release,
     .wake = sl_exec_wake_ticket,
     .wait = sl_exec_wait_never,
     .finish = sl_exec_finish_nothing,

@@ -1132,6 +1132,12 @@ START_TEST(test_credit_wait_on_stale_request)
 }
 END_TEST
 
+static bool h_released_one(void *arg)
+{
+    (void)arg;
+    return h_nreleased == 1;
+}
+
 /* An unlinked temporary file holding CONTENT. */
 static int temp_file(const char *content)
 {
@@ -1197,6 +1203,101 @@ START_TEST(test_sendfile_short_file_closes)
     ck_assert_int_eq(sl_conn_sendfile(client.conn, t.gen, fd, 0, 10, 0), 0);
     ck_assert(h_wait_eof(&pump, &client));
     ck_assert(strstr(client.data, "\r\n\r\nabc") != NULL);
+}
+END_TEST
+
+/* Lent bytes go out after the head without being copied, and their owner
+ * comes back once, when they are written. */
+START_TEST(test_sendmem)
+{
+    static const char body[] = "lent-bytes";
+    static int owner;
+    sl_ticket_t t;
+
+    h_nreleased = 0;
+    UP(NULL);
+    h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    take_request(&t);
+    ck_assert_int_eq(
+        send_str(t.gen, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", 0), 0);
+    ck_assert_int_eq(sl_conn_sendmem(client.conn, t.gen, body, 10, &owner, 0),
+                     0);
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_str_eq(resp.body, "lent-bytes");
+    ck_assert_int_eq(h_nreleased, 1);
+    ck_assert_ptr_eq(h_released[0], &owner);
+    ck_assert_int_eq(client.conn->state, SL_CONN_READING);
+}
+END_TEST
+
+/* A lent body larger than the socket takes at once: written over several
+ * passes, whole, given back only at its end. */
+START_TEST(test_sendmem_large)
+{
+    enum { N = 8 * 1024 * 1024 };
+    char *body = malloc(N), head[80];
+    sl_ticket_t t;
+    size_t i;
+
+    ck_assert_ptr_nonnull(body);
+    for (i = 0; i < N; i++)
+        body[i] = (char)(i % 251);
+    h_nreleased = 0;
+    UP(NULL);
+    h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    take_request(&t);
+    snprintf(head, sizeof(head),
+             "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", N);
+    ck_assert_int_eq(send_str(t.gen, head, 0), 0);
+    ck_assert_int_eq(sl_conn_sendmem(client.conn, t.gen, body, N, body, 0), 0);
+    h_run_passes(&pump, 4);
+    ck_assert_int_eq(h_nreleased, 0); /* the client has not read it yet */
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_uint_eq(resp.body_len, N);
+    ck_assert(memcmp(resp.body, body, N) == 0);
+    ck_assert_int_eq(h_nreleased, 1);
+    ck_assert_ptr_eq(h_released[0], body);
+    free(body);
+}
+END_TEST
+
+/* Refused (a stale request, or after END), nothing is lent: the owner
+ * stays the caller's and is never given back. A client that leaves in
+ * the middle gets the owner given back with the connection. */
+START_TEST(test_sendmem_refused_and_dropped)
+{
+    enum { N = 8 * 1024 * 1024 };
+    static int owner;
+    char *body = calloc(1, N);
+    sl_ticket_t t;
+
+    ck_assert_ptr_nonnull(body);
+    h_nreleased = 0;
+    UP(NULL);
+    h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    take_request(&t);
+    ck_assert_int_eq(sl_conn_sendmem(client.conn, t.gen + 1, "x", 1, &owner, 0),
+                     -1);
+    ck_assert_int_eq(send_str(t.gen, "HTTP/1.1 204 No\r\n\r\n", SL_SEND_END),
+                     0);
+    ck_assert_int_eq(sl_conn_sendmem(client.conn, t.gen, "x", 1, &owner, 0),
+                     -1);
+    ck_assert(h_response(&pump, &client, &resp, true));
+    ck_assert_int_eq(h_nreleased, 0);
+
+    h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    take_request(&t);
+    ck_assert_int_eq(
+        send_str(t.gen, "HTTP/1.1 200 OK\r\nContent-Length: 8388608\r\n\r\n",
+                 0),
+        0);
+    ck_assert_int_eq(sl_conn_sendmem(client.conn, t.gen, body, N, body, 0), 0);
+    h_run_passes(&pump, 4);
+    ck_assert_int_eq(h_nreleased, 0);
+    h_client_close(&client);
+    ck_assert(h_run_until(&pump, h_released_one, NULL));
+    ck_assert_ptr_eq(h_released[0], body);
+    free(body);
 }
 END_TEST
 
@@ -1523,6 +1624,9 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_sendfile);
     tcase_add_test(tc, test_sendfile_refused_closes_fd);
     tcase_add_test(tc, test_sendfile_short_file_closes);
+    tcase_add_test(tc, test_sendmem);
+    tcase_add_test(tc, test_sendmem_large);
+    tcase_add_test(tc, test_sendmem_refused_and_dropped);
     tcase_add_test(tc, test_send_out_of_memory_drops_the_part);
     tcase_add_test(tc, test_take_out_of_memory_closes);
     tcase_add_test(tc, test_peer);

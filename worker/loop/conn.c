@@ -234,6 +234,16 @@ static void fd_close(int *fd)
     }
 }
 
+/* Give lent bytes back to the executor (sl_conn_sendmem()). */
+static void mem_drop(sl_conn_t *c, const char **mem, void **owner)
+{
+    if (*mem != NULL) {
+        c->pump->exec->release(*owner);
+        *mem = NULL;
+        *owner = NULL;
+    }
+}
+
 /* The send timeout (nginx's send_timeout): while a response waits on a
  * full socket, C's deadline is the time its client last took a byte plus
  * --send-timeout; anything written moves it, a socket that takes all
@@ -279,6 +289,19 @@ static int conn_write(sl_conn_t *c, size_t *written_out)
             c->interim -= (size_t)n;
         }
     }
+    while (rc == 1 && c->wmem != NULL && c->wmem_len > 0) {
+        n = send(c->fd, c->wmem, c->wmem_len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+            break;
+        }
+        c->wmem += n;
+        c->wmem_len -= (size_t)n;
+        sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
+        written += (size_t)n;
+    }
     while (rc == 1 && c->wfile_fd >= 0 && c->wfile_len > 0) {
         n = sendfile(c->fd, c->wfile_fd, &c->wfile_off, c->wfile_len);
         if (n < 0) {
@@ -295,8 +318,10 @@ static int conn_write(sl_conn_t *c, size_t *written_out)
         sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
         written += (size_t)n;
     }
-    if (rc == 1)
+    if (rc == 1) {
         fd_close(&c->wfile_fd);
+        mem_drop(c, &c->wmem, &c->wmem_owner);
+    }
     send_deadline(c, rc, written);
     *written_out = written;
     return rc;
@@ -364,8 +389,10 @@ void sl_conn_close(sl_conn_t *c)
 {
     sl_conn_watch(c, 0);
     fd_close(&c->wfile_fd);
+    mem_drop(c, &c->wmem, &c->wmem_owner);
     pthread_mutex_lock(&c->mu);
     fd_close(&c->file_fd);
+    mem_drop(c, &c->mem, &c->mem_owner);
     pthread_mutex_unlock(&c->mu);
     sl_conn_ws_free(c);
     sl_conn_free_bufs(c);
@@ -599,6 +626,13 @@ static void conn_take(sl_conn_t *c)
         c->wfile_len = c->file_len;
         c->file_fd = -1;
     }
+    if (c->resp_done && c->mem != NULL) {
+        c->wmem = c->mem;
+        c->wmem_len = c->mem_len;
+        c->wmem_owner = c->mem_owner;
+        c->mem = NULL;
+        c->mem_owner = NULL;
+    }
     if (c->ws != NULL)
         sl_conn_ws_take_locked(c);
     if (c->resp_done && c->state == SL_CONN_SERVING) {
@@ -612,6 +646,7 @@ static void conn_take(sl_conn_t *c)
         /* the body was bad and the app's answer never left: say so */
         sl_buf_reset(&c->wbuf, SL_CONN_BUF_KEEP);
         fd_close(&c->wfile_fd);
+        mem_drop(c, &c->wmem, &c->wmem_owner);
         conn_error_response(c, c->http_error);
         c->aborted = false;
     }

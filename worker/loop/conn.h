@@ -90,6 +90,9 @@ struct sl_conn {
     int file_fd;   /* sendfile after out, -1 = none; owned */
     off_t file_off;
     size_t file_len;
+    const char *mem; /* lent bytes after out (sl_conn_sendmem()), or NULL */
+    size_t mem_len;
+    void *mem_owner;     /* given back by p->exec->release() */
     uint64_t body_total; /* body bytes received for this request */
     bool body_done;      /* the whole body is in (or there is none) */
     bool resp_done;      /* the executor sent END */
@@ -110,6 +113,9 @@ struct sl_conn {
     int wfile_fd;  /* owned; -1 = none */
     off_t wfile_off;
     size_t wfile_len;
+    const char *wmem; /* lent bytes being written after wbuf, or NULL */
+    size_t wmem_len;
+    void *wmem_owner;
 };
 
 /* ---- executor side (any thread; in pump mode without the GIL held) ---- */
@@ -136,6 +142,14 @@ int sl_conn_wait_credit(sl_conn_t *c, uint32_t gen);
  * (FD is closed on failure too). */
 int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,
                      int flags);
+
+/* Send LEN bytes at MEM after what is queued, as the last part of the
+ * response, without copying them: the executor lends them, unchanged,
+ * until the loop gives OWNER back through p->exec->release() (written, or
+ * dropped with the connection). 0, or -1 as above: then nothing was lent
+ * (OWNER stays the caller's) and END was still queued. */
+int sl_conn_sendmem(sl_conn_t *c, uint32_t gen, const void *mem, size_t len,
+                    void *owner, int flags);
 
 /* Copy up to N body bytes into DST. Returns the count, 0 at the end of the
  * body, -1 when the request is stale or the client is gone, and -2 when

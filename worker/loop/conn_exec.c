@@ -285,6 +285,35 @@ out_unlock:
     return rc;
 }
 
+int sl_conn_sendmem(sl_conn_t *c, uint32_t gen, const void *mem, size_t len,
+                    void *owner, int flags)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->gen != gen || c->resp_done) {
+        rc = -1;
+        goto out_unlock;
+    }
+    if (c->aborted || c->file_fd >= 0 || c->mem != NULL) {
+        /* nothing more goes out, but END still frees the request */
+        c->resp_done = true;
+        c->pump->exec->notify(c);
+        rc = -1;
+        goto out_unlock;
+    }
+    c->mem = mem;
+    c->mem_len = len;
+    c->mem_owner = owner;
+    c->resp_done = true;
+    if (flags & SL_SEND_CLOSE)
+        c->close_after = true;
+    c->pump->exec->notify(c);
+out_unlock:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 long sl_conn_read_body(sl_conn_t *c, uint32_t gen, char *dst, size_t n,
                        bool stop_at_lf, bool wait)
 {

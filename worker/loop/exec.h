@@ -57,6 +57,10 @@ typedef struct sl_exec {
      * gone. Never called by executors that cannot block (ASGI). */
     int (*wait)(sl_conn_t *c, int what);
 
+    /* Give back OWNER, of bytes lent by sl_conn_sendmem(), once they are
+     * written or dropped. Loop thread, any locks held (c->mu among them):
+     * it must only note the owner for later. NULL when nothing is lent. */
+    void (*release)(void *owner);
     /* On-loop executors: run C's request now, on the loop thread. NULL for
      * handoff executors, whose requests are submitted as tickets. */
     void (*run)(sl_conn_t *c);

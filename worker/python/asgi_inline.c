@@ -16,6 +16,7 @@
 #include "worker/python/asgi.h"
 #include "worker/python/asgi_internal.h"
 #include "worker/python/py.h"
+#include "worker/python/writer.h"
 
 #define INLINE_TICK 0.1 /* libev timers run this often */
 
@@ -235,6 +236,7 @@ const sl_exec_t sl_asgi_inline_exec = {
     .websocket = true,
     .hand_over = inline_hand_over,
     .notify = inline_notify,
+    .release = sl_writer_lent_release,
     .wake = sl_exec_wake_ticket,
     .wait = sl_exec_wait_never,
     .run = run_inline,

@@ -21,6 +21,7 @@
 #include "worker/python/asgi.h"
 #include "worker/python/asgi_internal.h"
 #include "worker/python/py.h"
+#include "worker/python/writer.h"
 
 #define TICKET_BATCH 256
 
@@ -225,6 +226,7 @@ const sl_exec_t sl_asgi_lane_exec = {
     .websocket = true,
     .hand_over = lane_hand_over,
     .notify = sl_exec_notify_handoff,
+    .release = sl_writer_lent_release,
     .wake = sl_exec_wake_ticket,
     .wait = sl_exec_wait_never,
     .finish = lane_finish,

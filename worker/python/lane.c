@@ -20,6 +20,7 @@
 #include "worker/loop/inline.h"
 #include "worker/python/lane.h"
 #include "worker/python/py.h"
+#include "worker/python/writer.h"
 #include "worker/python/wsgi.h"
 
 #define MAX_LANES 256
@@ -158,6 +159,7 @@ const sl_exec_t sl_lane_exec = {
     .name = "pump",
     .hand_over = sl_exec_hand_over_queue,
     .notify = sl_exec_notify_handoff,
+    .release = sl_writer_lent_release,
     .wake = sl_exec_wake_cv,
     .wait = sl_exec_wait_cv,
     .finish = sl_exec_finish_nothing,
@@ -169,6 +171,7 @@ const sl_exec_t sl_lane_inline_exec = {
     .holds_loop = true,
     .hand_over = sl_exec_hand_over_queue, /* never used: run() instead */
     .notify = sl_inline_notify,
+    .release = sl_writer_lent_release,
     .wake = sl_inline_wake,
     .wait = sl_inline_wait,
     .run = inline_run,

@@ -20,6 +20,7 @@
 #include "worker/loop/reqline.h"
 #include "worker/loop/pump.h"
 #include "worker/python/py.h"
+#include "worker/python/writer.h"
 
 static int prepend_path(PyConfig *cfg, const char *dir)
 {
@@ -398,5 +399,6 @@ void sl_py_finalize(void)
     peers = NULL;
     npeers = 0;
     Py_CLEAR(last_addr);
+    sl_writer_lent_collect(); /* the loop has closed every connection */
     Py_FinalizeEx();
 }

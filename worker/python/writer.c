@@ -11,6 +11,9 @@
 #include "config.h"
 
 #include <Python.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "worker/loop/http.h"
@@ -137,6 +140,7 @@ int sl_writer_check_headers(PyObject *headers, const char *what)
 void sl_writer_init(sl_writer_t *w, const sl_writer_iface_t *iface,
                     sl_buf_t *scratch, sl_conn_t *c, uint32_t gen)
 {
+    sl_writer_lent_collect();
     memset(w, 0, sizeof(*w));
     w->iface = iface;
     w->scratch = scratch;
@@ -236,6 +240,83 @@ int sl_writer_body(sl_writer_t *w, const void *data, size_t len, bool last)
     if (n == 0 && !end)
         return 0;
     return queue(w, iov, n, end ? end_flags(w) : 0);
+}
+
+/* Lent bytes the loop gave back, waiting for the GIL: an array grown as
+ * needed under lent_mu; nlent is also read alone, atomically, so a
+ * collect with nothing to do takes no lock. */
+static pthread_mutex_t lent_mu = PTHREAD_MUTEX_INITIALIZER;
+static PyObject **lent;
+static size_t lent_cap;
+static size_t nlent;
+
+void sl_writer_lent_release(void *owner)
+{
+    size_t n;
+
+    pthread_mutex_lock(&lent_mu);
+    n = __atomic_load_n(&nlent, __ATOMIC_RELAXED);
+    if (n == lent_cap) {
+        size_t cap = lent_cap ? lent_cap * 2 : 64;
+        PyObject **a = realloc(lent, cap * sizeof(*a));
+
+        if (a == NULL) { /* out of memory: the bytes stay, not the worker */
+            pthread_mutex_unlock(&lent_mu);
+            return;
+        }
+        lent = a;
+        lent_cap = cap;
+    }
+    lent[n] = owner;
+    __atomic_store_n(&nlent, n + 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&lent_mu);
+}
+
+void sl_writer_lent_collect(void)
+{
+    PyObject *batch[64];
+    size_t i, n, all;
+
+    while (__atomic_load_n(&nlent, __ATOMIC_RELAXED) > 0) {
+        pthread_mutex_lock(&lent_mu);
+        all = __atomic_load_n(&nlent, __ATOMIC_RELAXED);
+        n = all < 64 ? all : 64;
+        memcpy(batch, lent + all - n, n * sizeof(*batch));
+        __atomic_store_n(&nlent, all - n, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&lent_mu);
+        /* outside the lock: a bytes object's last reference frees it */
+        for (i = 0; i < n; i++)
+            Py_DECREF(batch[i]);
+    }
+}
+
+int sl_writer_lend(sl_writer_t *w, PyObject *bytes)
+{
+    const char *data = PyBytes_AS_STRING(bytes);
+    size_t len = (size_t)PyBytes_GET_SIZE(bytes);
+    struct iovec iov[1];
+    int n = 0, rc;
+
+    if (w->gone || !w->started || w->rs.chunked || w->rs.no_body ||
+        w->trailers || len < SL_WRITER_LEND_MIN)
+        return 1;
+    if (w->rs.app_cl && w->rs.cl - w->rs.sent < len)
+        len = (size_t)(w->rs.cl - w->rs.sent); /* never more than promised */
+    take_head(w, iov, &n);
+    if (n > 0 && queue(w, iov, n, 0) < 0) {
+        sl_writer_fail(w, 500); /* END still has to reach the loop */
+        return -1;
+    }
+    w->rs.sent += len;
+    sl_conn_note_body(w->c, w->gen, w->rs.sent);
+    Py_INCREF(bytes);
+    rc = sl_conn_sendmem(w->c, w->gen, data, len, bytes, end_flags(w));
+    if (rc < 0)
+        Py_DECREF(bytes); /* END went out all the same */
+    w->sent = true;
+    w->ended = true;
+    w->gone = true;
+    return rc < 0 ? -1 : 0;
 }
 
 /* "name: value\r\n" into B. 0, or -1 when out of memory. */

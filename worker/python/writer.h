@@ -48,7 +48,8 @@ typedef struct {
 } sl_writer_t;
 
 /* Set W up for request GEN of C, for an app of IFACE, building in
- * SCRATCH (which must outlive the calls below; it is emptied by them). */
+ * SCRATCH (which must outlive the calls below; it is emptied by them).
+ * Drops the lent bytes the loop gave back meanwhile. GIL held. */
 void sl_writer_init(sl_writer_t *w, const sl_writer_iface_t *iface,
                     sl_buf_t *scratch, sl_conn_t *c, uint32_t gen);
 
@@ -76,6 +77,29 @@ int sl_writer_start(sl_writer_t *w, int status, const char *line, size_t ln,
  * than the credit is queued now (the caller waits: sl_conn_wait_credit()
  * or SL_AWAIT_CREDIT); -1 when the client is gone (stop producing). */
 int sl_writer_body(sl_writer_t *w, const void *data, size_t len, bool last);
+
+/* Bodies of at least this many bytes, when they are a response's last
+ * part, go out by reference (sl_writer_lend()) rather than copied. */
+#define SL_WRITER_LEND_MIN SL_WRITER_SLICE
+
+/* Queue BYTES, an exact bytes object, as the body's last part and end the
+ * response, lending the loop BYTES itself instead of copying it: the loop
+ * writes straight from it and gives it back (sl_py_lent_release()) when
+ * written. Only a body framed by Content-Length (not chunked, no
+ * trailers) of SL_WRITER_LEND_MIN bytes or more is lent; 1 says it was not
+ * (nothing done: call sl_writer_body()). 0 when queued, -1 when the
+ * client is gone (the response is ended either way). GIL held. */
+int sl_writer_lend(sl_writer_t *w, PyObject *bytes);
+
+/* The executors' release (exec.h): note OWNER, a bytes object lent by
+ * sl_writer_lend(), for sl_writer_lent_collect() to drop. Any thread, no
+ * GIL: the loop thread gives lent bytes back without it. */
+void sl_writer_lent_release(void *owner);
+
+/* Drop what the loop gave back. Cheap when it gave nothing back: called as
+ * each request starts (sl_writer_init()) and before the interpreter ends.
+ * GIL held. */
+void sl_writer_lent_collect(void);
 
 /* End the response: the head when it waits, the last chunk, or TRAILERS
  * (pairs of W's interface, already checked; NULL for none) when they were

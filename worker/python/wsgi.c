@@ -111,8 +111,10 @@ static int send_sequence(sl_wsgi_lane_t *l, PyObject *seq)
     if (!l->w.started && sl_wsgi_head(l, total) < 0)
         return -1;
     if (n == 1) { /* the common case: head and body in one write */
-        sl_wsgi_emit(l, PyBytes_AS_STRING(items[0]),
-                     (size_t)PyBytes_GET_SIZE(items[0]), true);
+        if (!PyBytes_CheckExact(items[0]) ||
+            sl_writer_lend(&l->w, items[0]) > 0)
+            sl_wsgi_emit(l, PyBytes_AS_STRING(items[0]),
+                         (size_t)PyBytes_GET_SIZE(items[0]), true);
         return 0;
     }
     for (i = 0; i < n; i++) {
