@@ -164,6 +164,7 @@ static void conn_reset_request(sl_conn_t *c)
         sl_bufcache_put(bc, &c->resp_head);
     }
     c->body_done = false;
+    c->body_paused = false;
     c->body_total = 0;
     c->resp_done = false;
     c->close_after = false;
@@ -506,18 +507,17 @@ out_nomem:
     return -1;
 }
 
-/* Read once. 1 if bytes came, 0 if none yet, -1 on EOF or error. */
-static int conn_read(sl_conn_t *c, size_t limit)
+/* Read once, up to ROOM bytes. 1 if bytes came, 0 if none yet, -1 on
+ * EOF or error. */
+static int conn_read(sl_conn_t *c, size_t room, size_t limit)
 {
     sl_buf_t *b = &c->rbuf;
-    size_t room;
     ssize_t n;
 
     if (b->off == b->len && c->state != SL_CONN_READING)
         b->off = b->len = 0;
     if (c->state == SL_CONN_READING && b->off == b->len && !c->in_msg)
         sl_buf_compact(b);
-    room = SL_CONN_READ_CHUNK;
     if (b->len + room > limit)
         room = limit > b->len ? limit - b->len : 0;
     if (room == 0)
@@ -559,7 +559,7 @@ static void on_readable(sl_conn_t *c)
             (c->in_msg ? c->req_start : c->rbuf.off) + max_head(c->pump->opt);
         if (c->proxy_pending && limit < c->rbuf.off + SL_PROXYPROTO_V2_MAX)
             limit = c->rbuf.off + SL_PROXYPROTO_V2_MAX;
-        rc = conn_read(c, limit);
+        rc = conn_read(c, SL_CONN_READ_CHUNK, limit);
         if (rc == 0 && c->rbuf.len >= limit) {
             c->http_error = c->req.nhdrs > 0 ? 431 : 414;
             conn_error_response(c, c->http_error);
@@ -571,7 +571,8 @@ static void on_readable(sl_conn_t *c)
         }
         break;
     default: /* SERVING or WRITING: body bytes, pipelined requests, EOF */
-        rc = conn_read(c, c->rbuf.off + SL_CONN_BODY_WINDOW);
+        rc = conn_read(c, c->msg_done ? SL_CONN_READ_CHUNK : SL_CONN_BODY_READ,
+                       c->rbuf.off + SL_CONN_BODY_WINDOW);
         if (rc < 0 && !c->peer_eof) {
             pthread_mutex_lock(&c->mu);
             c->aborted = true;
@@ -737,9 +738,9 @@ static void conn_process(sl_conn_t *c)
             }
             events = rc == 0 ? EV_WRITE : 0;
             pthread_mutex_lock(&c->mu);
-            if (sl_buf_pending(&c->body) < SL_CONN_BODY_WINDOW &&
-                !c->peer_eof && !c->aborted &&
-                sl_buf_pending(&c->rbuf) < SL_CONN_BODY_WINDOW)
+            c->body_paused = sl_buf_pending(&c->body) >= SL_CONN_BODY_WINDOW ||
+                             sl_buf_pending(&c->rbuf) >= SL_CONN_BODY_WINDOW;
+            if (!c->body_paused && !c->peer_eof && !c->aborted)
                 events |= EV_READ;
             pthread_mutex_unlock(&c->mu);
             sl_conn_watch(c, events);
@@ -830,7 +831,7 @@ bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
     if (c->state != SL_CONN_READING || c->rbuf.off != c->rbuf.len || c->in_msg)
         return false;
     /* a request may sit in the kernel, read but for us: serve it */
-    rc = conn_read(c, c->rbuf.off + max_head(c->pump->opt));
+    rc = conn_read(c, SL_CONN_READ_CHUNK, c->rbuf.off + max_head(c->pump->opt));
     if (rc > 0 || (rc < 0 && c->peer_eof)) {
         conn_process(c);
         return c->state == SL_CONN_FREE;

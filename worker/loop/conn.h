@@ -100,6 +100,8 @@ struct sl_conn {
     bool aborted;        /* the client is gone: stop producing */
     bool peer_gone;      /* EOF after a whole request (ASGI: disconnect) */
     bool notified;       /* already in the pump's completion inbox */
+    bool body_paused;    /* the loop stopped reading at a full body window:
+                            a reader that empties it must notify */
     bool waiting;        /* the executor waits on cv */
     size_t inflight;     /* bytes handed to the loop, not yet written */
     ev_tstamp picked;    /* when the executor started the request (0: not
@@ -175,6 +177,10 @@ enum {
 
 /* Bytes read from a socket at once. */
 #define SL_CONN_READ_CHUNK 16384
+
+/* Bytes read at once while a request body streams in: fewer reads, and
+ * fewer wake-ups of an executor waiting for body bytes. */
+#define SL_CONN_BODY_READ (64 * 1024)
 
 /* Request body buffered for the executor, at most: past it the loop stops
  * reading the socket until the app has read some. */

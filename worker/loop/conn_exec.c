@@ -212,8 +212,10 @@ int sl_conn_await(sl_conn_t *c, uint32_t gen, int what)
     } else {
         c->waiting = true;
         /* the loop may have stopped reading at a full body window */
-        if (what == SL_AWAIT_BODY)
+        if (what == SL_AWAIT_BODY && c->body_paused) {
+            c->body_paused = false;
             c->pump->exec->notify(c);
+        }
     }
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -356,8 +358,11 @@ long sl_conn_read_body(sl_conn_t *c, uint32_t gen, char *dst, size_t n,
     sl_buf_consume(b, n);
     rc = (long)n;
     /* the loop stopped reading when the window filled: let it go on */
-    if (sl_buf_pending(b) < SL_CONN_BODY_WINDOW / 2 && !c->body_done)
+    if (c->body_paused && sl_buf_pending(b) < SL_CONN_BODY_WINDOW / 2 &&
+        !c->body_done) {
+        c->body_paused = false;
         c->pump->exec->notify(c);
+    }
 out_unlock:
     pthread_mutex_unlock(&c->mu);
     return rc;
