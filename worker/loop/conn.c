@@ -445,6 +445,7 @@ static void conn_dispatch(sl_conn_t *c)
 
     c->state = SL_CONN_SERVING;
     c->wrote_any = false;
+    c->interim = sl_buf_pending(&c->wbuf); /* answers held (conn_hold()) */
     c->req.start = ev_now(c->pump->loop);
     pthread_mutex_lock(&c->mu);
     c->gen++; /* under mu: a stale executor compares it there */
@@ -460,10 +461,13 @@ static void conn_dispatch(sl_conn_t *c)
     if (c->req.expect_continue && c->req.has_body) {
         conn_buf_ready(c, &c->wbuf);
         if (sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1) == 0)
-            c->interim = sizeof(cont) - 1; /* not part of the response */
+            c->interim += sizeof(cont) - 1; /* not part of the response */
     }
     if (c->pump->exec->run != NULL) {
-        if (sl_buf_pending(&c->wbuf) > 0 && sl_conn_flush(c) < 0)
+        /* a 100 Continue goes now (the client waits for it); answers held
+         * for pipelining go with this request's */
+        if (c->interim > 0 && c->req.expect_continue && c->req.has_body &&
+            sl_conn_flush(c) < 0)
             c->aborted = true;
         c->pump->inflight++;
         c->picked = c->req.start; /* no queue: it runs now, here */
@@ -645,7 +649,10 @@ static void conn_take(sl_conn_t *c)
     pthread_mutex_unlock(&c->mu);
     if (c->state == SL_CONN_WRITING && c->http_error && !c->wrote_any) {
         /* the body was bad and the app's answer never left: say so */
-        sl_buf_reset(&c->wbuf, SL_CONN_BUF_KEEP);
+        if (c->interim == 0) /* keep what is not this response's */
+            sl_buf_reset(&c->wbuf, SL_CONN_BUF_KEEP);
+        else
+            c->wbuf.len = c->wbuf.off + c->interim;
         fd_close(&c->wfile_fd);
         mem_drop(c, &c->wmem, &c->wmem_owner);
         conn_error_response(c, c->http_error);
@@ -662,6 +669,22 @@ void sl_conn_complete(sl_conn_t *c)
 {
     conn_take(c);
     conn_process(c);
+}
+
+/* Hold C's finished response back instead of writing it now? Only when
+ * the app runs on the loop thread (its next request runs in this same
+ * pass) and the client pipelined: the next request is already read, the
+ * connection is kept, nothing must follow the response's own bytes (a
+ * file, lent bytes) and little is waiting. The next response's write
+ * takes both; the READING state writes what is held before it waits for
+ * the client, inline.c before a body read blocks. One write instead of
+ * one per response. */
+static bool conn_hold(const sl_conn_t *c)
+{
+    return c->pump->exec->run != NULL && c->msg_done && !c->close_after &&
+           !c->aborted && c->req.keep_alive && !c->pump->draining &&
+           c->wfile_fd < 0 && c->wmem == NULL && sl_buf_pending(&c->rbuf) > 0 &&
+           sl_buf_pending(&c->wbuf) <= SL_CONN_HOLD_MAX;
 }
 
 /* The one driver: advance C as far as it can go without waiting. */
@@ -712,6 +735,18 @@ static void conn_process(sl_conn_t *c)
                     return;
                 continue;
             }
+            if (sl_buf_pending(&c->wbuf) > 0) { /* answers held */
+                rc = sl_conn_flush(c);
+                if (rc < 0) {
+                    sl_conn_close(c);
+                    return;
+                }
+                if (rc == 0) {
+                    sl_conn_watch(c,
+                                  c->peer_eof ? EV_WRITE : EV_READ | EV_WRITE);
+                    return;
+                }
+            }
             if (c->peer_eof) {
                 sl_conn_close(c);
                 return;
@@ -747,7 +782,7 @@ static void conn_process(sl_conn_t *c)
             return;
 
         case SL_CONN_WRITING:
-            rc = sl_conn_flush(c);
+            rc = conn_hold(c) ? 1 : sl_conn_flush(c);
             if (rc < 0) {
                 sl_pump_request_done(c->pump, c);
                 sl_conn_close(c);
@@ -828,7 +863,8 @@ bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
     int rc;
 
     /* busy ones: conn_finish_request() sees pump->draining and closes */
-    if (c->state != SL_CONN_READING || c->rbuf.off != c->rbuf.len || c->in_msg)
+    if (c->state != SL_CONN_READING || c->rbuf.off != c->rbuf.len ||
+        c->in_msg || sl_buf_pending(&c->wbuf) > 0)
         return false;
     /* a request may sit in the kernel, read but for us: serve it */
     rc = conn_read(c, SL_CONN_READ_CHUNK, c->rbuf.off + max_head(c->pump->opt));

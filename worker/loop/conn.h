@@ -71,7 +71,8 @@ struct sl_conn {
     bool msg_done;    /* message complete for the current request */
     bool peer_eof;    /* the client shut its write side */
     bool wrote_any;   /* bytes of the current response went out */
-    size_t interim;   /* bytes of a 100 Continue at the head of wbuf */
+    size_t interim;   /* bytes at the head of wbuf that are not the current
+                         response: a 100 Continue, earlier answers held */
     int http_error;   /* status to answer instead of serving, 0 = none */
     bool in_msg;      /* a message has begun and is not yet served */
     bool head_clock;  /* deadline is the head's: armed once per head */
@@ -177,6 +178,11 @@ enum {
 
 /* Bytes read from a socket at once. */
 #define SL_CONN_READ_CHUNK 16384
+
+/* On-loop executors, pipelining: a finished response of at most this many
+ * bytes waits for the next request's, already read, to leave with it in
+ * one write (conn.c: conn_hold()). */
+#define SL_CONN_HOLD_MAX 16384
 
 /* Bytes read at once while a request body streams in: fewer reads, and
  * fewer wake-ups of an executor waiting for body bytes. */

@@ -95,6 +95,10 @@ static int pull_body(sl_conn_t *c)
             c->peer_eof = true;
             c->aborted = true;
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            /* answers held for pipelining (conn.c: conn_hold()) go out
+             * first: the client may wait for them before sending more */
+            if (sl_buf_pending(&c->wbuf) > 0 && drain_out(c) < 0)
+                return -1;
             if (!poll_socket(c, POLLIN))
                 c->aborted = true;
         } else if (errno != EINTR) {

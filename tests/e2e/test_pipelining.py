@@ -1,0 +1,112 @@
+"""Pipelined requests in every mode, for both interfaces.
+
+In inline mode a finished response may wait for the next pipelined
+request's, to leave in the same write (conn.c: conn_hold()). What is held
+must never wait for the client: one that reads an answer before it sends
+the next request's body or the rest of its head, that half-closes after its
+last request, or whose next request turns out bad, gets every answer it is
+owed, in order, without waiting for a timeout.
+"""
+
+import socket
+
+import pytest
+
+from conftest import start_mode_server
+from helpers import build_request
+
+pytestmark = pytest.mark.sluice_only
+
+WAIT = 5  # seconds a read may take: well below the server's own timeouts
+
+
+@pytest.fixture(scope="module")
+def wsgi(mode, tmp_path_factory):
+    with start_mode_server(tmp_path_factory, "pipe-wsgi", mode) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def asgi(asgi_mode, tmp_path_factory):
+    with start_mode_server(tmp_path_factory, "pipe-asgi", asgi_mode,
+                           "asgi_app:app") as s:
+        yield s
+
+
+def body_after_the_answer(server):
+    with server.connect(timeout=WAIT) as c:
+        c.send(build_request("GET", "/hello")
+               + build_request("POST", "/echo", body=None,
+                               headers=[("Content-Length", "5")]))
+        assert c.read_response().body == b"hello\n"
+        c.send(b"abcde")
+        assert c.read_response().body == b"abcde"
+
+
+def rest_of_head_after_the_answer(server):
+    with server.connect(timeout=WAIT) as c:
+        c.send(build_request("GET", "/hello") + b"GET /hel")
+        assert c.read_response().body == b"hello\n"
+        c.send(b"lo HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert c.read_response().body == b"hello\n"
+
+
+def continue_after_the_answer(server):
+    with server.connect(timeout=WAIT) as c:
+        c.send(build_request("GET", "/hello")
+               + build_request("POST", "/echo", body=None,
+                               headers=[("Content-Length", "4"),
+                                        ("Expect", "100-continue")]))
+        assert c.read_response().body == b"hello\n"
+        assert c.read_response().status == 100
+        c.send(b"wxyz")
+        assert c.read_response().body == b"wxyz"
+
+
+def half_close_after_the_last(server, n=20):
+    with server.connect(timeout=WAIT) as c:
+        c.send(b"".join(build_request("GET", "/hello") for _ in range(n)))
+        c.sock.shutdown(socket.SHUT_WR)
+        for _ in range(n):
+            assert c.read_response().body == b"hello\n"
+        c.expect_eof(timeout=WAIT)
+
+
+def bad_body_after_answers(server):
+    with server.connect(timeout=WAIT) as c:
+        c.send(build_request("GET", "/hello") * 3
+               + b"POST /echo HTTP/1.1\r\nHost: x\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\nzz\r\n")
+        for _ in range(3):
+            assert c.read_response().body == b"hello\n"
+        assert c.read_response().status == 400
+
+
+def many_in_order(server, n=200):
+    with server.connect(timeout=WAIT) as c:
+        reqs = []
+        for i in range(n):
+            reqs.append(build_request("HEAD" if i % 3 == 2 else "GET",
+                                      "/hello"))
+        c.send(b"".join(reqs))
+        for i in range(n):
+            method = "HEAD" if i % 3 == 2 else "GET"
+            r = c.read_response(method)
+            assert r.status == 200
+            assert r.body == (b"" if method == "HEAD" else b"hello\n")
+        assert c.request("GET", "/hello").body == b"hello\n"
+
+
+CHECKS = [body_after_the_answer, rest_of_head_after_the_answer,
+          continue_after_the_answer, half_close_after_the_last,
+          bad_body_after_answers, many_in_order]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__)
+def test_wsgi(wsgi, check):
+    check(wsgi)
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__)
+def test_asgi(asgi, check):
+    check(asgi)
