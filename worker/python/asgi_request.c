@@ -124,10 +124,12 @@ static void req_finish(sl_asgi_req_t *r, bool raised)
         }
         sl_asgi_req_fail(r, r->cancelled ? 503 : 500);
     } else if (!r->w.ended) {
-        if (r->state == RS_INIT)
+        /* an app that stops when its client left (Starlette's streaming
+         * responses do) did nothing wrong, as under uvicorn */
+        if (!r->gone && r->state == RS_INIT)
             sl_error("ASGI app returned without starting a response to %s",
                      r->what);
-        else
+        else if (!r->gone)
             sl_error("ASGI app returned without completing the response "
                      "to %s",
                      r->what);
