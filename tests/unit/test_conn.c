@@ -812,6 +812,45 @@ END_TEST
 
 /* The loop stops reading a body the app does not read: at most the body
  * window is buffered, and reading on resumes the flow. */
+/* Body bytes the socket already holds are taken in one pass, up to the
+ * window, not one read per pass: the app waiting for them hears once. */
+START_TEST(test_body_burst_in_one_pass)
+{
+    enum { SIZE = 200 * 1024 };
+    static char body[SIZE];
+    int big = 4 * 1024 * 1024;
+    sl_ticket_t t;
+    sl_conn_t *c;
+    char head[128];
+    size_t buffered, queued = 0;
+
+    UP(NULL);
+    c = client.conn;
+    ck_assert_int_eq(
+        setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big)), 0);
+    memset(body, 'b', sizeof(body));
+    snprintf(head, sizeof(head),
+             "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n", SIZE);
+    h_sends(&client, head);
+    take_request(&t);
+    h_send(&client, body, SIZE);
+    /* wait until the kernel holds all of it on the server's side */
+    for (int i = 0; i < 1000 && queued < SIZE; i++) {
+        int n = 0;
+        ck_assert_int_eq(ioctl(c->fd, FIONREAD, &n), 0);
+        queued = (size_t)n;
+        if (queued < SIZE)
+            usleep(1000);
+    }
+    ck_assert_uint_eq(queued, SIZE);
+    ev_run(pump.loop, EVRUN_NOWAIT);
+    pthread_mutex_lock(&c->mu);
+    buffered = sl_buf_pending(&c->body);
+    pthread_mutex_unlock(&c->mu);
+    ck_assert_uint_eq(buffered, SIZE);
+}
+END_TEST
+
 START_TEST(test_body_window)
 {
     enum { SIZE = 2 * 1024 * 1024 };
@@ -1608,6 +1647,7 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_chunked_body_over_limit);
     tcase_add_test(tc, test_streamed_chunked_body_over_limit);
     tcase_add_test(tc, test_body_window);
+    tcase_add_test(tc, test_body_burst_in_one_pass);
     tcase_add_test(tc, test_expect_continue);
     tcase_add_test(tc, test_expect_continue_out_of_memory);
     tcase_add_test(tc, test_unread_body_closes);

@@ -511,13 +511,14 @@ out_nomem:
     return -1;
 }
 
-/* Read once, up to ROOM bytes. 1 if bytes came, 0 if none yet, -1 on
- * EOF or error. */
-static int conn_read(sl_conn_t *c, size_t room, size_t limit)
+/* Read once, up to ROOM bytes, their count in *GOT. 1 if bytes came, 0 if
+ * none yet, -1 on EOF or error. */
+static int conn_read(sl_conn_t *c, size_t room, size_t limit, size_t *got)
 {
     sl_buf_t *b = &c->rbuf;
     ssize_t n;
 
+    *got = 0;
     if (b->off == b->len && c->state != SL_CONN_READING)
         b->off = b->len = 0;
     if (c->state == SL_CONN_READING && b->off == b->len && !c->in_msg)
@@ -529,6 +530,7 @@ static int conn_read(sl_conn_t *c, size_t room, size_t limit)
     n = conn_recv(c, room);
     if (n > 0) {
         b->len += (size_t)n;
+        *got = (size_t)n;
         sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
         sl_pump_idle_remove(c->pump, c); /* a request begins */
         return 1;
@@ -542,8 +544,36 @@ static int conn_read(sl_conn_t *c, size_t room, size_t limit)
     return -1;
 }
 
+/* Read while a request is served: a body's bytes up to the body window
+ * while reads come back full, so that an executor waiting for them hears
+ * once for what the socket held (an ASGI app gets it in one message), not
+ * once per read; after the body, one read (pipelined requests, EOF). 1, 0
+ * or -1 as conn_read(). */
+static int conn_read_serving(sl_conn_t *c)
+{
+    size_t limit = c->rbuf.off + SL_CONN_BODY_WINDOW, got;
+    int rc, more;
+
+    if (c->msg_done)
+        return conn_read(c, SL_CONN_READ_CHUNK, limit, &got);
+    rc = conn_read(c, SL_CONN_BODY_READ, limit, &got);
+    while (rc == 1 && got == SL_CONN_BODY_READ) {
+        more = conn_read(c, SL_CONN_BODY_READ, limit, &got);
+        if (more < 0) {
+            /* the end comes again at the next read, once what came
+             * before it is parsed */
+            c->peer_eof = false;
+        }
+        if (more != 1)
+            break;
+    }
+    return rc;
+}
+
 static void on_readable(sl_conn_t *c)
 {
+    size_t got;
+
     size_t limit;
     int rc;
 
@@ -563,7 +593,7 @@ static void on_readable(sl_conn_t *c)
             (c->in_msg ? c->req_start : c->rbuf.off) + max_head(c->pump->opt);
         if (c->proxy_pending && limit < c->rbuf.off + SL_PROXYPROTO_V2_MAX)
             limit = c->rbuf.off + SL_PROXYPROTO_V2_MAX;
-        rc = conn_read(c, SL_CONN_READ_CHUNK, limit);
+        rc = conn_read(c, SL_CONN_READ_CHUNK, limit, &got);
         if (rc == 0 && c->rbuf.len >= limit) {
             c->http_error = c->req.nhdrs > 0 ? 431 : 414;
             conn_error_response(c, c->http_error);
@@ -575,8 +605,7 @@ static void on_readable(sl_conn_t *c)
         }
         break;
     default: /* SERVING or WRITING: body bytes, pipelined requests, EOF */
-        rc = conn_read(c, c->msg_done ? SL_CONN_READ_CHUNK : SL_CONN_BODY_READ,
-                       c->rbuf.off + SL_CONN_BODY_WINDOW);
+        rc = conn_read_serving(c);
         if (rc < 0 && !c->peer_eof) {
             pthread_mutex_lock(&c->mu);
             c->aborted = true;
@@ -860,6 +889,7 @@ void sl_conn_sweep(sl_conn_t *c, ev_tstamp now)
 
 bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
 {
+    size_t got;
     int rc;
 
     /* busy ones: conn_finish_request() sees pump->draining and closes */
@@ -867,7 +897,8 @@ bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
         c->in_msg || sl_buf_pending(&c->wbuf) > 0)
         return false;
     /* a request may sit in the kernel, read but for us: serve it */
-    rc = conn_read(c, SL_CONN_READ_CHUNK, c->rbuf.off + max_head(c->pump->opt));
+    rc = conn_read(c, SL_CONN_READ_CHUNK, c->rbuf.off + max_head(c->pump->opt),
+                   &got);
     if (rc > 0 || (rc < 0 && c->peer_eof)) {
         conn_process(c);
         return c->state == SL_CONN_FREE;
