@@ -37,7 +37,11 @@ IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$",
 NOT_FOR_WSGI = ("asyncio", "ssl", "_ssl", "inspect", "concurrent.futures",
                 "selectors", "logging", "typing", "subprocess", "socket")
 RSS_LIMIT_KIB = 12 * 1024
-OVER_PYTHON_KIB = 2560
+# what the worker may add to the bare interpreter: measured +2,370 to
+# +2,460 KiB on a quiet machine, and +2,584 once in CI under load (the
+# worker and the bare interpreter each move by about 100 KiB between
+# runs); the bound leaves room for that spread, not for a new buffer
+OVER_PYTHON_KIB = 2816
 IDLE = 10
 
 
@@ -71,7 +75,12 @@ def test_asgi_worker_imports_asyncio(make_server):
 
 
 def bare_python_rss_kib():
-    """VmRSS of Debian's python3 that has imported the hello app."""
+    """VmRSS of Debian's python3 that has imported the hello app: the
+    median of three runs."""
+    return sorted(bare_python_rss_once() for _ in range(3))[1]
+
+
+def bare_python_rss_once():
     code = ("import sys; sys.path.insert(0, %r); import hello\n"
             "for line in open('/proc/self/status'):\n"
             "    if line.startswith('VmRSS:'): print(line.split()[1])\n"
