@@ -572,9 +572,7 @@ static int conn_read_serving(sl_conn_t *c)
 
 static void on_readable(sl_conn_t *c)
 {
-    size_t got;
-
-    size_t limit;
+    size_t limit, got;
     int rc;
 
     switch (c->state) {
