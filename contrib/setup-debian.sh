@@ -16,7 +16,7 @@ PACKAGES="
     wrk python3-matplotlib
     zlib1g-dev clang-14 libfuzzer-14-dev
     python3-websockets python3-wsproto node-ws nodejs
-    haproxy prometheus
+    haproxy prometheus nginx
     debhelper dpkg-dev fakeroot lintian
     groff-base
     nftables iproute2
