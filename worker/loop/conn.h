@@ -150,7 +150,7 @@ int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,
  * response, without copying them: the executor lends them, unchanged,
  * until the loop gives OWNER back through p->exec->release() (written, or
  * dropped with the connection). 0, or -1 as above: then nothing was lent
- * (OWNER stays the caller's) and END was still queued. */
+ * (OWNER stays the caller's), and END is the caller's to send. */
 int sl_conn_sendmem(sl_conn_t *c, uint32_t gen, const void *mem, size_t len,
                     void *owner, int flags);
 

@@ -264,25 +264,38 @@ void sl_conn_started(sl_conn_t *c, uint32_t gen)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* May request GEN of C queue its last part, a file or lent bytes, after
+ * out? Not when stale, ended, aborted, or when it has one (mu held). */
+static bool tail_allowed(const sl_conn_t *c, uint32_t gen)
+{
+    return c->gen == gen && !c->aborted && !c->resp_done && c->file_fd < 0 &&
+           c->mem == NULL;
+}
+
+/* The last part is queued: END, and the close when FLAGS ask (mu held). */
+static void tail_queued(sl_conn_t *c, int flags)
+{
+    c->resp_done = true;
+    if (flags & SL_SEND_CLOSE)
+        c->close_after = true;
+    c->pump->exec->notify(c);
+}
+
 int sl_conn_sendfile(sl_conn_t *c, uint32_t gen, int fd, off_t off, size_t len,
                      int flags)
 {
     int rc = 0;
 
     pthread_mutex_lock(&c->mu);
-    if (c->gen != gen || c->aborted || c->resp_done || c->file_fd >= 0) {
+    if (tail_allowed(c, gen)) {
+        c->file_fd = fd;
+        c->file_off = off;
+        c->file_len = len;
+        tail_queued(c, flags);
+    } else {
         close(fd);
         rc = -1;
-        goto out_unlock;
     }
-    c->file_fd = fd;
-    c->file_off = off;
-    c->file_len = len;
-    c->resp_done = true;
-    if (flags & SL_SEND_CLOSE)
-        c->close_after = true;
-    c->pump->exec->notify(c);
-out_unlock:
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -293,25 +306,14 @@ int sl_conn_sendmem(sl_conn_t *c, uint32_t gen, const void *mem, size_t len,
     int rc = 0;
 
     pthread_mutex_lock(&c->mu);
-    if (c->gen != gen || c->resp_done) {
+    if (tail_allowed(c, gen)) {
+        c->mem = mem;
+        c->mem_len = len;
+        c->mem_owner = owner;
+        tail_queued(c, flags);
+    } else {
         rc = -1;
-        goto out_unlock;
     }
-    if (c->aborted || c->file_fd >= 0 || c->mem != NULL) {
-        /* nothing more goes out, but END still frees the request */
-        c->resp_done = true;
-        c->pump->exec->notify(c);
-        rc = -1;
-        goto out_unlock;
-    }
-    c->mem = mem;
-    c->mem_len = len;
-    c->mem_owner = owner;
-    c->resp_done = true;
-    if (flags & SL_SEND_CLOSE)
-        c->close_after = true;
-    c->pump->exec->notify(c);
-out_unlock:
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

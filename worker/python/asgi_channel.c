@@ -529,19 +529,18 @@ static PyObject *send_body(sl_asgi_req_t *r, PyObject *msg)
     if (last > 0 && PyBytes_CheckExact(body) && !r->want_trailers &&
         view.len >= SL_WRITER_LEND_MIN) {
         /* the last part, large: lent to the loop rather than copied */
-        PyBuffer_Release(&view);
-        if (r->state == RS_STARTED &&
-            start_body(r, (long long)PyBytes_GET_SIZE(body)) < 0)
+        if (r->state == RS_STARTED && start_body(r, (long long)view.len) < 0) {
+            PyBuffer_Release(&view);
             return proto_error(r);
+        }
         rc = sl_writer_lend(&r->w, body);
         if (rc <= 0) {
+            PyBuffer_Release(&view);
             if (rc < 0)
                 r->gone = true;
             sl_asgi_req_ended(r);
             return sl_asgi_done_none();
         }
-        if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0)
-            return proto_error(r);
     }
     if (last >= 0 && PyBytes_CheckExact(body) && view.len > SL_WRITER_SLICE) {
         /* bytes cannot change while the loop takes them piece by piece */

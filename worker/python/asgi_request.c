@@ -126,12 +126,12 @@ static void req_finish(sl_asgi_req_t *r, bool raised)
     } else if (!r->w.ended) {
         /* an app that stops when its client left (Starlette's streaming
          * responses do) did nothing wrong, as under uvicorn */
-        if (!r->gone && r->state == RS_INIT)
-            sl_error("ASGI app returned without starting a response to %s",
-                     r->what);
-        else if (!r->gone)
-            sl_error("ASGI app returned without completing the response "
-                     "to %s",
+        if (!r->gone)
+            sl_error(r->state == RS_INIT
+                         ? "ASGI app returned without starting a response "
+                           "to %s"
+                         : "ASGI app returned without completing the "
+                           "response to %s",
                      r->what);
         sl_asgi_req_fail(r, 500);
     }
@@ -150,8 +150,6 @@ static void req_finish(sl_asgi_req_t *r, bool raised)
     Py_DECREF(r);
 }
 
-/* Enter R's context for a step of its app; false (R ended as failed)
- * when it cannot be entered. */
 /* Enter R for a step of its app: its context entered, its own task
  * current (*PREV: what was, for req_leave()). False (R ended as failed)
  * when that cannot be done. */

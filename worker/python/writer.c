@@ -290,18 +290,14 @@ void sl_writer_lent_collect(void)
     }
 }
 
-int sl_writer_lend(sl_writer_t *w, PyObject *bytes)
+/* Before a last part of LEN bytes that goes out by reference (lent
+ * bytes, a file): queue the waiting head and count the bytes. 0, or -1
+ * when the client is gone (the response is then ended). */
+static int tail_head(sl_writer_t *w, uint64_t len)
 {
-    const char *data = PyBytes_AS_STRING(bytes);
-    size_t len = (size_t)PyBytes_GET_SIZE(bytes);
     struct iovec iov[1];
-    int n = 0, rc;
+    int n = 0;
 
-    if (w->gone || !w->started || w->rs.chunked || w->rs.no_body ||
-        w->trailers || len < SL_WRITER_LEND_MIN)
-        return 1;
-    if (w->rs.app_cl && w->rs.cl - w->rs.sent < len)
-        len = (size_t)(w->rs.cl - w->rs.sent); /* never more than promised */
     take_head(w, iov, &n);
     if (n > 0 && queue(w, iov, n, 0) < 0) {
         sl_writer_fail(w, 500); /* END still has to reach the loop */
@@ -309,14 +305,40 @@ int sl_writer_lend(sl_writer_t *w, PyObject *bytes)
     }
     w->rs.sent += len;
     sl_conn_note_body(w->c, w->gen, w->rs.sent);
-    Py_INCREF(bytes);
-    rc = sl_conn_sendmem(w->c, w->gen, data, len, bytes, end_flags(w));
-    if (rc < 0)
-        Py_DECREF(bytes); /* END went out all the same */
-    w->sent = true;
-    w->ended = true;
+    return 0;
+}
+
+/* The last part went to the connection with result RC: the response is
+ * over, by that part's END or by ours. 0, or -1 when the client is gone. */
+static int tail_done(sl_writer_t *w, int rc)
+{
     w->gone = true;
-    return rc < 0 ? -1 : 0;
+    if (rc < 0) {
+        sl_writer_fail(w, 500); /* END still has to reach the loop */
+        return -1;
+    }
+    w->ended = true; /* the last part carried the END */
+    return 0;
+}
+
+int sl_writer_lend(sl_writer_t *w, PyObject *bytes)
+{
+    size_t len = (size_t)PyBytes_GET_SIZE(bytes);
+    int rc;
+
+    if (w->gone || !w->started || w->rs.chunked || w->rs.no_body ||
+        w->trailers || len < SL_WRITER_LEND_MIN)
+        return 1;
+    if (w->rs.app_cl && w->rs.cl - w->rs.sent < len)
+        len = (size_t)(w->rs.cl - w->rs.sent); /* never more than promised */
+    if (tail_head(w, len) < 0)
+        return -1;
+    Py_INCREF(bytes);
+    rc = sl_conn_sendmem(w->c, w->gen, PyBytes_AS_STRING(bytes), len, bytes,
+                         end_flags(w));
+    if (rc < 0)
+        Py_DECREF(bytes); /* nothing was lent */
+    return tail_done(w, rc);
 }
 
 /* "name: value\r\n" into B. 0, or -1 when out of memory. */
@@ -381,8 +403,7 @@ int sl_writer_end(sl_writer_t *w, PyObject *trailers)
 
 int sl_writer_sendfile(sl_writer_t *w, int fd, off_t off, uint64_t len)
 {
-    struct iovec iov[1];
-    int n = 0, rc;
+    int rc;
 
     if (w->rs.app_cl && w->rs.cl - w->rs.sent < len)
         len = w->rs.cl - w->rs.sent;
@@ -395,24 +416,12 @@ int sl_writer_sendfile(sl_writer_t *w, int fd, off_t off, uint64_t len)
         sl_writer_fail(w, 500);
         return -1;
     }
-    take_head(w, iov, &n);
-    if (n > 0 && queue(w, iov, n, 0) < 0) {
+    if (tail_head(w, len) < 0) {
         close(fd);
-        sl_writer_fail(w, 500);
         return -1;
     }
-    w->rs.sent += len;
-    sl_conn_note_body(w->c, w->gen, w->rs.sent);
-    rc = sl_conn_sendfile(w->c, w->gen, fd, off, (size_t)len,
-                          sl_response_ends_connection(&w->rs) ? SL_SEND_CLOSE
-                                                              : 0);
-    w->gone = true;
-    if (rc < 0) {
-        sl_writer_fail(w, 500); /* END still has to reach the loop */
-        return -1;
-    }
-    w->ended = true; /* sendfile carried the END */
-    return 0;
+    rc = sl_conn_sendfile(w->c, w->gen, fd, off, (size_t)len, end_flags(w));
+    return tail_done(w, rc);
 }
 
 void sl_writer_fail(sl_writer_t *w, int status)
