@@ -26,6 +26,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -263,6 +265,27 @@ static void send_deadline(sl_conn_t *c, int rc, size_t written)
         c->deadline = ev_now(c->pump->loop) + secs;
 }
 
+/* One send of what C's write buffer holds. Lent bytes behind it go in the
+ * same sendmsg(), and a file behind it is announced with MSG_MORE, so a
+ * response's head leaves with its body's first bytes: one segment, one
+ * wake-up of the client, one call fewer. The count may run past the
+ * buffer into the lent bytes; errno as send()'s. */
+static ssize_t send_buffered(sl_conn_t *c)
+{
+    struct iovec iov[2];
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+    int more = c->wfile_fd >= 0 && c->wfile_len > 0 ? MSG_MORE : 0;
+
+    if (c->wmem == NULL || c->wmem_len == 0) /* the common case: send() */
+        return send(c->fd, c->wbuf.data + c->wbuf.off, sl_buf_pending(&c->wbuf),
+                    MSG_NOSIGNAL | more);
+    iov[0].iov_base = c->wbuf.data + c->wbuf.off;
+    iov[0].iov_len = sl_buf_pending(&c->wbuf);
+    iov[1].iov_base = (void *)c->wmem;
+    iov[1].iov_len = c->wmem_len;
+    return sendmsg(c->fd, &m, MSG_NOSIGNAL);
+}
+
 /* Write what the loop holds for C, adding the count to *WRITTEN. 1 when
  * all is written, 0 when the socket is full, -1 when the client is gone. */
 static int conn_write(sl_conn_t *c, size_t *written_out)
@@ -270,17 +293,24 @@ static int conn_write(sl_conn_t *c, size_t *written_out)
     sl_buf_t *w = &c->wbuf;
     ssize_t n;
     size_t written = 0;
+    size_t from_buf;
     int rc = 1;
 
     while (sl_buf_pending(w) > 0) {
-        n = send(c->fd, w->data + w->off, sl_buf_pending(w), MSG_NOSIGNAL);
+        n = send_buffered(c);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             rc = (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
             break;
         }
-        sl_buf_consume(w, (size_t)n);
+        from_buf =
+            (size_t)n < sl_buf_pending(w) ? (size_t)n : sl_buf_pending(w);
+        sl_buf_consume(w, from_buf);
+        if ((size_t)n > from_buf) { /* lent bytes went along */
+            c->wmem += (size_t)n - from_buf;
+            c->wmem_len -= (size_t)n - from_buf;
+        }
         sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
         written += (size_t)n;
         if ((size_t)n > c->interim) {
