@@ -9,6 +9,10 @@
  * Strings are borrowed from argv, with one exception: --pythonpath accepts a
  * comma-separated list, and its pieces are copied (and kept for the life of
  * the process) because argv must stay intact for the workers' exec.
+ *
+ * The table lives here; options_print.c writes it out (--help, and
+ * --print-config's "name = value" lines), and options_internal.h is the
+ * shape of a row, which both files share.
  */
 #include "config.h"
 
@@ -25,6 +29,7 @@
 #include "common/log.h"
 #include "common/logfmt.h"
 #include "common/options.h"
+#include "common/options_internal.h"
 
 #define MAX_WORKERS       1024
 #define MAX_THREADS       1024
@@ -34,34 +39,12 @@
 #define MAX_BACKLOG       65535
 #define MAX_REQUEST_LINE  8190
 #define MAX_HEADER_FIELDS 32768
-#define HELP_INDENT       32 /* column where --help's descriptions start */
-
-typedef enum {
-    OPT_INT,     /* int field, [min, max] */
-    OPT_LLONG,   /* long long field, [min, max] */
-    OPT_SECONDS, /* double field, [min, max], decimals accepted */
-    OPT_OCTAL,   /* int field, octal, [min, max] */
-    OPT_STRING,  /* const char * field */
-    OPT_SPECIAL, /* handled in apply_special() */
-    OPT_FLAG,    /* no argument: --help, --version */
-    OPT_SWITCH,  /* no argument: sets a bool field */
-} opt_kind_t;
-
-typedef struct {
-    const char *name; /* long name, without "--" */
-    int short_name;   /* 0 when none */
-    opt_kind_t kind;  /* how the argument is read */
-    size_t offset;    /* of the field in sl_options_t */
-    double min, max;  /* accepted range for numbers */
-    const char *metavar;
-    const char *help; /* for --help; the default in brackets */
-} opt_def_t;
 
 #define FIELD(f) offsetof(sl_options_t, f)
 #define NOFIELD  0
 
 /* The long option's index in this table is getopt's return value + 256. */
-static const opt_def_t opt_defs[] = {
+const opt_def_t sl_options_defs[] = {
     {"bind", 'b', OPT_SPECIAL, NOFIELD, 0, 0, "ADDR",
      "listen on ADDR: HOST:PORT, [IPV6]:PORT, unix:PATH or fd://N;"
      " repeatable [127.0.0.1:8000]"},
@@ -206,7 +189,9 @@ static const opt_def_t opt_defs[] = {
     {"help", 'h', OPT_FLAG, NOFIELD, 0, 0, NULL, "print this help and exit"},
 };
 
-#define NOPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+#define NOPTS (sizeof(sl_options_defs) / sizeof(sl_options_defs[0]))
+
+const size_t sl_options_ndefs = NOPTS;
 
 static void set_defaults(sl_options_t *o);
 static void build_getopt_tables(struct option *longopts, char *shortopts);
@@ -226,17 +211,8 @@ static int add_word(const char **list, int *n, int max, const char *name,
                     const char *what, const char *arg);
 static int check_app(const char *app);
 static int check_access_logformat(const sl_options_t *o);
-static void print_wrapped(const char *text);
-static void print_help(void);
 static bool is_action(const opt_def_t *d);
 static const opt_def_t *find_name(const char *name);
-static void print_setting(const sl_options_t *o, const opt_def_t *d, int argc,
-                          char **argv, FILE *out);
-static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
-                          char **argv, FILE *out);
-static void print_value(const opt_def_t *d, const char *value, FILE *out);
-static void print_list(const opt_def_t *d, const char *const *list, int n,
-                       FILE *out);
 
 int sl_options_parse(sl_options_t *o, int argc, char **argv)
 {
@@ -260,7 +236,7 @@ int sl_options_parse(sl_options_t *o, int argc, char **argv)
         }
         if (d->kind == OPT_FLAG) {
             if (d->short_name == 'h') {
-                print_help();
+                sl_options_print_help();
             } else {
                 printf("sluice %s\n", PACKAGE_VERSION);
             }
@@ -274,7 +250,7 @@ int sl_options_parse(sl_options_t *o, int argc, char **argv)
     return finish(o, argc, argv);
 }
 
-/* getopt_long's tables from opt_defs: a long option returns its row's
+/* getopt_long's tables from sl_options_defs: a long option returns its row's
  * index + 256, a short one its letter. */
 static void build_getopt_tables(struct option *longopts, char *shortopts)
 {
@@ -282,7 +258,7 @@ static void build_getopt_tables(struct option *longopts, char *shortopts)
 
     shortopts[ns++] = ':'; /* report a missing argument as ':' */
     for (size_t i = 0; i < NOPTS; i++) {
-        const opt_def_t *d = &opt_defs[i];
+        const opt_def_t *d = &sl_options_defs[i];
         bool has_arg = d->kind != OPT_FLAG && d->kind != OPT_SWITCH;
         longopts[i] = (struct option){d->name, has_arg, NULL, (int)i + 256};
         if (d->short_name) {
@@ -415,11 +391,11 @@ static void set_defaults(sl_options_t *o)
 static const opt_def_t *find_def(int c)
 {
     if (c >= 256 && c < 256 + (int)NOPTS) {
-        return &opt_defs[c - 256];
+        return &sl_options_defs[c - 256];
     }
     for (size_t i = 0; i < NOPTS; i++) {
-        if (c != 0 && opt_defs[i].short_name == c) {
-            return &opt_defs[i];
+        if (c != 0 && sl_options_defs[i].short_name == c) {
+            return &sl_options_defs[i];
         }
     }
     return NULL;
@@ -728,62 +704,6 @@ static int check_app(const char *app)
     return 0;
 }
 
-/* TEXT from column HELP_INDENT, wrapped at 79 columns. */
-static void print_wrapped(const char *text)
-{
-    int col = HELP_INDENT;
-    const char *p = text;
-
-    while (*p != '\0') {
-        int n = (int)strcspn(p, " ");
-        if (col > HELP_INDENT && col + 1 + n > 79) {
-            printf("\n%*s", HELP_INDENT, "");
-            col = HELP_INDENT;
-        } else if (col > HELP_INDENT) {
-            putchar(' ');
-            col++;
-        }
-        printf("%.*s", n, p);
-        col += n;
-        p += n;
-        p += strspn(p, " ");
-    }
-    putchar('\n');
-}
-
-static void print_help(void)
-{
-    printf("usage: sluice [OPTIONS] MODULE:CALLABLE\n"
-           "\n"
-           "Serve the WSGI or ASGI application CALLABLE from Python module"
-           " MODULE\nover HTTP/1.1. Defaults are in brackets.\n"
-           "\n"
-           "options:\n");
-    for (size_t i = 0; i < NOPTS; i++) {
-        const opt_def_t *d = &opt_defs[i];
-        char flag[64];
-        if (d->short_name) {
-            snprintf(flag, sizeof(flag), "-%c, --%s%s%s", d->short_name,
-                     d->name, d->metavar ? " " : "",
-                     d->metavar ? d->metavar : "");
-        } else {
-            snprintf(flag, sizeof(flag), "    --%s%s%s", d->name,
-                     d->metavar ? " " : "", d->metavar ? d->metavar : "");
-        }
-        if (strlen(flag) <= HELP_INDENT - 4) {
-            printf("  %-*s  ", HELP_INDENT - 4, flag);
-        } else {
-            printf("  %s\n%*s", flag, HELP_INDENT, "");
-        }
-        print_wrapped(d->help);
-    }
-    printf("\n"
-           "environment:\n"
-           "  SLUICE_INLINE=1               run the Python side on the loop"
-           " thread\n"
-           "                                (one lane, so --threads 1)\n");
-}
-
 /* ---- the configuration file's view of the table (common/settings.c) ---- */
 
 /* --help and --version: they print and exit, they set nothing. */
@@ -796,13 +716,13 @@ static bool is_action(const opt_def_t *d)
 static const opt_def_t *find_name(const char *name)
 {
     for (size_t i = 0; i < NOPTS; i++) {
-        const char *a = opt_defs[i].name, *b = name;
+        const char *a = sl_options_defs[i].name, *b = name;
         while (*a != '\0' && (*a == *b || (*a == '-' && *b == '_'))) {
             a++;
             b++;
         }
         if (*a == '\0' && *b == '\0') {
-            return &opt_defs[i];
+            return &sl_options_defs[i];
         }
     }
     return NULL;
@@ -891,146 +811,4 @@ void sl_options_release(sl_options_t *o)
         free((char *)o->pythonpath[i]);
     }
     o->npythonpath = 0;
-}
-
-void sl_options_print(const sl_options_t *o, int argc, char **argv, FILE *out)
-{
-    for (size_t i = 0; i < NOPTS; i++) {
-        const opt_def_t *d = &opt_defs[i];
-        if (sl_options_lookup(d->name, NULL) == SL_OPTARG_ACTION ||
-            strcmp(d->name, "log-file") == 0) {
-            continue; /* not settings, or another name for one */
-        }
-        print_setting(o, d, argc, argv, out);
-    }
-}
-
-static void print_setting(const sl_options_t *o, const opt_def_t *d, int argc,
-                          char **argv, FILE *out)
-{
-    const void *field = (const char *)o + d->offset;
-    char num[64];
-
-    switch (d->kind) {
-    case OPT_INT:
-        snprintf(num, sizeof(num), "%d", *(const int *)field);
-        break;
-    case OPT_LLONG:
-        snprintf(num, sizeof(num), "%lld", *(const long long *)field);
-        break;
-    case OPT_SECONDS:
-        snprintf(num, sizeof(num), "%.15g", *(const double *)field);
-        break;
-    case OPT_OCTAL:
-        if (*(const int *)field < 0) {
-            print_value(d, NULL, out);
-            return;
-        }
-        snprintf(num, sizeof(num), "0%03o", (unsigned)*(const int *)field);
-        break;
-    case OPT_STRING: {
-        const char *v = *(const char *const *)field;
-        print_value(d, v != NULL && v[0] != '\0' ? v : NULL, out);
-        return;
-    }
-    case OPT_SWITCH:
-        print_value(d, *(const bool *)field ? "true" : "false", out);
-        return;
-    default:
-        print_special(o, d, argc, argv, out);
-        return;
-    }
-    print_value(d, num, out);
-}
-
-static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
-                          char **argv, FILE *out)
-{
-    static const char *const ifaces[] = {"auto", "wsgi", "asgi"};
-    static const char *const loops[] = {"auto", "asyncio", "uvloop"};
-    static const char *const lifespans[] = {"auto", "on", "off"};
-    static const char *const levels[] = {"debug", "info", "warning", "error",
-                                         "critical"};
-    const char *n = d->name;
-
-    if (strcmp(n, "bind") == 0) {
-        print_list(d, o->binds, o->nbinds, out);
-    } else if (strcmp(n, "pythonpath") == 0) {
-        print_list(d, o->pythonpath, o->npythonpath, out);
-    } else if (strcmp(n, "reload-extra-file") == 0) {
-        print_list(d, o->reload_extra_files, o->nreload_extra_files, out);
-    } else if (strcmp(n, "forwarded-allow-ips") == 0) {
-        print_value(d, o->forwarded_allow_text, out);
-    } else if (strcmp(n, "proxy-allow-from") == 0) {
-        print_value(d, o->proxy_allow_text, out);
-    } else if (strcmp(n, "interface") == 0) {
-        print_value(d, ifaces[o->interface], out);
-    } else if (strcmp(n, "loop") == 0) {
-        print_value(d, loops[o->loop], out);
-    } else if (strcmp(n, "lifespan") == 0) {
-        print_value(d, lifespans[o->lifespan], out);
-    } else if (strcmp(n, "ws-per-message-deflate") == 0) {
-        print_value(d, o->ws_per_message_deflate ? "true" : "false", out);
-    } else if (strcmp(n, "log-level") == 0) {
-        print_value(d, levels[o->log_level], out);
-    } else if (strcmp(n, "error-logfile") == 0) {
-        print_value(d, o->error_logfile ? o->error_logfile : "-", out);
-    } else {
-        /* A row added without a printer here: the last value given, as
-         * given; else it is left unset. */
-        const char *given = NULL;
-        size_t len = strlen(n);
-        for (int i = 1; i < argc; i++) {
-            if (strncmp(argv[i], "--", 2) == 0 &&
-                strncmp(argv[i] + 2, n, len) == 0 && argv[i][2 + len] == '=') {
-                given = argv[i] + 3 + len;
-            }
-        }
-        print_value(d, given, out);
-    }
-}
-
-/* "name = value", the name with '_' as gunicorn's settings spell it, the
- * value double-quoted when the file's parser would otherwise misread it;
- * a commented-out "# name =" when VALUE is NULL (not set). */
-/* A list setting: one line an item, a commented line when empty. */
-static void print_list(const opt_def_t *d, const char *const *list, int n,
-                       FILE *out)
-{
-    for (int i = 0; i < n; i++) {
-        print_value(d, list[i], out);
-    }
-    if (n == 0) {
-        print_value(d, NULL, out);
-    }
-}
-
-static void print_value(const opt_def_t *d, const char *value, FILE *out)
-{
-    char name[64];
-
-    snprintf(name, sizeof(name), "%s", d->name);
-    for (char *p = name; *p != '\0'; p++) {
-        *p = *p == '-' ? '_' : *p;
-    }
-    if (value == NULL) {
-        fprintf(out, "# %s =\n", name);
-        return;
-    }
-    size_t len = strlen(value);
-    bool quote = len == 0 || strpbrk(value, "#\"'\\,") != NULL ||
-                 value[0] == ' ' || value[0] == '\t' || value[len - 1] == ' ' ||
-                 value[len - 1] == '\t';
-    if (!quote) {
-        fprintf(out, "%s = %s\n", name, value);
-        return;
-    }
-    fprintf(out, "%s = \"", name);
-    for (const char *p = value; *p != '\0'; p++) {
-        if (*p == '"' || *p == '\\') {
-            fputc('\\', out);
-        }
-        fputc(*p, out);
-    }
-    fputs("\"\n", out);
 }

@@ -1,0 +1,49 @@
+/* options_internal.h - the option table, shared by the two files of the
+ * options module and by nothing else: options.c reads the command line by
+ * it (getopt, values, the configuration file's lookups), options_print.c
+ * writes it out (--help, --print-config). Everyone else uses
+ * common/options.h.
+ */
+#ifndef SL_OPTIONS_INTERNAL_H
+#define SL_OPTIONS_INTERNAL_H
+
+#include <stddef.h>
+
+typedef enum {
+    OPT_INT,     /* int field, [min, max] */
+    OPT_LLONG,   /* long long field, [min, max] */
+    OPT_SECONDS, /* double field, [min, max], decimals accepted */
+    OPT_OCTAL,   /* int field, octal, [min, max] */
+    OPT_STRING,  /* const char * field */
+    OPT_SPECIAL, /* read by apply_special(), printed by print_special() */
+    OPT_FLAG,    /* no argument: --help, --version */
+    OPT_SWITCH,  /* no argument: sets a bool field */
+} opt_kind_t;
+
+/* One option: a row of sl_options_defs. */
+typedef struct {
+    const char *name; /* long name, without "--" */
+    int short_name;   /* 0 when none */
+    opt_kind_t kind;  /* how the argument is read */
+    size_t offset;    /* of the field in sl_options_t */
+    double min, max;  /* accepted range for numbers */
+    const char *metavar;
+    const char *help; /* for --help; the default in brackets */
+} opt_def_t;
+
+/* ---- options.c ---- */
+
+/* Every option, in --help's order (static storage, never written); a long
+ * option's getopt_long value is its row's index + 256. */
+extern const opt_def_t sl_options_defs[];
+
+/* The number of rows in sl_options_defs. */
+extern const size_t sl_options_ndefs;
+
+/* ---- options_print.c ---- */
+
+/* Print the --help text (usage, one entry a row, the environment) to
+ * stdout; flushing it is the caller's. */
+void sl_options_print_help(void);
+
+#endif

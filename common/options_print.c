@@ -1,0 +1,230 @@
+/* options_print.c - the option table of options.c written out: --help,
+ * and --print-config's "name = value" lines.
+ *
+ * Both walk the table's rows in order, so a row added there shows up in
+ * --help and in the printed settings without a line here. A row whose
+ * offset alone cannot say how to print its field (OPT_SPECIAL) has a case
+ * in print_special(); one without a case prints its last "--NAME=VALUE"
+ * in the argument vector. What --print-config writes must read back:
+ * common/conffile.c parses the same lines to the same settings, so a value
+ * its parser would misread is double-quoted.
+ */
+#include "config.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/options.h"
+#include "common/options_internal.h"
+
+#define HELP_INDENT 32 /* column where --help's descriptions start */
+
+static void print_wrapped(const char *text);
+static void print_setting(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out);
+static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out);
+static void print_value(const opt_def_t *d, const char *value, FILE *out);
+static void print_list(const opt_def_t *d, const char *const *list, int n,
+                       FILE *out);
+
+/* TEXT from column HELP_INDENT, wrapped at 79 columns. */
+static void print_wrapped(const char *text)
+{
+    int col = HELP_INDENT;
+    const char *p = text;
+
+    while (*p != '\0') {
+        int n = (int)strcspn(p, " ");
+        if (col > HELP_INDENT && col + 1 + n > 79) {
+            printf("\n%*s", HELP_INDENT, "");
+            col = HELP_INDENT;
+        } else if (col > HELP_INDENT) {
+            putchar(' ');
+            col++;
+        }
+        printf("%.*s", n, p);
+        col += n;
+        p += n;
+        p += strspn(p, " ");
+    }
+    putchar('\n');
+}
+
+void sl_options_print_help(void)
+{
+    printf("usage: sluice [OPTIONS] MODULE:CALLABLE\n"
+           "\n"
+           "Serve the WSGI or ASGI application CALLABLE from Python module"
+           " MODULE\nover HTTP/1.1. Defaults are in brackets.\n"
+           "\n"
+           "options:\n");
+    for (size_t i = 0; i < sl_options_ndefs; i++) {
+        const opt_def_t *d = &sl_options_defs[i];
+        char flag[64];
+        if (d->short_name) {
+            snprintf(flag, sizeof(flag), "-%c, --%s%s%s", d->short_name,
+                     d->name, d->metavar ? " " : "",
+                     d->metavar ? d->metavar : "");
+        } else {
+            snprintf(flag, sizeof(flag), "    --%s%s%s", d->name,
+                     d->metavar ? " " : "", d->metavar ? d->metavar : "");
+        }
+        if (strlen(flag) <= HELP_INDENT - 4) {
+            printf("  %-*s  ", HELP_INDENT - 4, flag);
+        } else {
+            printf("  %s\n%*s", flag, HELP_INDENT, "");
+        }
+        print_wrapped(d->help);
+    }
+    printf("\n"
+           "environment:\n"
+           "  SLUICE_INLINE=1               run the Python side on the loop"
+           " thread\n"
+           "                                (one lane, so --threads 1)\n");
+}
+
+/* ---- --print-config: the configuration file's view of the table ---- */
+
+void sl_options_print(const sl_options_t *o, int argc, char **argv, FILE *out)
+{
+    for (size_t i = 0; i < sl_options_ndefs; i++) {
+        const opt_def_t *d = &sl_options_defs[i];
+        if (sl_options_lookup(d->name, NULL) == SL_OPTARG_ACTION ||
+            strcmp(d->name, "log-file") == 0) {
+            continue; /* not settings, or another name for one */
+        }
+        print_setting(o, d, argc, argv, out);
+    }
+}
+
+static void print_setting(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out)
+{
+    const void *field = (const char *)o + d->offset;
+    char num[64];
+
+    switch (d->kind) {
+    case OPT_INT:
+        snprintf(num, sizeof(num), "%d", *(const int *)field);
+        break;
+    case OPT_LLONG:
+        snprintf(num, sizeof(num), "%lld", *(const long long *)field);
+        break;
+    case OPT_SECONDS:
+        snprintf(num, sizeof(num), "%.15g", *(const double *)field);
+        break;
+    case OPT_OCTAL:
+        if (*(const int *)field < 0) {
+            print_value(d, NULL, out);
+            return;
+        }
+        snprintf(num, sizeof(num), "0%03o", (unsigned)*(const int *)field);
+        break;
+    case OPT_STRING: {
+        const char *v = *(const char *const *)field;
+        print_value(d, v != NULL && v[0] != '\0' ? v : NULL, out);
+        return;
+    }
+    case OPT_SWITCH:
+        print_value(d, *(const bool *)field ? "true" : "false", out);
+        return;
+    default:
+        print_special(o, d, argc, argv, out);
+        return;
+    }
+    print_value(d, num, out);
+}
+
+static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
+                          char **argv, FILE *out)
+{
+    static const char *const ifaces[] = {"auto", "wsgi", "asgi"};
+    static const char *const loops[] = {"auto", "asyncio", "uvloop"};
+    static const char *const lifespans[] = {"auto", "on", "off"};
+    static const char *const levels[] = {"debug", "info", "warning", "error",
+                                         "critical"};
+    const char *n = d->name;
+
+    if (strcmp(n, "bind") == 0) {
+        print_list(d, o->binds, o->nbinds, out);
+    } else if (strcmp(n, "pythonpath") == 0) {
+        print_list(d, o->pythonpath, o->npythonpath, out);
+    } else if (strcmp(n, "reload-extra-file") == 0) {
+        print_list(d, o->reload_extra_files, o->nreload_extra_files, out);
+    } else if (strcmp(n, "forwarded-allow-ips") == 0) {
+        print_value(d, o->forwarded_allow_text, out);
+    } else if (strcmp(n, "proxy-allow-from") == 0) {
+        print_value(d, o->proxy_allow_text, out);
+    } else if (strcmp(n, "interface") == 0) {
+        print_value(d, ifaces[o->interface], out);
+    } else if (strcmp(n, "loop") == 0) {
+        print_value(d, loops[o->loop], out);
+    } else if (strcmp(n, "lifespan") == 0) {
+        print_value(d, lifespans[o->lifespan], out);
+    } else if (strcmp(n, "ws-per-message-deflate") == 0) {
+        print_value(d, o->ws_per_message_deflate ? "true" : "false", out);
+    } else if (strcmp(n, "log-level") == 0) {
+        print_value(d, levels[o->log_level], out);
+    } else if (strcmp(n, "error-logfile") == 0) {
+        print_value(d, o->error_logfile ? o->error_logfile : "-", out);
+    } else {
+        /* A row added without a printer here: the last value given, as
+         * given; else it is left unset. */
+        const char *given = NULL;
+        size_t len = strlen(n);
+        for (int i = 1; i < argc; i++) {
+            if (strncmp(argv[i], "--", 2) == 0 &&
+                strncmp(argv[i] + 2, n, len) == 0 && argv[i][2 + len] == '=') {
+                given = argv[i] + 3 + len;
+            }
+        }
+        print_value(d, given, out);
+    }
+}
+
+/* A list setting: one line an item, a commented line when empty. */
+static void print_list(const opt_def_t *d, const char *const *list, int n,
+                       FILE *out)
+{
+    for (int i = 0; i < n; i++) {
+        print_value(d, list[i], out);
+    }
+    if (n == 0) {
+        print_value(d, NULL, out);
+    }
+}
+
+/* "name = value", the name with '_' as gunicorn's settings spell it, the
+ * value double-quoted when the file's parser would otherwise misread it;
+ * a commented-out "# name =" when VALUE is NULL (not set). */
+static void print_value(const opt_def_t *d, const char *value, FILE *out)
+{
+    char name[64];
+
+    snprintf(name, sizeof(name), "%s", d->name);
+    for (char *p = name; *p != '\0'; p++) {
+        *p = *p == '-' ? '_' : *p;
+    }
+    if (value == NULL) {
+        fprintf(out, "# %s =\n", name);
+        return;
+    }
+    size_t len = strlen(value);
+    bool quote = len == 0 || strpbrk(value, "#\"'\\,") != NULL ||
+                 value[0] == ' ' || value[0] == '\t' || value[len - 1] == ' ' ||
+                 value[len - 1] == '\t';
+    if (!quote) {
+        fprintf(out, "%s = %s\n", name, value);
+        return;
+    }
+    fprintf(out, "%s = \"", name);
+    for (const char *p = value; *p != '\0'; p++) {
+        if (*p == '"' || *p == '\\') {
+            fputc('\\', out);
+        }
+        fputc(*p, out);
+    }
+    fputs("\"\n", out);
+}
