@@ -35,6 +35,19 @@ def one_line(r):
     return s + ("  [" + "; ".join(flags) + "]" if flags else "")
 
 
+def machine_us(r):
+    """Busy time of every CPU during the measured run (user, system, irq,
+    softirq: server, client and kernel) over the requests completed, or
+    None for a record without per-CPU figures. Over loopback the kernel's
+    TCP work lands on whichever CPU is running at the time, so this is the
+    figure that does not move with it."""
+    pct = r.get("cpu_pct")
+    if not pct or not r.get("requests"):
+        return None
+    busy = sum(c["busy"] + c["irq"] for c in pct.values()) / 100.0
+    return 1e6 * busy * r["wall_s"] / r["requests"]
+
+
 def flags_of(runs, conns):
     """Human-readable problems over one arm's runs at one connection count."""
     flags = []
@@ -91,6 +104,7 @@ def summarise(runs, arm_names, conns_list, baselines):
                     cpu_us_min=min(r["cpu_us_per_req"] for r in ok),
                     cpu_us_max=max(r["cpu_us_per_req"] for r in ok),
                     server_cpu_pct=_med([r["server_cpu_pct"] for r in ok]),
+                    machine_us_per_req=_med([machine_us(r) for r in ok]),
                     wrk_cpu_pct=_med([r["wrk_cpu_pct"] for r in ok]),
                     other_pct=_med([r.get("other_on_server_cpu_pct")
                                     for r in ok]),
@@ -181,8 +195,12 @@ def markdown(doc):
       "one full core); *others on its CPU*: what the server's CPU spent on "
       "anything else meanwhile (user+system+irq+softirq time from /proc/stat "
       "minus the server's own; a build running beside the benchmark shows up "
-      "here); *wrk CPU*: wrk's own CPU time over wall time; all medians over "
-      "repeats")
+      "here); *wrk CPU*: wrk's own CPU time over wall time; *both CPUs "
+      "µs/req*: all the machine's busy time (user, system, irq, softirq, on "
+      "every CPU: server, client and kernel) over the requests completed. "
+      "Over loopback the kernel's TCP work for one side often runs on the "
+      "other side's CPU, so the server's own figure can rise when work moves "
+      "to it; this one cannot hide it. All medians over repeats")
     bl = summary["baselines"]
     client = ("client" if any(a.get("client", "wrk") != "wrk"
                               for a in arms.values()) else "wrk")
@@ -190,13 +208,14 @@ def markdown(doc):
       % ("s" if len(bl) > 1 else "", " and ".join("`%s`" % b for b in bl)))
     w("")
     w("| arm | conns | pipeline | req/s | min–max | %s | CPU µs/req | "
-      "server CPU | others on its CPU | %s CPU | p50 ms | p99 ms | "
-      "errors / flags |" % (" | ".join("vs %s" % b for b in bl), client))
-    w("|---|---:|---:|---:|---:|%s---:|---:|---:|---:|---:|---:|---|"
+      "server CPU | others on its CPU | %s CPU | both CPUs µs/req | "
+      "p50 ms | p99 ms | errors / flags |"
+      % (" | ".join("vs %s" % b for b in bl), client))
+    w("|---|---:|---:|---:|---:|%s---:|---:|---:|---:|---:|---:|---:|---|"
       % ("---:|" * len(bl)))
     for r in summary["rows"]:
         if not r.get("n"):
-            w("| %s | %d | %d | – | – |%s – | – | – | – | – | – | – | "
+            w("| %s | %d | %d | – | – |%s – | – | – | – | – | – | – | – | "
               "⚠ failed: %s |"
               % (r["arm"], r["conns"], depth, " – |" * len(bl),
                  "; ".join(r["failed"])[:120]))
@@ -217,11 +236,14 @@ def markdown(doc):
                  if r.get("other_pct") is not None else "?")
         p50 = "n/a" if depth > 1 else "%.2f" % r.get("p50_ms", float("nan"))
         p99 = "n/a" if depth > 1 else "%.2f" % r["p99_ms"]
+        both = ("%.1f" % r["machine_us_per_req"]
+                if r.get("machine_us_per_req") is not None else "?")
         w("| %s | %d | %d | %s | %s–%s | %s | %.1f | %.0f %% | %s | "
-          "%.0f %% | %s | %s | %s |" % (
+          "%.0f %% | %s | %s | %s | %s |" % (
               r["arm"], r["conns"], depth, _rps(r["rps_median"]),
-              _rps(r["rps_min"]), _rps(r["rps_max"]), ratio, r["cpu_us_per_req"], r["server_cpu_pct"],
-              other, r["wrk_cpu_pct"], p50, p99, fl))
+              _rps(r["rps_min"]), _rps(r["rps_max"]), ratio,
+              r["cpu_us_per_req"], r["server_cpu_pct"], other,
+              r["wrk_cpu_pct"], both, p50, p99, fl))
     w("")
     w("Flags (⚠): wrk's socket errors (connect/read/write/timeout) and "
       "non-2xx/3xx responses, summed over repeats. *starved N/C*: N of the C "

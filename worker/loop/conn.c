@@ -18,16 +18,14 @@
  * which frees the read buffer to move while the body streams.
  *
  * The parser's callbacks live in conn_parse.c, the calls an executor makes
- * in conn_exec.c; this file is the state machine, reading and writing.
+ * in conn_exec.c, writing in conn_write.c; this file is the state machine
+ * and reading.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/sendfile.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -227,170 +225,7 @@ static size_t max_head(const sl_options_t *o)
 }
 
 /* ------------------------------------------------------------------ */
-/* output                                                             */
-
-static void fd_close(int *fd)
-{
-    if (*fd >= 0) {
-        close(*fd);
-        *fd = -1;
-    }
-}
-
-/* Give lent bytes back to the executor (sl_conn_sendmem()). */
-static void mem_drop(sl_conn_t *c, const char **mem, void **owner)
-{
-    if (*mem != NULL) {
-        c->pump->exec->release(*owner);
-        *mem = NULL;
-        *owner = NULL;
-    }
-}
-
-/* The send timeout (nginx's send_timeout): while a response waits on a
- * full socket, C's deadline is the time its client last took a byte plus
- * --send-timeout; anything written moves it, a socket that takes all
- * disarms it. So an app that is slow to answer is never cut, a reader that
- * is slow but reading never is, and one that stopped reading is, before it
- * holds a lane (and at --timeout the whole worker) forever. */
-static void send_deadline(sl_conn_t *c, int rc, size_t written)
-{
-    double secs = c->pump->opt->send_timeout;
-
-    if (c->state != SL_CONN_SERVING && c->state != SL_CONN_WRITING)
-        return;
-    if (rc != 0 || secs <= 0)
-        c->deadline = 0;
-    else if (written > 0 || c->deadline == 0)
-        c->deadline = ev_now(c->pump->loop) + secs;
-}
-
-/* One send of what C's write buffer holds. Lent bytes behind it go in the
- * same sendmsg(), and a file behind it is announced with MSG_MORE, so a
- * response's head leaves with its body's first bytes: one segment, one
- * wake-up of the client, one call fewer. The count may run past the
- * buffer into the lent bytes; errno as send()'s. */
-static ssize_t send_buffered(sl_conn_t *c)
-{
-    struct iovec iov[2];
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
-    int more = c->wfile_fd >= 0 && c->wfile_len > 0 ? MSG_MORE : 0;
-
-    if (c->wmem == NULL || c->wmem_len == 0) /* the common case: send() */
-        return send(c->fd, c->wbuf.data + c->wbuf.off, sl_buf_pending(&c->wbuf),
-                    MSG_NOSIGNAL | more);
-    iov[0].iov_base = c->wbuf.data + c->wbuf.off;
-    iov[0].iov_len = sl_buf_pending(&c->wbuf);
-    iov[1].iov_base = (void *)c->wmem;
-    iov[1].iov_len = c->wmem_len;
-    return sendmsg(c->fd, &m, MSG_NOSIGNAL);
-}
-
-/* Write what the loop holds for C, adding the count to *WRITTEN. 1 when
- * all is written, 0 when the socket is full, -1 when the client is gone. */
-static int conn_write(sl_conn_t *c, size_t *written_out)
-{
-    sl_buf_t *w = &c->wbuf;
-    ssize_t n;
-    size_t written = 0;
-    size_t from_buf;
-    int rc = 1;
-
-    while (sl_buf_pending(w) > 0) {
-        n = send_buffered(c);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
-            break;
-        }
-        from_buf =
-            (size_t)n < sl_buf_pending(w) ? (size_t)n : sl_buf_pending(w);
-        sl_buf_consume(w, from_buf);
-        if ((size_t)n > from_buf) { /* lent bytes went along */
-            c->wmem += (size_t)n - from_buf;
-            c->wmem_len -= (size_t)n - from_buf;
-        }
-        sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
-        written += (size_t)n;
-        if ((size_t)n > c->interim) {
-            c->wrote_any = true;
-            c->interim = 0;
-        } else {
-            c->interim -= (size_t)n;
-        }
-    }
-    while (rc == 1 && c->wmem != NULL && c->wmem_len > 0) {
-        n = send(c->fd, c->wmem, c->wmem_len, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
-            break;
-        }
-        c->wmem += n;
-        c->wmem_len -= (size_t)n;
-        sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
-        written += (size_t)n;
-    }
-    while (rc == 1 && c->wfile_fd >= 0 && c->wfile_len > 0) {
-        n = sendfile(c->fd, c->wfile_fd, &c->wfile_off, c->wfile_len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
-            break;
-        }
-        if (n == 0) { /* the file shrank: the promised length is a lie */
-            rc = -1;
-            break;
-        }
-        c->wfile_len -= (size_t)n;
-        sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
-        written += (size_t)n;
-    }
-    if (rc == 1) {
-        fd_close(&c->wfile_fd);
-        mem_drop(c, &c->wmem, &c->wmem_owner);
-    }
-    send_deadline(c, rc, written);
-    *written_out = written;
-    return rc;
-}
-
-/* WRITTEN bytes of C's response left: their credit comes back, and an
- * executor waiting for it hears so below half the credit (mu held). */
-static void credit_back(sl_conn_t *c, size_t written)
-{
-    if (written == 0 || (c->state != SL_CONN_SERVING && c->state != SL_CONN_WS))
-        return;
-    c->inflight -= written < c->inflight ? written : c->inflight;
-    if (c->inflight + c->out.len <= SL_CONN_CREDIT / 2)
-        sl_conn_wake(c);
-}
-
-int sl_conn_flush(sl_conn_t *c)
-{
-    size_t written;
-    int rc = conn_write(c, &written);
-
-    if (written > 0 &&
-        (c->state == SL_CONN_SERVING || c->state == SL_CONN_WS)) {
-        pthread_mutex_lock(&c->mu);
-        credit_back(c, written);
-        pthread_mutex_unlock(&c->mu);
-    }
-    return rc;
-}
-
-int sl_conn_flush_locked(sl_conn_t *c)
-{
-    size_t written;
-    int rc = conn_write(c, &written);
-
-    credit_back(c, written);
-    return rc;
-}
+/* answers the loop makes itself                                      */
 
 /* Queue a response the loop makes itself (errors), closing after it; out
  * of memory, the close alone says it. */
@@ -419,11 +254,9 @@ static void conn_error_response(sl_conn_t *c, int status)
 void sl_conn_close(sl_conn_t *c)
 {
     sl_conn_watch(c, 0);
-    fd_close(&c->wfile_fd);
-    mem_drop(c, &c->wmem, &c->wmem_owner);
+    sl_conn_drop_tail(c);
     pthread_mutex_lock(&c->mu);
-    fd_close(&c->file_fd);
-    mem_drop(c, &c->mem, &c->mem_owner);
+    sl_conn_drop_tail_locked(c);
     pthread_mutex_unlock(&c->mu);
     sl_conn_ws_free(c);
     sl_conn_free_bufs(c);
@@ -710,8 +543,7 @@ static void conn_take(sl_conn_t *c)
             sl_buf_reset(&c->wbuf, SL_CONN_BUF_KEEP);
         else
             c->wbuf.len = c->wbuf.off + c->interim;
-        fd_close(&c->wfile_fd);
-        mem_drop(c, &c->wmem, &c->wmem_owner);
+        sl_conn_drop_tail(c);
         conn_error_response(c, c->http_error);
         c->aborted = false;
     }

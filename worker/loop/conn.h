@@ -285,6 +285,14 @@ int sl_conn_flush(sl_conn_t *c);
  * thread, inside one of the calls above). */
 int sl_conn_flush_locked(sl_conn_t *c);
 
+/* Close the file and give back the lent bytes the loop still holds for C
+ * (a response cut short, or a closing connection). */
+void sl_conn_drop_tail(sl_conn_t *c);
+
+/* The same for a tail the executor queued and the loop has not taken yet
+ * (mu held). */
+void sl_conn_drop_tail_locked(sl_conn_t *c);
+
 /* Set the events C's watcher waits for (0: none). */
 void sl_conn_watch(sl_conn_t *c, int events);
 
