@@ -1,11 +1,13 @@
 """Pipelined requests in every mode, for both interfaces.
 
-In inline mode a finished response may wait for the next pipelined
-request's, to leave in the same write (conn.c: conn_hold()). What is held
-must never wait for the client: one that reads an answer before it sends
-the next request's body or the rest of its head, that half-closes after its
-last request, or whose next request turns out bad, gets every answer it is
-owed, in order, without waiting for a timeout.
+A finished response may wait for the next pipelined request's, to leave in
+the same write (conn.c: conn_hold()). What is held must never wait for the
+client: one that reads an answer before it sends the next request's body or
+the rest of its head, that half-closes after its last request, or whose
+next request turns out bad, gets every answer it is owed, in order, without
+waiting for a timeout. In pump mode it must not wait for a slow app either:
+the next request runs on another thread, and the hold lasts a moment
+(conn.h: SL_CONN_HOLD_SECS).
 """
 
 import socket
@@ -18,6 +20,7 @@ from helpers import build_request
 pytestmark = pytest.mark.sluice_only
 
 WAIT = 5  # seconds a read may take: well below the server's own timeouts
+SLOW = 3  # seconds the slow request takes
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +100,16 @@ def many_in_order(server, n=200):
         assert c.request("GET", "/hello").body == b"hello\n"
 
 
+def answer_before_a_slow_next(server):
+    with server.connect(timeout=WAIT) as c:
+        c.send(build_request("GET", "/hello")
+               + build_request("GET", "/slow?t=%d" % SLOW))
+        c.sock.settimeout(SLOW / 2)  # an answer held for the slow one fails
+        assert c.read_response().body == b"hello\n"
+        c.sock.settimeout(WAIT)
+        assert c.read_response().body.startswith(b"slept")
+
+
 CHECKS = [body_after_the_answer, rest_of_head_after_the_answer,
           continue_after_the_answer, half_close_after_the_last,
           bad_body_after_answers, many_in_order]
@@ -110,3 +123,14 @@ def test_wsgi(wsgi, check):
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__)
 def test_asgi(asgi, check):
     check(asgi)
+
+
+def test_wsgi_answer_before_a_slow_next(wsgi, mode):
+    if mode["inline"]:
+        pytest.skip("inline: a slow app holds the whole loop thread, and "
+                    "the answer before it with it")
+    answer_before_a_slow_next(wsgi)
+
+
+def test_asgi_answer_before_a_slow_next(asgi):
+    answer_before_a_slow_next(asgi)

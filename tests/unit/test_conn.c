@@ -290,6 +290,112 @@ START_TEST(test_pipelined_in_order)
 }
 END_TEST
 
+#define THREE_GETS                                                             \
+    "GET /1 HTTP/1.1\r\nHost: h\r\n\r\n"                                       \
+    "GET /2 HTTP/1.1\r\nHost: h\r\n\r\n"                                       \
+    "GET /3 HTTP/1.1\r\nHost: h\r\n\r\n"
+
+/* Pump mode, pipelining: a finished answer waits while the next request,
+ * already read, is with the executor, and leaves with the next answer in
+ * one write; the last of what the client sent writes them all. */
+START_TEST(test_pipelined_answers_leave_together)
+{
+    sl_ticket_t t;
+    char body[2] = {0};
+    int i;
+
+    UP(NULL);
+    pump.hold_secs = 60; /* the hold timer out of the way */
+    h_sends(&client, THREE_GETS);
+    for (i = 1; i <= 3; i++) {
+        take_request(&t);
+        h_pull(&client);
+        ck_assert_msg(client.len == 0, "answer written before request %d", i);
+        body[0] = (char)('0' + i);
+        respond(t.gen, body);
+    }
+    for (i = 1; i <= 3; i++) {
+        ck_assert(h_response(&pump, &client, &resp, false));
+        body[0] = (char)('0' + i);
+        ck_assert_str_eq(resp.body, body);
+    }
+}
+END_TEST
+
+/* A held answer does not wait for a slow next request: the hold timer
+ * writes it while that request is still with the executor. */
+START_TEST(test_held_answer_leaves_on_time)
+{
+    sl_ticket_t t;
+
+    UP(NULL);
+    h_sends(&client, THREE_GETS);
+    take_request(&t);
+    respond(t.gen, "1");
+    take_request(&t);
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_str_eq(resp.body, "1");
+    ck_assert_int_eq(client.conn->state, SL_CONN_SERVING);
+    ck_assert_ptr_null(pump.hold_head);
+    respond(t.gen, "2");
+    take_request(&t);
+    respond(t.gen, "3");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_str_eq(resp.body, "2");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_str_eq(resp.body, "3");
+}
+END_TEST
+
+/* Nor for a next response that streams: its first bytes take the held
+ * answer along, and a client that leaves takes the hold with it. */
+static bool gone_or_ticket(void *arg)
+{
+    (void)arg;
+    return pump.nactive == 0 || h_tickets(&pump) > 0;
+}
+
+START_TEST(test_held_answer_leaves_with_the_next_bytes)
+{
+    sl_ticket_t t;
+    int i;
+
+    UP(NULL);
+    pump.hold_secs = 60;
+    h_sends(&client, THREE_GETS);
+    take_request(&t);
+    respond(t.gen, "1");
+    take_request(&t);
+    ck_assert_int_eq(
+        send_str(t.gen, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n", 0), 0);
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_str_eq(resp.body, "1");
+    ck_assert_ptr_null(pump.hold_head);
+    ck_assert_int_eq(send_str(t.gen, "2", SL_SEND_END), 0);
+    take_request(&t); /* the end of the second answer is held in turn */
+    respond(t.gen, "3");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_str_eq(resp.body, "2");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_str_eq(resp.body, "3");
+
+    h_sends(&client, THREE_GETS);
+    take_request(&t);
+    respond(t.gen, "1");
+    take_request(&t);
+    ck_assert_ptr_eq(pump.hold_head, client.conn);
+    h_client_close(&client);
+    for (i = 0; i < 3 && pump.nactive > 0; i++) {
+        (void)send_str(t.gen, "HTTP/1.1 204 No\r\n\r\n", SL_SEND_END);
+        ck_assert(h_run_until(&pump, gone_or_ticket, NULL));
+        if (h_tickets(&pump) > 0)
+            ck_assert(h_take_ticket(&pump, &t));
+    }
+    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_ptr_null(pump.hold_head);
+}
+END_TEST
+
 /* Nothing pipelined after "Connection: close" is served. */
 START_TEST(test_nothing_served_after_close)
 {
@@ -1615,6 +1721,9 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_keep_alive_requests_get_new_generations);
     tcase_add_test(tc, test_pipelined_in_order);
     tcase_add_test(tc, test_pipelined_before_eof_are_served);
+    tcase_add_test(tc, test_pipelined_answers_leave_together);
+    tcase_add_test(tc, test_held_answer_leaves_on_time);
+    tcase_add_test(tc, test_held_answer_leaves_with_the_next_bytes);
     tcase_add_test(tc, test_nothing_served_after_close);
     suite_add_tcase(s, tc);
 

@@ -254,6 +254,7 @@ static void conn_error_response(sl_conn_t *c, int status)
 void sl_conn_close(sl_conn_t *c)
 {
     sl_conn_watch(c, 0);
+    sl_pump_hold_remove(c->pump, c);
     sl_conn_drop_tail(c);
     pthread_mutex_lock(&c->mu);
     sl_conn_drop_tail_locked(c);
@@ -561,19 +562,34 @@ void sl_conn_complete(sl_conn_t *c)
 }
 
 /* Hold C's finished response back instead of writing it now? Only when
- * the app runs on the loop thread (its next request runs in this same
- * pass) and the client pipelined: the next request is already read, the
- * connection is kept, nothing must follow the response's own bytes (a
- * file, lent bytes) and little is waiting. The next response's write
- * takes both; the READING state writes what is held before it waits for
- * the client, inline.c before a body read blocks. One write instead of
- * one per response. */
+ * the client pipelined: the next request is already read, the connection
+ * is kept, nothing must follow the response's own bytes (a file, lent
+ * bytes) and little is waiting. The next response's write takes both: one
+ * write instead of one per response. The READING state writes what is
+ * held before it waits for the client, inline.c before a body read
+ * blocks. In pump mode the next request runs on another thread and may
+ * take its time, so the pump's hold timer bounds the wait, and the
+ * SERVING state writes what is held as soon as the next response sends
+ * anything. */
 static bool conn_hold(const sl_conn_t *c)
 {
-    return c->pump->exec->run != NULL && c->msg_done && !c->close_after &&
-           !c->aborted && c->req.keep_alive && !c->pump->draining &&
-           c->wfile_fd < 0 && c->wmem == NULL && sl_buf_pending(&c->rbuf) > 0 &&
+    return c->msg_done && !c->close_after && !c->aborted && c->req.keep_alive &&
+           !c->pump->draining && !c->pump->hold_off && c->wfile_fd < 0 &&
+           c->wmem == NULL && sl_buf_pending(&c->rbuf) > 0 &&
            sl_buf_pending(&c->wbuf) <= SL_CONN_HOLD_MAX;
+}
+
+/* Pump mode: C is on the hold list and nothing of the response being
+ * served is queued behind what it holds. */
+static bool conn_holding(const sl_conn_t *c)
+{
+    return (c->hold_prev != NULL || c->pump->hold_head == c) &&
+           sl_buf_pending(&c->wbuf) == c->interim;
+}
+
+void sl_conn_unhold(sl_conn_t *c)
+{
+    conn_process(c);
 }
 
 /* The one driver: advance C as far as it can go without waiting. */
@@ -651,7 +667,7 @@ static void conn_process(sl_conn_t *c)
                 sl_conn_wake(c);
                 pthread_mutex_unlock(&c->mu);
             }
-            rc = sl_conn_flush(c);
+            rc = conn_holding(c) ? 1 : sl_conn_flush(c);
             if (rc < 0) {
                 pthread_mutex_lock(&c->mu);
                 c->aborted = true;
@@ -671,7 +687,13 @@ static void conn_process(sl_conn_t *c)
             return;
 
         case SL_CONN_WRITING:
-            rc = conn_hold(c) ? 1 : sl_conn_flush(c);
+            if (conn_hold(c)) {
+                if (c->pump->exec->run == NULL)
+                    sl_pump_hold_add(c->pump, c);
+                rc = 1;
+            } else {
+                rc = sl_conn_flush(c);
+            }
             if (rc < 0) {
                 sl_pump_request_done(c->pump, c);
                 sl_conn_close(c);

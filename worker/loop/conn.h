@@ -56,6 +56,8 @@ struct sl_conn {
     sl_conn_t *prev;
     sl_conn_t *idle_next; /* the pump's idle list (pump.h), NULL-ended */
     sl_conn_t *idle_prev;
+    sl_conn_t *hold_next; /* the pump's hold list (pump.h), NULL-ended */
+    sl_conn_t *hold_prev;
     ev_tstamp deadline;   /* header, keep-alive, send or linger; 0 = none */
     ev_tstamp idle_since; /* when it last became idle (accept, response) */
     int listener;         /* index of the listener it came from */
@@ -179,10 +181,12 @@ enum {
 /* Bytes read from a socket at once. */
 #define SL_CONN_READ_CHUNK 16384
 
-/* On-loop executors, pipelining: a finished response of at most this many
- * bytes waits for the next request's, already read, to leave with it in
- * one write (conn.c: conn_hold()). */
-#define SL_CONN_HOLD_MAX 16384
+/* Pipelining: finished responses of at most this many bytes wait for the
+ * next request's, already read, to leave with it in one write (conn.c:
+ * conn_hold()); in pump mode at most SL_CONN_HOLD_SECS, since the next
+ * request runs on another thread and may take its time. */
+#define SL_CONN_HOLD_MAX  16384
+#define SL_CONN_HOLD_SECS 0.001
 
 /* Bytes read at once while a request body streams in: fewer reads, and
  * fewer wake-ups of an executor waiting for body bytes. */
@@ -298,6 +302,10 @@ void sl_conn_watch(sl_conn_t *c, int events);
 
 /* Close C now and give its slot back (loop thread). */
 void sl_conn_close(sl_conn_t *c);
+
+/* Loop side: the hold on C's answers is over (pump.c's hold timer); write
+ * them and go on. */
+void sl_conn_unhold(sl_conn_t *c);
 
 /* PROXY protocol (conn_proxy.c). Is C's peer on --proxy-allow-from?
  * Logs the refusal when not. */

@@ -175,7 +175,10 @@ static void credit_back(sl_conn_t *c, size_t written)
 int sl_conn_flush(sl_conn_t *c)
 {
     size_t written;
-    int rc = conn_write(c, &written);
+    int rc;
+
+    sl_pump_hold_remove(c->pump, c); /* what it held goes now */
+    rc = conn_write(c, &written);
 
     if (written > 0 &&
         (c->state == SL_CONN_SERVING || c->state == SL_CONN_WS)) {
@@ -189,7 +192,10 @@ int sl_conn_flush(sl_conn_t *c)
 int sl_conn_flush_locked(sl_conn_t *c)
 {
     size_t written;
-    int rc = conn_write(c, &written);
+    int rc;
+
+    sl_pump_hold_remove(c->pump, c);
+    rc = conn_write(c, &written);
 
     credit_back(c, written);
     return rc;
