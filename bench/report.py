@@ -5,6 +5,7 @@ import statistics
 
 WRK_BOUND_PCT = 90.0  # wrk this busy on its CPU: the client may be the limit
 DISTURBED_PCT = 10.0  # other processes took this much of the server's CPU
+STOLEN_PCT = 10.0  # the hypervisor kept this much of a CPU from the machine
 
 
 def _med(values):
@@ -79,6 +80,14 @@ def flags_of(runs, conns):
                      "the server CPU" % (len(hit), len(runs),
                                          "s" if len(runs) > 1 else "",
                                          max(hit)))
+    stolen = [max(c["steal"] for c in r["cpu_pct"].values())
+              for r in runs if r.get("cpu_pct")]
+    hit = [v for v in stolen if v >= STOLEN_PCT]
+    if hit:
+        flags.append("stolen in %d/%d run%s: the hypervisor kept up to "
+                     "%.0f%% of a CPU" % (len(hit), len(runs),
+                                          "s" if len(runs) > 1 else "",
+                                          max(hit)))
     if any(r.get("server_tree_note") for r in runs):
         # e.g. a worker respawned mid-run: its CPU time before exiting is lost
         flags.append("process tree changed")
@@ -253,8 +262,11 @@ def markdown(doc):
       "answered, so without this flag such a server looks healthy. *slow "
       "accept*: some connections were still queued at 20 %% of the run. "
       "*disturbed*: other processes took ≥ %.0f %% of the server's CPU in "
-      "some repeat. *client-bound?*: wrk used ≥ %.0f %% of its CPU."
-      % (DISTURBED_PCT, WRK_BOUND_PCT))
+      "some repeat. *stolen*: the hypervisor kept ≥ %.0f %% of a CPU from "
+      "this virtual machine in some repeat (steal time, /proc/stat): that "
+      "run's figures are the host's, not the server's. *client-bound?*: wrk "
+      "used ≥ %.0f %% of its CPU."
+      % (DISTURBED_PCT, STOLEN_PCT, WRK_BOUND_PCT))
     w("")
     out.extend(server_share(doc))
     w("## Commands")

@@ -621,7 +621,8 @@ def main():
         with open(base + ".json") as f:
             doc = json.load(f)
         rep = wsbench if doc["meta"].get("suite") == "ws" else report
-        if rep is report:  # the table's figures, from the runs again
+        if rep is report and "baselines" in doc["summary"]:
+            # the table's figures, from the runs again
             s = doc["summary"]
             doc["summary"] = report.summarise(
                 doc["runs"], list(doc["arms"]),
