@@ -73,21 +73,18 @@ def flags_of(runs, conns):
     if wrk is not None and wrk >= WRK_BOUND_PCT:
         flags.append("wrk %.0f%% busy: client-bound?" % wrk)
     other = [r.get("other_on_server_cpu_pct") for r in runs]
-    other = [o for o in other if o is not None]
-    hit = [o for o in other if o >= DISTURBED_PCT]
-    if hit:
-        flags.append("disturbed in %d/%d run%s: others took up to %.0f%% of "
-                     "the server CPU" % (len(hit), len(runs),
-                                         "s" if len(runs) > 1 else "",
-                                         max(hit)))
     stolen = [max(c["steal"] for c in r["cpu_pct"].values())
-              for r in runs if r.get("cpu_pct")]
-    hit = [v for v in stolen if v >= STOLEN_PCT]
-    if hit:
-        flags.append("stolen in %d/%d run%s: the hypervisor kept up to "
-                     "%.0f%% of a CPU" % (len(hit), len(runs),
-                                          "s" if len(runs) > 1 else "",
-                                          max(hit)))
+              if r.get("cpu_pct") else None for r in runs]
+    for word, values, bound, what in (
+            ("disturbed", other, DISTURBED_PCT,
+             "others took up to %.0f%% of the server CPU"),
+            ("stolen", stolen, STOLEN_PCT,
+             "the hypervisor kept up to %.0f%% of a CPU")):
+        hit = [v for v in values if v is not None and v >= bound]
+        if hit:
+            flags.append("%s in %d/%d run%s: %s" % (
+                word, len(hit), len(runs), "s" if len(runs) > 1 else "",
+                what % max(hit)))
     if any(r.get("server_tree_note") for r in runs):
         # e.g. a worker respawned mid-run: its CPU time before exiting is lost
         flags.append("process tree changed")
