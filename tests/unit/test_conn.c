@@ -102,8 +102,8 @@ static int send_str(uint32_t gen, const char *s, int flags)
     return sl_conn_send(client.conn, gen, &iov, 1, flags);
 }
 
-/* Answer request GEN with a 200 whose body is BODY, in one END send. */
-static void respond(uint32_t gen, const char *body)
+/* Answer request GEN of C with a 200 whose body is BODY, in one END send. */
+static void respond_on(sl_conn_t *c, uint32_t gen, const char *body)
 {
     char head[128];
     struct iovec iov[2];
@@ -112,7 +112,12 @@ static void respond(uint32_t gen, const char *body)
              "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", strlen(body));
     iov[0] = (struct iovec){head, strlen(head)};
     iov[1] = (struct iovec){(void *)body, strlen(body)};
-    ck_assert_int_eq(sl_conn_send(client.conn, gen, iov, 2, SL_SEND_END), 0);
+    ck_assert_int_eq(sl_conn_send(c, gen, iov, 2, SL_SEND_END), 0);
+}
+
+static void respond(uint32_t gen, const char *body)
+{
+    respond_on(client.conn, gen, body);
 }
 
 static const char *url(void)
@@ -344,6 +349,39 @@ START_TEST(test_held_answer_leaves_on_time)
     ck_assert_str_eq(resp.body, "2");
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_str_eq(resp.body, "3");
+}
+END_TEST
+
+/* Each held answer waits its own time: the timer writes those held
+ * longest and leaves younger ones to wait for their next answer. */
+START_TEST(test_hold_timer_writes_the_oldest)
+{
+    h_client_t other;
+    sl_ticket_t t, u;
+
+    UP(NULL);
+    pump.hold_secs = 60;
+    h_connect(&pump, &other);
+    h_sends(&client, THREE_GETS);
+    take_request(&t);
+    respond(t.gen, "1");
+    take_request(&t);
+    h_sends(&other, THREE_GETS);
+    ck_assert(h_take_ticket(&pump, &u));
+    ck_assert_uint_eq(u.idx, other.conn->idx);
+    respond_on(other.conn, u.gen, "a");
+    ck_assert(h_take_ticket(&pump, &u));
+    ck_assert_ptr_eq(pump.hold_head, client.conn);
+    ck_assert_ptr_eq(pump.hold_tail, other.conn);
+    client.conn->hold_since -= 60; /* as if held a minute ago */
+    ev_feed_event(pump.loop, &pump.hold_timer, EV_TIMER);
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_str_eq(resp.body, "1");
+    ck_assert_ptr_eq(pump.hold_head, other.conn);
+    ck_assert(ev_is_active(&pump.hold_timer));
+    h_pull(&other);
+    ck_assert_uint_eq(other.len, 0);
+    h_client_close(&other);
 }
 END_TEST
 
@@ -1723,6 +1761,7 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_pipelined_before_eof_are_served);
     tcase_add_test(tc, test_pipelined_answers_leave_together);
     tcase_add_test(tc, test_held_answer_leaves_on_time);
+    tcase_add_test(tc, test_hold_timer_writes_the_oldest);
     tcase_add_test(tc, test_held_answer_leaves_with_the_next_bytes);
     tcase_add_test(tc, test_nothing_served_after_close);
     suite_add_tcase(s, tc);

@@ -58,6 +58,7 @@ struct sl_conn {
     sl_conn_t *idle_prev;
     sl_conn_t *hold_next; /* the pump's hold list (pump.h), NULL-ended */
     sl_conn_t *hold_prev;
+    ev_tstamp hold_since; /* when it began to hold answers back */
     ev_tstamp deadline;   /* header, keep-alive, send or linger; 0 = none */
     ev_tstamp idle_since; /* when it last became idle (accept, response) */
     int listener;         /* index of the listener it came from */

@@ -187,10 +187,14 @@ void sl_pump_hold_add(sl_pump_t *p, sl_conn_t *c)
 {
     if (c->hold_prev != NULL || p->hold_head == c)
         return;
-    c->hold_next = p->hold_head;
-    if (p->hold_head != NULL)
-        p->hold_head->hold_prev = c;
-    p->hold_head = c;
+    c->hold_since = ev_now(p->loop);
+    c->hold_prev = p->hold_tail;
+    c->hold_next = NULL;
+    if (p->hold_tail != NULL)
+        p->hold_tail->hold_next = c;
+    else
+        p->hold_head = c;
+    p->hold_tail = c;
     if (!ev_is_active(&p->hold_timer)) {
         ev_timer_set(&p->hold_timer, p->hold_secs, 0.0);
         ev_timer_start(p->loop, &p->hold_timer);
@@ -207,23 +211,34 @@ void sl_pump_hold_remove(sl_pump_t *p, sl_conn_t *c)
         p->hold_head = c->hold_next;
     if (c->hold_next != NULL)
         c->hold_next->hold_prev = c->hold_prev;
+    else
+        p->hold_tail = c->hold_prev;
     c->hold_next = c->hold_prev = NULL;
 }
 
-/* The app behind a held answer is taking its time: write what is held. */
+/* The apps behind the oldest held answers are taking their time: write
+ * those answers, and wait again for the oldest left. Answers held more
+ * recently keep waiting for their own next answer. */
 static void hold_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     sl_pump_t *p = ev_userdata(loop);
+    ev_tstamp now = ev_now(loop);
     sl_conn_t *c;
 
     (void)w;
     (void)revents;
     p->hold_off = true;
-    while ((c = p->hold_head) != NULL) {
+    while ((c = p->hold_head) != NULL &&
+           c->hold_since + p->hold_secs <= now + 1e-6) {
         sl_pump_hold_remove(p, c);
         sl_conn_unhold(c);
     }
     p->hold_off = false;
+    if (p->hold_head != NULL) {
+        ev_timer_set(&p->hold_timer,
+                     p->hold_head->hold_since + p->hold_secs - now, 0.0);
+        ev_timer_start(p->loop, &p->hold_timer);
+    }
 }
 
 /* Is C's next request already on its way (bytes in the kernel we have not

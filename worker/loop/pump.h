@@ -64,9 +64,11 @@ struct sl_pump {
     uint32_t nidle;
     bool evict_told; /* the first eviction was logged */
     /* Pump mode, pipelining: connections whose finished answers wait for
-     * the next one (conn.c: conn_hold()), at most SL_CONN_HOLD_SECS, then
-     * hold_timer writes them. Links: sl_conn_t.hold_next / hold_prev. */
+     * the next one (conn.c: conn_hold()), oldest hold at the head; each
+     * waits SL_CONN_HOLD_SECS at most, then hold_timer writes it. Links:
+     * sl_conn_t.hold_next / hold_prev. */
     sl_conn_t *hold_head;
+    sl_conn_t *hold_tail;
     ev_timer hold_timer; /* embedded */
     ev_tstamp hold_secs; /* SL_CONN_HOLD_SECS (tests set their own) */
     bool hold_off;       /* hold_timer is writing them: hold nothing new */
