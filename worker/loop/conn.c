@@ -254,7 +254,7 @@ static void conn_error_response(sl_conn_t *c, int status)
 void sl_conn_close(sl_conn_t *c)
 {
     sl_conn_watch(c, 0);
-    sl_pump_hold_remove(c->pump, c);
+    sl_conn_hold_end(c);
     sl_conn_drop_tail(c);
     pthread_mutex_lock(&c->mu);
     sl_conn_drop_tail_locked(c);
@@ -574,17 +574,9 @@ void sl_conn_complete(sl_conn_t *c)
 static bool conn_hold(const sl_conn_t *c)
 {
     return c->msg_done && !c->close_after && !c->aborted && c->req.keep_alive &&
-           !c->pump->draining && !c->pump->hold_off && c->wfile_fd < 0 &&
-           c->wmem == NULL && sl_buf_pending(&c->rbuf) > 0 &&
+           !c->pump->draining && c->wfile_fd < 0 && c->wmem == NULL &&
+           sl_buf_pending(&c->rbuf) > 0 &&
            sl_buf_pending(&c->wbuf) <= SL_CONN_HOLD_MAX;
-}
-
-/* Pump mode: C is on the hold list and nothing of the response being
- * served is queued behind what it holds. */
-static bool conn_holding(const sl_conn_t *c)
-{
-    return (c->hold_prev != NULL || c->pump->hold_head == c) &&
-           sl_buf_pending(&c->wbuf) == c->interim;
 }
 
 void sl_conn_unhold(sl_conn_t *c)
@@ -667,7 +659,7 @@ static void conn_process(sl_conn_t *c)
                 sl_conn_wake(c);
                 pthread_mutex_unlock(&c->mu);
             }
-            rc = conn_holding(c) ? 1 : sl_conn_flush(c);
+            rc = sl_conn_holding(c) ? 1 : sl_conn_flush(c);
             if (rc < 0) {
                 pthread_mutex_lock(&c->mu);
                 c->aborted = true;
@@ -689,7 +681,7 @@ static void conn_process(sl_conn_t *c)
         case SL_CONN_WRITING:
             if (conn_hold(c)) {
                 if (c->pump->exec->run == NULL)
-                    sl_pump_hold_add(c->pump, c);
+                    sl_conn_hold_start(c);
                 rc = 1;
             } else {
                 rc = sl_conn_flush(c);

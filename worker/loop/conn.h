@@ -304,9 +304,24 @@ void sl_conn_watch(sl_conn_t *c, int events);
 /* Close C now and give its slot back (loop thread). */
 void sl_conn_close(sl_conn_t *c);
 
-/* Loop side: the hold on C's answers is over (pump.c's hold timer); write
+/* Loop side: the hold on C's answers is over (the hold timer); write
  * them and go on. */
 void sl_conn_unhold(sl_conn_t *c);
+
+/* Pump mode, pipelining (conn_write.c). C holds its finished answers back
+ * for the next one; within SL_CONN_HOLD_SECS they go out anyway. No-op
+ * when C already holds. */
+void sl_conn_hold_start(sl_conn_t *c);
+
+/* C's held answers go out now, or it closes. No-op when it holds none. */
+void sl_conn_hold_end(sl_conn_t *c);
+
+/* C holds answers and nothing of the response being served is queued
+ * behind them: a flush can wait. */
+bool sl_conn_holding(const sl_conn_t *c);
+
+/* Set up P's hold timer (sl_pump_init()). */
+void sl_conn_hold_init(sl_pump_t *p);
 
 /* PROXY protocol (conn_proxy.c). Is C's peer on --proxy-allow-from?
  * Logs the refusal when not. */

@@ -7,7 +7,8 @@
  * the tail's first bytes leave in one call where the kernel allows, since
  * a segment of its own for a head costs the client a wake-up. Every byte
  * written moves the send timeout and gives credit back to an executor
- * that waits for room (conn.h).
+ * that waits for room (conn.h). A pipelining client's finished answers may
+ * wait, briefly, to leave with the next one (the hold list, at the end).
  */
 #include "config.h"
 
@@ -177,7 +178,7 @@ int sl_conn_flush(sl_conn_t *c)
     size_t written;
     int rc;
 
-    sl_pump_hold_remove(c->pump, c); /* what it held goes now */
+    sl_conn_hold_end(c); /* what it held goes now */
     rc = conn_write(c, &written);
 
     if (written > 0 &&
@@ -194,9 +195,91 @@ int sl_conn_flush_locked(sl_conn_t *c)
     size_t written;
     int rc;
 
-    sl_pump_hold_remove(c->pump, c);
+    sl_conn_hold_end(c);
     rc = conn_write(c, &written);
 
     credit_back(c, written);
     return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* answers held back (pump mode, pipelining: conn.c's conn_hold())    */
+
+static bool on_hold_list(const sl_conn_t *c)
+{
+    return c->hold_prev != NULL || c->pump->hold_head == c;
+}
+
+void sl_conn_hold_start(sl_conn_t *c)
+{
+    sl_pump_t *p = c->pump;
+
+    if (on_hold_list(c))
+        return;
+    c->hold_since = ev_now(p->loop);
+    c->hold_prev = p->hold_tail;
+    c->hold_next = NULL;
+    if (p->hold_tail != NULL)
+        p->hold_tail->hold_next = c;
+    else
+        p->hold_head = c;
+    p->hold_tail = c;
+    if (!ev_is_active(&p->hold_timer)) {
+        ev_timer_set(&p->hold_timer, p->hold_secs, 0.0);
+        ev_timer_start(p->loop, &p->hold_timer);
+    }
+}
+
+void sl_conn_hold_end(sl_conn_t *c)
+{
+    sl_pump_t *p = c->pump;
+
+    if (!on_hold_list(c))
+        return;
+    if (c->hold_prev != NULL)
+        c->hold_prev->hold_next = c->hold_next;
+    else
+        p->hold_head = c->hold_next;
+    if (c->hold_next != NULL)
+        c->hold_next->hold_prev = c->hold_prev;
+    else
+        p->hold_tail = c->hold_prev;
+    c->hold_next = c->hold_prev = NULL;
+}
+
+bool sl_conn_holding(const sl_conn_t *c)
+{
+    return on_hold_list(c) && sl_buf_pending(&c->wbuf) == c->interim;
+}
+
+/* The apps behind the oldest held answers are taking their time: write
+ * those answers, and wait again for the oldest left. Answers held more
+ * recently keep waiting for their own next answer; one held again while
+ * this runs is among those, so the loop ends. */
+static void hold_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    sl_pump_t *p = ev_userdata(loop);
+    ev_tstamp now = ev_now(loop);
+    sl_conn_t *c;
+
+    (void)w;
+    (void)revents;
+    /* the slack: the timer was set for since + secs, which need not come
+     * out exactly equal when added up again */
+    while ((c = p->hold_head) != NULL &&
+           c->hold_since + p->hold_secs <= now + 1e-6) {
+        sl_conn_hold_end(c);
+        sl_conn_unhold(c);
+    }
+    if (p->hold_head != NULL) {
+        ev_timer_set(&p->hold_timer,
+                     p->hold_head->hold_since + p->hold_secs - now, 0.0);
+        ev_timer_start(p->loop, &p->hold_timer);
+    }
+}
+
+void sl_conn_hold_init(sl_pump_t *p)
+{
+    p->hold_secs = SL_CONN_HOLD_SECS;
+    ev_timer_init(&p->hold_timer, hold_timer_cb, p->hold_secs, 0);
 }

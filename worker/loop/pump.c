@@ -183,64 +183,6 @@ void sl_pump_idle_remove(sl_pump_t *p, sl_conn_t *c)
     p->nidle--;
 }
 
-void sl_pump_hold_add(sl_pump_t *p, sl_conn_t *c)
-{
-    if (c->hold_prev != NULL || p->hold_head == c)
-        return;
-    c->hold_since = ev_now(p->loop);
-    c->hold_prev = p->hold_tail;
-    c->hold_next = NULL;
-    if (p->hold_tail != NULL)
-        p->hold_tail->hold_next = c;
-    else
-        p->hold_head = c;
-    p->hold_tail = c;
-    if (!ev_is_active(&p->hold_timer)) {
-        ev_timer_set(&p->hold_timer, p->hold_secs, 0.0);
-        ev_timer_start(p->loop, &p->hold_timer);
-    }
-}
-
-void sl_pump_hold_remove(sl_pump_t *p, sl_conn_t *c)
-{
-    if (c->hold_prev == NULL && p->hold_head != c)
-        return;
-    if (c->hold_prev != NULL)
-        c->hold_prev->hold_next = c->hold_next;
-    else
-        p->hold_head = c->hold_next;
-    if (c->hold_next != NULL)
-        c->hold_next->hold_prev = c->hold_prev;
-    else
-        p->hold_tail = c->hold_prev;
-    c->hold_next = c->hold_prev = NULL;
-}
-
-/* The apps behind the oldest held answers are taking their time: write
- * those answers, and wait again for the oldest left. Answers held more
- * recently keep waiting for their own next answer. */
-static void hold_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    sl_pump_t *p = ev_userdata(loop);
-    ev_tstamp now = ev_now(loop);
-    sl_conn_t *c;
-
-    (void)w;
-    (void)revents;
-    p->hold_off = true;
-    while ((c = p->hold_head) != NULL &&
-           c->hold_since + p->hold_secs <= now + 1e-6) {
-        sl_pump_hold_remove(p, c);
-        sl_conn_unhold(c);
-    }
-    p->hold_off = false;
-    if (p->hold_head != NULL) {
-        ev_timer_set(&p->hold_timer,
-                     p->hold_head->hold_since + p->hold_secs - now, 0.0);
-        ev_timer_start(p->loop, &p->hold_timer);
-    }
-}
-
 /* Is C's next request already on its way (bytes in the kernel we have not
  * read)? Then closing it would reset that request: not a victim. */
 static bool request_waiting(sl_conn_t *c)
@@ -749,8 +691,7 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
     p->nlisteners = k;
 
     ev_timer_init(&p->accept_timer, accept_timer_cb, SL_ACCEPTLIMIT_PAUSE, 0);
-    p->hold_secs = SL_CONN_HOLD_SECS;
-    ev_timer_init(&p->hold_timer, hold_timer_cb, p->hold_secs, 0);
+    sl_conn_hold_init(p);
     ev_async_init(&p->wake, wake_cb);
     ev_async_start(p->loop, &p->wake);
     ev_prepare_init(&p->flush, flush_cb);

@@ -64,14 +64,13 @@ struct sl_pump {
     uint32_t nidle;
     bool evict_told; /* the first eviction was logged */
     /* Pump mode, pipelining: connections whose finished answers wait for
-     * the next one (conn.c: conn_hold()), oldest hold at the head; each
-     * waits SL_CONN_HOLD_SECS at most, then hold_timer writes it. Links:
-     * sl_conn_t.hold_next / hold_prev. */
+     * the next one (conn_write.c: sl_conn_hold_start()), oldest hold at
+     * the head; each waits SL_CONN_HOLD_SECS at most, then hold_timer
+     * writes it. Links: sl_conn_t.hold_next / hold_prev. */
     sl_conn_t *hold_head;
     sl_conn_t *hold_tail;
     ev_timer hold_timer; /* embedded */
     ev_tstamp hold_secs; /* SL_CONN_HOLD_SECS (tests set their own) */
-    bool hold_off;       /* hold_timer is writing them: hold nothing new */
 
     const sl_exec_t *exec; /* borrowed: the executor's operations */
     int backend_fd;        /* libev's epoll fd, -1 when not epoll */
@@ -175,14 +174,5 @@ void sl_pump_idle_add(sl_pump_t *p, sl_conn_t *c);
 /* Loop side: C is no longer idle (bytes came, or it closes). No-op when
  * it is not on the idle list. */
 void sl_pump_idle_remove(sl_pump_t *p, sl_conn_t *c);
-
-/* Loop side, pump mode: C holds finished answers back for the next one;
- * within SL_CONN_HOLD_SECS they go out anyway (sl_conn_unhold()). No-op
- * when C is already on the hold list. */
-void sl_pump_hold_add(sl_pump_t *p, sl_conn_t *c);
-
-/* Loop side: C's held answers go out now, or it closes. No-op when it is
- * not on the hold list. */
-void sl_pump_hold_remove(sl_pump_t *p, sl_conn_t *c);
 
 #endif
