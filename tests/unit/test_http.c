@@ -883,6 +883,89 @@ START_TEST(test_chunk_extensions_accepted)
 }
 END_TEST
 
+START_TEST(test_chunk_extensions_with_whitespace)
+{
+    h_options(&opt, NULL);
+    /* RFC 9112 §7.1.1: BWS ";" BWS name [ BWS "=" BWS value ] */
+    ck_assert(submit("POST /p HTTP/1.1\r\nHost: h\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n"
+                     "5; some; parameters=stuff\r\nhello\r\n"
+                     "3 ;\ta = \"x y\"\t; b\r\nabc\r\n"
+                     "0 ; z = 1\r\n\r\n"));
+    ck_assert(req()->chunked);
+}
+END_TEST
+
+/* sl_reqline_chunk(): LINE, what it returns, the digits and the length */
+static const struct {
+    const char *line;
+    int rc;
+    size_t digits, len;
+} chunk_cases[] = {
+    {"5\r\n", 1, 1, 3},
+    {"0005\r\nhello", 1, 4, 6},
+    {"aF\r\n", 1, 2, 4},
+    {"5;a\r\n", 1, 1, 5},
+    {"5;a=1;b;c=\"x;y\"\r\n", 1, 1, 17},
+    {"5; some; parameters=stuff\r\n", 1, 1, 27},
+    {"5 ;\ta = 1 ; b\t=\t\"q\\\"\" ;c\r\n", 1, 1, 26},
+    {"5;a=\"\x80\xff\"\r\n", 1, 1, 10},
+    {"5", 0, 0, 0},
+    {"5;a=\"x\r", 0, 0, 0},
+    {"\r\n", -1, 0, 0},
+    {" 5\r\n", -1, 0, 0},
+    {"5 \r\n", -1, 0, 0},
+    {"5 5\r\n", -1, 0, 0},
+    {"5\n", -1, 0, 0},
+    {"5;\r\n", -1, 0, 0},
+    {"5;a=\r\n", -1, 0, 0},
+    {"5;a= \r\n", -1, 0, 0},
+    {"5;a \r\n", -1, 0, 0},
+    {"5;a b\r\n", -1, 0, 0},
+    {"5;a=b c\r\n", -1, 0, 0},
+    {"5;a=\"x\r\n", -1, 0, 0},
+    {"5;a=\"x\\\r\n", -1, 0, 0},
+    {"5;a=\"x\x01\"\r\n", -1, 0, 0},
+    {"5;a\rb\r\n", -1, 0, 0},
+    {"5;@\r\n", -1, 0, 0},
+    {"0x5\r\n", -1, 0, 0},
+};
+
+START_TEST(test_chunk_line)
+{
+    const char *line = chunk_cases[_i].line;
+    size_t digits = 0, len = 0;
+    int rc = sl_reqline_chunk(line, strlen(line), &digits, &len);
+
+    ck_assert_msg(rc == chunk_cases[_i].rc, "'%s': %d", line, rc);
+    if (rc == 1) {
+        ck_assert_uint_eq(digits, chunk_cases[_i].digits);
+        ck_assert_uint_eq(len, chunk_cases[_i].len);
+    }
+}
+END_TEST
+
+START_TEST(test_chunk_line_limit)
+{
+    static char line[SL_REQLINE_CHUNK_MAX + 8];
+    size_t digits, len;
+
+    memset(line, 'x', sizeof(line));
+    memcpy(line, "5;a=", 4);
+    /* no LF yet: more may come while the line can still fit */
+    ck_assert_int_eq(
+        sl_reqline_chunk(line, SL_REQLINE_CHUNK_MAX - 1, &digits, &len), 0);
+    ck_assert_int_eq(
+        sl_reqline_chunk(line, SL_REQLINE_CHUNK_MAX, &digits, &len), -1);
+    /* the longest line taken ends its CRLF on the limit's last byte */
+    memcpy(line + SL_REQLINE_CHUNK_MAX - 2, "\r\n", 2);
+    ck_assert_int_eq(sl_reqline_chunk(line, sizeof(line), &digits, &len), 1);
+    ck_assert_uint_eq(len, SL_REQLINE_CHUNK_MAX);
+    memcpy(line + SL_REQLINE_CHUNK_MAX - 2, "xx\r\n", 4);
+    ck_assert_int_eq(sl_reqline_chunk(line, sizeof(line), &digits, &len), -1);
+}
+END_TEST
+
 static const struct {
     const char *raw;
     int status;
@@ -982,6 +1065,10 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_absolute_form_replaces_host);
     tcase_add_test(tc, test_options_asterisk);
     tcase_add_test(tc, test_chunk_extensions_accepted);
+    tcase_add_test(tc, test_chunk_extensions_with_whitespace);
+    tcase_add_loop_test(tc, test_chunk_line, 0,
+                        sizeof(chunk_cases) / sizeof(chunk_cases[0]));
+    tcase_add_test(tc, test_chunk_line_limit);
     tcase_add_loop_test(tc, test_conformance_refused, 0,
                         sizeof(conform_refused) / sizeof(conform_refused[0]));
     suite_add_tcase(s, tc);

@@ -32,7 +32,8 @@ static int on_message_begin(llhttp_t *h)
 
     r->url_len = 0;
     r->nhdrs = 0;
-    r->ext_semicolon = false;
+    r->chunk_line = false;
+    r->chunk_last = false;
     c->in_value = false;
     c->head_done = false;
     c->msg_done = false;
@@ -153,6 +154,7 @@ static int on_headers_complete(llhttp_t *h)
             return fail(c, status);
     }
     c->head_done = true;
+    c->req.chunk_line = c->req.chunked;
     c->deadline = 0;
     /* With a body, stop here so the request is handed over before its body
      * is parsed; without one, message_complete follows at once. */
@@ -198,27 +200,16 @@ static int on_message_complete(llhttp_t *h)
     return HPE_PAUSED;
 }
 
-/* llhttp 8.1 consumes the ';' that ends an unquoted chunk extension value,
- * then wants another ';' or the CR, so "5;a=1;b" fails though RFC 9112
- * §7.1.1 allows it. The value callback notes a value that ended on a ';'
- * (the byte after it is one we hold); the complete callback then pauses
- * the parser, and sl_conn_parse() gives it the ';' once more. A quoted
- * value ends on its '"', after which llhttp takes a ';' well. */
-static int on_chunk_extension_value(llhttp_t *h, const char *at, size_t len)
-{
-    sl_conn_t *c = h->data;
-    const char *end = c->rbuf.data + c->rbuf.len;
-
-    c->req.ext_semicolon =
-        at + len < end && at[len] == ';' && (len == 0 || at[len - 1] != '"');
-    return 0;
-}
-
-static int on_chunk_extension_value_complete(llhttp_t *h)
+/* After each chunk but the last, pause: the next size line is the loop's
+ * to read (chunk_line()). */
+static int on_chunk_complete(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
 
-    return c->req.ext_semicolon ? HPE_PAUSED : 0;
+    if (c->req.chunk_last)
+        return 0;
+    c->req.chunk_line = true;
+    return HPE_PAUSED;
 }
 
 static llhttp_settings_t settings = {
@@ -227,8 +218,7 @@ static llhttp_settings_t settings = {
     .on_header_value = on_header_value,
     .on_header_field_complete = on_header_field_complete,
     .on_headers_complete = on_headers_complete,
-    .on_chunk_extension_value = on_chunk_extension_value,
-    .on_chunk_extension_value_complete = on_chunk_extension_value_complete,
+    .on_chunk_complete = on_chunk_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
@@ -305,6 +295,30 @@ static int start_line(sl_conn_t *c)
     return 1;
 }
 
+/* A chunk's size line, read by the loop (reqline.h): llhttp is handed its
+ * size digits and a CRLF, never an extension. 1 when the line was taken,
+ * 0 when more bytes are needed, -1 when the request is refused. */
+static int chunk_line(sl_conn_t *c)
+{
+    sl_buf_t *b = &c->rbuf;
+    const char *p = b->data + b->off;
+    size_t digits, len, i;
+    int rc;
+
+    rc = sl_reqline_chunk(p, sl_buf_pending(b), &digits, &len);
+    if (rc <= 0)
+        return rc;
+    for (i = 0; i < digits && p[i] == '0'; i++)
+        ;
+    c->req.chunk_last = i == digits;
+    c->req.chunk_line = false;
+    if (llhttp_execute(&c->parser, p, digits) != HPE_OK ||
+        llhttp_execute(&c->parser, "\r\n", 2) != HPE_OK)
+        return -1;
+    b->off += len;
+    return 1;
+}
+
 /* Run llhttp over the unparsed bytes until it needs more, a message or a
  * head completes, or it fails. 0, or -1 when an error response is due. */
 int sl_conn_parse(sl_conn_t *c)
@@ -312,10 +326,12 @@ int sl_conn_parse(sl_conn_t *c)
     sl_buf_t *b = &c->rbuf;
     llhttp_errno_t err;
     const char *start, *pos;
+    bool had_head;
+    int rc;
 
     while (sl_buf_pending(b) > 0 && !c->msg_done) {
         if (!c->in_msg) {
-            int rc = start_line(c);
+            rc = start_line(c);
             if (rc < 0) {
                 sl_debug("bad request line from fd %d", c->fd);
                 return -1;
@@ -323,33 +339,39 @@ int sl_conn_parse(sl_conn_t *c)
             if (rc == 0)
                 break;
         }
+        if (c->req.chunk_line) {
+            rc = chunk_line(c);
+            if (rc < 0)
+                goto out_bad;
+            if (rc == 0)
+                break;
+            continue;
+        }
+        had_head = c->head_done;
         start = b->data + b->off;
         err = llhttp_execute(&c->parser, start, sl_buf_pending(b));
         if (err == HPE_OK) {
             b->off = b->len;
             break;
         }
-        if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
-            pos = llhttp_get_error_pos(&c->parser);
-            b->off = (size_t)(pos - b->data);
-            /* HPE_PAUSED_UPGRADE: on_headers_complete took the request
-             * as not keep-alive already */
-            if (err == HPE_PAUSED)
-                llhttp_resume(&c->parser);
-            if (!c->req.ext_semicolon) {
-                if (c->head_done && c->state == SL_CONN_READING)
-                    return 0; /* a head to dispatch */
-                continue;
-            }
-            c->req.ext_semicolon = false;
-            if (llhttp_execute(&c->parser, ";", 1) == HPE_OK)
-                continue;
-        }
-        if (c->http_error == 0)
-            c->http_error = 400;
-        sl_debug("bad request from fd %d: %s", c->fd,
-                 llhttp_get_error_reason(&c->parser));
-        return -1;
+        if (err != HPE_PAUSED && err != HPE_PAUSED_UPGRADE)
+            goto out_bad;
+        pos = llhttp_get_error_pos(&c->parser);
+        b->off = (size_t)(pos - b->data);
+        /* HPE_PAUSED_UPGRADE: on_headers_complete took the request as
+         * not keep-alive already */
+        if (err == HPE_PAUSED)
+            llhttp_resume(&c->parser);
+        if (!had_head && c->head_done && c->state == SL_CONN_READING)
+            return 0; /* a head to dispatch */
     }
     return 0;
+
+out_bad:
+    if (c->http_error == 0)
+        c->http_error = 400;
+    sl_debug("bad request from fd %d: %s", c->fd,
+             c->req.chunk_line ? "bad chunk size line"
+                               : llhttp_get_error_reason(&c->parser));
+    return -1;
 }

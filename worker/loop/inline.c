@@ -72,11 +72,15 @@ out_gone:
  * callback takes mu, so it is dropped around the parse. */
 static int pull_body(sl_conn_t *c)
 {
+    bool want_more = false;
     ssize_t n;
     int rc;
 
     while (sl_buf_pending(&c->body) == 0 && !c->body_done && !c->aborted) {
-        if (sl_buf_pending(&c->rbuf) > 0) {
+        /* what a parse leaves (part of a chunk's size line) waits for
+         * more bytes: parse again only once some came */
+        if (sl_buf_pending(&c->rbuf) > 0 && !want_more) {
+            want_more = true;
             pthread_mutex_unlock(&c->mu);
             rc = sl_conn_parse(c);
             pthread_mutex_lock(&c->mu);
@@ -90,6 +94,7 @@ static int pull_body(sl_conn_t *c)
         n = recv(c->fd, c->rbuf.data + c->rbuf.len, SL_CONN_READ_CHUNK, 0);
         if (n > 0) {
             c->rbuf.len += (size_t)n;
+            want_more = false;
             sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
         } else if (n == 0) {
             c->peer_eof = true;

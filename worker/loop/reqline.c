@@ -8,6 +8,12 @@
  * same framing. What llhttp's URL parser also did, telling the target's
  * four forms apart (RFC 9112 §3.2) and checking an authority, is here
  * too, run once the head is complete (http.c).
+ *
+ * A chunked body's size lines are read here too. llhttp 8.1 refuses
+ * whitespace around a chunk extension's ';' and '=', which RFC 9112
+ * §7.1.1 allows (BWS), and a value that ends on ';'; the loop checks the
+ * whole line itself and hands llhttp the size digits alone (conn_parse.c),
+ * so llhttp never sees an extension.
  */
 #include "config.h"
 
@@ -200,4 +206,87 @@ int sl_reqline_check_target(const sl_req_t *r, const char *base,
     *auth = u + i;
     *alen = end - i;
     return 0;
+}
+
+static bool is_bws(unsigned char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+/* A quoted-string (RFC 9110 §5.6.4) at U[*I..END), *I at its opening
+ * quote: true with *I past the closing one. */
+static bool quoted_string(const unsigned char *u, size_t *i, size_t end)
+{
+    size_t k = *i + 1;
+
+    for (; k < end; k++) {
+        if (u[k] == '"') {
+            *i = k + 1;
+            return true;
+        }
+        if (u[k] == '\\' && ++k == end)
+            return false;
+        /* qdtext and quoted-pair alike: HTAB, SP, VCHAR, obs-text */
+        if (u[k] != '\t' && (u[k] < 0x20 || u[k] == 0x7f))
+            return false;
+    }
+    return false;
+}
+
+/* A token at U[*I..END): true with *I past it when there is one. */
+static bool token(const unsigned char *u, size_t *i, size_t end)
+{
+    size_t k = *i;
+
+    while (k < end && (line_class[u[k]] & TCHAR))
+        k++;
+    if (k == *i)
+        return false;
+    *i = k;
+    return true;
+}
+
+int sl_reqline_chunk(const char *p, size_t n, size_t *digits, size_t *len)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    const char *lf =
+        memchr(p, '\n', n < SL_REQLINE_CHUNK_MAX ? n : SL_REQLINE_CHUNK_MAX);
+    size_t i = 0, end;
+
+    if (lf == NULL)
+        return n < SL_REQLINE_CHUNK_MAX ? 0 : -1;
+    end = (size_t)(lf - p);
+    if (end == 0 || p[end - 1] != '\r')
+        return -1; /* a bare LF ends no line here (RFC 9112 §2.2) */
+    end--;
+    while (i < end && is_hex(p[i]))
+        i++;
+    if (i == 0)
+        return -1;
+    *digits = i;
+    while (i < end) {
+        while (i < end && is_bws(u[i]))
+            i++;
+        if (i == end || u[i++] != ';')
+            return -1; /* whitespace ends nothing: a ';' must follow */
+        while (i < end && is_bws(u[i]))
+            i++;
+        if (!token(u, &i, end))
+            return -1;
+        size_t name_end = i;
+        while (i < end && is_bws(u[i]))
+            i++;
+        if (i == end || u[i] != '=') {
+            i = name_end; /* a name alone: what follows is the next ';' */
+            continue;
+        }
+        i++;
+        while (i < end && is_bws(u[i]))
+            i++;
+        if (i < end && u[i] == '"' ? !quoted_string(u, &i, end)
+                                   : !token(u, &i, end))
+            return -1;
+    }
+    *len = end + 2;
+    return 1;
 }

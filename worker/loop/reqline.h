@@ -1,6 +1,7 @@
 /* reqline.h - the request line's method and target (RFC 9110 §9.1, RFC
- * 9112 §3), read by the loop itself rather than by llhttp. Pure functions:
- * no allocation, no state but what the caller carries. */
+ * 9112 §3) and a chunked body's size lines (RFC 9112 §7.1), read by the
+ * loop itself rather than by llhttp. Pure functions: no allocation, no
+ * state but what the caller carries. */
 #ifndef SL_REQLINE_H
 #define SL_REQLINE_H
 
@@ -43,5 +44,18 @@ bool sl_reqline_authority_ok(const char *p, size_t n, bool need_port);
  * §3.2.2; *AUTH NULL for the other forms). 0, or 400. */
 int sl_reqline_check_target(const sl_req_t *r, const char *base,
                             const char **auth, size_t *alen);
+
+/* A chunk's size line, at most this long with its extensions and CRLF
+ * (RFC 9112 §7.1.1: a server limits what it reads of extensions). */
+#define SL_REQLINE_CHUNK_MAX 4096
+
+/* Scan the chunk size line that begins at P[0..N): chunk-size, then
+ * extensions with optional whitespace around ';' and '=' (RFC 9112 §7.1.1,
+ * "BWS ; BWS name [ BWS = BWS value ]", a value a token or a quoted
+ * string), then CRLF. 1 when the line is whole and well formed: its first
+ * *DIGITS bytes are the size's hex digits, and it is *LEN bytes long with
+ * its CRLF; 0 when no LF has come yet and the line may still fit in
+ * SL_REQLINE_CHUNK_MAX; -1 when it is malformed or too long. */
+int sl_reqline_chunk(const char *p, size_t n, size_t *digits, size_t *len);
 
 #endif

@@ -73,8 +73,9 @@ typedef struct {
      * names (conn_parse.c) the current trailer name may still be, and how
      * much of it has been seen */
     bool trailer_prefix_hit;
-    bool ext_semicolon; /* loop thread: a chunk extension value ended on
-                           ';' (conn_parse.c) */
+    bool chunk_line; /* loop thread: a chunk's size line is next, read by
+                        the loop (conn_parse.c), not llhttp */
+    bool chunk_last; /* loop thread: the chunk being read is the last */
     uint16_t trailer_pos;
     uint32_t trailer_mask;
     ev_tstamp start; /* when the headers were complete */
