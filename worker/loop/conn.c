@@ -55,7 +55,7 @@ void sl_conn_watch(sl_conn_t *c, int events)
     if (events == 0)
         return;
     ev_io_set(&c->io, c->fd, events);
-    ev_io_start(c->pump->loop, &c->io);
+    sl_pump_io_start(c->pump, &c->io);
 }
 
 int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx)

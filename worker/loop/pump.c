@@ -54,7 +54,7 @@ static void listeners_start(sl_pump_t *p, bool on)
         if (p->listeners[i].fd < 0)
             continue;
         if (on)
-            ev_io_start(p->loop, &p->listeners[i].io);
+            sl_pump_io_start(p, &p->listeners[i].io);
         else
             ev_io_stop(p->loop, &p->listeners[i].io);
     }
@@ -550,7 +550,7 @@ void sl_pump_set_ctl(sl_pump_t *p, int fd)
     if (fd < 0)
         return;
     ev_io_init(&p->ctl_io, ctl_cb, fd, EV_READ);
-    ev_io_start(p->loop, &p->ctl_io);
+    sl_pump_io_start(p, &p->ctl_io);
 }
 
 static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -735,11 +735,25 @@ int sl_pump_run(sl_pump_t *p)
 
 bool sl_pump_run_once(sl_pump_t *p)
 {
+    /* what was started before the pass is applied as it begins; what its
+     * callbacks start sets this again */
+    p->unsettled = false;
     ev_run(p->loop, EVRUN_NOWAIT);
     /* what the pass's callbacks queued would wait for the next pass's
      * prepare, which only comes when the driver runs us again */
     hand_over(p);
     return !p->stopping;
+}
+
+bool sl_pump_settled(const sl_pump_t *p)
+{
+    return !p->unsettled;
+}
+
+void sl_pump_io_start(sl_pump_t *p, ev_io *w)
+{
+    ev_io_start(p->loop, w);
+    p->unsettled = true;
 }
 
 void sl_pump_destroy(sl_pump_t *p)

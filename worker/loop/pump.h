@@ -74,6 +74,8 @@ struct sl_pump {
 
     const sl_exec_t *exec; /* borrowed: the executor's operations */
     int backend_fd;        /* libev's epoll fd, -1 when not epoll */
+    bool unsettled;        /* an ev_io started since the last pass of
+                              sl_pump_run_once() began: sl_pump_settled() */
     sl_queue_t work;       /* pump -> lane threads */
     sl_ticket_t *pending;  /* owned: this pass's tickets, handed over in
                               prepare */
@@ -138,6 +140,19 @@ int sl_pump_run(sl_pump_t *p);
  * thread): one pass without waiting, then hand over the tickets the pass
  * queued. False once the drain has finished (leave; p->exit_status). */
 bool sl_pump_run_once(sl_pump_t *p);
+
+/* Whether a loop that drives the pump may now wait for backend_fd. libev
+ * hands its watcher changes to epoll when a pass begins, before it polls
+ * (fd_reify): an ev_io started by the callbacks of the last pass (a new
+ * connection's EV_READ, EV_WRITE on a full socket) is not watched yet, so
+ * its events would not make backend_fd readable. False: run another pass
+ * first; it applies them, polls without waiting and may start more. */
+bool sl_pump_settled(const sl_pump_t *p);
+
+/* Loop side: ev_io_start(W) on P's loop. Every ev_io starts here, so that
+ * sl_pump_settled() knows of it (stopping needs no such care: epoll may
+ * report a stopped fd once more, which libev ignores). */
+void sl_pump_io_start(sl_pump_t *p, ev_io *w);
 
 /* Free what init allocated. */
 void sl_pump_destroy(sl_pump_t *p);

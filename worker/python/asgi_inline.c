@@ -6,6 +6,11 @@
  * and one call_soon per batch hands every dirty connection's output to the
  * loop side), and on a 100 ms timer for libev's own timers. Tickets are
  * handled at once, on this thread.
+ *
+ * Before the event loop blocks, libev must have applied what its passes
+ * changed (sl_pump_settled()): it does so as a pass begins, so a socket
+ * watched from the last pass's callbacks (a new connection with nothing
+ * to read yet) would wake nobody until the timer.
  */
 #include "config.h"
 
@@ -97,9 +102,9 @@ static void inline_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
         sl_asgi_req_ticket(&t[i]);
 }
 
-/* Run libev until the dirty connections' output is handed over (a few
- * rounds: handing it over can make more); once the drain finished, cancel
- * what is left and stop the event loop. */
+/* Run libev until the dirty connections' output is handed over and libev
+ * has applied its watcher changes (a few rounds: each can make more);
+ * once the drain finished, cancel what is left and stop the event loop. */
 static void ev_drive(void)
 {
     int round;
@@ -109,11 +114,12 @@ static void ev_drive(void)
     driver.driving = true;
     for (round = 0; round < 4; round++) {
         flush_dirty();
-        if (!sl_pump_run_once(sl_asgi.p) || driver.ndirty == 0)
+        if (!sl_pump_run_once(sl_asgi.p) ||
+            (driver.ndirty == 0 && sl_pump_settled(sl_asgi.p)))
             break;
     }
     driver.driving = false;
-    if (driver.ndirty > 0)
+    if (driver.ndirty > 0 || !sl_pump_settled(sl_asgi.p))
         kick(); /* left for the next pass */
     if (sl_asgi.p->stopping) {
         PyObject *res;
