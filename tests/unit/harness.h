@@ -154,6 +154,12 @@ static inline bool h_nactive_is(void *arg)
     return n->p->nactive == n->want;
 }
 
+/* SO_RCVBUF of the clients h_connect() makes from then on, 0 = the
+ * system's: a small one makes a client that does not read fill the
+ * connection after a few kilobytes (set before connect(), as a window
+ * once offered is never taken back). */
+static int h_client_rcvbuf;
+
 /* Connect a client to P's listener and run the loop until P accepted it. */
 static inline void h_connect(sl_pump_t *p, h_client_t *cl)
 {
@@ -166,6 +172,10 @@ static inline void h_connect(sl_pump_t *p, h_client_t *cl)
         getsockname(p->listeners[0].fd, (struct sockaddr *)&sin, &len), 0);
     cl->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(cl->fd, 0);
+    if (h_client_rcvbuf > 0)
+        ck_assert_int_eq(setsockopt(cl->fd, SOL_SOCKET, SO_RCVBUF,
+                                    &h_client_rcvbuf, sizeof(h_client_rcvbuf)),
+                         0);
     ck_assert_int_eq(connect(cl->fd, (struct sockaddr *)&sin, len), 0);
     ck_assert_msg(h_run_until(p, h_nactive_is, &n), "connection not accepted");
     cl->conn = p->active.next; /* accept puts the newest first */

@@ -1,6 +1,8 @@
 /* test_conn_ws_flow.c - a WebSocket connection's flow (conn_ws.c):
  * backpressure both ways, an executor on another thread and one on the
- * loop thread, the drain's close codes, and what an idle WebSocket costs.
+ * loop thread, peers that do not read (ping floods, the send timeout, a
+ * ping that cannot go out), the drain's close codes, and what an idle
+ * WebSocket costs.
  */
 #include "config.h"
 
@@ -303,6 +305,164 @@ START_TEST(test_on_loop_executor)
 END_TEST
 
 /* ------------------------------------------------------------------ */
+/* peers that do not read                                             */
+
+/* Run the loop until the server has closed the client's connection (it
+ * holds unread bytes for it: the client need not take them all). */
+static bool server_closed(void)
+{
+    h_nactive_t n = {&pump, 0};
+
+    return h_run_until(&pump, h_nactive_is, &n);
+}
+
+/* The app sends until it is over the credit while the client reads
+ * nothing: output waits for the peer in the loop's buffer. */
+static void stall_output(uint32_t gen)
+{
+    static uint8_t chunk[64 * 1024];
+    int rc = 0, i;
+
+    for (i = 0; i < 1000 && rc == 0; i++) {
+        rc = sl_conn_ws_send(client.conn, gen, SL_WS_OP_BINARY, chunk,
+                             sizeof(chunk));
+        h_run_passes(&pump, 1);
+    }
+    ck_assert_int_eq(rc, 1);
+    ck_assert_uint_gt(sl_buf_pending(&client.conn->wbuf), 0);
+}
+
+/* Send ping N (a payload of 120 digits) from the client, running the
+ * loop while the socket takes no more: the server must read for the
+ * client to go on. */
+static void send_ping(int n)
+{
+    static const uint8_t mask[4] = {0, 0, 0, 0};
+    uint8_t f[6 + 128];
+    size_t len, off = 0;
+    int tries = 0;
+    ssize_t w;
+
+    f[0] = 0x80 | SL_WS_OP_PING;
+    len = (size_t)snprintf((char *)f + 6, sizeof(f) - 6, "%0120d", n);
+    f[1] = (uint8_t)(0x80 | len);
+    memcpy(f + 2, mask, 4); /* a zero mask: the payload as is */
+    len += 6;
+    while (off < len) {
+        w = send(client.fd, f + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        ck_assert_int_eq(errno, EAGAIN);
+        ck_assert_int_lt(tries++, 1000);
+        h_run_passes(&pump, 1);
+    }
+}
+
+START_TEST(test_ping_flood_answers_the_latest)
+{
+    static uint8_t chunk[16 * 1024];
+    char p[128];
+    frame_t f;
+    size_t waiting;
+    uint32_t gen;
+    int i, n, pongs = 0;
+
+    h_client_rcvbuf = 4096;
+    UP(NULL);
+    gen = open_ws(NULL, NULL);
+    /* output the client does not read waits in the loop's buffer, below
+     * the credit: the loop goes on reading */
+    for (i = 0; i < 1000 && sl_buf_pending(&client.conn->wbuf) == 0; i++) {
+        ck_assert_int_eq(sl_conn_ws_send(client.conn, gen, SL_WS_OP_BINARY,
+                                         chunk, sizeof(chunk)),
+                         0);
+        h_run_passes(&pump, 2);
+    }
+    waiting = sl_buf_pending(&client.conn->wbuf);
+    ck_assert_uint_gt(waiting, 0);
+    /* ten thousand pings are read and add nothing to it */
+    for (i = 0; i < 10000; i++)
+        send_ping(i);
+    h_run_passes(&pump, 5);
+    ck_assert_uint_eq(sl_buf_pending(&client.conn->rbuf), 0);
+    ck_assert_uint_le(sl_buf_pending(&client.conn->wbuf), waiting);
+    /* the client reads: the data, and pongs for the latest ping of each
+     * read the loop answered (RFC 6455 §5.5.3), the last ping's last */
+    n = snprintf(p, sizeof(p), "%0120d", i - 1);
+    for (i = 0; i < 20000; i++) {
+        wait_frame(&f);
+        if (f.opcode != SL_WS_OP_PONG)
+            continue;
+        pongs++;
+        if (f.len == (size_t)n && memcmp(f.data, p, (size_t)n) == 0)
+            break;
+    }
+    ck_assert_int_lt(i, 20000);
+    ck_assert_int_lt(pongs, 1000);
+    h_run_passes(&pump, 5);
+    h_pull(&client);
+    ck_assert_uint_eq(client.len, 0);
+}
+END_TEST
+
+START_TEST(test_send_timeout_cuts_a_stalled_reader)
+{
+    sl_conn_t *c;
+    uint32_t gen;
+
+    h_client_rcvbuf = 4096;
+    UP("--send-timeout", "2", "--ws-ping-interval", "0", NULL);
+    gen = open_ws(NULL, NULL);
+    c = client.conn;
+    stall_output(gen);
+    ck_assert(c->deadline > 0); /* armed once the socket was full */
+    sl_conn_ws_sweep(c, ev_now(pump.loop) + 1);
+    ck_assert_int_eq(c->state, SL_CONN_WS);
+    ck_assert_int_eq(sl_conn_await(c, gen, SL_AWAIT_CREDIT), 1);
+    /* nothing taken for --send-timeout: cut, and the app hears 1006 */
+    sl_conn_ws_sweep(c, ev_now(pump.loop) + 2.5);
+    ck_assert_uint_eq(recv_end(gen).code, SL_WS_CLOSE_ABNORMAL);
+    ck_assert_int_eq(sl_conn_ws_send(c, gen, SL_WS_OP_TEXT, "x", 1), -1);
+    app_end(gen);
+    ck_assert(server_closed());
+}
+END_TEST
+
+START_TEST(test_ping_behind_unread_output_times_out)
+{
+    sl_ws_msg_t m;
+    sl_conn_t *c;
+    uint32_t gen;
+    ev_tstamp now;
+
+    h_client_rcvbuf = 4096;
+    UP("--send-timeout", "0", "--ws-ping-interval", "2", "--ws-ping-timeout",
+       "2", "--ws-max-queue", "1", NULL);
+    gen = open_ws(NULL, NULL);
+    c = client.conn;
+    /* the app takes no message (the queue is full: reading stops) and
+     * its output waits for a client that does not read */
+    send_frame(SL_WS_OP_TEXT, "a", 1);
+    h_run_passes(&pump, 3);
+    stall_output(gen);
+    now = ev_now(pump.loop);
+    sl_conn_ws_sweep(c, now + 3); /* the ping is due: it cannot go out */
+    ck_assert_int_eq(c->state, SL_CONN_WS);
+    sl_conn_ws_sweep(c, now + 4);
+    ck_assert_int_eq(c->state, SL_CONN_WS);
+    /* unanswered, as a ping that cannot be written is: cut */
+    sl_conn_ws_sweep(c, now + 5.5);
+    recv_msg(gen, &m);
+    sl_buf_free(&m.data);
+    ck_assert_uint_eq(recv_end(gen).code, SL_WS_CLOSE_ABNORMAL);
+    app_end(gen);
+    ck_assert(server_closed());
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
 /* drain                                                              */
 
 START_TEST(test_drain_1001)
@@ -541,6 +701,9 @@ static Suite *conn_ws_flow_suite(void)
     tcase_add_test(tc, test_queue_full_stops_reading);
     tcase_add_test(tc, test_send_credit);
     tcase_add_test(tc, test_echo_from_another_thread);
+    tcase_add_test(tc, test_ping_flood_answers_the_latest);
+    tcase_add_test(tc, test_send_timeout_cuts_a_stalled_reader);
+    tcase_add_test(tc, test_ping_behind_unread_output_times_out);
     tcase_add_test(tc, test_on_loop_executor);
     tcase_add_test(tc, test_drain_1001);
     tcase_add_test(tc, test_restart_1012);

@@ -30,6 +30,7 @@ static h_resp_t resp;
 static inline void setup(void)
 {
     client.fd = -1;
+    h_client_rcvbuf = 0;
     sl_log_set_level(SL_LOG_CRITICAL);
     h_exec = &ws_exec;
 }

@@ -58,12 +58,14 @@ void sl_conn_drop_tail_locked(sl_conn_t *c)
  * --send-timeout; anything written moves it, a socket that takes all
  * disarms it. So an app that is slow to answer is never cut, a reader that
  * is slow but reading never is, and one that stopped reading is, before it
- * holds a lane (and at --timeout the whole worker) forever. */
+ * holds a lane (and at --timeout the whole worker) forever. A WebSocket's
+ * output is timed the same way (conn_ws.c cuts it). */
 static void send_deadline(sl_conn_t *c, int rc, size_t written)
 {
     double secs = c->pump->opt->send_timeout;
 
-    if (c->state != SL_CONN_SERVING && c->state != SL_CONN_WRITING)
+    if (c->state != SL_CONN_SERVING && c->state != SL_CONN_WRITING &&
+        c->state != SL_CONN_WS)
         return;
     if (rc != 0 || secs <= 0)
         c->deadline = 0;

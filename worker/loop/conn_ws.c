@@ -10,6 +10,16 @@
  * Shared with the executor, under c->mu: the queue, the end, accepted,
  * close_sent and the writer (the deflater's state). The parser and the
  * timers are the loop's alone.
+ *
+ * What a peer can make a connection hold is bounded both ways. Reading
+ * stops while --ws-max-queue messages wait for the app, and while the
+ * output waiting for the peer is over the credit (SL_CONN_CREDIT), the
+ * app's frames and ours alike. Our control frames wait in two slots (one
+ * pong, one ping) until the write buffer is empty, so a peer that pings
+ * and never reads is answered once, for its latest ping (RFC 6455 §5.5.3),
+ * not once per ping. And a peer that takes no byte for --send-timeout, or
+ * whose ping is due while our output waits on it and stays unanswered for
+ * --ws-ping-timeout, is cut (cut()).
  */
 #include "config.h"
 
@@ -35,17 +45,22 @@ struct sl_conn_ws {
     sl_ws_tx_t *tx;        /* owned; under mu */
     ws_node_t *head;       /* mu: received messages, oldest first */
     ws_node_t *tail;
-    uint32_t nq;        /* mu: messages queued */
-    bool accepted;      /* mu: the executor sent 101 */
-    bool close_sent;    /* mu: our close frame is queued */
-    bool ended;         /* mu: end is known; recv answers it when the queue
-                           is empty */
-    bool rx_done;       /* nothing more to parse: a close, an error, EOF */
-    bool peer_closed;   /* the peer's side is over: its close or EOF */
-    bool app_done;      /* the executor's END was taken */
-    bool failed;        /* we fail the connection (RFC 6455 §7.1.7): after
-                           our close frame, our side shuts at once */
-    bool shut_wr;       /* failed, and our write side is shut */
+    uint32_t nq;      /* mu: messages queued */
+    bool accepted;    /* mu: the executor sent 101 */
+    bool close_sent;  /* mu: our close frame is queued */
+    bool ended;       /* mu: end is known; recv answers it when the queue
+                         is empty */
+    bool rx_done;     /* nothing more to parse: a close, an error, EOF */
+    bool peer_closed; /* the peer's side is over: its close or EOF */
+    bool app_done;    /* the executor's END was taken */
+    bool failed;      /* we fail the connection (RFC 6455 §7.1.7): after
+                         our close frame, our side shuts at once */
+    bool shut_wr;     /* failed, and our write side is shut */
+    bool pong_due;    /* a pong for the latest ping waits for the socket */
+    bool ping_due;    /* our ping waits for the socket */
+    bool cut;         /* cut(): nothing more goes out */
+    uint8_t pong_len;
+    uint8_t pong[125];  /* the latest ping's payload, while pong_due */
     ev_tstamp last_rx;  /* bytes last came from the peer */
     ev_tstamp ping_at;  /* our ping waits for its pong since, 0 = none */
     ev_tstamp close_at; /* our close was seen by the loop at, 0 = not yet */
@@ -379,6 +394,57 @@ static bool queue_full(sl_conn_t *c)
     return full;
 }
 
+/* The output waiting for the peer is at the credit: read no more from a
+ * peer that does not take what it is sent. */
+static bool out_full(const sl_conn_t *c)
+{
+    return sl_buf_pending(&c->wbuf) >= SL_CONN_CREDIT;
+}
+
+/* Our control frames go out once the write buffer is empty: it holds
+ * whole frames, so that is between two, and a peer that does not read
+ * leaves one pong and one ping waiting at most (mu held). */
+static void put_control_locked(sl_conn_t *c)
+{
+    sl_conn_ws_t *ws = c->ws;
+
+    if (ws->close_sent) {
+        ws->pong_due = ws->ping_due = false; /* nothing after a close */
+        return;
+    }
+    if (sl_buf_pending(&c->wbuf) > 0)
+        return;
+    if ((ws->pong_due && sl_ws_tx_frame(ws->tx, &c->wbuf, SL_WS_OP_PONG,
+                                        ws->pong, ws->pong_len) < 0) ||
+        (ws->ping_due &&
+         sl_ws_tx_frame(ws->tx, &c->wbuf, SL_WS_OP_PING, NULL, 0) < 0))
+        give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
+    ws->pong_due = ws->ping_due = false;
+}
+
+/* Cut C now: its peer takes nothing (--send-timeout, or our ping behind
+ * output it does not read) or never answered our close. What waits for
+ * it is dropped and the app hears 1006; the connection closes once the
+ * app's END is in (sl_conn_ws_process()). */
+static void cut(sl_conn_t *c, const char *why)
+{
+    sl_conn_ws_t *ws = c->ws;
+
+    sl_debug("WebSocket on fd %d: %s, cut", c->fd, why);
+    ws->cut = true;
+    ws->rx_done = true;
+    ws->peer_closed = true;
+    ws->pong_due = ws->ping_due = false;
+    c->peer_eof = true;
+    c->deadline = 0;
+    c->wbuf.off = c->wbuf.len = 0;
+    pthread_mutex_lock(&c->mu);
+    c->out.off = c->out.len = 0;
+    give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
+    pthread_mutex_unlock(&c->mu);
+    sl_conn_ws_process(c);
+}
+
 /* Act on one event of the parser. */
 static void on_event(sl_conn_t *c, const sl_ws_event_t *ev)
 {
@@ -398,13 +464,13 @@ static void on_event(sl_conn_t *c, const sl_ws_event_t *ev)
         ws->rx_done = true;
         break;
     case SL_WS_EV_PING:
-        pthread_mutex_lock(&c->mu);
-        /* pongs go straight to wbuf: any place between whole frames will
-         * do, and the executor's output need not be waited for */
-        if (!ws->close_sent && sl_ws_tx_frame(ws->tx, &c->wbuf, SL_WS_OP_PONG,
-                                              ev->data, ev->len) < 0)
-            give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
-        pthread_mutex_unlock(&c->mu);
+        /* only the latest ping needs its pong: a newer one replaces it
+         * while it waits (put_control_locked()) */
+        if (ev->len <= sizeof(ws->pong)) {
+            memcpy(ws->pong, ev->data, ev->len);
+            ws->pong_len = (uint8_t)ev->len;
+            ws->pong_due = true;
+        }
         break;
     case SL_WS_EV_PONG:
         ws->ping_at = 0;
@@ -479,7 +545,7 @@ void sl_conn_ws_read(sl_conn_t *c)
     sl_buf_t *b = &c->rbuf;
     ssize_t n;
 
-    if (c->peer_eof || (!ws->rx_done && queue_full(c))) {
+    if (c->peer_eof || (!ws->rx_done && (queue_full(c) || out_full(c)))) {
         sl_conn_ws_process(c);
         return;
     }
@@ -531,11 +597,17 @@ void sl_conn_ws_process(sl_conn_t *c)
     int rc, events = 0;
 
     parse(c);
-    pthread_mutex_lock(&c->mu);
-    if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0)
-        c->aborted = true;
-    pthread_mutex_unlock(&c->mu);
-    rc = c->aborted ? -1 : sl_conn_flush(c);
+    do {
+        pthread_mutex_lock(&c->mu);
+        if (ws->cut)
+            c->out.off = c->out.len = 0; /* nothing goes out any more */
+        put_control_locked(c);
+        if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0)
+            c->aborted = true;
+        pthread_mutex_unlock(&c->mu);
+        rc = ws->cut ? 1 : c->aborted ? -1 : sl_conn_flush(c);
+        /* a control frame that waited for the buffer to empty goes now */
+    } while (rc == 1 && (ws->pong_due || ws->ping_due));
     if (rc < 0) {
         pthread_mutex_lock(&c->mu);
         give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
@@ -568,7 +640,7 @@ void sl_conn_ws_process(sl_conn_t *c)
     }
     if (rc == 0)
         events |= EV_WRITE;
-    if (!c->peer_eof && (ws->rx_done || !queue_full(c)))
+    if (!c->peer_eof && (ws->rx_done || (!queue_full(c) && !out_full(c))))
         events |= EV_READ;
     sl_conn_watch(c, events);
 }
@@ -578,23 +650,23 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
     sl_conn_ws_t *ws = c->ws;
     const sl_options_t *o = c->pump->opt;
 
-    if (c->state != SL_CONN_WS || ws == NULL)
+    if (c->state != SL_CONN_WS || ws == NULL || ws->cut)
         return;
-    if (ws->close_sent && ws->close_at > 0 &&
-        now - ws->close_at >= SL_CONN_WS_CLOSE_WAIT) {
-        /* the peer never answered our close: cut */
-        ws->rx_done = true;
-        ws->peer_closed = true;
-        c->peer_eof = true;
-        pthread_mutex_lock(&c->mu);
-        give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
-        pthread_mutex_unlock(&c->mu);
-        sl_conn_ws_process(c);
+    /* the send timeout, as for HTTP (conn_write.c): the peer took no byte
+     * of what waits for it for --send-timeout */
+    if (c->deadline > 0 && now >= c->deadline) {
+        cut(c, "send timeout");
         return;
     }
-    if (!ws->rx_done && queue_full(c)) {
-        /* not reading: the peer's silence says nothing, and its pong
-         * would wait behind the messages the app has yet to take */
+    if (ws->close_sent && ws->close_at > 0 &&
+        now - ws->close_at >= SL_CONN_WS_CLOSE_WAIT) {
+        cut(c, "no close from the peer"); /* it never answered ours */
+        return;
+    }
+    if (!ws->rx_done && queue_full(c) && sl_buf_pending(&c->wbuf) == 0) {
+        /* not reading for the app's sake, and nothing of ours waits on
+         * the peer: its silence says nothing, and its pong would wait
+         * behind the messages the app has yet to take */
         ws->last_rx = now;
         ws->ping_at = 0;
         return;
@@ -602,6 +674,12 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
     if (!ws->close_sent && !ws->rx_done) {
         if (ws->ping_at > 0 && o->ws_ping_timeout > 0 &&
             now - ws->ping_at >= o->ws_ping_timeout) {
+            /* a ping still behind output the peer does not read counts
+             * as unanswered; a close would wait behind it too */
+            if (sl_buf_pending(&c->wbuf) > 0) {
+                cut(c, "ping timeout, output unread");
+                return;
+            }
             pthread_mutex_lock(&c->mu);
             ws->failed = true;
             set_end(ws, SL_WS_CLOSE_INTERNAL, NULL, 0);
@@ -613,10 +691,8 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
         }
         if (ws->ping_at == 0 && o->ws_ping_interval > 0 &&
             now - ws->last_rx >= o->ws_ping_interval) {
-            pthread_mutex_lock(&c->mu);
-            if (sl_ws_tx_frame(ws->tx, &c->wbuf, SL_WS_OP_PING, NULL, 0) < 0)
-                give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
-            pthread_mutex_unlock(&c->mu);
+            /* its clock starts now, written or not */
+            ws->ping_due = true;
             ws->ping_at = now;
             sl_conn_ws_process(c);
             return;
