@@ -92,7 +92,7 @@ const opt_def_t sl_options_defs[] = {
     {"send-timeout", 0, OPT_SECONDS, FIELD(send_timeout), 0, MAX_SECONDS,
      "SECS",
      "close a connection whose client has taken no byte of its response"
-     " for SECS; 0 = never [10]"},
+     " (or WebSocket frames) for SECS; 0 = never [10]"},
     {"timeout", 't', OPT_SECONDS, FIELD(timeout), 0, MAX_SECONDS, "SECS",
      "a worker silent for SECS, or with every lane inside one request"
      " for SECS, has its Python tracebacks logged and is replaced; 0 ="

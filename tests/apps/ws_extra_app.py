@@ -7,7 +7,10 @@ it saw to the call log (asgi_app.record) so a test can assert what the app
 was told, not only what the client got.
 
 Routes (WebSocket unless said otherwise):
-  /echo            echo every message back, text as text, bytes as bytes
+  /echo            echo every message back, text as text, bytes as bytes;
+                   with ?m=MARK, record how it ended: "ECHO MARK ended
+                   CODE" (the disconnect's code, or the exception a send
+                   raised)
   /proto           accept with the first subprotocol of ours the client
                    offers, send {"subprotocols": offered, "chosen": ...}
   /deny            refuse with a 401 and a body (denial-response extension),
@@ -68,16 +71,24 @@ async def lifespan(receive, send):
             return
 
 
-async def echo(receive, send):
+async def echo(q, receive, send):
     await send({"type": "websocket.accept"})
-    await echo_loop(receive, send)
+    if "m" not in q:
+        await echo_loop(receive, send)
+        return
+    try:
+        end = await echo_loop(receive, send)
+    except Exception as e:  # what a send to a client that is gone raised
+        end = type(e).__name__
+    record("ECHO %s ended %s" % (q["m"], end))
 
 
 async def echo_loop(receive, send):
+    """Echo until the disconnect; its code."""
     while True:
         msg = await receive()
         if msg["type"] == "websocket.disconnect":
-            return
+            return msg.get("code")
         if msg.get("text") is not None:
             await send({"type": "websocket.send", "text": msg["text"]})
         else:
@@ -189,7 +200,7 @@ async def app(scope, receive, send):
     msg = await receive()
     assert msg["type"] == "websocket.connect", msg
     if path == "/echo":
-        await echo(receive, send)
+        await echo(q, receive, send)
     elif path == "/proto":
         await proto(scope, receive, send)
     elif path == "/deny":

@@ -30,8 +30,8 @@ from conftest import ASGI_EXECUTOR_PARAMS
 from ws_helpers import (OP_BIN, OP_CONT, OP_PING, OP_PONG, OP_TEXT,
                         ON_SLUICE, WS_TARGET, WsRaw, WsServer, ws_deflate,
                         ws_frame,
-                        ws_node_env, ws_run,
-                        ws_skip_inline_on_reference, sluice_ws_only)
+                        ws_node_env, ws_run, ws_serve, ws_start,
+                        sluice_ws_only)
 
 E2E = Path(__file__).resolve().parent
 SIZES = [0, 125, 126, 65536, 1 << 20]
@@ -51,53 +51,38 @@ NO_CLOSE_FRAME = not_on_wsproto("drops the TCP connection without a close "
                                 "frame on a protocol error")
 
 
-def start(tmp_path_factory, label, mode, app, args=()):
-    ws_skip_inline_on_reference(mode)
-    from conftest import mode_kwargs
-    workdir = tmp_path_factory.mktemp("%s-%s" % (label, mode["name"]))
-    return WsServer(workdir, app, **mode_kwargs(mode, args))
-
-
 @pytest.fixture(scope="module", params=ASGI_EXECUTOR_PARAMS)
 def srv(request, tmp_path_factory):
     """ws_extra_app with the defaults."""
-    s = start(tmp_path_factory, "ws", request.param, "ws_extra_app:app")
-    yield from _run(s)
+    s = ws_start(tmp_path_factory, "ws", request.param, "ws_extra_app:app")
+    yield from ws_serve(s)
 
 
 @pytest.fixture(scope="module", params=ASGI_EXECUTOR_PARAMS)
 def tight(request, tmp_path_factory):
     """ws_extra_app with a small --ws-max-size, fast pings and no
     permessage-deflate."""
-    s = start(tmp_path_factory, "wstight", request.param, "ws_extra_app:app",
-              ["--ws-max-size", str(MAX_SIZE_TIGHT),
-               "--ws-ping-interval", str(PING),
-               "--ws-ping-timeout", str(PING),
-               "--ws-per-message-deflate", "false"])
-    yield from _run(s)
+    s = ws_start(tmp_path_factory, "wstight", request.param,
+                 "ws_extra_app:app",
+                 ["--ws-max-size", str(MAX_SIZE_TIGHT),
+                  "--ws-ping-interval", str(PING),
+                  "--ws-ping-timeout", str(PING),
+                  "--ws-per-message-deflate", "false"])
+    yield from ws_serve(s)
 
 
 @pytest.fixture(scope="module", params=ASGI_EXECUTOR_PARAMS)
 def star(request, tmp_path_factory):
-    s = start(tmp_path_factory, "wsstar", request.param,
-              "asgi_starlette:app")
-    yield from _run(s)
+    s = ws_start(tmp_path_factory, "wsstar", request.param,
+                 "asgi_starlette:app")
+    yield from ws_serve(s)
 
 
 @pytest.fixture(scope="module", params=ASGI_EXECUTOR_PARAMS)
 def fast(request, tmp_path_factory):
-    s = start(tmp_path_factory, "wsfast", request.param, "asgi_fastapi:app")
-    yield from _run(s)
-
-
-def _run(s):
-    s.start()
-    try:
-        yield s
-    finally:
-        problems = s.stop()
-    if problems:
-        raise AssertionError("; ".join(problems) + "\n" + s.diagnostics())
+    s = ws_start(tmp_path_factory, "wsfast", request.param,
+                 "asgi_fastapi:app")
+    yield from ws_serve(s)
 
 
 def text_of(size):

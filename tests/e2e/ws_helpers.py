@@ -83,6 +83,26 @@ def ws_skip_inline_on_reference(mode):
         pytest.skip("%s has no inline mode" % WS_TARGET)
 
 
+def ws_start(tmp_path_factory, label, mode, app, args=()):
+    """A WsServer for APP in MODE (one of conftest's ASGI modes), not yet
+    started: module fixtures yield from ws_serve() on it."""
+    ws_skip_inline_on_reference(mode)
+    from conftest import mode_kwargs
+    workdir = tmp_path_factory.mktemp("%s-%s" % (label, mode["name"]))
+    return WsServer(workdir, app, **mode_kwargs(mode, args))
+
+
+def ws_serve(s):
+    """Start S, yield it, stop it; what went wrong in it fails the test."""
+    s.start()
+    try:
+        yield s
+    finally:
+        problems = s.stop()
+    if problems:
+        raise AssertionError("; ".join(problems) + "\n" + s.diagnostics())
+
+
 # ------------------------------------------------------------ raw client
 
 OP_CONT, OP_TEXT, OP_BIN, OP_CLOSE, OP_PING, OP_PONG = 0, 1, 2, 8, 9, 10
