@@ -5,7 +5,9 @@ Each case writes a tree into a temporary directory: the clean tree below,
 plus the files that break one rule. check-layers.py must pass the clean
 tree (and see through comments, system headers and a long file, which is a
 warning only) and fail each broken one with a line naming the file, the
-line and the include. The last line is in the check library's format
+line and the include; a circle of more than three files in the call
+graph is a warning, and a violation with --strict. The last line is in
+the check library's format
 ("Checks: N, Failures: F, Errors: E") so tests/summary.sh counts every case.
 """
 
@@ -153,6 +155,52 @@ def check_case(tmp, number, files, expected):
     return problems, lines
 
 
+# Four loop-side files that call each other in a circle, and three that do
+# too (small enough to pass); a static function, a prototype and a name in
+# a comment make no edge.
+CALLS = {
+    "worker/loop/a.c": ("int sl_b_go(void);\nint sl_a_go(void)\n{\n"
+                        "    return sl_b_go();\n}\n"),
+    "worker/loop/b.c": "int sl_b_go(void)\n{\n    return sl_c_go();\n}\n",
+    "worker/loop/c.c": ("const int sl_c_table[2] = {0};\nint sl_c_go(void)\n"
+                        "{\n    return sl_d_go();\n}\n"),
+    "worker/loop/d.c": "int sl_d_go(void)\n{\n    return sl_a_go();\n}\n",
+    "common/x.c": ("int sl_x_go(void)\n{\n    return sl_y_go();\n}\n"
+                   "/* sl_a_go() */\n"),
+    "common/y.c": ("static int sl_a_go(void)\n{\n    return 0;\n}\n"
+                   "int sl_y_go(void)\n{\n    return sl_z_go();\n}\n"),
+    "common/z.c": "int sl_z_go(void)\n{\n    return sl_x_go() + 1;\n}\n",
+}
+
+
+def run_strict(root):
+    proc = subprocess.run([sys.executable, SCRIPT, "--strict", root],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, check=False)
+    return proc.returncode, proc.stdout.splitlines()
+
+
+def check_call_circle(tmp):
+    root = os.path.join(tmp, "calls")
+    write_tree(root, dict(CLEAN, **CALLS))
+    rc, found, lines = run(root)
+    problems = []
+    warned = [l for l in lines if l.startswith("warning: call-graph")]
+    if rc != 0 or found:
+        problems.append("a call-graph circle failed the default run "
+                        "(exit %d)" % rc)
+    if len(warned) != 1 or "of 4 files" not in warned[0] or \
+            "common/" in warned[0]:
+        problems.append("not one warning for the 4-file circle alone")
+    rc, lines = run_strict(root)
+    if rc != 1 or not any(l.startswith("call-graph circle of 4 files: "
+                                       "worker/loop/a.c (sl_b_go)")
+                          for l in lines):
+        problems.append("--strict: exit %d, or no violation line for the "
+                        "circle" % rc)
+    return problems, lines
+
+
 def check_no_root(tmp):
     rc, _, lines = run(os.path.join(tmp, "absent"))
     return ([] if rc == 99 else ["exit %d for a missing tree, not 99" % rc],
@@ -164,7 +212,9 @@ def main():
     total = 0
     with tempfile.TemporaryDirectory(prefix="check-layers.") as tmp:
         results = [("clean tree passes", check_clean(tmp)),
-                   ("missing tree is a hard error", check_no_root(tmp))]
+                   ("missing tree is a hard error", check_no_root(tmp)),
+                   ("call-graph circles over 3 files",
+                    check_call_circle(tmp))]
         for number, (name, files, expected) in enumerate(CASES):
             results.append((name, check_case(tmp, number, files, expected)))
         for name, (problems, lines) in results:
