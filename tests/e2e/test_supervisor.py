@@ -1,6 +1,7 @@
 """The supervisor driven by real signals: every row of the signal table.
 
-TERM drains (an in-flight request is answered), INT and QUIT stop at once,
+TERM drains (an in-flight request is answered); sent to one worker, it
+replaces that worker. INT and QUIT stop at once,
 HUP replaces every worker under load without a failed request, TTIN/TTOU
 change the worker count, USR1 reopens a log file that was moved away, USR2
 upgrades the binary in place while requests keep flowing and the old
@@ -11,6 +12,7 @@ in a directory where it can break the app's next import.
 """
 
 import os
+import re
 import shutil
 import signal
 import threading
@@ -23,6 +25,8 @@ from helpers import (Load, NotifySocket, alive, sup_server, wait_gone,
                      wait_until, worker_pid_of)
 
 pytestmark = pytest.mark.sluice_only
+
+BOOTED = re.compile(r"Booting worker (\d+) with pid: (\d+)")
 
 # --------------------------------------------------------------- TERM, INT
 
@@ -46,6 +50,31 @@ def test_term_answers_the_request_in_flight(tmp_path):
     assert 0.8 < took < 5, took
     assert not [p for p in workers if alive(p)]
     assert s.stop() == []
+
+
+def test_term_to_one_worker_replaces_it(tmp_path):
+    """gunicorn's way to replace one worker: kill -TERM <its pid>. It drains
+    and exits 0, and the supervisor boots another in its place."""
+    s = sup_server(tmp_path, workers=2).start()
+    try:
+        s.wait_for_log("All 2 workers are ready")
+        old = s.wait_workers(2)
+        mark = s.log_mark()
+        os.kill(old[0], signal.SIGTERM)
+        # in its slot or another: an idle worker may be gone already
+        log = s.wait_for_log("Booting worker", since=mark)
+        wid, successor = BOOTED.findall(log)[0]
+        s.wait_for_log("Worker %s (pid %s) is ready" % (wid, successor),
+                       since=mark)
+        log = s.wait_for_log("(pid %d) exited with code 0" % old[0],
+                             since=mark)
+        assert "Handling signal" not in log, log
+        assert len(BOOTED.findall(log)) == 1, log
+        assert sorted(s.wait_workers(2)) == sorted([old[1], int(successor)])
+        assert worker_pid_of(s) in (old[1], int(successor))
+    finally:
+        problems = s.stop()
+    assert problems == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGQUIT])
