@@ -46,7 +46,8 @@ typedef struct {
     double at; /* CLOCK_MONOTONIC seconds */
 } event_t;
 
-static char dir[96]; /* this test's directory, h_test_dir() */
+static char dir[96];   /* this test's directory, h_test_dir() */
+static bool own_group; /* start_supervisor(): in a process group of its own */
 static char events_path[128];
 static char sup_log_path[128];
 static h_notify_t nt = {.fd = -1};
@@ -320,6 +321,7 @@ static void setup(void)
     unsetenv("NOTIFY_SOCKET");
     unsetenv("WATCHDOG_USEC");
     unsetenv("WATCHDOG_PID");
+    own_group = false;
     sl_log_set_level(SL_LOG_WARNING);
 }
 
@@ -329,7 +331,8 @@ static void teardown(void)
 }
 
 /* Fork a supervisor running MODE workers with "sluice ARGS... m:a"; ARGS
- * is NULL-terminated. It logs to supervisor.log at INFO. Returns its pid. */
+ * is NULL-terminated. It logs to supervisor.log at INFO. Returns its pid,
+ * which is also its process group's id when own_group is set. */
 static pid_t start_supervisor(const char *mode, ...)
 {
     va_list ap;
@@ -348,6 +351,9 @@ static pid_t start_supervisor(const char *mode, ...)
 
     pid_t pid = fork();
     ck_assert_int_ne(pid, -1);
+    if (own_group) {
+        setpgid(pid, pid); /* in both: a signal to the group may come first */
+    }
     if (pid == 0) {
         /* No ck_* here: this process is the supervisor now. */
         static sl_options_t o;
@@ -577,6 +583,31 @@ START_TEST(test_term_to_one_worker_replaces_it)
     ck_assert_int_eq(count_events("start"), 4);
     ck_assert_int_eq(log_count("Booting worker"), 4);
     ck_assert_int_eq(log_count("exited with code 0"), 4);
+}
+END_TEST
+
+/* TERM to the whole process group (kill -- -PGID, timeout(1), a process
+ * manager): every worker drains on its copy, and may say so before the
+ * supervisor has acted on its own. That is a stop: no worker is replaced,
+ * and every exit is logged. Which comes first is the scheduler's choice,
+ * hence several rounds. */
+START_TEST(test_term_to_the_group_replaces_nobody)
+{
+    own_group = true;
+    open_drain_gate(); /* nothing in flight: each drain ends at once */
+    for (int round = 0; round < 10; round++) {
+        unlink(events_path);
+        unlink(sup_log_path);
+        pid_t sup = start_supervisor("drains", "-w", "2", NULL);
+        wait_log("All 2 workers are ready", 1, WAIT_S);
+        ck_assert_int_eq(kill(-sup, SIGTERM), 0);
+        assert_exit(wait_exit(sup, WAIT_S), SL_EXIT_OK);
+        ck_assert_msg(log_count("Booting worker") == 2 &&
+                          log_count("exited with code 0") == 2,
+                      "round %d: a worker replaced or an exit not logged:\n%s",
+                      round, h_file_text(sup_log_path));
+        ck_assert_int_eq(count_events("start"), 2);
+    }
 }
 END_TEST
 
@@ -1004,6 +1035,7 @@ static Suite *supervisor_suite(void)
     }
     tcase_add_test(sig, test_term_stops_cleanly);
     tcase_add_test(sig, test_term_to_one_worker_replaces_it);
+    tcase_add_test(sig, test_term_to_the_group_replaces_nobody);
     tcase_add_test(sig, test_int_and_quit_are_passed_on);
     tcase_add_test(sig, test_graceful_timeout_ends_in_sigkill);
     tcase_add_test(sig, test_ttin_ttou_usr1);
