@@ -514,7 +514,9 @@ static sl_expo_cause_t restart_cause(const supervisor_t *s,
     return w->gen < s->gen_min ? SL_EXPO_RELOAD : SL_EXPO_CAUSES;
 }
 
-/* One line per exit, at a level that says whether it was news. QUIET_APPLOAD:
+/* One line per exit, at a level that says whether it was news, and at
+ * INFO when it was not: "Booting worker" is INFO, so every worker started
+ * is seen to end, also one killed by a stop while it booted. QUIET_APPLOAD:
  * the worker has already said why it could not load the app. */
 static void log_exit(const sl_worker_t *w, int status, bool quiet_appload)
 {
@@ -536,9 +538,7 @@ static void log_exit(const sl_worker_t *w, int status, bool quiet_appload)
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
         bool answer = asked && sig == w->stop_signal;
-        sl_log(w->aborted ? SL_LOG_INFO
-               : answer   ? SL_LOG_DEBUG
-                          : SL_LOG_ERROR,
+        sl_log(w->aborted || answer ? SL_LOG_INFO : SL_LOG_ERROR,
                "Worker %d (pid %ld) was killed by signal %d (%s)", w->id, pid,
                sig, strsignal(sig));
     }

@@ -611,6 +611,24 @@ START_TEST(test_term_to_the_group_replaces_nobody)
 }
 END_TEST
 
+/* Every worker started has its exit in the log at INFO, as its boot: also
+ * one that a stop killed while it booted (a fast stop: SIGKILL). */
+START_TEST(test_every_exit_is_logged)
+{
+    setenv("FAKE_GATE_FROM", "2", 1); /* the second one stays booting */
+    pid_t sup = start_supervisor("ready", "-w", "2", NULL);
+
+    wait_events("start", 2, WAIT_S);
+    wait_log("is ready", 1, WAIT_S);
+    kill(sup, SIGINT);
+    assert_exit(wait_exit(sup, WAIT_S), SL_EXIT_OK);
+    ck_assert_int_eq(log_count("Booting worker"), 2);
+    ck_assert_int_eq(log_count("exited with code 0"), 1);
+    ck_assert_msg(log_count("was killed by signal 9") == 1, "log:\n%s",
+                  h_file_text(sup_log_path));
+}
+END_TEST
+
 /* A fast stop kills a worker the supervisor still counts as booting, so
  * each signal waits for READY=1: the supervisor has seen every worker's
  * ready message, not only the workers sent theirs. */
@@ -1037,6 +1055,7 @@ static Suite *supervisor_suite(void)
     tcase_add_test(sig, test_term_to_one_worker_replaces_it);
     tcase_add_test(sig, test_term_to_the_group_replaces_nobody);
     tcase_add_test(sig, test_int_and_quit_are_passed_on);
+    tcase_add_test(sig, test_every_exit_is_logged);
     tcase_add_test(sig, test_graceful_timeout_ends_in_sigkill);
     tcase_add_test(sig, test_ttin_ttou_usr1);
     tcase_add_test(sig, test_pidfile);
