@@ -21,6 +21,9 @@ sl_health_t sl_health_check(const sl_worker_t *w, ev_tstamp now, double timeout,
 {
     const sl_ctl_msg_t *m = &w->last;
 
+    if (sl_worker_leaving(w)) {
+        return SL_HEALTH_OK; /* its drain has a deadline of its own */
+    }
     if (w->state == SL_WORKER_BOOTING && boot_timeout > 0) {
         if (now >= w->started + boot_timeout) {
             snprintf(why, size,

@@ -21,9 +21,11 @@ typedef enum {
  * seconds, or when its last heartbeat had every lane inside a request older
  * than TIMEOUT (heartbeats come from the loop thread, so a stuck lane does
  * not silence them). A BOOTING worker is late BOOT_TIMEOUT seconds after
- * its start. A limit of 0 is no limit. On HUNG or LATE the reason goes to
- * WHY ("timed out: no heartbeat for 31.0s"); on OK, *NEXT is lowered (0:
- * unset) to the moment the verdict could change without a new message. */
+ * its start. A worker leaving (sl_worker_leaving(): STOPPING, or it said it
+ * drains) is not judged. A limit of 0 is no limit. On HUNG or LATE the
+ * reason goes to WHY ("timed out: no heartbeat for 31.0s"); on OK, *NEXT is
+ * lowered (0: unset) to the moment the verdict could change without a new
+ * message. */
 sl_health_t sl_health_check(const sl_worker_t *w, ev_tstamp now, double timeout,
                             double boot_timeout, char *why, size_t size,
                             ev_tstamp *next);

@@ -2,10 +2,11 @@
  *
  * What supervisor.c's cycle() does last, after it acted on the signals:
  * deadlines first (kills due, hung workers, the first boot), then the
- * table: outdated workers replaced (never below the target), extra ones
- * drained, missing ones spawned (after the backoff), and the moments worth
- * telling systemd (READY=1, a restart complete). It decides from the table
- * and the clock alone, so it can run as often as cycle() likes.
+ * table: workers draining on their own let go, outdated workers replaced
+ * (never below the target), extra ones drained, missing ones spawned
+ * (after the backoff), and the moments worth telling systemd (READY=1, a
+ * restart complete). It decides from the table and the clock alone, so it
+ * can run as often as cycle() likes.
  */
 #include "config.h"
 
@@ -26,6 +27,7 @@ static void check_health(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
 static void check_first_boot(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
 static void abort_worker(supervisor_t *s, sl_worker_t *w, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static void let_go_own_drains(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
 static void replace_outdated(supervisor_t *s);
 static void trim_excess(supervisor_t *s);
 static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
@@ -44,6 +46,7 @@ void sl_maintain(supervisor_t *s)
         check_first_boot(s, now, &next);
     }
     if (s->stopping == STOP_NONE) {
+        let_go_own_drains(s, now, &next);
         replace_outdated(s);
         trim_excess(s);
         spawn_missing(s, now, &next);
@@ -153,6 +156,31 @@ static void abort_worker(supervisor_t *s, sl_worker_t *w, const char *fmt, ...)
              w->id, (long)w->pid, why);
     w->aborted = true;
     sl_table_stop(w, SIGABRT, ev_now(s->loop) + ABORT_GRACE);
+}
+
+/* Workers that said they drain, unasked, OWN_DRAIN_WAIT ago: someone sent
+ * that one worker TERM; it is let go, and spawn_missing() replaces it.
+ * Not at once: a TERM sent to the whole process group is queued for us by
+ * the same kill() that reaches the workers, so its handler has run before
+ * we can read their answer, but libev runs our watcher only after its
+ * next poll, and the answer may have come in the poll before. ev_now()
+ * moves only at a poll: once it is past the wait, that watcher has run,
+ * cycle() has begun the stop, and this is not reached. */
+static void let_go_own_drains(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
+{
+    for (int i = 0; i < s->table.high; i++) {
+        sl_worker_t *w = &s->table.slots[i];
+        if (!sl_worker_live(w) || w->own_drain == 0) {
+            continue;
+        }
+        if (now < w->own_drain + OWN_DRAIN_WAIT) {
+            sl_earliest(next, w->own_drain + OWN_DRAIN_WAIT);
+            continue;
+        }
+        sl_info("Worker %d (pid %ld) is draining on its own", w->id,
+                (long)w->pid);
+        sl_table_stop(w, 0, w->own_drain + s->o->graceful_timeout + KILL_GRACE);
+    }
 }
 
 /* TERM outdated workers while the up-to-date READY ones alone, with the

@@ -25,6 +25,10 @@
 #define TICK           1.0  /* request rate and STATUS= refresh */
 #define NOTE_MAX       256
 
+/* A worker's drain that nobody here asked for is acted on this long after
+ * it said so (see let_go_own_drains() in maintain.c). */
+#define OWN_DRAIN_WAIT 0.005
+
 typedef enum {
     STOP_NONE = 0,
     STOP_GRACEFUL, /* TERM: workers drain */

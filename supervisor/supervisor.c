@@ -27,6 +27,16 @@
  * The table itself is kept towards its target by maintain.c, the last
  * step of every cycle; the state both share is in state.h.
  *
+ * A worker that says it drains when nobody here asked was sent TERM by
+ * someone else. Sent to that worker alone (gunicorn's way to replace one),
+ * it is let go and replaced. Sent to the whole process group (timeout(1),
+ * a process manager, "kill -TERM -- -PGID"), it is part of a stop: the
+ * same kill() gave us a TERM, caught before the worker's word could be
+ * read; but libev runs a signal's watcher only after its next poll, and
+ * the word may have come in the poll before. So on_message() only notes
+ * the time, and maintain.c lets the worker go OWN_DRAIN_WAIT later, in a
+ * cycle() after at least one more poll: a stop begun by then wins.
+ *
  * Deaths: a worker that dies young is replaced after a delay that doubles
  * (0.1 s to 10 s) with every round of deaths; one that exits
  * SL_EXIT_APPLOAD before any worker was ever ready cannot import the app
@@ -323,12 +333,11 @@ static void on_message(void *ctx, sl_worker_t *w, const sl_ctl_msg_t *m)
         }
         break;
     case SL_CTL_DRAINING:
-        /* Draining workers send no heartbeat; one that began on its own
-         * (someone else sent it TERM) is no longer capacity either. */
-        if (sl_worker_live(w)) {
-            sl_info("Worker %d (pid %ld) is draining on its own", w->id,
-                    (long)w->pid);
-            sl_table_stop(w, 0, now + s->o->graceful_timeout + KILL_GRACE);
+        /* Someone else sent it TERM: that worker alone, or the whole
+         * process group, and then ours is on its way. cycle() decides,
+         * a moment later (maintain.c, let_go_own_drains()). */
+        if (sl_worker_live(w) && w->own_drain == 0) {
+            w->own_drain = now;
         }
         break;
     default:
@@ -448,7 +457,7 @@ static void reap(supervisor_t *s)
 static void worker_exited(supervisor_t *s, sl_worker_t *w, int status)
 {
     ev_tstamp now = ev_now(s->loop);
-    bool asked = w->state == SL_WORKER_STOPPING;
+    bool asked = sl_worker_leaving(w);
     bool booting = w->state == SL_WORKER_BOOTING;
     bool appload = WIFEXITED(status) && WEXITSTATUS(status) == SL_EXIT_APPLOAD;
     bool clean = (WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
@@ -496,7 +505,7 @@ static sl_expo_cause_t restart_cause(const supervisor_t *s,
     if (w->aborted) {
         return SL_EXPO_TIMEOUT; /* the health check's SIGABRT */
     }
-    if (w->state != SL_WORKER_STOPPING) {
+    if (!sl_worker_leaving(w)) {
         return SL_EXPO_CRASH; /* nobody asked it to go */
     }
     if (w->retire) {
@@ -505,11 +514,13 @@ static sl_expo_cause_t restart_cause(const supervisor_t *s,
     return w->gen < s->gen_min ? SL_EXPO_RELOAD : SL_EXPO_CAUSES;
 }
 
-/* One line per exit, at a level that says whether it was news. QUIET_APPLOAD:
+/* One line per exit, at a level that says whether it was news, and at
+ * INFO when it was not: "Booting worker" is INFO, so every worker started
+ * is seen to end, also one killed by a stop while it booted. QUIET_APPLOAD:
  * the worker has already said why it could not load the app. */
 static void log_exit(const sl_worker_t *w, int status, bool quiet_appload)
 {
-    bool asked = w->state == SL_WORKER_STOPPING;
+    bool asked = sl_worker_leaving(w);
     long pid = (long)w->pid;
 
     if (WIFEXITED(status)) {
@@ -527,9 +538,7 @@ static void log_exit(const sl_worker_t *w, int status, bool quiet_appload)
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
         bool answer = asked && sig == w->stop_signal;
-        sl_log(w->aborted ? SL_LOG_INFO
-               : answer   ? SL_LOG_DEBUG
-                          : SL_LOG_ERROR,
+        sl_log(w->aborted || answer ? SL_LOG_INFO : SL_LOG_ERROR,
                "Worker %d (pid %ld) was killed by signal %d (%s)", w->id, pid,
                sig, strsignal(sig));
     }

@@ -140,6 +140,11 @@ bool sl_worker_live(const sl_worker_t *w)
     return w->state == SL_WORKER_BOOTING || w->state == SL_WORKER_READY;
 }
 
+bool sl_worker_leaving(const sl_worker_t *w)
+{
+    return w->state == SL_WORKER_STOPPING || w->own_drain > 0;
+}
+
 int sl_table_count(const sl_table_t *t)
 {
     int n = 0;

@@ -20,7 +20,7 @@ typedef enum {
     SL_WORKER_FREE = 0, /* no process */
     SL_WORKER_BOOTING,  /* spawned, not READY yet */
     SL_WORKER_READY,    /* serving */
-    SL_WORKER_STOPPING, /* asked to exit, or draining on its own */
+    SL_WORKER_STOPPING, /* asked to exit, or let go draining on its own */
 } sl_worker_state_t;
 
 typedef struct {
@@ -37,6 +37,7 @@ typedef struct {
     ev_tstamp ready_at;  /* READY time */
     ev_tstamp heartbeat; /* time of its last message */
     ev_tstamp kill_at;   /* STOPPING: SIGKILL when still alive after this */
+    ev_tstamp own_drain; /* it said DRAINING unasked at this time (0: no) */
     sl_ctl_msg_t last;   /* the counters of its last message */
     int ctl_fd;          /* owned: our end of the control socketpair */
     ev_io ctl_watcher;   /* reads ctl_fd; data points to the table */
@@ -85,6 +86,9 @@ void sl_table_release(sl_table_t *t, sl_worker_t *w);
 
 /* Booting or ready: a worker that counts toward the target. */
 bool sl_worker_live(const sl_worker_t *w);
+
+/* Going, whoever asked: STOPPING, or it said it drains on its own. */
+bool sl_worker_leaving(const sl_worker_t *w);
 
 /* Slots in use (any state but FREE). */
 int sl_table_count(const sl_table_t *t);

@@ -111,14 +111,21 @@ START_TEST(test_boot_timeout_zero_is_no_limit)
 }
 END_TEST
 
-/* Free and stopping slots are never judged, and never ask for a wake-up. */
-START_TEST(test_free_and_stopping_are_not_judged)
+/* Free and stopping slots are never judged, and never ask for a wake-up;
+ * nor is a worker that said it drains, before the supervisor has let it go
+ * (its DRAINING may report a lane stuck past the limit). */
+START_TEST(test_free_and_leaving_are_not_judged)
 {
     sl_worker_t w = {.state = SL_WORKER_FREE};
 
     ck_assert_int_eq(judge(&w, 1e6, 1, 1), SL_HEALTH_OK);
     w.state = SL_WORKER_STOPPING;
     w.last = (sl_ctl_msg_t){.lanes = 1, .busy_lanes = 1, .oldest = 1e5};
+    ck_assert_int_eq(judge(&w, 1e6, 1, 1), SL_HEALTH_OK);
+    w.state = SL_WORKER_READY;
+    w.heartbeat = w.own_drain = 1e6;
+    ck_assert_int_eq(judge(&w, 1e6, 1, 1), SL_HEALTH_OK);
+    w.state = SL_WORKER_BOOTING;
     ck_assert_int_eq(judge(&w, 1e6, 1, 1), SL_HEALTH_OK);
     ck_assert(next == 0);
     ck_assert_str_eq(why, "");
@@ -168,7 +175,7 @@ static Suite *health_suite(void)
     tcase_add_test(tc, test_limits_are_inclusive);
     tcase_add_test(tc, test_more_busy_than_lanes_is_all_busy);
     tcase_add_test(tc, test_boot_timeout_zero_is_no_limit);
-    tcase_add_test(tc, test_free_and_stopping_are_not_judged);
+    tcase_add_test(tc, test_free_and_leaving_are_not_judged);
     tcase_add_test(tc, test_next_is_lowered_never_raised);
     tcase_add_test(tc, test_why_is_truncated_to_size);
     suite_add_tcase(s, tc);

@@ -46,7 +46,8 @@ typedef struct {
     double at; /* CLOCK_MONOTONIC seconds */
 } event_t;
 
-static char dir[96]; /* this test's directory, h_test_dir() */
+static char dir[96];   /* this test's directory, h_test_dir() */
+static bool own_group; /* start_supervisor(): in a process group of its own */
 static char events_path[128];
 static char sup_log_path[128];
 static h_notify_t nt = {.fd = -1};
@@ -214,12 +215,30 @@ static int on_fake_signal(const char *mode, int sig)
     }
 }
 
+/* "drains", a READY worker's answer to TERM, as a real one's: it says
+ * DRAINING, then serves what it has in flight (silent: no heartbeat) until
+ * the test opens the drain gate, and exits 0. */
+static int drain(int ctl)
+{
+    char path[160];
+    struct timespec poll = {0, (long)(GATE_POLL_S * 1e9)};
+
+    record("draining"); /* before it is sent, as "ready" */
+    send_ctl(ctl, SL_CTL_DRAINING, 1, 0, 0);
+    snprintf(path, sizeof(path), "%s/drained", getenv("FAKE_DIR"));
+    while (access(path, F_OK) != 0) {
+        nanosleep(&poll, NULL);
+    }
+    return 0;
+}
+
 /* FAKE_MODE: ready (READY, heartbeats), appload (exit 3), crash (exit 1 at
  * once), ignore-term (READY, deaf to TERM), retire (READY, then RETIRE,
  * the first worker only), late-appload (the first worker is READY, every
  * later one exits 3), hang (READY, then silence), busy and busy-partial
- * (see heartbeat()), slowboot (never READY). With $FAKE_GATE_FROM, a
- * worker numbered that or higher is READY only once its gate is open. */
+ * (see heartbeat()), slowboot (never READY), drains (READY; TERM: see
+ * drain()). With $FAKE_GATE_FROM, a worker numbered that or higher is
+ * READY only once its gate is open. */
 static int fake_worker(void)
 {
     const char *mode = getenv("FAKE_MODE");
@@ -274,6 +293,10 @@ static int fake_worker(void)
             }
             continue;
         }
+        if (sig == SIGTERM && ready && strcmp(mode, "drains") == 0) {
+            record("term");
+            return drain(ctl);
+        }
         int rc = on_fake_signal(mode, sig);
         if (rc >= 0) {
             return rc;
@@ -298,6 +321,7 @@ static void setup(void)
     unsetenv("NOTIFY_SOCKET");
     unsetenv("WATCHDOG_USEC");
     unsetenv("WATCHDOG_PID");
+    own_group = false;
     sl_log_set_level(SL_LOG_WARNING);
 }
 
@@ -307,7 +331,8 @@ static void teardown(void)
 }
 
 /* Fork a supervisor running MODE workers with "sluice ARGS... m:a"; ARGS
- * is NULL-terminated. It logs to supervisor.log at INFO. Returns its pid. */
+ * is NULL-terminated. It logs to supervisor.log at INFO. Returns its pid,
+ * which is also its process group's id when own_group is set. */
 static pid_t start_supervisor(const char *mode, ...)
 {
     va_list ap;
@@ -326,6 +351,9 @@ static pid_t start_supervisor(const char *mode, ...)
 
     pid_t pid = fork();
     ck_assert_int_ne(pid, -1);
+    if (own_group) {
+        setpgid(pid, pid); /* in both: a signal to the group may come first */
+    }
     if (pid == 0) {
         /* No ck_* here: this process is the supervisor now. */
         static sl_options_t o;
@@ -449,6 +477,17 @@ static void open_gate(int number)
     fclose(f);
 }
 
+/* Let every "drains" worker end its drain, now and from now on. */
+static void open_drain_gate(void)
+{
+    char path[160];
+
+    snprintf(path, sizeof(path), "%s/drained", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+}
+
 /* Wait up to SECS for PID to exit; returns its wait status. */
 static int wait_exit(pid_t pid, double secs)
 {
@@ -512,6 +551,81 @@ START_TEST(test_term_stops_cleanly)
     assert_exit(wait_exit(sup, 10), SL_EXIT_OK);
     ck_assert_int_eq(count_events("term"), 2);
     ck_assert_int_eq(count_events("start"), 2);
+}
+END_TEST
+
+/* gunicorn's way to replace one worker: TERM to that worker alone. The
+ * supervisor lets it go and boots another while it drains; also when it
+ * has nothing to drain and is gone at once. */
+START_TEST(test_term_to_one_worker_replaces_it)
+{
+    event_t ev[MAX_EVENTS];
+    pid_t sup = start_supervisor("drains", "-w", "2", NULL);
+
+    wait_log("All 2 workers are ready", 1, WAIT_S);
+    long first = first_pid("ready"), second = 0;
+    int n = read_events(ev, MAX_EVENTS);
+    for (int i = 0; i < n && second == 0; i++) {
+        if (strcmp(ev[i].what, "ready") == 0 && ev[i].pid != first) {
+            second = ev[i].pid;
+        }
+    }
+    ck_assert_int_eq(kill((pid_t)first, SIGTERM), 0);
+    wait_log("is draining on its own", 1, WAIT_S);
+    wait_events("ready", 3, WAIT_S); /* its successor, while it drains */
+    ck_assert_int_eq(log_count("exited with code"), 0);
+    open_drain_gate();
+    wait_log("exited with code 0", 1, WAIT_S);
+
+    ck_assert_int_eq(kill((pid_t)second, SIGTERM), 0); /* gone at once */
+    wait_events("ready", 4, WAIT_S);
+    stop_supervisor(sup);
+    ck_assert_int_eq(count_events("start"), 4);
+    ck_assert_int_eq(log_count("Booting worker"), 4);
+    ck_assert_int_eq(log_count("exited with code 0"), 4);
+}
+END_TEST
+
+/* TERM to the whole process group (kill -- -PGID, timeout(1), a process
+ * manager): every worker drains on its copy, and may say so before the
+ * supervisor has acted on its own. That is a stop: no worker is replaced,
+ * and every exit is logged. Which comes first is the scheduler's choice,
+ * hence several rounds. */
+START_TEST(test_term_to_the_group_replaces_nobody)
+{
+    own_group = true;
+    open_drain_gate(); /* nothing in flight: each drain ends at once */
+    for (int round = 0; round < 10; round++) {
+        unlink(events_path);
+        unlink(sup_log_path);
+        pid_t sup = start_supervisor("drains", "-w", "2", NULL);
+        wait_log("All 2 workers are ready", 1, WAIT_S);
+        ck_assert_int_eq(kill(-sup, SIGTERM), 0);
+        assert_exit(wait_exit(sup, WAIT_S), SL_EXIT_OK);
+        ck_assert_msg(log_count("Booting worker") == 2 &&
+                          log_count("exited with code 0") == 2,
+                      "round %d: a worker replaced or an exit not logged:\n%s",
+                      round, h_file_text(sup_log_path));
+        ck_assert_int_eq(count_events("start"), 2);
+    }
+}
+END_TEST
+
+/* Every worker started has its exit in the log at INFO, as its boot: also
+ * one that a stop killed while it booted (a fast stop: SIGKILL). */
+START_TEST(test_every_exit_is_logged)
+{
+    setenv("FAKE_GATE_FROM", "2", 1); /* the second one stays booting */
+    pid_t sup = start_supervisor("ready", "-w", "2", NULL);
+
+    wait_events("start", 2, WAIT_S);
+    wait_log("is ready", 1, WAIT_S);
+    kill(sup, SIGINT);
+    assert_exit(wait_exit(sup, WAIT_S), SL_EXIT_OK);
+    ck_assert_int_eq(log_count("Booting worker"), 2);
+    ck_assert_int_eq(log_count("exited with code 0"), 1);
+    ck_assert_msg(log_count("was killed by signal 9") == 1, "log:\n%s",
+                  h_file_text(sup_log_path));
 }
 END_TEST
 
@@ -938,7 +1052,10 @@ static Suite *supervisor_suite(void)
         suite_add_tcase(s, all[i]);
     }
     tcase_add_test(sig, test_term_stops_cleanly);
+    tcase_add_test(sig, test_term_to_one_worker_replaces_it);
+    tcase_add_test(sig, test_term_to_the_group_replaces_nobody);
     tcase_add_test(sig, test_int_and_quit_are_passed_on);
+    tcase_add_test(sig, test_every_exit_is_logged);
     tcase_add_test(sig, test_graceful_timeout_ends_in_sigkill);
     tcase_add_test(sig, test_ttin_ttou_usr1);
     tcase_add_test(sig, test_pidfile);

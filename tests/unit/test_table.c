@@ -491,17 +491,25 @@ START_TEST(test_pick_order)
 }
 END_TEST
 
-START_TEST(test_live_and_outdated)
+START_TEST(test_live_leaving_and_outdated)
 {
     sl_worker_t w = {.state = SL_WORKER_BOOTING, .gen = 2};
 
     ck_assert(sl_worker_live(&w));
+    ck_assert(!sl_worker_leaving(&w));
     w.state = SL_WORKER_READY;
     ck_assert(sl_worker_live(&w));
+    ck_assert(!sl_worker_leaving(&w));
+    w.own_drain = 5.0; /* it said it drains: live until let go */
+    ck_assert(sl_worker_live(&w));
+    ck_assert(sl_worker_leaving(&w));
+    w.own_drain = 0;
     w.state = SL_WORKER_STOPPING;
     ck_assert(!sl_worker_live(&w));
+    ck_assert(sl_worker_leaving(&w));
     w.state = SL_WORKER_FREE;
     ck_assert(!sl_worker_live(&w));
+    ck_assert(!sl_worker_leaving(&w));
 
     ck_assert(!sl_worker_outdated(&w, 2));
     ck_assert(sl_worker_outdated(&w, 3));
@@ -537,7 +545,7 @@ static Suite *table_suite(void)
     tcase_add_test(query, test_pick_order);
     tcase_add_test(query, test_counts_websockets);
     tcase_add_test(query, test_send_restart);
-    tcase_add_test(query, test_live_and_outdated);
+    tcase_add_test(query, test_live_leaving_and_outdated);
     return s;
 }
 
