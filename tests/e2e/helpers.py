@@ -494,16 +494,22 @@ class Server:
                              headers=list(headers) + [("Connection", "close")])
 
 
-@contextlib.contextmanager
-def running(workdir, app="wsgi_app:app", **kw):
-    """Start a Server for a with-block; fail its exit on stop problems."""
-    s = Server(workdir, app, **kw).start()
+def serving(s):
+    """Start server S, yield it, stop it; what went wrong in it (its stop
+    problems) fails the caller. For fixtures: yield from serving(s)."""
+    s.start()
     try:
         yield s
     finally:
         problems = s.stop()
     if problems:
         raise AssertionError("; ".join(problems) + "\n" + s.diagnostics())
+
+
+@contextlib.contextmanager
+def running(workdir, app="wsgi_app:app", **kw):
+    """Start a Server for a with-block; fail its exit on stop problems."""
+    yield from serving(Server(workdir, app, **kw))
 
 
 # ------------------------------------------------------------ supervisor tests

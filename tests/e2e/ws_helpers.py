@@ -93,14 +93,8 @@ def ws_start(tmp_path_factory, label, mode, app, args=()):
 
 
 def ws_serve(s):
-    """Start S, yield it, stop it; what went wrong in it fails the test."""
-    s.start()
-    try:
-        yield s
-    finally:
-        problems = s.stop()
-    if problems:
-        raise AssertionError("; ".join(problems) + "\n" + s.diagnostics())
+    """Start S, yield it, stop it (helpers.serving())."""
+    yield from helpers.serving(s)
 
 
 # ------------------------------------------------------------ raw client
