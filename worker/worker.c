@@ -74,23 +74,7 @@ static int exec_start(sl_pump_t *p, PyObject *app, bool asgi)
     Py_DECREF(app);
     if (rc < 0)
         return SL_EXIT_FAIL;
-    if (p->exec == &sl_lane_inline_exec)
-        rc = sl_lane_start_inline(p);
-    else
-        rc = sl_lane_start(p, p->opt->threads);
-    return rc < 0 ? SL_EXIT_FAIL : 0;
-}
-
-/* Serve until drained: lane threads need the GIL given up while the loop
- * runs; an executor on the loop thread keeps it (WSGI inline releases it
- * in libev's poll; ASGI inline runs its event loop here). */
-static int serve(sl_pump_t *p, bool asgi, PyThreadState **ts)
-{
-    if (asgi && p->exec->run != NULL)
-        return sl_asgi_run_inline(p);
-    if (p->exec->run == NULL)
-        *ts = PyEval_SaveThread();
-    return sl_pump_run(p);
+    return p->exec->start(p) < 0 ? SL_EXIT_FAIL : 0;
 }
 
 /* --reload: where the supervisor wants the module list (SLUICE_RELOAD_DIR),
@@ -110,7 +94,7 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
 {
     char report_dir[PATH_MAX];
     static sl_pump_t pump;
-    PyThreadState *ts = NULL;
+    void *released = NULL;
     PyObject *app;
     int status, asgi, stuck;
 
@@ -150,7 +134,9 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
         sl_info("worker %d serving %s (%s mode, %d lane%s)", worker_id, o->app,
                 pump.exec->name, o->threads, o->threads == 1 ? "" : "s");
 
-    status = serve(&pump, asgi, &ts);
+    /* until drained: lane threads need the GIL given up meanwhile, which
+     * the worker takes back once they stopped (exec.h: serve) */
+    status = pump.exec->serve(&pump, &released);
 
     /* a forced drain already waited its graceful timeout: lanes still
      * inside the app are not waited for again */
@@ -162,8 +148,8 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
         sl_warn("%d lane%s still inside the app at exit", stuck,
                 stuck == 1 ? "" : "s");
     } else {
-        if (ts != NULL)
-            PyEval_RestoreThread(ts);
+        if (released != NULL)
+            PyEval_RestoreThread(released);
         sl_py_finalize();
     }
     sl_info("worker %d exiting (status %d)", worker_id, status);

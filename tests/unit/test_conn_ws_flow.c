@@ -232,6 +232,7 @@ static void inl_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
 
 static const sl_exec_t ws_inline_exec = {
     .name = "test websocket inline",
+    .on_loop = true,
     .websocket = true,
     .hand_over = inl_hand_over,
     .notify = inl_notify,

@@ -162,6 +162,7 @@ static void run(sl_conn_t *c)
 
 static const sl_exec_t inline_exec = {
     .name = "test inline",
+    .on_loop = true,
     .holds_loop = true,
     .hand_over = sl_exec_hand_over_queue, /* never used: run() instead */
     .notify = sl_inline_notify,

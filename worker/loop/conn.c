@@ -302,7 +302,7 @@ static void conn_finish_request(sl_conn_t *c)
 }
 
 /* Hand a complete head to the executor, or have it run the request here
- * on the loop thread (exec->run). */
+ * on the loop thread (exec->on_loop: exec->run). */
 static void conn_dispatch(sl_conn_t *c)
 {
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -327,7 +327,7 @@ static void conn_dispatch(sl_conn_t *c)
         if (sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1) == 0)
             c->interim += sizeof(cont) - 1; /* not part of the response */
     }
-    if (c->pump->exec->run != NULL) {
+    if (c->pump->exec->on_loop) {
         /* a 100 Continue goes now (the client waits for it); answers held
          * for pipelining go with this request's */
         if (c->interim > 0 && c->req.expect_continue && c->req.has_body &&
@@ -680,7 +680,7 @@ static void conn_process(sl_conn_t *c)
 
         case SL_CONN_WRITING:
             if (conn_hold(c)) {
-                if (c->pump->exec->run == NULL)
+                if (!c->pump->exec->on_loop)
                     sl_conn_hold_start(c);
                 rc = 1;
             } else {

@@ -30,6 +30,12 @@ typedef struct sl_conn sl_conn_t;
 typedef struct sl_exec {
     const char *name; /* "WSGI lanes", ... for the log */
 
+    /* The app runs on the loop thread (inline mode): a complete head is
+     * run at once (run), never submitted as a ticket, and a pipelining
+     * client's answers need no timer to bound their hold (the next one
+     * is written before the loop waits again). */
+    bool on_loop;
+
     /* The app runs on the loop thread and may hold it for a whole request
      * (WSGI inline): the drain's backstop must fire close to the graceful
      * timeout, since the loop cannot keep time itself meanwhile. */
@@ -57,17 +63,39 @@ typedef struct sl_exec {
      * gone. Never called by executors that cannot block (ASGI). */
     int (*wait)(sl_conn_t *c, int what);
 
+    /* The executor needs the loop to look at C soon: it is about to wait
+     * for something there without blocking (sl_conn_await() said 1, no
+     * WebSocket message yet), or it changed C by a call that may not have
+     * notified (one refused as stale). An executor on the loop thread must
+     * have the loop run for it; for one on a thread of its own the loop
+     * runs anyway (sl_exec_loop_runs_anyway()). Executor side, c->mu not
+     * held. */
+    void (*need_loop)(sl_conn_t *c);
+
     /* Give back OWNER, of bytes lent by sl_conn_sendmem(), once they are
      * written or dropped. Loop thread, any locks held (c->mu among them):
-     * it must only note the owner for later. NULL when nothing is lent. */
+     * it must only note the owner for later. */
     void (*release)(void *owner);
-    /* On-loop executors: run C's request now, on the loop thread. NULL for
-     * handoff executors, whose requests are submitted as tickets. */
+
+    /* On-loop executors (on_loop): run C's request now, on the loop
+     * thread. Not called for handoff executors, whose requests are
+     * submitted as tickets. */
     void (*run)(sl_conn_t *c);
 
     /* Drain finish: cancel what still runs (its clients are being closed).
      * Loop thread. */
     void (*finish)(sl_pump_t *p);
+
+    /* Worker life, not the loop side. Start serving P (the lanes, or the
+     * event loop and the lifespan startup), the app already set up: 0 or
+     * -1 (logged). */
+    int (*start)(sl_pump_t *p);
+
+    /* Worker life: run P's loop until the drain ends; its exit status.
+     * What it released for the lanes (the GIL's thread state) is left in
+     * *RELEASED for the worker to take back once they stopped (NULL:
+     * nothing was released). */
+    int (*serve)(sl_pump_t *p, void **released);
 
     /* After the loop ended (worker life, not the loop side): stop taking
      * work and wait up to TIMEOUT seconds for what still runs. Returns how
@@ -100,5 +128,9 @@ int sl_exec_wait_never(sl_conn_t *c, int what);
 
 /* finish for executors with nothing to cancel. */
 void sl_exec_finish_nothing(sl_pump_t *p);
+
+/* need_loop for executors on a thread of their own (or that block on the
+ * socket instead, WSGI inline): the loop runs anyway. */
+void sl_exec_loop_runs_anyway(sl_conn_t *c);
 
 #endif

@@ -137,8 +137,7 @@ double sl_asgi_shutdown_budget(sl_pump_t *p)
 
 int sl_asgi_start(sl_pump_t *p)
 {
-    int rc =
-        sl_asgi.inline_mode ? sl_asgi_inline_start(p) : sl_asgi_lane_start();
+    int rc = p->exec->start(p);
 
     sl_asgi.started = rc == 0;
     return rc;
@@ -182,7 +181,6 @@ int sl_asgi_init(PyObject *app, sl_pump_t *p)
 {
     sl_asgi.p = p;
     sl_asgi.app = Py_NewRef(app);
-    sl_asgi.inline_mode = p->exec->run != NULL;
     sl_asgi.slots = calloc(p->nconns, sizeof(*sl_asgi.slots));
     if (sl_asgi.slots == NULL) {
         sl_error("out of memory for %u connections", p->nconns);

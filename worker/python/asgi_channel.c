@@ -238,8 +238,7 @@ static PyObject *recv_try(sl_asgi_req_t *r)
             r->gone = true;
         if (rc == 1) {
             /* inline: the loop must run to see the bytes or the EOF */
-            if (sl_asgi.inline_mode)
-                sl_asgi_inline_mark_dirty(r->c);
+            r->c->pump->exec->need_loop(r->c);
             return NULL;
         }
     }

@@ -59,9 +59,11 @@ static void kick(void)
     Py_XDECREF(res);
 }
 
-void sl_asgi_inline_mark_dirty(sl_conn_t *c)
+/* C has output, a body window to reopen, or the app waits for it: run
+ * libev soon. */
+static void mark_dirty(sl_conn_t *c)
 {
-    if (!sl_asgi.inline_mode || driver.is_dirty[c->idx])
+    if (driver.is_dirty[c->idx])
         return;
     driver.is_dirty[c->idx] = true;
     driver.dirty[driver.ndirty++] = c;
@@ -85,10 +87,11 @@ static void flush_dirty(void)
     driver.ndirty = 0;
 }
 
-/* notify (exec.h) of the inline executor: the connection is dirty. */
+/* notify and need_loop (exec.h) of the inline executor: the connection
+ * is dirty. */
 static void inline_notify(sl_conn_t *c)
 {
-    sl_asgi_inline_mark_dirty(c);
+    mark_dirty(c);
 }
 
 /* hand_over (exec.h) of the inline executor: the tickets are handled at
@@ -237,15 +240,27 @@ static int inline_stop(sl_pump_t *p, double timeout)
     return 0;
 }
 
+/* serve (exec.h) of the inline executor: the event loop runs here, with
+ * the GIL, and drives libev. */
+static int inline_serve(sl_pump_t *p, void **released)
+{
+    *released = NULL;
+    return sl_asgi_run_inline(p);
+}
+
 const sl_exec_t sl_asgi_inline_exec = {
     .name = "inline",
+    .on_loop = true,
     .websocket = true,
     .hand_over = inline_hand_over,
     .notify = inline_notify,
+    .need_loop = inline_notify,
     .release = sl_writer_lent_release,
     .wake = sl_exec_wake_ticket,
     .wait = sl_exec_wait_never,
     .run = run_inline,
     .finish = sl_exec_finish_nothing,
+    .start = sl_asgi_inline_start,
+    .serve = inline_serve,
     .stop = inline_stop,
 };

@@ -91,7 +91,6 @@ typedef struct {
     const char *loop_name;     /* "uvloop" or "asyncio" */
     double budget;             /* for lifespan shutdown */
     bool started;              /* sl_asgi_start() succeeded */
-    bool inline_mode;          /* the event loop runs on the loop thread */
     bool stopping;             /* the event loop is being stopped */
 } sl_asgi_t;
 
@@ -301,10 +300,6 @@ void sl_asgi_ws_finish(sl_asgi_req_t *r, bool raised);
 
 /* Set up the dirty list and the event loop on this thread. 0 or -1. */
 int sl_asgi_inline_start(sl_pump_t *p);
-
-/* C has output or a body window to reopen: run libev soon. No-op in
- * pump mode. */
-void sl_asgi_inline_mark_dirty(sl_conn_t *c);
 
 /* ---- asgi_lane.c: pump mode ---- */
 

@@ -221,14 +221,24 @@ static int lane_stop(sl_pump_t *p, double timeout)
     return rc;
 }
 
+/* start (exec.h) of pump mode: the lane thread and its event loop. */
+static int lane_start(sl_pump_t *p)
+{
+    (void)p;
+    return sl_asgi_lane_start();
+}
+
 const sl_exec_t sl_asgi_lane_exec = {
     .name = "pump",
     .websocket = true,
     .hand_over = lane_hand_over,
     .notify = sl_exec_notify_handoff,
+    .need_loop = sl_exec_loop_runs_anyway,
     .release = sl_writer_lent_release,
     .wake = sl_exec_wake_ticket,
     .wait = sl_exec_wait_never,
     .finish = lane_finish,
+    .start = lane_start,
+    .serve = sl_py_serve_released,
     .stop = lane_stop,
 };

@@ -146,7 +146,7 @@ PyObject *sl_asgi_ws_recv_try(sl_asgi_req_t *r)
         }
     }
     /* inline: the loop must run to read the frames or see the EOF */
-    sl_asgi_inline_mark_dirty(r->c);
+    r->c->pump->exec->need_loop(r->c);
     return NULL;
 }
 
@@ -187,7 +187,7 @@ PyObject *sl_asgi_ws_error(sl_asgi_req_t *r)
         r->ws_misuse = Py_NewRef(v);
     if (r->ws_state == WS_OPEN) {
         sl_conn_ws_close(r->c, r->gen, SL_WS_CLOSE_INTERNAL, NULL, 0);
-        sl_asgi_inline_mark_dirty(r->c);
+        r->c->pump->exec->need_loop(r->c);
         r->ws_state = WS_CLOSED;
     } else if (r->ws_state == WS_CONNECTING) {
         sl_asgi_req_fail(r, 500);
@@ -320,7 +320,7 @@ static PyObject *send_accept(sl_asgi_req_t *r, PyObject *msg)
     rc = sl_conn_ws_accept(r->c, r->gen, sub, b->data, b->len);
     b->len = b->off = 0;
     r->ws_state = WS_OPEN;
-    sl_asgi_inline_mark_dirty(r->c);
+    r->c->pump->exec->need_loop(r->c);
     if (rc < 0) {
         ws_end(r, NULL);
         return disconnected(r, "websocket.accept");
@@ -392,7 +392,7 @@ static PyObject *send_message(sl_asgi_req_t *r, PyObject *msg)
                              (size_t)view.len);
         PyBuffer_Release(&view);
     }
-    sl_asgi_inline_mark_dirty(r->c);
+    r->c->pump->exec->need_loop(r->c);
     if (rc < 0) /* receive() will say how it ended */
         return disconnected(r, "websocket.send");
     return rc == 1 ? sl_asgi_channel_wait_credit(r) : sl_asgi_done_none();
@@ -469,7 +469,7 @@ static PyObject *send_close(sl_asgi_req_t *r, PyObject *msg)
     case WS_OPEN:
         if (!r->ws_ended && !r->gone)
             sl_conn_ws_close(r->c, r->gen, code, reason, (size_t)n);
-        sl_asgi_inline_mark_dirty(r->c);
+        r->c->pump->exec->need_loop(r->c);
         r->ws_state = WS_CLOSED;
         break;
     default:
@@ -655,7 +655,7 @@ void sl_asgi_ws_finish(sl_asgi_req_t *r, bool raised)
         /* fall through */
     case WS_CLOSED:
         sl_conn_send(r->c, r->gen, NULL, 0, SL_SEND_END);
-        sl_asgi_inline_mark_dirty(r->c);
+        r->c->pump->exec->need_loop(r->c);
         r->w.ended = r->w.gone = true;
         r->ws_state = WS_OVER;
         sl_asgi_req_ended(r);

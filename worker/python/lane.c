@@ -155,26 +155,39 @@ static int inline_stop(sl_pump_t *p, double timeout)
     return 0;
 }
 
+/* start (exec.h) of pump mode: --threads lanes. */
+static int lanes_start(sl_pump_t *p)
+{
+    return sl_lane_start(p, p->opt->threads);
+}
+
 const sl_exec_t sl_lane_exec = {
     .name = "pump",
     .hand_over = sl_exec_hand_over_queue,
     .notify = sl_exec_notify_handoff,
+    .need_loop = sl_exec_loop_runs_anyway,
     .release = sl_writer_lent_release,
     .wake = sl_exec_wake_cv,
     .wait = sl_exec_wait_cv,
     .finish = sl_exec_finish_nothing,
+    .start = lanes_start,
+    .serve = sl_py_serve_released,
     .stop = lane_stop,
 };
 
 const sl_exec_t sl_lane_inline_exec = {
     .name = "inline",
+    .on_loop = true,
     .holds_loop = true,
     .hand_over = sl_exec_hand_over_queue, /* never used: run() instead */
     .notify = sl_inline_notify,
+    .need_loop = sl_exec_loop_runs_anyway, /* it blocks on the socket */
     .release = sl_writer_lent_release,
     .wake = sl_inline_wake,
     .wait = sl_inline_wait,
     .run = inline_run,
     .finish = sl_exec_finish_nothing,
+    .start = sl_lane_start_inline,
+    .serve = sl_py_serve_holding,
     .stop = inline_stop,
 };

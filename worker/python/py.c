@@ -213,6 +213,18 @@ void sl_py_release_gil_in_poll(struct ev_loop *loop)
     ev_set_loop_release_cb(loop, release_gil, acquire_gil);
 }
 
+int sl_py_serve_released(sl_pump_t *p, void **released)
+{
+    *released = PyEval_SaveThread();
+    return sl_pump_run(p);
+}
+
+int sl_py_serve_holding(sl_pump_t *p, void **released)
+{
+    *released = NULL;
+    return sl_pump_run(p);
+}
+
 static PyObject *decode(const char *p, size_t n, bool utf8)
 {
     return utf8 ? PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, "replace")

@@ -25,6 +25,15 @@ void sl_py_log_exception(const char *what, ...)
 /* Inline mode: let libev drop the GIL around its blocking poll. */
 void sl_py_release_gil_in_poll(struct ev_loop *loop);
 
+/* serve (exec.h) for executors whose lanes are threads of their own: the
+ * GIL is given up for them, its thread state left in *RELEASED, and P's
+ * loop runs until the drain ends. */
+int sl_py_serve_released(sl_pump_t *p, void **released);
+
+/* serve for an executor on the loop thread that keeps the GIL (it lets go
+ * of it in libev's poll, sl_py_release_gil_in_poll()). */
+int sl_py_serve_holding(sl_pump_t *p, void **released);
+
 /* C's client (sl_conn_client()) as Python objects, made once per
  * connection (every keep-alive request shares them) unless a forwarding
  * header names it, then once per request: ADDR the address and PORT the port as
