@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -27,13 +28,15 @@ static ssize_t plain_read(sl_transport_t *t, void *buf, size_t n)
 static ssize_t plain_writev(sl_transport_t *t, const struct iovec *iov,
                             int iovcnt, int flags)
 {
-    struct msghdr m = {.msg_iov = (struct iovec *)iov,
-                       .msg_iovlen = (size_t)iovcnt};
     int more = (flags & SL_TRANSPORT_MORE) ? MSG_MORE : 0;
+    struct msghdr m;
 
     if (iovcnt == 1) /* the common case: send() */
         return send(t->fd, iov[0].iov_base, iov[0].iov_len,
                     MSG_NOSIGNAL | more);
+    memset(&m, 0, sizeof(m));
+    m.msg_iov = (struct iovec *)iov;
+    m.msg_iovlen = (size_t)iovcnt;
     return sendmsg(t->fd, &m, MSG_NOSIGNAL | more);
 }
 
