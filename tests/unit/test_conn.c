@@ -71,7 +71,7 @@ static bool parsed_all(void *arg)
 
     if (c->state != SL_CONN_READING)
         return true;
-    ck_assert_int_eq(ioctl(c->fd, FIONREAD, &unread), 0);
+    ck_assert_int_eq(ioctl(c->tp.fd, FIONREAD, &unread), 0);
     return unread == 0 && c->rbuf.len > 0 &&
            (!c->in_msg || c->rbuf.off == c->rbuf.len);
 }
@@ -971,7 +971,7 @@ START_TEST(test_body_burst_in_one_pass)
     UP(NULL);
     c = client.conn;
     ck_assert_int_eq(
-        setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big)), 0);
+        setsockopt(c->tp.fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big)), 0);
     memset(body, 'b', sizeof(body));
     snprintf(head, sizeof(head),
              "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n", SIZE);
@@ -981,7 +981,7 @@ START_TEST(test_body_burst_in_one_pass)
     /* wait until the kernel holds all of it on the server's side */
     for (int i = 0; i < 1000 && queued < SIZE; i++) {
         int n = 0;
-        ck_assert_int_eq(ioctl(c->fd, FIONREAD, &n), 0);
+        ck_assert_int_eq(ioctl(c->tp.fd, FIONREAD, &n), 0);
         queued = (size_t)n;
         if (queued < SIZE)
             usleep(1000);
@@ -1008,7 +1008,7 @@ START_TEST(test_body_window)
     UP(NULL);
     c = client.conn;
     ck_assert_int_eq(
-        setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+        setsockopt(c->tp.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
     ck_assert_int_eq(
         setsockopt(client.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
     for (size_t i = 0; i < SIZE; i++)
@@ -1280,8 +1280,8 @@ START_TEST(test_credit)
     UP(NULL);
     ck_assert_int_eq(
         setsockopt(client.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
-    ck_assert_int_eq(setsockopt(client.conn->fd, SOL_SOCKET, SO_SNDBUF, &small,
-                                sizeof(small)),
+    ck_assert_int_eq(setsockopt(client.conn->tp.fd, SOL_SOCKET, SO_SNDBUF,
+                                &small, sizeof(small)),
                      0);
     memset(data, 'c', SIZE);
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
@@ -1534,8 +1534,8 @@ START_TEST(test_take_out_of_memory_closes)
     UP(NULL);
     ck_assert_int_eq(
         setsockopt(client.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
-    ck_assert_int_eq(setsockopt(client.conn->fd, SOL_SOCKET, SO_SNDBUF, &small,
-                                sizeof(small)),
+    ck_assert_int_eq(setsockopt(client.conn->tp.fd, SOL_SOCKET, SO_SNDBUF,
+                                &small, sizeof(small)),
                      0);
     memset(a, 'a', A);
     memset(b, 'b', B);

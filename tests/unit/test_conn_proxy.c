@@ -151,7 +151,7 @@ static bool all_read(void *arg)
     sl_conn_t *c = arg;
     int unread = -1;
 
-    ck_assert_int_eq(ioctl(c->fd, FIONREAD, &unread), 0);
+    ck_assert_int_eq(ioctl(c->tp.fd, FIONREAD, &unread), 0);
     return unread == 0;
 }
 

@@ -75,7 +75,7 @@ START_TEST(test_queue_full_stops_reading)
     ck_assert_msg(idle == 20, "the loop read %zu bytes without stopping",
                   total);
     /* ... with bytes waiting in the kernel, and little in the loop */
-    ck_assert_int_eq(ioctl(client.conn->fd, FIONREAD, &unread), 0);
+    ck_assert_int_eq(ioctl(client.conn->tp.fd, FIONREAD, &unread), 0);
     ck_assert_int_gt(unread, 0);
     ck_assert_uint_lt(client.conn->rbuf.cap, 4 * 65536);
     /* a peer we do not read is not pinged, nor timed out */

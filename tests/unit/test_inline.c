@@ -493,8 +493,8 @@ START_TEST(test_credit_to_slow_reader)
     size_t i;
 
     UP(send_big, "--timeout", "5", NULL);
-    ck_assert_int_eq(setsockopt(client.conn->fd, SOL_SOCKET, SO_SNDBUF, &small,
-                                sizeof(small)),
+    ck_assert_int_eq(setsockopt(client.conn->tp.fd, SOL_SOCKET, SO_SNDBUF,
+                                &small, sizeof(small)),
                      0);
     run_client(client_slow);
     ck_assert(handler_returned);
@@ -554,8 +554,8 @@ START_TEST(test_client_gone_while_waiting_for_credit)
     h_nactive_t none = {&pump, 0};
 
     UP(send_to_leaver, "--timeout", "5", NULL);
-    ck_assert_int_eq(setsockopt(client.conn->fd, SOL_SOCKET, SO_SNDBUF, &small,
-                                sizeof(small)),
+    ck_assert_int_eq(setsockopt(client.conn->tp.fd, SOL_SOCKET, SO_SNDBUF,
+                                &small, sizeof(small)),
                      0);
     run_client(client_leaves_unread);
     ck_assert(handler_returned);
@@ -577,8 +577,8 @@ START_TEST(test_silent_reader_times_out)
     double start;
 
     UP(send_to_leaver, "--send-timeout", "0.2", NULL);
-    ck_assert_int_eq(setsockopt(client.conn->fd, SOL_SOCKET, SO_SNDBUF, &small,
-                                sizeof(small)),
+    ck_assert_int_eq(setsockopt(client.conn->tp.fd, SOL_SOCKET, SO_SNDBUF,
+                                &small, sizeof(small)),
                      0);
     ck_assert_int_eq(
         setsockopt(client.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);

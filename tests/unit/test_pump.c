@@ -217,11 +217,12 @@ START_TEST(test_accepted_socket)
     ck_assert_int_eq(client.conn->state, SL_CONN_READING);
     ck_assert_int_eq(client.conn->listener, 0);
     ck_assert_int_eq(
-        getsockopt(client.conn->fd, IPPROTO_TCP, TCP_NODELAY, &one, &len), 0);
+        getsockopt(client.conn->tp.fd, IPPROTO_TCP, TCP_NODELAY, &one, &len),
+        0);
     ck_assert_int_eq(one, 1);
-    fl = fcntl(client.conn->fd, F_GETFL);
+    fl = fcntl(client.conn->tp.fd, F_GETFL);
     ck_assert(fl & O_NONBLOCK);
-    ck_assert(fcntl(client.conn->fd, F_GETFD) & FD_CLOEXEC);
+    ck_assert(fcntl(client.conn->tp.fd, F_GETFD) & FD_CLOEXEC);
     ck_assert_uint_eq(pump.nactive, 1);
 }
 END_TEST
@@ -368,7 +369,7 @@ static bool accepted(void *arg)
     ck_assert_int_eq(getsockname(cl->fd, (struct sockaddr *)&mine, &len), 0);
     for (c = pump.active.next; c != &pump.active; c = c->next) {
         tlen = sizeof(theirs);
-        if (getpeername(c->fd, (struct sockaddr *)&theirs, &tlen) == 0 &&
+        if (getpeername(c->tp.fd, (struct sockaddr *)&theirs, &tlen) == 0 &&
             mine.sin_port == theirs.sin_port)
             return true;
     }
@@ -773,7 +774,7 @@ START_TEST(test_full_socket_watched_once_settled)
     h_connect(&pump, &client);
     c = client.conn;
     ck_assert_int_eq(
-        setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+        setsockopt(c->tp.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     ck_assert(h_take_ticket(&pump, &t));
     drive();

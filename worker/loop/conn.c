@@ -49,13 +49,18 @@ static void conn_take(sl_conn_t *c);
 
 void sl_conn_watch(sl_conn_t *c, int events)
 {
-    if (c->io.events == events && ev_is_active(&c->io))
+    int on = sl_transport_events(&c->tp, events);
+
+    if (c->io.events == on && ev_is_active(&c->io))
         return;
     ev_io_stop(c->pump->loop, &c->io);
     if (events == 0)
         return;
-    ev_io_set(&c->io, c->fd, events);
+    ev_io_set(&c->io, c->tp.fd, on);
     sl_pump_io_start(c->pump, &c->io);
+    /* bytes the transport holds make no readiness (transport.h) */
+    if ((events & EV_READ) && sl_transport_pending(&c->tp) > 0)
+        ev_feed_event(c->pump->loop, &c->io, c->tp.read_wait);
 }
 
 int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx)
@@ -63,7 +68,7 @@ int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx)
     memset(c, 0, sizeof(*c));
     c->pump = p;
     c->idx = idx;
-    c->fd = -1;
+    c->tp.fd = -1;
     c->file_fd = -1;
     c->wfile_fd = -1;
     ev_io_init(&c->io, conn_io_cb, -1, 0);
@@ -183,7 +188,7 @@ static void conn_reset_request(sl_conn_t *c)
 void sl_conn_start(sl_conn_t *c, int fd, int listener,
                    const struct sockaddr *sa, socklen_t salen)
 {
-    c->fd = fd;
+    sl_transport_start(&c->tp, &sl_transport_plain, fd);
     c->serial++;
     c->listener = listener;
     memcpy(&c->peer, sa, salen);
@@ -269,7 +274,7 @@ void sl_conn_close(sl_conn_t *c)
  * response on its way. */
 static void conn_linger(sl_conn_t *c)
 {
-    if (c->peer_eof || shutdown(c->fd, SHUT_WR) < 0) {
+    if (c->peer_eof || sl_transport_shutdown(&c->tp) < 0) {
         sl_conn_close(c);
         return;
     }
@@ -349,9 +354,9 @@ static void conn_dispatch(sl_conn_t *c)
  * copied into a buffer of its own. Loop thread. */
 static char read_scratch[SL_CONN_READ_CHUNK];
 
-/* recv() up to ROOM bytes into C's read buffer; an idle connection has
+/* Read up to ROOM bytes into C's read buffer; an idle connection has
  * none, and takes one (from the cache, of the size that came) only when
- * bytes come. recv()'s result; -1 with errno ENOMEM when out of memory. */
+ * bytes come. The read's result; -1 with errno ENOMEM when out of memory. */
 static ssize_t conn_recv(sl_conn_t *c, size_t room)
 {
     sl_buf_t *b = &c->rbuf;
@@ -360,9 +365,9 @@ static ssize_t conn_recv(sl_conn_t *c, size_t room)
     if (b->data != NULL) {
         if (sl_buf_reserve(b, room) < 0)
             goto out_nomem;
-        return recv(c->fd, b->data + b->len, room, 0);
+        return sl_transport_read(&c->tp, b->data + b->len, room);
     }
-    n = recv(c->fd, read_scratch, room, 0);
+    n = sl_transport_read(&c->tp, read_scratch, room);
     if (n <= 0)
         return n;
     if (sl_bufcache_get(&c->pump->bufs, b, (size_t)n) < 0)
@@ -445,7 +450,7 @@ static void on_readable(sl_conn_t *c)
         return;
     case SL_CONN_CLOSING: {
         char sink[4096];
-        ssize_t n = recv(c->fd, sink, sizeof(sink), 0);
+        ssize_t n = sl_transport_read(&c->tp, sink, sizeof(sink));
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
             sl_conn_close(c);
         return;
@@ -498,7 +503,7 @@ static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
     sl_conn_t *c = (sl_conn_t *)w;
 
     (void)loop;
-    if (revents & EV_READ) {
+    if (sl_transport_ready(&c->tp, revents) & EV_READ) {
         on_readable(c);
         return;
     }

@@ -24,6 +24,7 @@
 #include "llhttp.h"
 #include "common/buf.h"
 #include "worker/loop/request.h"
+#include "worker/loop/transport.h"
 
 typedef struct sl_pump sl_pump_t;
 typedef struct sl_conn sl_conn_t;
@@ -45,11 +46,12 @@ enum {
 };
 
 struct sl_conn {
-    ev_io io; /* read/write readiness, embedded */
-    int fd;
-    uint32_t idx;    /* index in the pump's pool */
-    uint32_t gen;    /* request generation, bumped per request */
-    uint32_t serial; /* connection generation, bumped per accept */
+    ev_io io;          /* read/write readiness, embedded */
+    sl_transport_t tp; /* the socket, and every byte through it; its table
+                          is chosen at accept (sl_conn_start()) */
+    uint32_t idx;      /* index in the pump's pool */
+    uint32_t gen;      /* request generation, bumped per request */
+    uint32_t serial;   /* connection generation, bumped per accept */
     int state;
     sl_pump_t *pump; /* borrowed */
     sl_conn_t *next; /* free list, or the active list */

@@ -333,7 +333,7 @@ int sl_conn_parse(sl_conn_t *c)
         if (!c->in_msg) {
             rc = start_line(c);
             if (rc < 0) {
-                sl_debug("bad request line from fd %d", c->fd);
+                sl_debug("bad request line from fd %d", c->tp.fd);
                 return -1;
             }
             if (rc == 0)
@@ -370,7 +370,7 @@ int sl_conn_parse(sl_conn_t *c)
 out_bad:
     if (c->http_error == 0)
         c->http_error = 400;
-    sl_debug("bad request from fd %d: %s", c->fd,
+    sl_debug("bad request from fd %d: %s", c->tp.fd,
              c->req.chunk_line ? "bad chunk size line"
                                : llhttp_get_error_reason(&c->parser));
     return -1;

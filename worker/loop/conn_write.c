@@ -13,8 +13,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <sys/sendfile.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -73,25 +71,24 @@ static void send_deadline(sl_conn_t *c, int rc, size_t written)
         c->deadline = ev_now(c->pump->loop) + secs;
 }
 
-/* One send of what C's write buffer holds. Lent bytes behind it go in the
- * same sendmsg(), and a file behind it is announced with MSG_MORE, so a
- * response's head leaves with its body's first bytes: one segment, one
- * wake-up of the client, one call fewer. The count may run past the
- * buffer into the lent bytes; errno as send()'s. */
+/* One write of what C's write buffer holds. Lent bytes behind it go in
+ * the same call, and a file behind it is announced (SL_TRANSPORT_MORE,
+ * MSG_MORE on a plain socket), so a response's head leaves with its
+ * body's first bytes: one segment, one wake-up of the client, one call
+ * fewer. The count may run past the buffer into the lent bytes; errno as
+ * the transport's. */
 static ssize_t send_buffered(sl_conn_t *c)
 {
     struct iovec iov[2];
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
-    int more = c->wfile_fd >= 0 && c->wfile_len > 0 ? MSG_MORE : 0;
+    int more = c->wfile_fd >= 0 && c->wfile_len > 0 ? SL_TRANSPORT_MORE : 0;
 
-    if (c->wmem == NULL || c->wmem_len == 0) /* the common case: send() */
-        return send(c->fd, c->wbuf.data + c->wbuf.off, sl_buf_pending(&c->wbuf),
-                    MSG_NOSIGNAL | more);
     iov[0].iov_base = c->wbuf.data + c->wbuf.off;
     iov[0].iov_len = sl_buf_pending(&c->wbuf);
+    if (c->wmem == NULL || c->wmem_len == 0) /* the common case */
+        return sl_transport_writev(&c->tp, iov, 1, more);
     iov[1].iov_base = (void *)c->wmem;
     iov[1].iov_len = c->wmem_len;
-    return sendmsg(c->fd, &m, MSG_NOSIGNAL);
+    return sl_transport_writev(&c->tp, iov, 2, 0);
 }
 
 /* Write what the loop holds for C, adding the count to *WRITTEN. 1 when
@@ -129,7 +126,9 @@ static int conn_write(sl_conn_t *c, size_t *written_out)
         }
     }
     while (rc == 1 && c->wmem != NULL && c->wmem_len > 0) {
-        n = send(c->fd, c->wmem, c->wmem_len, MSG_NOSIGNAL);
+        struct iovec iov = {.iov_base = (void *)c->wmem,
+                            .iov_len = c->wmem_len};
+        n = sl_transport_writev(&c->tp, &iov, 1, 0);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -142,7 +141,8 @@ static int conn_write(sl_conn_t *c, size_t *written_out)
         written += (size_t)n;
     }
     while (rc == 1 && c->wfile_fd >= 0 && c->wfile_len > 0) {
-        n = sendfile(c->fd, c->wfile_fd, &c->wfile_off, c->wfile_len);
+        n = sl_transport_sendfile(&c->tp, c->wfile_fd, &c->wfile_off,
+                                  c->wfile_len);
         if (n < 0) {
             if (errno == EINTR)
                 continue;

@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "common/date.h"
 #include "common/log.h"
@@ -430,7 +429,7 @@ static void cut(sl_conn_t *c, const char *why)
 {
     sl_conn_ws_t *ws = c->ws;
 
-    sl_debug("WebSocket on fd %d: %s, cut", c->fd, why);
+    sl_debug("WebSocket on fd %d: %s, cut", c->tp.fd, why);
     ws->cut = true;
     ws->rx_done = true;
     ws->peer_closed = true;
@@ -489,7 +488,7 @@ static void on_event(sl_conn_t *c, const sl_ws_event_t *ev)
     case SL_WS_EV_ERROR:
         ws->rx_done = true;
         ws->failed = true;
-        sl_debug("WebSocket on fd %d: %s (closing with %u)", c->fd,
+        sl_debug("WebSocket on fd %d: %s (closing with %u)", c->tp.fd,
                  ev->reason ? ev->reason : "error", ev->code);
         pthread_mutex_lock(&c->mu);
         set_end(ws, ev->code, NULL, 0);
@@ -555,7 +554,7 @@ void sl_conn_ws_read(sl_conn_t *c)
         n = -1;
         errno = ENOMEM;
     } else {
-        n = recv(c->fd, b->data + b->len, SL_CONN_READ_CHUNK, 0);
+        n = sl_transport_read(&c->tp, b->data + b->len, SL_CONN_READ_CHUNK);
     }
     if (n > 0) {
         b->len += (size_t)n;
@@ -619,7 +618,7 @@ void sl_conn_ws_process(sl_conn_t *c)
      * cannot turn our close into a reset that eats the close frame */
     if (rc == 1 && ws->failed && !ws->shut_wr && !c->peer_eof) {
         ws->shut_wr = true;
-        if (shutdown(c->fd, SHUT_WR) < 0)
+        if (sl_transport_shutdown(&c->tp) < 0)
             rc = -1;
     }
     /* over: the socket broke, or both closes went their way (or the peer

@@ -12,21 +12,24 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <sys/socket.h>
 
 #include "common/metrics.h"
 #include "common/options.h"
 #include "worker/loop/inline.h"
 #include "worker/loop/pump.h"
 
-/* Wait for EVENTS on C's socket, up to --timeout for input and up to
- * --send-timeout for room to write. false: the client is silent (or not
- * reading) or the socket broke. */
-static bool poll_socket(sl_conn_t *c, short events)
+/* Wait until C's transport can go on with WHAT (EV_READ: a read, EV_WRITE:
+ * a write), up to --timeout for input and up to --send-timeout for room to
+ * write. false: the client is silent (or not reading) or the socket
+ * broke. */
+static bool poll_socket(sl_conn_t *c, int what)
 {
-    struct pollfd pfd = {.fd = c->fd, .events = events};
+    int on = sl_transport_events(&c->tp, what);
+    struct pollfd pfd = {.fd = c->tp.fd,
+                         .events = (short)((on & EV_READ ? POLLIN : 0) |
+                                           (on & EV_WRITE ? POLLOUT : 0))};
     const sl_options_t *o = c->pump->opt;
-    int ms = (int)((events == POLLOUT ? o->send_timeout : o->timeout) * 1000);
+    int ms = (int)((what == EV_WRITE ? o->send_timeout : o->timeout) * 1000);
 
     return poll(&pfd, 1, ms > 0 ? ms : -1) > 0;
 }
@@ -57,7 +60,7 @@ static int drain_out(sl_conn_t *c)
     if (sl_conn_take_out(c) < 0)
         goto out_gone;
     while ((rc = sl_conn_flush_locked(c)) == 0)
-        if (!poll_socket(c, POLLOUT))
+        if (!poll_socket(c, EV_WRITE))
             goto out_gone;
     if (rc < 0)
         goto out_gone;
@@ -91,7 +94,8 @@ static int pull_body(sl_conn_t *c)
         sl_buf_compact(&c->rbuf);
         if (sl_buf_reserve(&c->rbuf, SL_CONN_READ_CHUNK) < 0)
             return -1;
-        n = recv(c->fd, c->rbuf.data + c->rbuf.len, SL_CONN_READ_CHUNK, 0);
+        n = sl_transport_read(&c->tp, c->rbuf.data + c->rbuf.len,
+                              SL_CONN_READ_CHUNK);
         if (n > 0) {
             c->rbuf.len += (size_t)n;
             want_more = false;
@@ -104,7 +108,7 @@ static int pull_body(sl_conn_t *c)
              * first: the client may wait for them before sending more */
             if (sl_buf_pending(&c->wbuf) > 0 && drain_out(c) < 0)
                 return -1;
-            if (!poll_socket(c, POLLIN))
+            if (!poll_socket(c, EV_READ))
                 c->aborted = true;
         } else if (errno != EINTR) {
             c->aborted = true;

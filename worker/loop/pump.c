@@ -183,14 +183,12 @@ void sl_pump_idle_remove(sl_pump_t *p, sl_conn_t *c)
     p->nidle--;
 }
 
-/* Is C's next request already on its way (bytes in the kernel we have not
- * read)? Then closing it would reset that request: not a victim. */
+/* Is C's next request already on its way (bytes we have not read, in its
+ * transport or the kernel)? Then closing it would reset that request: not
+ * a victim. */
 static bool request_waiting(sl_conn_t *c)
 {
-    char b;
-
-    return recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != -1 ||
-           (errno != EAGAIN && errno != EWOULDBLOCK);
+    return sl_transport_waiting(&c->tp);
 }
 
 /* The pool is used up: the longest-idle keep-alive connection, to close
@@ -213,7 +211,7 @@ static sl_conn_t *idle_victim(sl_pump_t *p)
         }
         if (request_waiting(c)) {
             sl_pump_idle_remove(p, c);
-            ev_feed_fd_event(p->loop, c->fd, EV_READ);
+            ev_feed_fd_event(p->loop, c->tp.fd, EV_READ);
             continue;
         }
         return c;
@@ -305,10 +303,7 @@ void sl_pump_accept_pending(sl_pump_t *p)
 
 void sl_pump_release(sl_pump_t *p, sl_conn_t *c)
 {
-    if (c->fd >= 0) {
-        close(c->fd);
-        c->fd = -1;
-    }
+    sl_transport_close(&c->tp);
     c->state = SL_CONN_FREE;
     c->deadline = 0;
     sl_pump_idle_remove(p, c);
@@ -763,8 +758,7 @@ void sl_pump_destroy(sl_pump_t *p)
     if (p->conns != NULL) {
         for (i = 0; i < p->nfresh; i++) {
             sl_conn_t *c = &p->conns[i];
-            if (c->fd >= 0)
-                close(c->fd);
+            sl_transport_close(&c->tp);
             sl_conn_ws_free(c);
             sl_conn_free_bufs(c);
         }
