@@ -175,4 +175,13 @@ int sl_options_check(const char *name, const char *value);
  * a setting this function does not know how to print. */
 void sl_options_print(const sl_options_t *o, int argc, char **argv, FILE *out);
 
+/* Print the settings reference, docs/settings.md, to OUT: a Markdown table
+ * with one row an option of the table, in --help's order (its flag, the
+ * default --help gives in brackets, the line --print-config writes for *O
+ * and the help text), then the environment --help lists. *O and
+ * ARGV[1..ARGC) as for sl_options_print(), parsed from no options to show
+ * the defaults. Returns 0, or -1 (logged) when memory runs out. */
+int sl_options_print_reference(const sl_options_t *o, int argc, char **argv,
+                               FILE *out);
+
 #endif

@@ -1,8 +1,8 @@
 """WebSocket clients that would take a worker's memory or hold a
 connection forever: one that pings and never reads, and readers that stop
 reading while the app sends. What a connection may hold and when it is cut
-is in the README (WebSocket limits); these check it from outside, in both
-ASGI modes. sluice-only: --send-timeout is not uvicorn's.
+is in docs/websockets.md (WebSocket limits); these check it from outside, in
+both ASGI modes. sluice-only: --send-timeout is not uvicorn's.
 
 Each client here connects with a small receive buffer, so that what it
 does not read fills the connection after a few kilobytes, not after the

@@ -109,6 +109,9 @@ def test_files_are_in_their_debian_places(root):
     assert (root / "usr/share/man/man1/sluice.1.gz").is_file()
     assert (root / "usr/share/doc/sluice/copyright").is_file()
     assert (root / "usr/share/doc/sluice/examples/hello.py").is_file()
+    # README.md links to docs/*.md by name: both are there, uncompressed
+    assert (root / "usr/share/doc/sluice/README.md").is_file()
+    assert (root / "usr/share/doc/sluice/docs/settings.md").is_file()
     units = unit_dir(root)
     service = (units / "sluice@.service").read_text()
     assert (units / "sluice@.socket").is_file()

@@ -32,7 +32,7 @@ int sl_http_error_head(sl_buf_t *b, int status);
 /* Feed the next bytes P[0..N) of a chunked trailer's field name into R's
  * matcher, then end the name with sl_http_trailer_end(): true when the
  * field is one RFC 9110 §6.5.1 keeps out of trailers (the list is in
- * http.c and README.md). The end resets the matcher for the next name;
+ * http.c and docs/http.md). The end resets the matcher for the next name;
  * sl_http_trailer_reset() sets it up before the first. No allocation. */
 void sl_http_trailer_feed(sl_req_t *r, const char *p, size_t n);
 bool sl_http_trailer_end(sl_req_t *r);
