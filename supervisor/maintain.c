@@ -78,7 +78,8 @@ static void enforce_kills(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
                 w->stop_signal ? strsignal(w->stop_signal) : "draining");
         sl_table_kill(w, SIGKILL);
         w->killed = true;
-        if (s->stopping != STOP_NONE) {
+        /* a hung worker's kill is the health check's, not the stop's */
+        if (s->stopping != STOP_NONE && !w->aborted) {
             s->unclean = true;
         }
     }

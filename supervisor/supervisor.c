@@ -470,8 +470,11 @@ static void worker_exited(supervisor_t *s, sl_worker_t *w, int status)
 
     log_exit(w, status, appload && !s->any_ready);
     /* Only a worker that served can have left something undone; one that
-     * was still booting has nothing to drain. */
-    if (s->stopping == STOP_GRACEFUL && !clean && w->ready_at > 0) {
+     * was still booting has nothing to drain, and one aborted for hanging
+     * before the stop (the health check judges no worker after it) was
+     * never asked to drain: the stop skipped it. */
+    if (s->stopping == STOP_GRACEFUL && !clean && w->ready_at > 0 &&
+        !w->aborted) {
         s->unclean = true;
     }
     if (s->scrape != NULL) {

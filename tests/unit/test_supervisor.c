@@ -166,7 +166,7 @@ static void heartbeat(const char *mode, int ctl, double ready_at)
     const char *aged_env = getenv("FAKE_AGED");
     double age = h_now() - ready_at;
 
-    if (strcmp(mode, "hang") == 0) {
+    if (strcmp(mode, "hang") == 0 || strcmp(mode, "hang-deaf") == 0) {
         return;
     }
     if (strcmp(mode, "busy") == 0) {
@@ -203,6 +203,8 @@ static int on_fake_signal(const char *mode, int sig)
         /* what faulthandler does: say something, then die of the signal */
         sigset_t abrt;
         record("abrt");
+        if (strcmp(mode, "hang-deaf") == 0)
+            return -1; /* stuck too hard: SIGKILL a second later */
         sigemptyset(&abrt);
         sigaddset(&abrt, SIGABRT);
         signal(SIGABRT, SIG_DFL);
@@ -235,7 +237,8 @@ static int drain(int ctl)
 /* FAKE_MODE: ready (READY, heartbeats), appload (exit 3), crash (exit 1 at
  * once), ignore-term (READY, deaf to TERM), retire (READY, then RETIRE,
  * the first worker only), late-appload (the first worker is READY, every
- * later one exits 3), hang (READY, then silence), busy and busy-partial
+ * later one exits 3), hang (READY, then silence), hang-deaf (the same,
+ * and SIGABRT does not end it: SIGKILL does), busy and busy-partial
  * (see heartbeat()), slowboot (never READY), drains (READY; TERM: see
  * drain()). With $FAKE_GATE_FROM, a worker numbered that or higher is
  * READY only once its gate is open. */
@@ -816,6 +819,20 @@ START_TEST(test_no_heartbeat_aborts_and_replaces)
 }
 END_TEST
 
+/* A hung worker that dies only of the SIGKILL after its SIGABRT, with a
+ * TERM to the supervisor in between: it was not asked to drain, so its
+ * death is no unclean drain (exit 0). CI saw exit 1 once when a hung
+ * worker was reaped after the stop began. */
+START_TEST(test_hung_worker_killed_during_stop_is_not_unclean)
+{
+    pid_t sup = start_supervisor("hang-deaf", "-t", "0.5", NULL);
+
+    wait_events("abrt", 1, 10);
+    kill(sup, SIGTERM);
+    assert_exit(wait_exit(sup, 10), SL_EXIT_OK);
+}
+END_TEST
+
 /* Heartbeats keep coming, but every lane is stuck in one request. */
 START_TEST(test_all_lanes_busy_aborts)
 {
@@ -1065,6 +1082,7 @@ static Suite *supervisor_suite(void)
     tcase_add_test(life, test_backoff_counts_rounds_not_deaths);
     tcase_add_test(life, test_boot_timeout_gives_up);
     tcase_add_test(health, test_no_heartbeat_aborts_and_replaces);
+    tcase_add_test(health, test_hung_worker_killed_during_stop_is_not_unclean);
     tcase_add_test(health, test_all_lanes_busy_aborts);
     tcase_add_test(health, test_some_lanes_busy_is_not_hung);
     tcase_add_test(replace, test_retire_replaces_before_term);
