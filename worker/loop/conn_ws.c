@@ -596,17 +596,18 @@ void sl_conn_ws_process(sl_conn_t *c)
     int rc, events = 0;
 
     parse(c);
-    do {
+    rc = 1; /* cut: nothing goes out any more */
+    while (!ws->cut) {
         pthread_mutex_lock(&c->mu);
-        if (ws->cut)
-            c->out.off = c->out.len = 0; /* nothing goes out any more */
         put_control_locked(c);
         if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0)
             c->aborted = true;
         pthread_mutex_unlock(&c->mu);
-        rc = ws->cut ? 1 : c->aborted ? -1 : sl_conn_flush(c);
+        rc = c->aborted ? -1 : sl_conn_flush(c);
         /* a control frame that waited for the buffer to empty goes now */
-    } while (rc == 1 && (ws->pong_due || ws->ping_due));
+        if (rc != 1 || !(ws->pong_due || ws->ping_due))
+            break;
+    }
     if (rc < 0) {
         pthread_mutex_lock(&c->mu);
         give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
