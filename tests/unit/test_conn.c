@@ -310,7 +310,7 @@ START_TEST(test_pipelined_answers_leave_together)
     int i;
 
     UP(NULL);
-    pump.hold_secs = 60; /* the hold timer out of the way */
+    pump.holdq.secs = 60; /* the hold timer out of the way */
     h_sends(&client, THREE_GETS);
     for (i = 1; i <= 3; i++) {
         take_request(&t);
@@ -341,7 +341,7 @@ START_TEST(test_held_answer_leaves_on_time)
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_str_eq(resp.body, "1");
     ck_assert_int_eq(client.conn->state, SL_CONN_SERVING);
-    ck_assert_ptr_null(pump.hold_head);
+    ck_assert_ptr_null(pump.holdq.head);
     respond(t.gen, "2");
     take_request(&t);
     respond(t.gen, "3");
@@ -360,7 +360,7 @@ START_TEST(test_hold_timer_writes_the_oldest)
     sl_ticket_t t, u;
 
     UP(NULL);
-    pump.hold_secs = 60;
+    pump.holdq.secs = 60;
     h_connect(&pump, &other);
     h_sends(&client, THREE_GETS);
     take_request(&t);
@@ -371,14 +371,14 @@ START_TEST(test_hold_timer_writes_the_oldest)
     ck_assert_uint_eq(u.idx, other.conn->idx);
     respond_on(other.conn, u.gen, "a");
     ck_assert(h_take_ticket(&pump, &u));
-    ck_assert_ptr_eq(pump.hold_head, client.conn);
-    ck_assert_ptr_eq(pump.hold_tail, other.conn);
-    client.conn->hold_since -= 60; /* as if held a minute ago */
-    ev_feed_event(pump.loop, &pump.hold_timer, EV_TIMER);
+    ck_assert_ptr_eq(pump.holdq.head, &client.conn->tx);
+    ck_assert_ptr_eq(pump.holdq.tail, &other.conn->tx);
+    client.conn->tx.hold_since -= 60; /* as if held a minute ago */
+    ev_feed_event(pump.loop, &pump.holdq.timer, EV_TIMER);
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_str_eq(resp.body, "1");
-    ck_assert_ptr_eq(pump.hold_head, other.conn);
-    ck_assert(ev_is_active(&pump.hold_timer));
+    ck_assert_ptr_eq(pump.holdq.head, &other.conn->tx);
+    ck_assert(ev_is_active(&pump.holdq.timer));
     h_pull(&other);
     ck_assert_uint_eq(other.len, 0);
     h_client_close(&other);
@@ -399,7 +399,7 @@ START_TEST(test_held_answer_leaves_with_the_next_bytes)
     int i;
 
     UP(NULL);
-    pump.hold_secs = 60;
+    pump.holdq.secs = 60;
     h_sends(&client, THREE_GETS);
     take_request(&t);
     respond(t.gen, "1");
@@ -408,7 +408,7 @@ START_TEST(test_held_answer_leaves_with_the_next_bytes)
         send_str(t.gen, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n", 0), 0);
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_str_eq(resp.body, "1");
-    ck_assert_ptr_null(pump.hold_head);
+    ck_assert_ptr_null(pump.holdq.head);
     ck_assert_int_eq(send_str(t.gen, "2", SL_SEND_END), 0);
     take_request(&t); /* the end of the second answer is held in turn */
     respond(t.gen, "3");
@@ -421,7 +421,7 @@ START_TEST(test_held_answer_leaves_with_the_next_bytes)
     take_request(&t);
     respond(t.gen, "1");
     take_request(&t);
-    ck_assert_ptr_eq(pump.hold_head, client.conn);
+    ck_assert_ptr_eq(pump.holdq.head, &client.conn->tx);
     h_client_close(&client);
     for (i = 0; i < 3 && pump.nactive > 0; i++) {
         (void)send_str(t.gen, "HTTP/1.1 204 No\r\n\r\n", SL_SEND_END);
@@ -430,7 +430,7 @@ START_TEST(test_held_answer_leaves_with_the_next_bytes)
             ck_assert(h_take_ticket(&pump, &t));
     }
     ck_assert_uint_eq(pump.nactive, 0);
-    ck_assert_ptr_null(pump.hold_head);
+    ck_assert_ptr_null(pump.holdq.head);
 }
 END_TEST
 
@@ -1066,7 +1066,7 @@ START_TEST(test_expect_continue)
     ck_assert(h_wait_bytes(&pump, &client, strlen(cont)));
     ck_assert_str_eq(client.data, cont);
     client.len = 0;
-    ck_assert(!client.conn->wrote_any); /* an error may still replace it */
+    ck_assert(!client.conn->tx.wrote_any); /* an error may still replace it */
     h_sends(&client, "body");
     ck_assert(h_run_until(&pump, body_done, client.conn));
     ck_assert_int_eq(
@@ -1093,11 +1093,11 @@ START_TEST(test_expect_continue_out_of_memory)
                      "Expect: 100-continue\r\n\r\n");
     take_request(&t);
     hb_fail_after(-1);
-    ck_assert_uint_eq(client.conn->interim, 0);
+    ck_assert_uint_eq(client.conn->tx.interim, 0);
     respond(t.gen, "ok");
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_int_eq(resp.status, 200);
-    ck_assert(client.conn->wrote_any);
+    ck_assert(client.conn->tx.wrote_any);
 }
 END_TEST
 

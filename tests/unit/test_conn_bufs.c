@@ -44,7 +44,7 @@ static void teardown(void)
 /* Does C hold no memory beyond its pool entry? */
 static bool holds_nothing(const sl_conn_t *c)
 {
-    return c->rbuf.data == NULL && c->wbuf.data == NULL &&
+    return c->rbuf.data == NULL && c->tx.buf.data == NULL &&
            c->body.data == NULL && c->out.data == NULL &&
            c->resp_head.data == NULL && c->req.hbuf.data == NULL &&
            c->req.hdrs == NULL && c->req.client == NULL && c->ws == NULL;

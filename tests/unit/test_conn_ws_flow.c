@@ -330,7 +330,7 @@ static void stall_output(uint32_t gen)
         h_run_passes(&pump, 1);
     }
     ck_assert_int_eq(rc, 1);
-    ck_assert_uint_gt(sl_buf_pending(&client.conn->wbuf), 0);
+    ck_assert_uint_gt(sl_buf_pending(&client.conn->tx.buf), 0);
 }
 
 /* Send ping N (a payload of 120 digits) from the client, running the
@@ -375,20 +375,20 @@ START_TEST(test_ping_flood_answers_the_latest)
     gen = open_ws(NULL, NULL);
     /* output the client does not read waits in the loop's buffer, below
      * the credit: the loop goes on reading */
-    for (i = 0; i < 1000 && sl_buf_pending(&client.conn->wbuf) == 0; i++) {
+    for (i = 0; i < 1000 && sl_buf_pending(&client.conn->tx.buf) == 0; i++) {
         ck_assert_int_eq(sl_conn_ws_send(client.conn, gen, SL_WS_OP_BINARY,
                                          chunk, sizeof(chunk)),
                          0);
         h_run_passes(&pump, 2);
     }
-    waiting = sl_buf_pending(&client.conn->wbuf);
+    waiting = sl_buf_pending(&client.conn->tx.buf);
     ck_assert_uint_gt(waiting, 0);
     /* ten thousand pings are read and add nothing to it */
     for (i = 0; i < 10000; i++)
         send_ping(i);
     h_run_passes(&pump, 5);
     ck_assert_uint_eq(sl_buf_pending(&client.conn->rbuf), 0);
-    ck_assert_uint_le(sl_buf_pending(&client.conn->wbuf), waiting);
+    ck_assert_uint_le(sl_buf_pending(&client.conn->tx.buf), waiting);
     /* the client reads: the data, and pongs for the latest ping of each
      * read the loop answered (RFC 6455 §5.5.3), the last ping's last */
     n = snprintf(p, sizeof(p), "%0120d", i - 1);
@@ -579,7 +579,7 @@ START_TEST(test_idle_memory)
     h_run_passes(&pump, 2);
     before =
         mallinfo2().uordblks - malloc_usable_size(c->rbuf.data) -
-        malloc_usable_size(c->wbuf.data) - malloc_usable_size(c->out.data) -
+        malloc_usable_size(c->tx.buf.data) - malloc_usable_size(c->out.data) -
         malloc_usable_size(c->body.data) -
         malloc_usable_size(c->req.hbuf.data) - malloc_usable_size(resp.body);
     gen = open_ws(NULL, NULL);

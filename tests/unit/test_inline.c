@@ -614,7 +614,7 @@ static void send_stream(sl_conn_t *c, uint32_t gen)
     stream.seen_before_return = await_step(&turn.client, 1);
     ck_assert_int_eq(send_str(c, gen, "+last", SL_SEND_END), 0);
     pthread_mutex_lock(&c->mu);
-    stream.held_at_end = sl_buf_pending(&c->out) + sl_buf_pending(&c->wbuf);
+    stream.held_at_end = sl_buf_pending(&c->out) + sl_buf_pending(&c->tx.buf);
     pthread_mutex_unlock(&c->mu);
 }
 

@@ -18,12 +18,13 @@
  * which frees the read buffer to move while the body streams.
  *
  * The parser's callbacks live in conn_parse.c, the calls an executor makes
- * in conn_exec.c, writing in conn_write.c; this file is the state machine
+ * in conn_exec.c, writing in output.c; this file is the state machine
  * and reading.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -70,7 +71,7 @@ int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx)
     c->idx = idx;
     c->tp.fd = -1;
     c->file_fd = -1;
-    c->wfile_fd = -1;
+    sl_output_init(&c->tx, &p->holdq, p->exec->release);
     ev_io_init(&c->io, conn_io_cb, -1, 0);
     if (pthread_mutex_init(&c->mu, NULL) != 0)
         return -1;
@@ -110,8 +111,8 @@ static void conn_free_idle_io(sl_conn_t *c)
 {
     if (sl_buf_pending(&c->rbuf) == 0 && !c->in_msg)
         sl_bufcache_put(&c->pump->bufs, &c->rbuf);
-    if (sl_buf_pending(&c->wbuf) == 0)
-        sl_bufcache_put(&c->pump->bufs, &c->wbuf);
+    if (sl_buf_pending(&c->tx.buf) == 0)
+        sl_bufcache_put(&c->pump->bufs, &c->tx.buf);
 }
 
 void sl_conn_free_bufs(sl_conn_t *c)
@@ -125,7 +126,7 @@ void sl_conn_free_bufs(sl_conn_t *c)
     sl_bufcache_put(bc, &c->resp_head);
     pthread_mutex_unlock(&c->mu);
     sl_bufcache_put(bc, &c->rbuf);
-    sl_bufcache_put(bc, &c->wbuf);
+    sl_bufcache_put(bc, &c->tx.buf);
 }
 
 /* Give an empty BUF of C a cached block, so what is appended next does not
@@ -194,7 +195,7 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
     memcpy(&c->peer, sa, salen);
     c->peerlen = salen;
     c->state = SL_CONN_READING;
-    c->wrote_any = false;
+    c->tx.wrote_any = false;
     c->peer_eof = false;
     c->peer_gone = false;
     c->aborted = false;
@@ -236,21 +237,80 @@ static size_t max_head(const sl_options_t *o)
  * of memory, the close alone says it. */
 static void conn_error_response(sl_conn_t *c, int status)
 {
-    size_t mark = c->wbuf.len;
+    size_t mark = c->tx.buf.len;
 
     if (c->state == SL_CONN_READING)
         c->req.start = ev_now(c->pump->loop); /* never dispatched */
-    conn_buf_ready(c, &c->wbuf);
-    (void)sl_http_error_head(&c->wbuf, status);
+    conn_buf_ready(c, &c->tx.buf);
+    (void)sl_http_error_head(&c->tx.buf, status);
     /* the access log and the metrics tell this answer, not the one it replaces
      */
     c->resp_status = 0;
     c->resp_head.len = 0;
-    sl_conn_note_head(c, c->wbuf.data + mark, c->wbuf.len - mark, true);
+    sl_conn_note_head(c, c->tx.buf.data + mark, c->tx.buf.len - mark, true);
     c->close_after = true;
     c->resp_done = true;
     c->state = SL_CONN_WRITING;
     c->deadline = 0; /* the header deadline: from here, the send timeout */
+}
+
+/* ------------------------------------------------------------------ */
+/* writing (the output's, output.h): credit and the send timeout      */
+
+/* The send timeout (nginx's send_timeout): while a response waits on a
+ * full socket, C's deadline is the time its client last took a byte plus
+ * --send-timeout; anything written moves it, a socket that takes all
+ * disarms it. So an app that is slow to answer is never cut, a reader that
+ * is slow but reading never is, and one that stopped reading is, before it
+ * holds a lane (and at --timeout the whole worker) forever. A WebSocket's
+ * output is timed the same way (conn_ws.c cuts it). */
+static void send_deadline(sl_conn_t *c, int rc, size_t written)
+{
+    double secs = c->pump->opt->send_timeout;
+
+    if (c->state != SL_CONN_SERVING && c->state != SL_CONN_WRITING &&
+        c->state != SL_CONN_WS)
+        return;
+    if (rc != 0 || secs <= 0)
+        c->deadline = 0;
+    else if (written > 0 || c->deadline == 0)
+        c->deadline = ev_now(c->pump->loop) + secs;
+}
+
+/* WRITTEN bytes of C's response left: their credit comes back, and an
+ * executor waiting for it hears so below half the credit (mu held). */
+static void credit_back(sl_conn_t *c, size_t written)
+{
+    if (written == 0 || (c->state != SL_CONN_SERVING && c->state != SL_CONN_WS))
+        return;
+    c->inflight -= written < c->inflight ? written : c->inflight;
+    if (c->inflight + c->out.len <= SL_CONN_CREDIT / 2)
+        sl_conn_wake(c);
+}
+
+int sl_conn_flush(sl_conn_t *c)
+{
+    size_t written = 0;
+    int rc = sl_output_write(&c->tx, &c->tp, &written);
+
+    send_deadline(c, rc, written);
+    if (written > 0 &&
+        (c->state == SL_CONN_SERVING || c->state == SL_CONN_WS)) {
+        pthread_mutex_lock(&c->mu);
+        credit_back(c, written);
+        pthread_mutex_unlock(&c->mu);
+    }
+    return rc;
+}
+
+int sl_conn_flush_locked(sl_conn_t *c)
+{
+    size_t written = 0;
+    int rc = sl_output_write(&c->tx, &c->tp, &written);
+
+    send_deadline(c, rc, written);
+    credit_back(c, written);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -259,8 +319,8 @@ static void conn_error_response(sl_conn_t *c, int status)
 void sl_conn_close(sl_conn_t *c)
 {
     sl_conn_watch(c, 0);
-    sl_conn_hold_end(c);
-    sl_conn_drop_tail(c);
+    sl_output_unhold(&c->tx);
+    sl_output_drop_tail(&c->tx);
     pthread_mutex_lock(&c->mu);
     sl_conn_drop_tail_locked(c);
     pthread_mutex_unlock(&c->mu);
@@ -313,8 +373,8 @@ static void conn_dispatch(sl_conn_t *c)
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
     c->state = SL_CONN_SERVING;
-    c->wrote_any = false;
-    c->interim = sl_buf_pending(&c->wbuf); /* answers held (conn_hold()) */
+    c->tx.wrote_any = false;
+    c->tx.interim = sl_buf_pending(&c->tx.buf); /* answers held (conn_hold()) */
     c->req.start = ev_now(c->pump->loop);
     pthread_mutex_lock(&c->mu);
     c->gen++; /* under mu: a stale executor compares it there */
@@ -328,14 +388,14 @@ static void conn_dispatch(sl_conn_t *c)
     /* out of memory, no interim answer: the client sends the body after
      * its own wait; the response's first bytes must not count as it */
     if (c->req.expect_continue && c->req.has_body) {
-        conn_buf_ready(c, &c->wbuf);
-        if (sl_buf_append(&c->wbuf, cont, sizeof(cont) - 1) == 0)
-            c->interim += sizeof(cont) - 1; /* not part of the response */
+        conn_buf_ready(c, &c->tx.buf);
+        if (sl_buf_append(&c->tx.buf, cont, sizeof(cont) - 1) == 0)
+            c->tx.interim += sizeof(cont) - 1; /* not part of the response */
     }
     if (c->pump->exec->on_loop) {
         /* a 100 Continue goes now (the client waits for it); answers held
          * for pipelining go with this request's */
-        if (c->interim > 0 && c->req.expect_continue && c->req.has_body &&
+        if (c->tx.interim > 0 && c->req.expect_continue && c->req.has_body &&
             sl_conn_flush(c) < 0)
             c->aborted = true;
         c->pump->inflight++;
@@ -522,15 +582,15 @@ static void conn_take(sl_conn_t *c)
         sl_conn_wake(c);
     }
     if (c->resp_done && c->file_fd >= 0) {
-        c->wfile_fd = c->file_fd;
-        c->wfile_off = c->file_off;
-        c->wfile_len = c->file_len;
+        c->tx.file_fd = c->file_fd;
+        c->tx.file_off = c->file_off;
+        c->tx.file_len = c->file_len;
         c->file_fd = -1;
     }
     if (c->resp_done && c->mem != NULL) {
-        c->wmem = c->mem;
-        c->wmem_len = c->mem_len;
-        c->wmem_owner = c->mem_owner;
+        c->tx.mem = c->mem;
+        c->tx.mem_len = c->mem_len;
+        c->tx.mem_owner = c->mem_owner;
         c->mem = NULL;
         c->mem_owner = NULL;
     }
@@ -543,13 +603,13 @@ static void conn_take(sl_conn_t *c)
             c->close_after = true; /* the client left */
     }
     pthread_mutex_unlock(&c->mu);
-    if (c->state == SL_CONN_WRITING && c->http_error && !c->wrote_any) {
+    if (c->state == SL_CONN_WRITING && c->http_error && !c->tx.wrote_any) {
         /* the body was bad and the app's answer never left: say so */
-        if (c->interim == 0) /* keep what is not this response's */
-            sl_buf_reset(&c->wbuf, SL_CONN_BUF_KEEP);
+        if (c->tx.interim == 0) /* keep what is not this response's */
+            sl_buf_reset(&c->tx.buf, SL_CONN_BUF_KEEP);
         else
-            c->wbuf.len = c->wbuf.off + c->interim;
-        sl_conn_drop_tail(c);
+            c->tx.buf.len = c->tx.buf.off + c->tx.interim;
+        sl_output_drop_tail(&c->tx);
         conn_error_response(c, c->http_error);
         c->aborted = false;
     }
@@ -579,14 +639,14 @@ void sl_conn_complete(sl_conn_t *c)
 static bool conn_hold(const sl_conn_t *c)
 {
     return c->msg_done && !c->close_after && !c->aborted && c->req.keep_alive &&
-           !c->pump->draining && c->wfile_fd < 0 && c->wmem == NULL &&
+           !c->pump->draining && c->tx.file_fd < 0 && c->tx.mem == NULL &&
            sl_buf_pending(&c->rbuf) > 0 &&
-           sl_buf_pending(&c->wbuf) <= SL_CONN_HOLD_MAX;
+           sl_buf_pending(&c->tx.buf) <= SL_CONN_HOLD_MAX;
 }
 
-void sl_conn_unhold(sl_conn_t *c)
+void sl_conn_unhold(sl_output_t *o)
 {
-    conn_process(c);
+    conn_process((sl_conn_t *)((char *)o - offsetof(sl_conn_t, tx)));
 }
 
 /* The one driver: advance C as far as it can go without waiting. */
@@ -618,15 +678,15 @@ static void conn_process(sl_conn_t *c)
                 continue;
             }
             if (c->head_done && sl_http_is_health(c)) {
-                size_t mark = c->wbuf.len;
+                size_t mark = c->tx.buf.len;
                 /* out of memory, no answer: close rather than leave the
                  * client waiting on a kept-alive connection */
                 c->req.start = ev_now(c->pump->loop);
-                conn_buf_ready(c, &c->wbuf);
-                if (sl_http_health_head(&c->wbuf, c) < 0)
+                conn_buf_ready(c, &c->tx.buf);
+                if (sl_http_health_head(&c->tx.buf, c) < 0)
                     c->close_after = true;
-                sl_conn_note_head(c, c->wbuf.data + mark, c->wbuf.len - mark,
-                                  true);
+                sl_conn_note_head(c, c->tx.buf.data + mark,
+                                  c->tx.buf.len - mark, true);
                 c->resp_done = true;
                 c->state = SL_CONN_WRITING;
                 continue;
@@ -637,7 +697,7 @@ static void conn_process(sl_conn_t *c)
                     return;
                 continue;
             }
-            if (sl_buf_pending(&c->wbuf) > 0) { /* answers held */
+            if (sl_buf_pending(&c->tx.buf) > 0) { /* answers held */
                 rc = sl_conn_flush(c);
                 if (rc < 0) {
                     sl_conn_close(c);
@@ -664,7 +724,7 @@ static void conn_process(sl_conn_t *c)
                 sl_conn_wake(c);
                 pthread_mutex_unlock(&c->mu);
             }
-            rc = sl_conn_holding(c) ? 1 : sl_conn_flush(c);
+            rc = sl_output_holding(&c->tx) ? 1 : sl_conn_flush(c);
             if (rc < 0) {
                 pthread_mutex_lock(&c->mu);
                 c->aborted = true;
@@ -686,7 +746,7 @@ static void conn_process(sl_conn_t *c)
         case SL_CONN_WRITING:
             if (conn_hold(c)) {
                 if (!c->pump->exec->on_loop)
-                    sl_conn_hold_start(c);
+                    sl_output_hold(&c->tx, ev_now(c->pump->loop));
                 rc = 1;
             } else {
                 rc = sl_conn_flush(c);
@@ -773,7 +833,7 @@ bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
 
     /* busy ones: conn_finish_request() sees pump->draining and closes */
     if (c->state != SL_CONN_READING || c->rbuf.off != c->rbuf.len ||
-        c->in_msg || sl_buf_pending(&c->wbuf) > 0)
+        c->in_msg || sl_buf_pending(&c->tx.buf) > 0)
         return false;
     /* a request may sit in the kernel, read but for us: serve it */
     rc = conn_read(c, SL_CONN_READ_CHUNK, c->rbuf.off + max_head(c->pump->opt),

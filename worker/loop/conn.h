@@ -24,6 +24,7 @@
 #include "llhttp.h"
 #include "common/buf.h"
 #include "worker/loop/request.h"
+#include "worker/loop/output.h"
 #include "worker/loop/transport.h"
 
 typedef struct sl_pump sl_pump_t;
@@ -58,9 +59,6 @@ struct sl_conn {
     sl_conn_t *prev;
     sl_conn_t *idle_next; /* the pump's idle list (pump.h), NULL-ended */
     sl_conn_t *idle_prev;
-    sl_conn_t *hold_next; /* the pump's hold list (pump.h), NULL-ended */
-    sl_conn_t *hold_prev;
-    ev_tstamp hold_since; /* when it began to hold answers back */
     ev_tstamp deadline;   /* header, keep-alive, send or linger; 0 = none */
     ev_tstamp idle_since; /* when it last became idle (accept, response) */
     int listener;         /* index of the listener it came from */
@@ -75,9 +73,6 @@ struct sl_conn {
     bool head_done;   /* headers complete for the current request */
     bool msg_done;    /* message complete for the current request */
     bool peer_eof;    /* the client shut its write side */
-    bool wrote_any;   /* bytes of the current response went out */
-    size_t interim;   /* bytes at the head of wbuf that are not the current
-                         response: a 100 Continue, earlier answers held */
     int http_error;   /* status to answer instead of serving, 0 = none */
     bool in_msg;      /* a message has begun and is not yet served */
     bool head_clock;  /* deadline is the head's: armed once per head */
@@ -116,14 +111,8 @@ struct sl_conn {
     uint64_t resp_body; /* access log: its body bytes */
     sl_buf_t resp_head; /* access log: its head, when the format asks */
 
-    /* Loop-thread side of the output */
-    sl_buf_t wbuf; /* bytes being written */
-    int wfile_fd;  /* owned; -1 = none */
-    off_t wfile_off;
-    size_t wfile_len;
-    const char *wmem; /* lent bytes being written after wbuf, or NULL */
-    size_t wmem_len;
-    void *wmem_owner;
+    /* Loop-thread side of the output: what is being written */
+    sl_output_t tx;
 };
 
 /* ---- executor side (any thread; in pump mode without the GIL held) ---- */
@@ -292,12 +281,8 @@ int sl_conn_flush(sl_conn_t *c);
  * thread, inside one of the calls above). */
 int sl_conn_flush_locked(sl_conn_t *c);
 
-/* Close the file and give back the lent bytes the loop still holds for C
- * (a response cut short, or a closing connection). */
-void sl_conn_drop_tail(sl_conn_t *c);
-
-/* The same for a tail the executor queued and the loop has not taken yet
- * (mu held). */
+/* Close the file and give back the lent bytes of a tail the executor
+ * queued and the loop has not taken yet (mu held). */
 void sl_conn_drop_tail_locked(sl_conn_t *c);
 
 /* Set the events C's watcher waits for (0: none). */
@@ -306,24 +291,9 @@ void sl_conn_watch(sl_conn_t *c, int events);
 /* Close C now and give its slot back (loop thread). */
 void sl_conn_close(sl_conn_t *c);
 
-/* Loop side: the hold on C's answers is over (the hold timer); write
- * them and go on. */
-void sl_conn_unhold(sl_conn_t *c);
-
-/* Pump mode, pipelining (conn_write.c). C holds its finished answers back
- * for the next one; within SL_CONN_HOLD_SECS they go out anyway. No-op
- * when C already holds. */
-void sl_conn_hold_start(sl_conn_t *c);
-
-/* C's held answers go out now, or it closes. No-op when it holds none. */
-void sl_conn_hold_end(sl_conn_t *c);
-
-/* C holds answers and nothing of the response being served is queued
- * behind them: a flush can wait. */
-bool sl_conn_holding(const sl_conn_t *c);
-
-/* Set up P's hold timer (sl_pump_init()). */
-void sl_conn_hold_init(sl_pump_t *p);
+/* The hold queue's expired() (output.h): the hold on the answers of the
+ * connection whose output is O is over; write them and go on. */
+void sl_conn_unhold(sl_output_t *o);
 
 /* PROXY protocol (conn_proxy.c). Is C's peer on --proxy-allow-from?
  * Logs the refusal when not. */

@@ -21,6 +21,19 @@
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 
+void sl_conn_drop_tail_locked(sl_conn_t *c)
+{
+    if (c->file_fd >= 0) {
+        close(c->file_fd);
+        c->file_fd = -1;
+    }
+    if (c->mem != NULL) {
+        c->pump->exec->release(c->mem_owner);
+        c->mem = NULL;
+        c->mem_owner = NULL;
+    }
+}
+
 void sl_conn_wake(sl_conn_t *c)
 {
     if (c->waiting)
@@ -34,16 +47,16 @@ int sl_conn_take_out(sl_conn_t *c)
 {
     int rc = 0;
 
-    if (sl_buf_pending(&c->wbuf) == 0) {
-        sl_buf_t t = c->wbuf;
-        c->wbuf = c->out;
+    if (sl_buf_pending(&c->tx.buf) == 0) {
+        sl_buf_t t = c->tx.buf;
+        c->tx.buf = c->out;
         c->out = t;
     } else {
-        rc = sl_buf_append(&c->wbuf, c->out.data + c->out.off,
+        rc = sl_buf_append(&c->tx.buf, c->out.data + c->out.off,
                            sl_buf_pending(&c->out));
     }
     sl_buf_reset(&c->out, SL_CONN_BUF_KEEP);
-    c->inflight = sl_buf_pending(&c->wbuf);
+    c->inflight = sl_buf_pending(&c->tx.buf);
     return rc;
 }
 

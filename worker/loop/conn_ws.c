@@ -98,7 +98,7 @@ static void queue_close_locked(sl_conn_t *c, unsigned code, const char *reason,
     ws->close_at = ev_now(c->pump->loop);
     if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0)
         c->aborted = true;
-    else if (sl_ws_tx_close(&c->wbuf, code, reason, n) < 0)
+    else if (sl_ws_tx_close(&c->tx.buf, code, reason, n) < 0)
         c->aborted = true; /* out of memory: the cut says it */
 }
 
@@ -397,7 +397,7 @@ static bool queue_full(sl_conn_t *c)
  * peer that does not take what it is sent. */
 static bool out_full(const sl_conn_t *c)
 {
-    return sl_buf_pending(&c->wbuf) >= SL_CONN_CREDIT;
+    return sl_buf_pending(&c->tx.buf) >= SL_CONN_CREDIT;
 }
 
 /* Our control frames go out once the write buffer is empty: it holds
@@ -411,12 +411,12 @@ static void put_control_locked(sl_conn_t *c)
         ws->pong_due = ws->ping_due = false; /* nothing after a close */
         return;
     }
-    if (sl_buf_pending(&c->wbuf) > 0)
+    if (sl_buf_pending(&c->tx.buf) > 0)
         return;
-    if ((ws->pong_due && sl_ws_tx_frame(ws->tx, &c->wbuf, SL_WS_OP_PONG,
+    if ((ws->pong_due && sl_ws_tx_frame(ws->tx, &c->tx.buf, SL_WS_OP_PONG,
                                         ws->pong, ws->pong_len) < 0) ||
         (ws->ping_due &&
-         sl_ws_tx_frame(ws->tx, &c->wbuf, SL_WS_OP_PING, NULL, 0) < 0))
+         sl_ws_tx_frame(ws->tx, &c->tx.buf, SL_WS_OP_PING, NULL, 0) < 0))
         give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
     ws->pong_due = ws->ping_due = false;
 }
@@ -436,7 +436,7 @@ static void cut(sl_conn_t *c, const char *why)
     ws->pong_due = ws->ping_due = false;
     c->peer_eof = true;
     c->deadline = 0;
-    c->wbuf.off = c->wbuf.len = 0;
+    c->tx.buf.off = c->tx.buf.len = 0;
     pthread_mutex_lock(&c->mu);
     c->out.off = c->out.len = 0;
     give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
@@ -576,8 +576,8 @@ static void trim(sl_conn_t *c)
 
     if (sl_buf_pending(&c->rbuf) == 0)
         sl_buf_reset(&c->rbuf, 0);
-    if (sl_buf_pending(&c->wbuf) == 0)
-        sl_buf_reset(&c->wbuf, 0);
+    if (sl_buf_pending(&c->tx.buf) == 0)
+        sl_buf_reset(&c->tx.buf, 0);
     if (ws->rx != NULL && !ws->rx_done)
         sl_ws_rx_trim(ws->rx);
     pthread_mutex_lock(&c->mu);
@@ -652,7 +652,7 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
 
     if (c->state != SL_CONN_WS || ws == NULL || ws->cut)
         return;
-    /* the send timeout, as for HTTP (conn_write.c): the peer took no byte
+    /* the send timeout, as for HTTP (conn.c: send_deadline()): the peer took no byte
      * of what waits for it for --send-timeout */
     if (c->deadline > 0 && now >= c->deadline) {
         cut(c, "send timeout");
@@ -663,7 +663,7 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
         cut(c, "no close from the peer"); /* it never answered ours */
         return;
     }
-    if (!ws->rx_done && queue_full(c) && sl_buf_pending(&c->wbuf) == 0) {
+    if (!ws->rx_done && queue_full(c) && sl_buf_pending(&c->tx.buf) == 0) {
         /* not reading for the app's sake, and nothing of ours waits on
          * the peer: its silence says nothing, and its pong would wait
          * behind the messages the app has yet to take */
@@ -676,7 +676,7 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
             now - ws->ping_at >= o->ws_ping_timeout) {
             /* a ping still behind output the peer does not read counts
              * as unanswered; a close would wait behind it too */
-            if (sl_buf_pending(&c->wbuf) > 0) {
+            if (sl_buf_pending(&c->tx.buf) > 0) {
                 cut(c, "ping timeout, output unread");
                 return;
             }

@@ -106,7 +106,7 @@ static int pull_body(sl_conn_t *c)
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
             /* answers held for pipelining (conn.c: conn_hold()) go out
              * first: the client may wait for them before sending more */
-            if (sl_buf_pending(&c->wbuf) > 0 && drain_out(c) < 0)
+            if (sl_buf_pending(&c->tx.buf) > 0 && drain_out(c) < 0)
                 return -1;
             if (!poll_socket(c, EV_READ))
                 c->aborted = true;

@@ -686,7 +686,7 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
     p->nlisteners = k;
 
     ev_timer_init(&p->accept_timer, accept_timer_cb, SL_ACCEPTLIMIT_PAUSE, 0);
-    sl_conn_hold_init(p);
+    sl_holdq_init(&p->holdq, p->loop, SL_CONN_HOLD_SECS, sl_conn_unhold);
     ev_async_init(&p->wake, wake_cb);
     ev_async_start(p->loop, &p->wake);
     ev_prepare_init(&p->flush, flush_cb);

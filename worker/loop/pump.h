@@ -63,14 +63,9 @@ struct sl_pump {
     sl_conn_t *idle_tail;
     uint32_t nidle;
     bool evict_told; /* the first eviction was logged */
-    /* Pump mode, pipelining: connections whose finished answers wait for
-     * the next one (conn_write.c: sl_conn_hold_start()), oldest hold at
-     * the head; each waits SL_CONN_HOLD_SECS at most, then hold_timer
-     * writes it. Links: sl_conn_t.hold_next / hold_prev. */
-    sl_conn_t *hold_head;
-    sl_conn_t *hold_tail;
-    ev_timer hold_timer; /* embedded */
-    ev_tstamp hold_secs; /* SL_CONN_HOLD_SECS (tests set their own) */
+    /* Pump mode, pipelining: connections whose finished answers wait
+     * for the next one (output.h), each SL_CONN_HOLD_SECS at most. */
+    sl_holdq_t holdq; /* embedded */
 
     const sl_exec_t *exec; /* borrowed: the executor's operations */
     int backend_fd;        /* libev's epoll fd, -1 when not epoll */

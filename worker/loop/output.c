@@ -1,0 +1,237 @@
+/* output.c - a connection's write side, on the loop thread (output.h).
+ *
+ * What the loop holds for a client goes out in one order: the buffer, then
+ * the tail, lent bytes or a file. The head and the tail's first bytes
+ * leave in one call where the kernel allows, since a segment of its own
+ * for a head costs the client a wake-up. A pipelining client's finished
+ * answers may wait, briefly, to leave with the next one (the hold queue,
+ * at the end).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/metrics.h"
+#include "worker/loop/output.h"
+
+void sl_output_init(sl_output_t *o, sl_holdq_t *hq,
+                    void (*release)(void *owner))
+{
+    o->file_fd = -1;
+    o->hq = hq;
+    o->release = release;
+}
+
+void sl_output_take_tail(sl_output_t *o, int fd, off_t off, size_t len,
+                         const char *mem, size_t mem_len, void *owner)
+{
+    if (fd >= 0) {
+        o->file_fd = fd;
+        o->file_off = off;
+        o->file_len = len;
+    }
+    if (mem != NULL) {
+        o->mem = mem;
+        o->mem_len = mem_len;
+        o->mem_owner = owner;
+    }
+}
+
+void sl_output_drop_tail(sl_output_t *o)
+{
+    if (o->file_fd >= 0) {
+        close(o->file_fd);
+        o->file_fd = -1;
+    }
+    if (o->mem != NULL) {
+        o->release(o->mem_owner);
+        o->mem = NULL;
+        o->mem_owner = NULL;
+    }
+}
+
+/* One write of what O's buffer holds. Lent bytes behind it go in the same
+ * call, and a file behind it is announced (SL_TRANSPORT_MORE, MSG_MORE on
+ * a plain socket), so a response's head leaves with its body's first
+ * bytes: one segment, one wake-up of the client, one call fewer. The count
+ * may run past the buffer into the lent bytes; errno as the transport's. */
+static ssize_t write_buffered(sl_output_t *o, sl_transport_t *tp)
+{
+    struct iovec iov[2];
+    int more = o->file_fd >= 0 && o->file_len > 0 ? SL_TRANSPORT_MORE : 0;
+
+    iov[0].iov_base = o->buf.data + o->buf.off;
+    iov[0].iov_len = sl_buf_pending(&o->buf);
+    if (o->mem == NULL || o->mem_len == 0) /* the common case */
+        return sl_transport_writev(tp, iov, 1, more);
+    iov[1].iov_base = (void *)o->mem;
+    iov[1].iov_len = o->mem_len;
+    return sl_transport_writev(tp, iov, 2, 0);
+}
+
+/* The result of a failed write: 0 when the socket is full, -1 when the
+ * client is gone, 2 to try again (EINTR). */
+static int write_failed(void)
+{
+    if (errno == EINTR)
+        return 2;
+    return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+}
+
+int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written_out)
+{
+    sl_buf_t *w = &o->buf;
+    ssize_t n;
+    size_t written = 0;
+    size_t from_buf;
+    int rc = 1;
+
+    sl_output_unhold(o); /* what it held goes now */
+    while (sl_buf_pending(w) > 0) {
+        n = write_buffered(o, tp);
+        if (n < 0) {
+            if ((rc = write_failed()) == 2) {
+                rc = 1;
+                continue;
+            }
+            break;
+        }
+        from_buf =
+            (size_t)n < sl_buf_pending(w) ? (size_t)n : sl_buf_pending(w);
+        sl_buf_consume(w, from_buf);
+        if ((size_t)n > from_buf) { /* lent bytes went along */
+            o->mem += (size_t)n - from_buf;
+            o->mem_len -= (size_t)n - from_buf;
+        }
+        sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
+        written += (size_t)n;
+        if ((size_t)n > o->interim) {
+            o->wrote_any = true;
+            o->interim = 0;
+        } else {
+            o->interim -= (size_t)n;
+        }
+    }
+    while (rc == 1 && o->mem != NULL && o->mem_len > 0) {
+        struct iovec iov = {.iov_base = (void *)o->mem, .iov_len = o->mem_len};
+        n = sl_transport_writev(tp, &iov, 1, 0);
+        if (n < 0) {
+            if ((rc = write_failed()) == 2) {
+                rc = 1;
+                continue;
+            }
+            break;
+        }
+        o->mem += n;
+        o->mem_len -= (size_t)n;
+        sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
+        written += (size_t)n;
+    }
+    while (rc == 1 && o->file_fd >= 0 && o->file_len > 0) {
+        n = sl_transport_sendfile(tp, o->file_fd, &o->file_off, o->file_len);
+        if (n < 0) {
+            if ((rc = write_failed()) == 2) {
+                rc = 1;
+                continue;
+            }
+            break;
+        }
+        if (n == 0) { /* the file shrank: the promised length is a lie */
+            rc = -1;
+            break;
+        }
+        o->file_len -= (size_t)n;
+        sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
+        written += (size_t)n;
+    }
+    if (rc == 1)
+        sl_output_drop_tail(o);
+    *written_out = written;
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* answers held back                                                  */
+
+static bool on_queue(const sl_output_t *o)
+{
+    return o->hold_prev != NULL || o->hq->head == o;
+}
+
+void sl_output_hold(sl_output_t *o, ev_tstamp now)
+{
+    sl_holdq_t *hq = o->hq;
+
+    if (on_queue(o))
+        return;
+    o->hold_since = now;
+    o->hold_prev = hq->tail;
+    o->hold_next = NULL;
+    if (hq->tail != NULL)
+        hq->tail->hold_next = o;
+    else
+        hq->head = o;
+    hq->tail = o;
+    if (!ev_is_active(&hq->timer)) {
+        ev_timer_set(&hq->timer, hq->secs, 0.0);
+        ev_timer_start(hq->loop, &hq->timer);
+    }
+}
+
+void sl_output_unhold(sl_output_t *o)
+{
+    sl_holdq_t *hq = o->hq;
+
+    if (hq == NULL || !on_queue(o))
+        return;
+    if (o->hold_prev != NULL)
+        o->hold_prev->hold_next = o->hold_next;
+    else
+        hq->head = o->hold_next;
+    if (o->hold_next != NULL)
+        o->hold_next->hold_prev = o->hold_prev;
+    else
+        hq->tail = o->hold_prev;
+    o->hold_next = o->hold_prev = NULL;
+}
+
+bool sl_output_holding(const sl_output_t *o)
+{
+    return on_queue(o) && sl_buf_pending(&o->buf) == o->interim;
+}
+
+/* The apps behind the oldest held answers are taking their time: their
+ * owners write them, and the queue waits again for the oldest left.
+ * Answers held more recently keep waiting for their own next answer; one
+ * held again while this runs is among those, so the loop ends. */
+static void hold_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    sl_holdq_t *hq = w->data;
+    ev_tstamp now = ev_now(loop);
+    sl_output_t *o;
+
+    (void)revents;
+    /* the slack: the timer was set for since + secs, which need not come
+     * out exactly equal when added up again */
+    while ((o = hq->head) != NULL && o->hold_since + hq->secs <= now + 1e-6) {
+        sl_output_unhold(o);
+        hq->expired(o);
+    }
+    if (hq->head != NULL) {
+        ev_timer_set(&hq->timer, hq->head->hold_since + hq->secs - now, 0.0);
+        ev_timer_start(hq->loop, &hq->timer);
+    }
+}
+
+void sl_holdq_init(sl_holdq_t *hq, struct ev_loop *loop, ev_tstamp secs,
+                   void (*expired)(sl_output_t *o))
+{
+    hq->loop = loop;
+    hq->head = hq->tail = NULL;
+    hq->secs = secs;
+    hq->expired = expired;
+    ev_timer_init(&hq->timer, hold_timer_cb, secs, 0);
+    hq->timer.data = hq;
+}

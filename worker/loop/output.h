@@ -1,0 +1,114 @@
+/* output.h - what the loop writes to one client, in order, and the
+ * answers a pipelining client's connection holds back.
+ *
+ * An output is the write side of one connection above its transport: the
+ * write buffer (response heads, copied body parts, answers held for a
+ * pipelining client), then the tail an executor handed over instead of
+ * copying, lent bytes or a file. It knows nothing of the connection that
+ * owns it: it writes through the transport it is given, gives lent bytes
+ * back through the release operation it was set up with, and tells its
+ * owner that a hold is over through the hold queue's callback. The owner
+ * (worker/loop/conn.c) turns the bytes written into credit and deadlines.
+ *
+ * The hold queue: in pump mode a pipelining client's finished answers may
+ * wait briefly to leave with the next one (one write instead of one per
+ * response). Every held output waits on its worker's queue, oldest first,
+ * at most the queue's secs; its timer then calls expired() for each output
+ * whose time is up, already off the queue.
+ */
+#ifndef SL_OUTPUT_H
+#define SL_OUTPUT_H
+
+#include <ev.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "common/buf.h"
+#include "worker/loop/transport.h"
+
+typedef struct sl_output sl_output_t;
+typedef struct sl_holdq sl_holdq_t;
+
+struct sl_output {
+    sl_buf_t buf; /* owned: bytes being written */
+    int file_fd;  /* owned: a file after buf; -1 = none */
+    off_t file_off;
+    size_t file_len;
+    const char *mem; /* lent bytes after buf, or NULL */
+    size_t mem_len;
+    void *mem_owner;              /* given back through release() */
+    void (*release)(void *owner); /* borrowed: gives lent bytes back; loop
+                                     thread, may be called with any lock
+                                     held: it must only note the owner */
+    size_t interim;         /* bytes at the head of buf that are not the current
+                               response: a 100 Continue, earlier answers held */
+    bool wrote_any;         /* bytes of the current response went out */
+    sl_holdq_t *hq;         /* borrowed: the queue it holds on */
+    sl_output_t *hold_next; /* the hold queue's links, NULL-ended */
+    sl_output_t *hold_prev;
+    ev_tstamp hold_since; /* when it began to hold answers back */
+};
+
+struct sl_holdq {
+    struct ev_loop *loop; /* borrowed */
+    sl_output_t *head;    /* the oldest hold */
+    sl_output_t *tail;
+    ev_timer timer; /* embedded */
+    ev_tstamp secs; /* how long an answer may be held */
+    /* The hold on O is over (the timer; O is off the queue): its owner
+     * writes the answers and goes on. */
+    void (*expired)(sl_output_t *o);
+};
+
+/* One-time set-up of O, which holds on HQ and gives lent bytes back
+ * through RELEASE. */
+void sl_output_init(sl_output_t *o, sl_holdq_t *hq,
+                    void (*release)(void *owner));
+
+/* Write what O holds through TP: the buffer, then lent bytes, then the
+ * file; the head and the tail's first bytes leave in one call where the
+ * kernel allows. A hold on O ends first. Adds the count written to
+ * *WRITTEN. 1 when all is written (the tail is dropped), 0 when the
+ * socket is full, -1 when the client is gone. */
+int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written);
+
+/* Take a tail after the buffer: FD (owned from here; -1: none) and lent
+ * bytes MEM (NULL: none) of OWNER. */
+void sl_output_take_tail(sl_output_t *o, int fd, off_t off, size_t len,
+                         const char *mem, size_t mem_len, void *owner);
+
+/* Close the file and give back the lent bytes O still holds (a response
+ * cut short, or a closing connection). */
+void sl_output_drop_tail(sl_output_t *o);
+
+/* O has a tail (a file or lent bytes) after its buffer. */
+static inline bool sl_output_has_tail(const sl_output_t *o)
+{
+    return o->file_fd >= 0 || o->mem != NULL;
+}
+
+/* A new response begins: what O still holds is not its own. */
+static inline void sl_output_begin(sl_output_t *o)
+{
+    o->wrote_any = false;
+    o->interim = sl_buf_pending(&o->buf);
+}
+
+/* Hold O's answers back for the next one, from NOW; within the queue's
+ * secs they go out anyway. No-op when O already holds. */
+void sl_output_hold(sl_output_t *o, ev_tstamp now);
+
+/* O's hold is over (it is writing, or closing). No-op when it holds
+ * none. */
+void sl_output_unhold(sl_output_t *o);
+
+/* O holds answers and nothing of the response being served is queued
+ * behind them: a write can wait. */
+bool sl_output_holding(const sl_output_t *o);
+
+/* Set up HQ on LOOP: holds last SECS, then EXPIRED. */
+void sl_holdq_init(sl_holdq_t *hq, struct ev_loop *loop, ev_tstamp secs,
+                   void (*expired)(sl_output_t *o));
+
+#endif
