@@ -125,8 +125,8 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     status = exec_start(&pump, app, asgi);
     if (status != 0)
         return status;
-    sl_pump_set_ctl(&pump, ctl_fd);
-    sl_pump_ctl(&pump, SL_CTL_READY);
+    sl_drain_set_ctl(&pump, ctl_fd);
+    sl_drain_ctl(&pump, SL_CTL_READY);
     if (asgi)
         sl_info("worker %d serving %s (ASGI on %s, %s mode)", worker_id, o->app,
                 sl_asgi_loop_name(), pump.exec->name);

@@ -493,9 +493,9 @@ START_TEST(test_restart_1012)
     gen = open_ws(NULL, NULL);
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv),
                      0);
-    sl_pump_set_ctl(&pump, sv[0]);
+    sl_drain_set_ctl(&pump, sv[0]);
     /* the heartbeat counts it */
-    sl_pump_ctl(&pump, SL_CTL_HEARTBEAT);
+    sl_drain_ctl(&pump, SL_CTL_HEARTBEAT);
     ck_assert_int_eq(sl_ctl_recv(sv[1], &m), 1);
     ck_assert_uint_eq(m.websockets, 1);
     ck_assert_uint_eq(m.conns, 1);
@@ -506,10 +506,10 @@ START_TEST(test_restart_1012)
     wait_frame(&f);
     assert_close(&f, SL_WS_CLOSE_RESTART);
     ck_assert_uint_eq(recv_end(gen).code, SL_WS_CLOSE_RESTART);
-    ev_io_stop(pump.loop, &pump.ctl_io);
+    ev_io_stop(pump.loop, &pump.drain.ctl_io);
     close(sv[0]);
     close(sv[1]);
-    pump.ctl_fd = -1;
+    pump.drain.ctl_fd = -1;
 }
 END_TEST
 

@@ -3,7 +3,7 @@
  * A real pump in pump mode with real loopback clients; the test thread is
  * the loop (and, where a request is in flight, its executor). The drain is
  * started the way the worker starts it - from inside a loop pass, by a
- * signal or a direct call - and the tests poll for p->stopping, the flag
+ * signal or a direct call - and the tests poll for p->drain.stopping, the flag
  * finish sets, rather than for the loop to return.
  */
 #include "config.h"
@@ -61,13 +61,13 @@ static const char *log_text(void)
 static bool stopping(void *arg)
 {
     (void)arg;
-    return pump.stopping;
+    return pump.drain.stopping;
 }
 
 static bool is_draining(void *arg)
 {
     (void)arg;
-    return pump.draining;
+    return pump.drain.draining;
 }
 
 /* Client I sends a request and the test takes its ticket. */
@@ -111,12 +111,12 @@ START_TEST(test_prepare_when_idle_finishes_at_once)
     UP(NULL);
     ck_assert_int_eq(
         socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, ctl), 0);
-    sl_pump_set_ctl(&pump, ctl[0]);
+    sl_drain_set_ctl(&pump, ctl[0]);
     sl_drain_prepare(&pump);
-    ck_assert(pump.draining);
-    ck_assert(pump.terminating);
-    ck_assert(pump.stopping);
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert(pump.drain.draining);
+    ck_assert(pump.drain.terminating);
+    ck_assert(pump.drain.stopping);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
     ck_assert(!pump.accepting);
     ck_assert_int_eq(pump.listeners[0].fd, -1);
     ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), 1);
@@ -133,7 +133,7 @@ START_TEST(test_finish_leaves_no_timer)
     sl_drain_prepare(&pump);
     /* the idle connection gets its short grace, then the drain ends */
     ck_assert(h_run_until(&pump, stopping, NULL));
-    ck_assert(!ev_is_active(&pump.drain_timer));
+    ck_assert(!ev_is_active(&pump.drain.timer));
 }
 END_TEST
 
@@ -150,16 +150,16 @@ START_TEST(test_in_flight_request_finishes)
     sl_drain_prepare(&pump);
     ck_assert(h_wait_eof(&pump, &clients[1]));
     ck_assert_uint_eq(clients[1].len, 0);
-    ck_assert(!pump.stopping);
+    ck_assert(!pump.drain.stopping);
     ck_assert_uint_eq(pump.nactive, 1);
     h_run_passes(&pump, 3);
-    ck_assert(!pump.stopping);
+    ck_assert(!pump.drain.stopping);
     respond(0, t.gen);
     ck_assert(h_response(&pump, &clients[0], &resp, false));
     ck_assert_str_eq(resp.body, "ok");
     ck_assert(h_wait_eof(&pump, &clients[0])); /* no keep-alive now */
     ck_assert(h_run_until(&pump, stopping, NULL));
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
 }
 END_TEST
 
@@ -175,9 +175,9 @@ START_TEST(test_graceful_timeout)
     t = start_request(0, "GET /slow/path HTTP/1.1\r\nHost: h\r\n\r\n");
     c = clients[0].conn;
     sl_drain_prepare(&pump);
-    ck_assert(!pump.stopping);
+    ck_assert(!pump.drain.stopping);
     ck_assert(h_run_until(&pump, stopping, NULL));
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_FAIL);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_FAIL);
     ck_assert(c->aborted);
     ck_assert_int_eq(sl_conn_wait_credit(c, t.gen), -1);
     ck_assert_ptr_nonnull(strstr(log_text(), "graceful timeout (0.2s)"));
@@ -239,10 +239,10 @@ START_TEST(test_sigterm_waits_for_request)
     t = start_request(0, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     ck_assert_int_eq(kill(getpid(), SIGTERM), 0);
     ck_assert(h_run_until(&pump, is_draining, NULL));
-    ck_assert(!pump.stopping);
+    ck_assert(!pump.drain.stopping);
     respond(0, t.gen);
     ck_assert(h_run_until(&pump, stopping, NULL));
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
     ck_assert(h_response(&pump, &clients[0], &resp, false));
     ck_assert_int_eq(resp.status, 200);
 }
@@ -254,15 +254,15 @@ START_TEST(test_shutdown_delay)
 {
     UP("--shutdown-delay", "1", NULL); /* long enough for a loaded TSan run */
     sl_drain_begin(&pump);
-    ck_assert(pump.terminating);
-    ck_assert(!pump.draining);
+    ck_assert(pump.drain.terminating);
+    ck_assert(!pump.drain.draining);
     ck_assert(pump.accepting);
     h_connect(&pump, &clients[0]); /* still accepted */
     sl_drain_begin(&pump);         /* a second TERM changes nothing */
-    ck_assert(!pump.draining);
+    ck_assert(!pump.drain.draining);
     ck_assert(h_run_until(&pump, stopping, NULL));
-    ck_assert(pump.draining);
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert(pump.drain.draining);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
     ck_assert(h_wait_eof(&pump, &clients[0]));
 }
 END_TEST
@@ -271,9 +271,9 @@ START_TEST(test_begin_without_delay_prepares)
 {
     UP(NULL);
     sl_drain_begin(&pump);
-    ck_assert(pump.terminating);
-    ck_assert(pump.draining);
-    ck_assert(pump.stopping);
+    ck_assert(pump.drain.terminating);
+    ck_assert(pump.drain.draining);
+    ck_assert(pump.drain.stopping);
 }
 END_TEST
 
@@ -285,8 +285,8 @@ START_TEST(test_lingering_connection_does_not_hold_drain)
     h_connect(&pump, &clients[0]);
     leave_lingering(0);
     sl_drain_prepare(&pump);
-    ck_assert(pump.stopping);
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert(pump.drain.stopping);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
     ck_assert_uint_eq(pump.nactive, 0);
 }
 END_TEST
@@ -305,10 +305,10 @@ START_TEST(test_finish_with_two_lingering_connections)
     leave_lingering(1);
     t = start_request(2, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     sl_drain_prepare(&pump);
-    ck_assert(!pump.stopping);
+    ck_assert(!pump.drain.stopping);
     respond(2, t.gen);
     ck_assert(h_run_until(&pump, stopping, NULL));
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
     ck_assert_uint_eq(pump.nactive, 0);
 }
 END_TEST
@@ -322,7 +322,7 @@ START_TEST(test_prepare_with_idle_and_lingering)
     h_connect(&pump, &clients[1]); /* newer: first in the active list */
     sl_drain_prepare(&pump);
     ck_assert(h_run_until(&pump, stopping, NULL));
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
     ck_assert_uint_eq(pump.nactive, 0);
 }
 END_TEST
@@ -332,8 +332,8 @@ START_TEST(test_fast_with_one_idle_connection)
     UP(NULL);
     h_connect(&pump, &clients[0]);
     sl_drain_fast(&pump);
-    ck_assert(pump.stopping);
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert(pump.drain.stopping);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
     ck_assert_uint_eq(pump.nactive, 0);
     ck_assert(h_wait_eof(&pump, &clients[0]));
     ck_assert_ptr_null(strstr(log_text(), "graceful timeout"));
@@ -348,8 +348,8 @@ START_TEST(test_fast_with_idle_connections)
     h_connect(&pump, &clients[1]);
     h_connect(&pump, &clients[2]);
     sl_drain_fast(&pump);
-    ck_assert(pump.stopping);
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert(pump.drain.stopping);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
     ck_assert_uint_eq(pump.nactive, 0);
     for (int i = 0; i < 3; i++)
         ck_assert(h_wait_eof(&pump, &clients[i]));
@@ -370,11 +370,11 @@ START_TEST(test_fast_with_request_in_flight)
     t = start_request(0, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     c = clients[0].conn;
     sl_drain_fast(&pump);
-    ck_assert(pump.stopping);
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_FAIL);
+    ck_assert(pump.drain.stopping);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_FAIL);
     ck_assert_int_eq(sl_conn_wait_credit(c, t.gen), -1);
     sl_drain_fast(&pump); /* again: nothing happens */
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_FAIL);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_FAIL);
 }
 END_TEST
 
@@ -383,7 +383,7 @@ START_TEST(test_step_guards)
 {
     UP(NULL);
     sl_drain_step(&pump);
-    ck_assert(!pump.stopping);
+    ck_assert(!pump.drain.stopping);
     ck_assert(pump.accepting);
 }
 END_TEST

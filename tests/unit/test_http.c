@@ -583,7 +583,7 @@ START_TEST(test_health_fails_once_terminating)
 {
     h_options(&opt, "--health-path", "/healthz", NULL);
     up();
-    pump.terminating = true;
+    pump.drain.terminating = true;
     h_sends(&client, "GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_int_eq(resp.status, 503);

@@ -137,9 +137,9 @@ START_TEST(test_init)
     ck_assert_ptr_eq(pump.active.next, &pump.active);
     ck_assert_int_eq(pump.nlisteners, 0);
     ck_assert_ptr_eq(pump.exec, &h_exec_lanes);
-    ck_assert_int_eq(pump.ctl_fd, -1);
+    ck_assert_int_eq(pump.drain.ctl_fd, -1);
     ck_assert_int_eq(pump.lanes, 3);
-    ck_assert_uint_eq(pump.retire_at, 0);
+    ck_assert_uint_eq(pump.drain.retire_at, 0);
     ck_assert_uint_ge(pump.work.cap, 7);
     ck_assert_uint_ge(pump.done.cap, 7);
 }
@@ -575,7 +575,7 @@ START_TEST(test_emfile_pause_then_drain)
     set_nofile((rlim_t)next_fd());
     ck_assert(h_run_until(&pump, is_paused, NULL));
     ck_assert(ev_is_active(&pump.accept_timer));
-    pump.draining = true; /* as sl_drain_prepare() does first */
+    pump.drain.draining = true; /* as sl_drain_prepare() does first */
     sl_pump_stop_listening(&pump);
     set_nofile(saved.rlim_cur);
     ck_assert(!pump.accept_paused);
@@ -888,8 +888,8 @@ static void ctl_up(void)
 {
     ck_assert_int_eq(
         socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, ctl), 0);
-    sl_pump_set_ctl(&pump, ctl[0]);
-    ck_assert_int_eq(pump.ctl_fd, ctl[0]);
+    sl_drain_set_ctl(&pump, ctl[0]);
+    ck_assert_int_eq(pump.drain.ctl_fd, ctl[0]);
 }
 
 static bool ctl_readable(void *arg)
@@ -911,7 +911,7 @@ START_TEST(test_heartbeat)
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     ck_assert(h_take_ticket(&pump, &t));
     pump.served = 41;
-    sl_pump_ctl(&pump, SL_CTL_HEARTBEAT);
+    sl_drain_ctl(&pump, SL_CTL_HEARTBEAT);
     ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), 1);
     ck_assert_uint_eq(m.type, SL_CTL_HEARTBEAT);
     ck_assert_uint_eq(m.pid, (uint32_t)getpid());
@@ -956,7 +956,7 @@ START_TEST(test_retire_once)
     h_options(&opt, "--max-requests", "2", NULL);
     h_pump_up(&pump, &opt);
     ctl_up();
-    ck_assert_uint_eq(pump.retire_at, 2);
+    ck_assert_uint_eq(pump.drain.retire_at, 2);
     sl_pump_request_done(&pump, &pump.conns[0]);
     ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), -1);
     sl_pump_request_done(&pump, &pump.conns[0]);
@@ -1014,8 +1014,8 @@ START_TEST(test_retire_jitter)
 {
     h_options(&opt, "--max-requests", "10", "--max-requests-jitter", "5", NULL);
     ck_assert_int_eq(sl_pump_init(&pump, &opt, h_exec, NULL, 0), 0);
-    ck_assert_uint_ge(pump.retire_at, 10);
-    ck_assert_uint_le(pump.retire_at, 15);
+    ck_assert_uint_ge(pump.drain.retire_at, 10);
+    ck_assert_uint_le(pump.drain.retire_at, 15);
 }
 END_TEST
 
@@ -1023,7 +1023,7 @@ static bool pump_stopping(void *arg)
 {
     sl_pump_t *p = arg;
 
-    return p->stopping;
+    return p->drain.stopping;
 }
 
 /* EOF on the control channel: the supervisor is gone, drain and stop. */
@@ -1035,8 +1035,8 @@ START_TEST(test_ctl_eof_drains)
     close(ctl[1]);
     ctl[1] = -1;
     ck_assert(h_run_until(&pump, pump_stopping, &pump));
-    ck_assert(pump.draining);
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert(pump.drain.draining);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
     ck_assert_int_eq(pump.listeners[0].fd, -1);
 }
 END_TEST
@@ -1053,8 +1053,8 @@ START_TEST(test_sigterm_drains)
     ctl_up();
     ck_assert_int_eq(kill(getpid(), SIGTERM), 0);
     ck_assert(h_run_until(&pump, pump_stopping, &pump));
-    ck_assert(pump.terminating);
-    ck_assert_int_eq(pump.exit_status, SL_EXIT_OK);
+    ck_assert(pump.drain.terminating);
+    ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
     ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), 1);
     ck_assert_uint_eq(m.type, SL_CTL_DRAINING);
 }
@@ -1119,7 +1119,7 @@ START_TEST(test_run_until_term)
     alarm(5);
     ck_assert_int_eq(sl_pump_run(&pump), SL_EXIT_OK);
     alarm(0);
-    ck_assert(pump.stopping);
+    ck_assert(pump.drain.stopping);
     ck_assert_int_eq(pump.listeners[0].fd, -1);
 }
 END_TEST

@@ -322,8 +322,8 @@ START_TEST(test_draining_closes)
 {
     UP(NULL);
     get(&sl_writer_asgi);
-    pump.draining = true;
-    pump.stopping = true; /* keep the drain's own steps out of this test */
+    pump.drain.draining = true;
+    pump.drain.stopping = true; /* keep the drain's own steps out of this test */
     ck_assert_int_eq(start(200, NULL, "[]", 2, false), 0);
     ck_assert_int_eq(body("ok", true), 0);
     response(false);

@@ -645,8 +645,8 @@ END_TEST
 START_TEST(test_draining_closes)
 {
     UP(NULL);
-    pump.draining = true;
-    pump.stopping = true; /* keep the drain's own steps out of this test */
+    pump.drain.draining = true;
+    pump.drain.stopping = true; /* keep the drain's own steps out of this test */
     get("/hello");
     ck_assert_str_eq(resp.body, "hello");
     assert_closed();

@@ -347,7 +347,7 @@ static void conn_linger(sl_conn_t *c)
 static void conn_finish_request(sl_conn_t *c)
 {
     /* after the client's EOF, requests it pipelined before it still count */
-    bool keep = c->req.keep_alive && !c->close_after && !c->pump->draining &&
+    bool keep = c->req.keep_alive && !c->close_after && !c->pump->drain.draining &&
                 c->msg_done && (!c->peer_eof || sl_buf_pending(&c->rbuf) > 0);
 
     sl_pump_request_done(c->pump, c);
@@ -639,7 +639,7 @@ void sl_conn_complete(sl_conn_t *c)
 static bool conn_hold(const sl_conn_t *c)
 {
     return c->msg_done && !c->close_after && !c->aborted && c->req.keep_alive &&
-           !c->pump->draining && c->tx.file_fd < 0 && c->tx.mem == NULL &&
+           !c->pump->drain.draining && c->tx.file_fd < 0 && c->tx.mem == NULL &&
            sl_buf_pending(&c->rbuf) > 0 &&
            sl_buf_pending(&c->tx.buf) <= SL_CONN_HOLD_MAX;
 }
@@ -831,7 +831,7 @@ bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
     size_t got;
     int rc;
 
-    /* busy ones: conn_finish_request() sees pump->draining and closes */
+    /* busy ones: conn_finish_request() sees pump->drain.draining and closes */
     if (c->state != SL_CONN_READING || c->rbuf.off != c->rbuf.len ||
         c->in_msg || sl_buf_pending(&c->tx.buf) > 0)
         return false;

@@ -385,6 +385,6 @@ out_unlock:
 
 bool sl_conn_must_close(sl_conn_t *c, uint32_t gen)
 {
-    return sl_drain_closing(c->pump) ||
+    return sl_drain_closing(&c->pump->drain) ||
            (c->req.has_body && sl_conn_body_left(c, gen) > SL_CONN_DISCARD_MAX);
 }

@@ -326,9 +326,9 @@ void sl_conn_ws_take_locked(sl_conn_t *c)
         c->deadline = 0;
         ws->last_rx = ev_now(p->loop);
         /* accepted while the worker drains: it is told at once */
-        if (p->ws_going_away != 0) {
-            set_end(ws, p->ws_going_away, NULL, 0);
-            queue_close_locked(c, p->ws_going_away, NULL, 0);
+        if (p->drain.ws_going_away != 0) {
+            set_end(ws, p->drain.ws_going_away, NULL, 0);
+            queue_close_locked(c, p->drain.ws_going_away, NULL, 0);
             sl_conn_wake(c);
         }
     }

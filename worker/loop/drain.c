@@ -5,11 +5,13 @@
  * returns, a 100 ms timer (and the end of every request) calls step, and
  * step calls finish once the worker is idle or out of time. Every in-flight
  * response gets "Connection: close" because conn_finish_request() looks at
- * p->draining.
+ * p->drain.draining.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/http.h"
+#include "worker/loop/pump.h"
 
 #define STEP_SECS 0.1
 /* An idle keep-alive connection is closed after this much quiet during a
@@ -27,18 +30,44 @@
  * (with Connection: close) instead of finding the connection reset. */
 #define IDLE_GRACE 0.1
 
-/* Signal-handler state: TERM arrived; the request an executor runs on the
- * loop thread (for the backstop's last words: copied when the request
+/* Signal-handler state: the drain TERM marks; the request an executor runs on
+ * the loop thread (for the backstop's last words: copied when the request
  * starts, since the handler may not format, and shown only while
  * running_len says the copy is whole). Written by the loop thread or the
  * handler only. */
-static volatile sig_atomic_t term_seen;
+static sl_drain_t *term_drain;
 static const sl_options_t *backstop_opt;
 static double backstop_margin; /* past the graceful timeout, see drain.h */
 static timer_t backstop_timer;
 static bool backstop_ready;
 static char running_what[256];
 static atomic_int running_len;
+
+/* ---- the control channel ---- */
+
+static void ctl_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    sl_pump_t *p = ev_userdata(loop);
+
+    (void)revents;
+    if (sl_drain_ctl_read(p) == 0)
+        return;
+    /* EOF or error: the supervisor is gone; never stay as an orphan */
+    ev_io_stop(loop, w);
+    sl_warn("supervisor gone: draining");
+    sl_drain_prepare(p);
+}
+
+void sl_drain_set_ctl(sl_pump_t *p, int fd)
+{
+    p->drain.ctl_fd = fd;
+    if (fd < 0)
+        return;
+    ev_io_init(&p->drain.ctl_io, ctl_cb, fd, EV_READ);
+    sl_pump_io_start(p, &p->drain.ctl_io);
+}
+
+/* ---- the drain ---- */
 
 static void drain_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -54,8 +83,8 @@ static void drain_finish(sl_pump_t *p, bool forced)
     char what[512];
 
     /* first: connections released below must not step the drain again */
-    p->stopping = true;
-    ev_timer_stop(p->loop, &p->drain_timer);
+    p->drain.stopping = true;
+    ev_timer_stop(p->loop, &p->drain.timer);
     p->exec->finish(p); /* cancel what still runs in the executor */
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
@@ -66,7 +95,7 @@ static void drain_finish(sl_pump_t *p, bool forced)
         }
         sl_conn_abort(c);
     }
-    p->exit_status = forced ? SL_EXIT_FAIL : SL_EXIT_OK;
+    p->drain.exit_status = forced ? SL_EXIT_FAIL : SL_EXIT_OK;
     if (p->alog != NULL) {
         sl_accesslog_flush(p->alog);
         sl_accesslog_report(p->alog);
@@ -83,20 +112,19 @@ static void delay_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 void sl_drain_begin(sl_pump_t *p)
 {
-    if (p->terminating)
+    if (p->drain.terminating)
         return;
     /* A restart's RESTART comes just before its TERM: read it now, so that
      * the health check (sl_http_health_head) knows the host stays up */
-    (void)sl_pump_ctl_read(p); /* EOF: the ctl watcher says it */
-    p->terminating = true;
+    (void)sl_drain_ctl_read(p); /* EOF: the ctl watcher says it */
+    p->drain.terminating = true;
     if (p->opt->shutdown_delay <= 0) {
         sl_drain_prepare(p);
         return;
     }
     sl_info("TERM: serving %.1fs more before draining (--shutdown-delay)",
             p->opt->shutdown_delay);
-    ev_timer_init(&p->delay_timer, delay_cb, p->opt->shutdown_delay, 0);
-    ev_timer_start(p->loop, &p->delay_timer);
+    ev_timer_start(p->loop, &p->drain.delay_timer);
 }
 
 /* Tell every open WebSocket: close 1012 when the supervisor said this TERM
@@ -106,33 +134,32 @@ static void close_websockets(sl_pump_t *p)
 {
     sl_conn_t *c, *next;
 
-    (void)sl_pump_ctl_read(p); /* EOF: the ctl watcher says it */
-    p->ws_going_away =
-        p->restart ? SL_WS_CLOSE_RESTART : SL_WS_CLOSE_GOING_AWAY;
+    (void)sl_drain_ctl_read(p); /* EOF: the ctl watcher says it */
+    p->drain.ws_going_away =
+        p->drain.restart ? SL_WS_CLOSE_RESTART : SL_WS_CLOSE_GOING_AWAY;
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
-        sl_conn_ws_going_away(c, p->ws_going_away);
+        sl_conn_ws_going_away(c, p->drain.ws_going_away);
     }
 }
 
 void sl_drain_prepare(sl_pump_t *p)
 {
-    if (p->draining)
+    if (p->drain.draining)
         return;
-    ev_timer_stop(p->loop, &p->delay_timer);
-    p->terminating = true;
-    p->draining = true;
-    p->drain_started = ev_now(p->loop);
-    p->drain_deadline = p->drain_started + p->opt->graceful_timeout;
+    ev_timer_stop(p->loop, &p->drain.delay_timer);
+    p->drain.terminating = true;
+    p->drain.draining = true;
+    p->drain.started = ev_now(p->loop);
+    p->drain.deadline = p->drain.started + p->opt->graceful_timeout;
     sl_info("draining: %u connections open, %u requests in flight", p->nactive,
             p->inflight);
-    ev_timer_init(&p->drain_timer, drain_timer_cb, STEP_SECS, STEP_SECS);
-    ev_timer_start(p->loop, &p->drain_timer);
+    ev_timer_start(p->loop, &p->drain.timer);
     /* what completed its handshake is ours to answer: take it before our
      * listener closes, in case ours is the last copy of the socket */
     sl_pump_accept_pending(p);
     sl_pump_stop_listening(p);
-    sl_pump_ctl(p, SL_CTL_DRAINING);
+    sl_drain_ctl(p, SL_CTL_DRAINING);
     close_websockets(p);
     sl_drain_step(p);
 }
@@ -153,7 +180,7 @@ void sl_drain_step(sl_pump_t *p)
     ev_tstamp now = ev_now(p->loop);
     sl_conn_t *c, *next;
 
-    if (!p->draining || p->stopping)
+    if (!p->drain.draining || p->drain.stopping)
         return;
     for (c = p->active.next; c != &p->active; c = next) {
         next = c->next;
@@ -163,7 +190,7 @@ void sl_drain_step(sl_pump_t *p)
         drain_finish(p, false);
         return;
     }
-    if (ev_now(p->loop) >= p->drain_deadline) {
+    if (ev_now(p->loop) >= p->drain.deadline) {
         sl_warn("graceful timeout (%.1fs) reached with %u requests in flight",
                 p->opt->graceful_timeout, p->inflight);
         drain_finish(p, true);
@@ -198,14 +225,14 @@ static void term_handler(int sig)
     struct itimerspec its = {{0, 0}, {0, 0}};
     double secs;
 
-    if (!term_seen && backstop_ready) {
+    if (!term_drain->term_seen && backstop_ready) {
         secs = backstop_opt->shutdown_delay + backstop_opt->graceful_timeout +
                backstop_margin;
         its.it_value.tv_sec = (time_t)secs;
         its.it_value.tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9);
         timer_settime(backstop_timer, 0, &its, NULL);
     }
-    term_seen = 1;
+    term_drain->term_seen = 1;
     ev_feed_signal(sig);
 }
 
@@ -214,6 +241,7 @@ void sl_drain_signals(sl_pump_t *p)
     struct sigaction sa;
     struct sigevent sev;
 
+    term_drain = &p->drain;
     backstop_opt = p->opt;
     /* an app that holds the loop can hold it past its timeout: only the
      * backstop can keep the promise, a little after the loop would have */
@@ -240,12 +268,6 @@ void sl_drain_signals(sl_pump_t *p)
         sl_log_errno(SL_LOG_WARNING, "sigaction(SIGTERM) failed");
 }
 
-bool sl_drain_closing(const sl_pump_t *p)
-{
-    return atomic_load_explicit(&p->draining, memory_order_relaxed) ||
-           (term_seen && p->opt->shutdown_delay <= 0);
-}
-
 void sl_drain_note_running(const sl_conn_t *c)
 {
     /* the handler shows nothing while the copy changes (on this thread;
@@ -260,11 +282,64 @@ void sl_drain_note_running(const sl_conn_t *c)
 
 void sl_drain_fast(sl_pump_t *p)
 {
-    if (p->stopping)
+    if (p->drain.stopping)
         return;
-    p->draining = true;
-    p->drain_started = ev_now(p->loop);
-    p->drain_deadline = p->drain_started;
+    p->drain.draining = true;
+    p->drain.started = ev_now(p->loop);
+    p->drain.deadline = p->drain.started;
     sl_pump_stop_listening(p);
     drain_finish(p, p->inflight > 0);
+}
+
+/* ---- signals and set-up ---- */
+
+/* USR1: logrotate moved the file; Python writes to fd 2, so point it at
+ * the new file too. */
+static void reopen_logs(sl_pump_t *p)
+{
+    sl_accesslog_reopen(p->alog);
+    if (sl_log_reopen() < 0)
+        sl_log_errno(SL_LOG_ERROR, "reopening the error log failed");
+    else if (sl_log_fd() != STDERR_FILENO)
+        dup2(sl_log_fd(), STDERR_FILENO);
+}
+
+static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    sl_pump_t *p = ev_userdata(loop);
+
+    (void)revents;
+    if (w->signum == SIGTERM)
+        sl_drain_begin(p);
+    else if (w->signum == SIGUSR1)
+        reopen_logs(p);
+    else
+        sl_drain_fast(p);
+}
+
+void sl_drain_init(sl_pump_t *p)
+{
+    sl_drain_t *d = &p->drain;
+    const sl_options_t *o = p->opt;
+
+    d->ctl_fd = -1;
+    d->shutdown_delay = o->shutdown_delay > 0;
+    ev_timer_init(&d->delay_timer, delay_cb, o->shutdown_delay, 0);
+    ev_timer_init(&d->timer, drain_timer_cb, STEP_SECS, STEP_SECS);
+    ev_signal_init(&d->sigterm, signal_cb, SIGTERM);
+    ev_signal_init(&d->sigint, signal_cb, SIGINT);
+    ev_signal_init(&d->sigquit, signal_cb, SIGQUIT);
+    ev_signal_init(&d->sigusr1, signal_cb, SIGUSR1);
+    ev_signal_start(p->loop, &d->sigterm);
+    ev_signal_start(p->loop, &d->sigint);
+    ev_signal_start(p->loop, &d->sigquit);
+    ev_signal_start(p->loop, &d->sigusr1);
+    sl_drain_signals(p);
+    if (o->max_requests > 0) {
+        srand((unsigned)getpid());
+        d->retire_at = (uint64_t)o->max_requests +
+                       (o->max_requests_jitter > 0
+                            ? (uint64_t)(rand() % (o->max_requests_jitter + 1))
+                            : 0);
+    }
 }

@@ -527,7 +527,7 @@ int sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
      * READY on the same sockets, and a 503 from it during --shutdown-delay
      * would take the whole host out (every host at once, on a fleet-wide
      * HUP) */
-    bool ok = !c->pump->terminating || c->pump->restart;
+    bool ok = !c->pump->drain.terminating || c->pump->drain.restart;
     const char *body = ok ? "OK\n" : "draining\n";
     int n;
 

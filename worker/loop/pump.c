@@ -108,7 +108,7 @@ static sl_conn_t *take_free(sl_pump_t *p)
  * pool with no free slot and no idle connection to give one up. */
 static void listeners_resume(sl_pump_t *p)
 {
-    if (p->accepting || p->draining || p->accept_paused)
+    if (p->accepting || p->drain.draining || p->accept_paused)
         return;
     if (!have_free(p) && p->idle_tail == NULL)
         return;
@@ -136,7 +136,7 @@ static void accept_pause(sl_pump_t *p, sl_pump_listener_t *l, int err)
     snprintf(who, sizeof(who), "listener fd %d", l->fd);
     sl_acceptlimit_log(&p->accept_limit, ev_now(p->loop), err, who, true);
     listeners_start(p, false);
-    if (p->draining)
+    if (p->drain.draining)
         return; /* the listeners close now; nothing to resume */
     p->accept_paused = true;
     ev_timer_set(&p->accept_timer, SL_ACCEPTLIMIT_PAUSE, 0);
@@ -318,8 +318,8 @@ void sl_pump_release(sl_pump_t *p, sl_conn_t *c)
     listeners_resume(p);
     /* step the drain once this callback is over, not from inside it: the
      * caller may be walking the connection list */
-    if (p->draining && !p->stopping)
-        ev_feed_event(p->loop, &p->drain_timer, EV_TIMER);
+    if (p->drain.draining && !p->drain.stopping)
+        ev_feed_event(p->loop, &p->drain.timer, EV_TIMER);
 }
 
 static void listener_describe(sl_pump_listener_t *l)
@@ -484,68 +484,7 @@ void sl_pump_request_done(sl_pump_t *p, sl_conn_t *c)
     if (p->alog != NULL)
         sl_accesslog_request(p->alog, c);
     p->served++;
-    if (p->retire_at > 0 && p->served >= p->retire_at && !p->retired) {
-        p->retired = true;
-        sl_info("max requests (%llu) reached: asking to be replaced",
-                (unsigned long long)p->retire_at);
-        sl_pump_ctl(p, SL_CTL_RETIRE);
-    }
-}
-
-void sl_pump_ctl(sl_pump_t *p, uint32_t type)
-{
-    sl_ctl_msg_t m = {.type = type, .pid = (uint32_t)getpid()};
-    ev_tstamp now = ev_now(p->loop);
-    sl_conn_t *c;
-
-    if (p->ctl_fd < 0)
-        return;
-    m.served = p->served;
-    m.active = p->inflight;
-    m.conns = p->nactive;
-    m.lanes = (uint32_t)p->lanes;
-    m.busy_lanes = p->inflight < m.lanes ? p->inflight : m.lanes;
-    m.websockets = sl_conn_ws_count(p);
-    for (c = p->active.next; c != &p->active; c = c->next)
-        if (c->state == SL_CONN_SERVING && now - c->req.start > m.oldest)
-            m.oldest = now - c->req.start;
-    if (sl_ctl_send(p->ctl_fd, &m) < 0 && errno != EAGAIN)
-        sl_log_errno(SL_LOG_DEBUG, "send() on the control channel failed");
-}
-
-int sl_pump_ctl_read(sl_pump_t *p)
-{
-    sl_ctl_msg_t m;
-    int rc;
-
-    if (p->ctl_fd < 0)
-        return 0;
-    while ((rc = sl_ctl_recv(p->ctl_fd, &m)) == 1)
-        if (m.type == SL_CTL_RESTART)
-            p->restart = true;
-    return rc < 0 && errno == EAGAIN ? 0 : -1;
-}
-
-static void ctl_cb(struct ev_loop *loop, ev_io *w, int revents)
-{
-    sl_pump_t *p = ev_userdata(loop);
-
-    (void)revents;
-    if (sl_pump_ctl_read(p) == 0)
-        return;
-    /* EOF or error: the supervisor is gone; never stay as an orphan */
-    ev_io_stop(loop, w);
-    sl_warn("supervisor gone: draining");
-    sl_drain_prepare(p);
-}
-
-void sl_pump_set_ctl(sl_pump_t *p, int fd)
-{
-    p->ctl_fd = fd;
-    if (fd < 0)
-        return;
-    ev_io_init(&p->ctl_io, ctl_cb, fd, EV_READ);
-    sl_pump_io_start(p, &p->ctl_io);
+    sl_drain_retire_check(p);
 }
 
 static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -572,34 +511,10 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
             c->deadline += late;
         sl_conn_sweep(c, now);
     }
-    if (!p->draining)
-        sl_pump_ctl(p, SL_CTL_HEARTBEAT);
-    if (p->draining)
+    if (!p->drain.draining)
+        sl_drain_ctl(p, SL_CTL_HEARTBEAT);
+    if (p->drain.draining)
         sl_drain_step(p);
-}
-
-/* USR1: logrotate moved the file; Python writes to fd 2, so point it at
- * the new file too. */
-static void reopen_logs(sl_pump_t *p)
-{
-    sl_accesslog_reopen(p->alog);
-    if (sl_log_reopen() < 0)
-        sl_log_errno(SL_LOG_ERROR, "reopening the error log failed");
-    else if (sl_log_fd() != STDERR_FILENO)
-        dup2(sl_log_fd(), STDERR_FILENO);
-}
-
-static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
-{
-    sl_pump_t *p = ev_userdata(loop);
-
-    (void)revents;
-    if (w->signum == SIGTERM)
-        sl_drain_begin(p);
-    else if (w->signum == SIGUSR1)
-        reopen_logs(p);
-    else
-        sl_drain_fast(p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -693,26 +608,10 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
     ev_prepare_start(p->loop, &p->flush);
     ev_timer_init(&p->tick, tick_cb, 1.0, 1.0);
     ev_timer_start(p->loop, &p->tick);
-    ev_signal_init(&p->sigterm, signal_cb, SIGTERM);
-    ev_signal_init(&p->sigint, signal_cb, SIGINT);
-    ev_signal_init(&p->sigquit, signal_cb, SIGQUIT);
-    ev_signal_start(p->loop, &p->sigterm);
-    ev_signal_start(p->loop, &p->sigint);
-    ev_signal_start(p->loop, &p->sigquit);
-    ev_signal_init(&p->sigusr1, signal_cb, SIGUSR1);
-    ev_signal_start(p->loop, &p->sigusr1);
-    sl_drain_signals(p);
-    p->ctl_fd = -1;
+    sl_drain_init(p);
     if (sl_accesslog_open(&p->alog, p->loop, o) < 0)
         return -1;
     p->lanes = o->threads;
-    if (o->max_requests > 0) {
-        srand((unsigned)getpid());
-        p->retire_at = (uint64_t)o->max_requests +
-                       (o->max_requests_jitter > 0
-                            ? (uint64_t)(rand() % (o->max_requests_jitter + 1))
-                            : 0);
-    }
     return 0;
 }
 
@@ -725,7 +624,7 @@ int sl_pump_run(sl_pump_t *p)
 {
     sl_pump_start(p);
     ev_run(p->loop, 0);
-    return p->exit_status;
+    return p->drain.exit_status;
 }
 
 bool sl_pump_run_once(sl_pump_t *p)
@@ -737,7 +636,7 @@ bool sl_pump_run_once(sl_pump_t *p)
     /* what the pass's callbacks queued would wait for the next pass's
      * prepare, which only comes when the driver runs us again */
     hand_over(p);
-    return !p->stopping;
+    return !p->drain.stopping;
 }
 
 bool sl_pump_settled(const sl_pump_t *p)

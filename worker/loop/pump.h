@@ -22,6 +22,7 @@
 #include "worker/loop/accesslog.h"
 #include "worker/loop/bufcache.h"
 #include "worker/loop/conn.h"
+#include "worker/loop/drain.h"
 #include "worker/loop/exec.h"
 
 /* One inherited listening socket, as the worker accepts from it. */
@@ -81,28 +82,13 @@ struct sl_pump {
     ev_async wake;    /* embedded: completions arrived */
     ev_prepare flush; /* embedded: end of pass */
     ev_timer tick;    /* embedded: 1 Hz housekeeping */
-    ev_signal sigterm, sigint, sigquit, sigusr1; /* embedded */
-    int ctl_fd;         /* control channel, -1 = none; owned */
-    ev_io ctl_io;       /* embedded: EOF = supervisor gone */
-    uint64_t retire_at; /* served count that asks for RETIRE */
-    bool retired;
-    bool restart;           /* the supervisor sent SL_CTL_RESTART */
-    unsigned ws_going_away; /* drain: the close code of WebSockets (1001,
-                               1012 for a restart), 0 before the drain */
-    int lanes; /* executor lanes a request can hold (0: none, ASGI) */
+    int lanes;        /* executor lanes a request can hold (0: none, ASGI) */
 
     ev_tstamp last_tick;
     uint64_t served;      /* requests completed */
     uint32_t inflight;    /* requests with the executor */
-    bool terminating;     /* TERM arrived: health answers 503 (unless
-                             restart: the host stays) */
-    atomic_bool draining; /* executors read it (Connection: close) */
-    ev_timer delay_timer; /* embedded: --shutdown-delay */
-    atomic_bool stopping; /* the drain finished: executors stop too */
-    int exit_status;
-    ev_tstamp drain_deadline;
-    ev_tstamp drain_started;
-    ev_timer drain_timer; /* embedded: the drain's step cadence */
+    sl_drain_t drain;     /* embedded: control channel, signals, drain
+                             (drain.h) */
     sl_accesslog_t *alog; /* owned: the access log, NULL when off */
     sl_bufcache_t bufs;   /* owned: freed connection buffers (bufcache.h) */
 };
@@ -113,17 +99,6 @@ struct sl_pump {
 int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
                  const int *fds, int nfds);
 
-/* Attach the control channel FD (from the supervisor; -1 for none). */
-void sl_pump_set_ctl(sl_pump_t *p, int fd);
-
-/* Read what the supervisor sent on the control channel (SL_CTL_RESTART
- * sets p->restart). 0 when all is read, -1 at EOF or on an error: the
- * supervisor is gone. */
-int sl_pump_ctl_read(sl_pump_t *p);
-
-/* Send a control message of TYPE with the current counters. */
-void sl_pump_ctl(sl_pump_t *p, uint32_t type);
-
 /* Start accepting: sl_pump_run() does it first; a loop that drives the
  * pump itself (sl_pump_run_once()) calls it before its first pass. */
 void sl_pump_start(sl_pump_t *p);
@@ -133,7 +108,7 @@ int sl_pump_run(sl_pump_t *p);
 
 /* For a loop that drives the pump from its own (an event loop on the loop
  * thread): one pass without waiting, then hand over the tickets the pass
- * queued. False once the drain has finished (leave; p->exit_status). */
+ * queued. False once the drain has finished (leave; p->drain.exit_status). */
 bool sl_pump_run_once(sl_pump_t *p);
 
 /* Whether a loop that drives the pump may now wait for backend_fd. libev

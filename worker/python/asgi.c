@@ -125,8 +125,8 @@ double sl_asgi_shutdown_budget(sl_pump_t *p)
 {
     double left = LIFESPAN_BUDGET;
 
-    if (p->draining) {
-        left = p->drain_started + p->opt->graceful_timeout + 0.8 - ev_time();
+    if (p->drain.draining) {
+        left = p->drain.started + p->opt->graceful_timeout + 0.8 - ev_time();
         if (left > LIFESPAN_BUDGET)
             left = LIFESPAN_BUDGET;
         if (left < 0.5)

@@ -124,7 +124,7 @@ static void ev_drive(void)
     driver.driving = false;
     if (driver.ndirty > 0 || !sl_pump_settled(sl_asgi.p))
         kick(); /* left for the next pass */
-    if (sl_asgi.p->stopping) {
+    if (sl_asgi.p->drain.stopping) {
         PyObject *res;
         sl_asgi_req_cancel_all();
         sl_asgi.stopping = true;
@@ -200,7 +200,7 @@ int sl_asgi_run_inline(sl_pump_t *p)
     if (res == NULL)
         goto out_fail;
     Py_DECREF(res);
-    return p->exit_status;
+    return p->drain.exit_status;
 
 out_fail:
     sl_py_log_exception("ASGI: the inline event loop failed");
