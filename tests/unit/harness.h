@@ -19,6 +19,8 @@
 #include "worker/loop/conn.h"
 #include "worker/loop/exec.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/listen.h"
+#include "worker/loop/served.h"
 
 #define H_MAX_ARGS 32
 
@@ -151,7 +153,7 @@ static inline bool h_nactive_is(void *arg)
 {
     h_nactive_t *n = arg;
 
-    return n->p->nactive == n->want;
+    return n->p->pool.nactive == n->want;
 }
 
 /* SO_RCVBUF of the clients h_connect() makes from then on, 0 = the
@@ -165,7 +167,7 @@ static inline void h_connect(sl_pump_t *p, h_client_t *cl)
 {
     struct sockaddr_in sin;
     socklen_t len = sizeof(sin);
-    h_nactive_t n = {p, p->nactive + 1};
+    h_nactive_t n = {p, p->pool.nactive + 1};
 
     memset(cl, 0, sizeof(*cl));
     ck_assert_int_eq(
@@ -178,7 +180,7 @@ static inline void h_connect(sl_pump_t *p, h_client_t *cl)
                          0);
     ck_assert_int_eq(connect(cl->fd, (struct sockaddr *)&sin, len), 0);
     ck_assert_msg(h_run_until(p, h_nactive_is, &n), "connection not accepted");
-    cl->conn = p->active.next; /* accept puts the newest first */
+    cl->conn = p->pool.active.next; /* accept puts the newest first */
 }
 
 static inline void h_send(h_client_t *cl, const void *data, size_t n)

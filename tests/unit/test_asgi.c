@@ -677,8 +677,8 @@ START_TEST(test_keep_alive)
     ck_assert_str_eq(resp.body, "hello");
     ck_assert(!client.eof);
     ck_assert_uint_eq(pump.served, 2);
-    ck_assert_uint_eq(pump.nactive, 1);
-    ck_assert_ptr_eq(pump.active.next, c);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
+    ck_assert_ptr_eq(pump.pool.active.next, c);
 }
 END_TEST
 

@@ -255,7 +255,7 @@ START_TEST(test_keep_alive_requests_get_new_generations)
         ck_assert_int_eq(resp.status, 200);
     }
     ck_assert_uint_eq(pump.served, 3);
-    ck_assert_uint_eq(pump.nactive, 1);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
 }
 END_TEST
 
@@ -390,7 +390,7 @@ END_TEST
 static bool gone_or_ticket(void *arg)
 {
     (void)arg;
-    return pump.nactive == 0 || h_tickets(&pump) > 0;
+    return pump.pool.nactive == 0 || h_tickets(&pump) > 0;
 }
 
 START_TEST(test_held_answer_leaves_with_the_next_bytes)
@@ -423,13 +423,13 @@ START_TEST(test_held_answer_leaves_with_the_next_bytes)
     take_request(&t);
     ck_assert_ptr_eq(pump.holdq.head, &client.conn->tx);
     h_client_close(&client);
-    for (i = 0; i < 3 && pump.nactive > 0; i++) {
+    for (i = 0; i < 3 && pump.pool.nactive > 0; i++) {
         (void)send_str(t.gen, "HTTP/1.1 204 No\r\n\r\n", SL_SEND_END);
         ck_assert(h_run_until(&pump, gone_or_ticket, NULL));
         if (h_tickets(&pump) > 0)
             ck_assert(h_take_ticket(&pump, &t));
     }
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
     ck_assert_ptr_null(pump.holdq.head);
 }
 END_TEST
@@ -472,7 +472,7 @@ START_TEST(test_pipelined_before_eof_are_served)
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_str_eq(resp.body, "b");
     ck_assert(h_wait_eof(&pump, &client));
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
 }
 END_TEST
 
@@ -1645,7 +1645,7 @@ START_TEST(test_idle_timeout_closes_silently)
 
     UP(NULL);
     sl_conn_sweep(client.conn, client.conn->deadline - 0.5);
-    ck_assert_uint_eq(pump.nactive, 1);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
     sl_conn_sweep(client.conn, client.conn->deadline + 0.5);
     ck_assert(h_run_until(&pump, h_nactive_is, &none));
     ck_assert(h_wait_eof(&pump, &client));
@@ -1693,7 +1693,7 @@ START_TEST(test_drain_closes_idle)
     UP(NULL);
     /* within the grace an idle connection stays: a request may be coming */
     ck_assert(!sl_conn_drain(client.conn, client.conn->idle_since, 0.1));
-    ck_assert_uint_eq(pump.nactive, 1);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
     ck_assert(sl_conn_drain(client.conn, client.conn->idle_since + 1.0, 0.1));
     ck_assert(h_run_until(&pump, h_nactive_is, &none));
     ck_assert(h_wait_eof(&pump, &client));
@@ -1710,7 +1710,7 @@ START_TEST(test_drain_keeps_partial_head)
     h_sends(&client, "GET / HTTP/1.1\r\n");
     ck_assert(h_run_until(&pump, parsed_all, c));
     ck_assert(!sl_conn_drain(c, c->idle_since + 1.0, 0.1));
-    ck_assert_uint_eq(pump.nactive, 1);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
     ck_assert_int_eq(c->state, SL_CONN_READING);
 }
 END_TEST
@@ -1725,7 +1725,7 @@ START_TEST(test_abort_while_serving)
     h_sends(&client, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\n");
     take_request(&t);
     sl_conn_abort(client.conn);
-    ck_assert_uint_eq(pump.nactive, 1); /* the executor still holds it */
+    ck_assert_uint_eq(pump.pool.nactive, 1); /* the executor still holds it */
     ck_assert_int_eq(
         sl_conn_read_body(client.conn, t.gen, buf, sizeof(buf), false, true),
         -1);
@@ -1742,7 +1742,7 @@ START_TEST(test_abort_idle)
 {
     UP(NULL);
     sl_conn_abort(client.conn);
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
     ck_assert(h_wait_eof(&pump, &client));
 }
 END_TEST

@@ -240,7 +240,7 @@ START_TEST(test_proxy_peer_not_allowed)
     ck_assert_int_eq(connect(client.fd, (struct sockaddr *)&sin, len), 0);
     ck_assert(h_wait_eof(&pump, &client));
     ck_assert_uint_eq(client.len, 0);
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
 }
 END_TEST
 

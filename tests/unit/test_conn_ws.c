@@ -213,7 +213,7 @@ START_TEST(test_peer_closes)
     ck_assert_int_eq(sl_conn_ws_close(client.conn, gen, 1000, NULL, 0), -1);
     app_end(gen);
     ck_assert(h_wait_eof(&pump, &client));
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
     ck_assert_uint_eq(pump.inflight, 0);
 }
 END_TEST
@@ -251,10 +251,10 @@ START_TEST(test_app_closes)
     assert_close(&f, 4000);
     ck_assert(memcmp(f.data + 2, "done", 4) == 0);
     h_run_passes(&pump, 3);
-    ck_assert_uint_eq(pump.nactive, 1); /* waits for the peer's close */
+    ck_assert_uint_eq(pump.pool.nactive, 1); /* waits for the peer's close */
     send_close(4000, "");
     ck_assert(h_wait_eof(&pump, &client));
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
 }
 END_TEST
 
@@ -268,7 +268,7 @@ START_TEST(test_peer_eof_is_1006)
     ck_assert_uint_eq(recv_end(gen).code, SL_WS_CLOSE_ABNORMAL);
     app_end(gen);
     ck_assert(h_wait_eof(&pump, &client));
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
 }
 END_TEST
 
@@ -285,18 +285,18 @@ START_TEST(test_close_wait_cut)
     assert_close(&f, 1000);
     sl_conn_ws_sweep(client.conn, ev_now(pump.loop) + 1);
     h_run_passes(&pump, 3);
-    ck_assert_uint_eq(pump.nactive, 1);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
     /* the client never answers */
     sl_conn_ws_sweep(client.conn,
                      ev_now(pump.loop) + SL_CONN_WS_CLOSE_WAIT + 0.5);
     ck_assert(h_wait_eof(&pump, &client));
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
 }
 END_TEST
 
 static bool no_conns(void *arg)
 {
-    return ((sl_pump_t *)arg)->nactive == 0;
+    return ((sl_pump_t *)arg)->pool.nactive == 0;
 }
 
 START_TEST(test_protocol_error)
@@ -315,7 +315,7 @@ START_TEST(test_protocol_error)
     ck_assert(h_wait_eof(&pump, &client));
     ck_assert_uint_eq(recv_end(gen).code, SL_WS_CLOSE_PROTOCOL);
     app_end(gen);
-    ck_assert_uint_eq(pump.nactive, 1); /* reading on until the client */
+    ck_assert_uint_eq(pump.pool.nactive, 1); /* reading on until the client */
     shutdown(client.fd, SHUT_WR);
     ck_assert(h_run_until(&pump, no_conns, &pump));
 }

@@ -301,7 +301,7 @@ START_TEST(test_on_loop_executor)
     inl_drive();
     ck_assert(h_wait_eof(&pump, &client));
     ck_assert_uint_eq(pump.inflight, 0);
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
 }
 END_TEST
 

@@ -151,7 +151,7 @@ START_TEST(test_in_flight_request_finishes)
     ck_assert(h_wait_eof(&pump, &clients[1]));
     ck_assert_uint_eq(clients[1].len, 0);
     ck_assert(!pump.drain.stopping);
-    ck_assert_uint_eq(pump.nactive, 1);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
     h_run_passes(&pump, 3);
     ck_assert(!pump.drain.stopping);
     respond(0, t.gen);
@@ -287,7 +287,7 @@ START_TEST(test_lingering_connection_does_not_hold_drain)
     sl_drain_prepare(&pump);
     ck_assert(pump.drain.stopping);
     ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
 }
 END_TEST
 
@@ -309,7 +309,7 @@ START_TEST(test_finish_with_two_lingering_connections)
     respond(2, t.gen);
     ck_assert(h_run_until(&pump, stopping, NULL));
     ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
 }
 END_TEST
 
@@ -323,7 +323,7 @@ START_TEST(test_prepare_with_idle_and_lingering)
     sl_drain_prepare(&pump);
     ck_assert(h_run_until(&pump, stopping, NULL));
     ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
 }
 END_TEST
 
@@ -334,7 +334,7 @@ START_TEST(test_fast_with_one_idle_connection)
     sl_drain_fast(&pump);
     ck_assert(pump.drain.stopping);
     ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
     ck_assert(h_wait_eof(&pump, &clients[0]));
     ck_assert_ptr_null(strstr(log_text(), "graceful timeout"));
 }
@@ -350,7 +350,7 @@ START_TEST(test_fast_with_idle_connections)
     sl_drain_fast(&pump);
     ck_assert(pump.drain.stopping);
     ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_OK);
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
     for (int i = 0; i < 3; i++)
         ck_assert(h_wait_eof(&pump, &clients[i]));
     /* a fast stop has no graceful timeout to report */

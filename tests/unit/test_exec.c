@@ -342,7 +342,7 @@ START_TEST(test_hand_over_from_pump)
     }
     /* one batch of several: queue a wake for each, one pass hands over */
     for (i = 0; i < 3; i++)
-        sl_pump_queue_ticket(&pump, more[i].conn, SL_TICKET_WAKE);
+        sl_exec_queue_ticket(&pump, more[i].conn, SL_TICKET_WAKE);
     ck_assert(h_run_until(&pump, h_ticket_ready, &pump));
     ck_assert_uint_eq(pump.work.count, 3);
     for (i = 0; i < 3; i++) {

@@ -129,12 +129,12 @@ START_TEST(test_init)
     h_options(&opt, "--worker-connections", "7", "--threads", "3", NULL);
     ck_assert_int_eq(sl_pump_init(&pump, &opt, h_exec, NULL, 0), 0);
     ck_assert_ptr_nonnull(pump.loop);
-    ck_assert_uint_eq(pump.nconns, 7);
+    ck_assert_uint_eq(pump.pool.nconns, 7);
     /* the pool is set up entry by entry as connections come */
-    ck_assert_uint_eq(pump.nfresh, 0);
-    ck_assert_ptr_null(pump.free_list);
-    ck_assert_uint_eq(pump.nactive, 0);
-    ck_assert_ptr_eq(pump.active.next, &pump.active);
+    ck_assert_uint_eq(pump.pool.nfresh, 0);
+    ck_assert_ptr_null(pump.pool.free_list);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
+    ck_assert_ptr_eq(pump.pool.active.next, &pump.pool.active);
     ck_assert_int_eq(pump.nlisteners, 0);
     ck_assert_ptr_eq(pump.exec, &h_exec_lanes);
     ck_assert_int_eq(pump.drain.ctl_fd, -1);
@@ -183,7 +183,7 @@ START_TEST(test_every_listener_served)
     ck_assert_int_eq(connect(cfd, (struct sockaddr *)&sin, len), 0);
     ck_assert_msg(h_run_until(&pump, h_nactive_is, &accepted),
                   "the 20th listener's connection was not accepted");
-    ck_assert_int_eq(pump.active.next->listener, 19);
+    ck_assert_int_eq(pump.pool.active.next->listener, 19);
     close(cfd);
     for (int i = 1; i < 20; i++)
         close(fds[i]);
@@ -223,7 +223,7 @@ START_TEST(test_accepted_socket)
     fl = fcntl(client.conn->tp.fd, F_GETFL);
     ck_assert(fl & O_NONBLOCK);
     ck_assert(fcntl(client.conn->tp.fd, F_GETFD) & FD_CLOEXEC);
-    ck_assert_uint_eq(pump.nactive, 1);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
 }
 END_TEST
 
@@ -236,10 +236,10 @@ static bool serves(void *arg)
     char buf[64];
     int port;
 
-    if (pump.nactive != 1)
+    if (pump.pool.nactive != 1)
         return false;
     ck_assert_int_eq(getsockname(cl->fd, (struct sockaddr *)&sin, &len), 0);
-    sl_conn_peer(pump.active.next, buf, sizeof(buf), &port);
+    sl_conn_peer(pump.pool.active.next, buf, sizeof(buf), &port);
     return port == ntohs(sin.sin_port);
 }
 
@@ -255,7 +255,7 @@ START_TEST(test_pool_limit)
     h_pump_up(&pump, &opt);
     h_connect(&pump, &client);
     ck_assert(!pump.accepting);
-    ck_assert_ptr_null(pump.free_list);
+    ck_assert_ptr_null(pump.pool.free_list);
     /* a second client waits in the backlog */
     memset(&second, 0, sizeof(second));
     ck_assert_int_eq(
@@ -263,8 +263,8 @@ START_TEST(test_pool_limit)
     second.fd = socket(AF_INET, SOCK_STREAM, 0);
     ck_assert_int_eq(connect(second.fd, (struct sockaddr *)&sin, len), 0);
     h_run_passes(&pump, 5);
-    ck_assert_uint_eq(pump.nactive, 1);
-    ck_assert_ptr_eq(pump.active.next, client.conn);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
+    ck_assert_ptr_eq(pump.pool.active.next, client.conn);
     /* the first leaves; the second is taken from the backlog */
     h_client_close(&client);
     ck_assert(h_run_until(&pump, serves, &second));
@@ -285,20 +285,20 @@ START_TEST(test_pool_set_up_on_first_use)
     h_options(&opt, "--worker-connections", "4", NULL);
     h_pump_up(&pump, &opt);
     h_connect(&pump, &client);
-    ck_assert_ptr_eq(client.conn, &pump.conns[0]);
-    ck_assert_uint_eq(pump.nfresh, 1);
+    ck_assert_ptr_eq(client.conn, &pump.pool.conns[0]);
+    ck_assert_uint_eq(pump.pool.nfresh, 1);
     h_client_close(&client);
     ck_assert(h_run_until(&pump, h_nactive_is, &none));
     h_connect(&pump, &second);
-    ck_assert_ptr_eq(second.conn, &pump.conns[0]);
-    ck_assert_uint_eq(pump.nfresh, 1);
+    ck_assert_ptr_eq(second.conn, &pump.pool.conns[0]);
+    ck_assert_uint_eq(pump.pool.nfresh, 1);
     for (int i = 1; i < 4; i++)
-        ck_assert(memcmp(&pump.conns[i], &zero, sizeof(zero)) == 0);
+        ck_assert(memcmp(&pump.pool.conns[i], &zero, sizeof(zero)) == 0);
     h_connect(&pump, &client);
-    ck_assert_ptr_eq(client.conn, &pump.conns[1]);
-    ck_assert_uint_eq(pump.conns[1].idx, 1);
-    ck_assert_int_eq(pump.conns[1].file_fd, -1);
-    ck_assert_uint_eq(pump.nfresh, 2);
+    ck_assert_ptr_eq(client.conn, &pump.pool.conns[1]);
+    ck_assert_uint_eq(pump.pool.conns[1].idx, 1);
+    ck_assert_int_eq(pump.pool.conns[1].file_fd, -1);
+    ck_assert_uint_eq(pump.pool.nfresh, 2);
     h_client_close(&second);
 }
 END_TEST
@@ -313,7 +313,7 @@ START_TEST(test_stop_listening)
     h_pump_up(&pump, &opt);
     ck_assert_int_eq(
         getsockname(pump.listeners[0].fd, (struct sockaddr *)&sin, &len), 0);
-    sl_pump_stop_listening(&pump);
+    sl_listen_stop(&pump);
     ck_assert(!pump.accepting);
     ck_assert_int_eq(pump.listeners[0].fd, -1);
     fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -338,7 +338,7 @@ static void serve_one(h_client_t *cl)
     h_sends(cl, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     ck_assert(h_take_ticket(&pump, &t));
     ck_assert_int_eq(
-        sl_conn_send(&pump.conns[t.idx], t.gen, &iov, 1, SL_SEND_END), 0);
+        sl_conn_send(&pump.pool.conns[t.idx], t.gen, &iov, 1, SL_SEND_END), 0);
     ck_assert(h_response(&pump, cl, &got, false));
     ck_assert_str_eq(got.body, "ok");
     h_resp_free(&got);
@@ -367,7 +367,7 @@ static bool accepted(void *arg)
     sl_conn_t *c;
 
     ck_assert_int_eq(getsockname(cl->fd, (struct sockaddr *)&mine, &len), 0);
-    for (c = pump.active.next; c != &pump.active; c = c->next) {
+    for (c = pump.pool.active.next; c != &pump.pool.active; c = c->next) {
         tlen = sizeof(theirs);
         if (getpeername(c->tp.fd, (struct sockaddr *)&theirs, &tlen) == 0 &&
             mine.sin_port == theirs.sin_port)
@@ -389,13 +389,13 @@ START_TEST(test_idle_evicted_for_new)
     serve_one(&client);
     h_connect(&pump, &second);
     serve_one(&second);
-    ck_assert_uint_eq(pump.nidle, 2);
-    ck_assert_ptr_eq(pump.idle_tail, client.conn); /* idle the longest */
+    ck_assert_uint_eq(pump.pool.nidle, 2);
+    ck_assert_ptr_eq(pump.pool.idle_tail, client.conn); /* idle the longest */
     ck_assert(pump.accepting); /* full, but idle ones can make room */
     connect_only(&third);
     ck_assert(h_wait_eof(&pump, &client));
     ck_assert(h_run_until(&pump, accepted, &third));
-    ck_assert_uint_eq(pump.nactive, 2);
+    ck_assert_uint_eq(pump.pool.nactive, 2);
     ck_assert_uint_eq(sl_metrics_self->idle_evictions, before + 1);
     /* the other idle one is untouched and still served */
     serve_one(&second);
@@ -426,9 +426,9 @@ START_TEST(test_idle_with_request_waiting_kept)
     connect_only(&third);
     ck_assert(h_wait_eof(&pump, &second));
     ck_assert(h_take_ticket(&pump, &t));
-    ck_assert_ptr_eq(&pump.conns[t.idx], client.conn);
+    ck_assert_ptr_eq(&pump.pool.conns[t.idx], client.conn);
     ck_assert_int_eq(
-        sl_conn_send(&pump.conns[t.idx], t.gen, &iov, 1, SL_SEND_END), 0);
+        sl_conn_send(&pump.pool.conns[t.idx], t.gen, &iov, 1, SL_SEND_END), 0);
     ck_assert(h_response(&pump, &client, &got, false));
     ck_assert_str_eq(got.body, "ok");
     h_resp_free(&got);
@@ -448,12 +448,12 @@ START_TEST(test_fresh_connection_not_evicted)
     h_options(&opt, "--worker-connections", "1", NULL);
     h_pump_up(&pump, &opt);
     h_connect(&pump, &client);
-    ck_assert_uint_eq(pump.nidle, 0);
+    ck_assert_uint_eq(pump.pool.nidle, 0);
     ck_assert(!pump.accepting);
     connect_only(&second);
     h_run_passes(&pump, 5);
-    ck_assert_uint_eq(pump.nactive, 1);
-    ck_assert_ptr_eq(pump.active.next, client.conn);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
+    ck_assert_ptr_eq(pump.pool.active.next, client.conn);
     ck_assert(!h_saw_eof(&client));
     h_client_close(&second);
 }
@@ -488,7 +488,7 @@ static bool is_paused(void *arg)
 static bool nactive_two(void *arg)
 {
     (void)arg;
-    return pump.nactive == 2;
+    return pump.pool.nactive == 2;
 }
 
 /* Out of descriptors, the listener stops (no retry loop: one failure, one
@@ -515,7 +515,7 @@ START_TEST(test_emfile_pauses_until_a_close)
     ck_assert(!pump.accepting);
     h_run_passes(&pump, 20);
     ck_assert_uint_eq(pump.accept_limit.total, 1); /* tried once, no spin */
-    ck_assert_uint_eq(pump.nactive, 1);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
     /* our first client leaves: its descriptor is the next one's, taken
      * without waiting for the pause to end */
     closed = ev_time();
@@ -576,14 +576,14 @@ START_TEST(test_emfile_pause_then_drain)
     ck_assert(h_run_until(&pump, is_paused, NULL));
     ck_assert(ev_is_active(&pump.accept_timer));
     pump.drain.draining = true; /* as sl_drain_prepare() does first */
-    sl_pump_stop_listening(&pump);
+    sl_listen_stop(&pump);
     set_nofile(saved.rlim_cur);
     ck_assert(!pump.accept_paused);
     ck_assert(!ev_is_active(&pump.accept_timer));
     h_run_passes(&pump, 5);
     ck_assert(!pump.accepting);
     ck_assert_int_eq(pump.listeners[0].fd, -1);
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
     h_client_close(&second);
 }
 END_TEST
@@ -604,7 +604,7 @@ static void record_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
     for (i = 0; i < n && nhanded < 8; i++)
         handed[nhanded++] = t[i];
     if (nbatches++ == 0 && requeue != NULL)
-        sl_pump_queue_ticket(p, requeue, SL_TICKET_WAKE);
+        sl_exec_queue_ticket(p, requeue, SL_TICKET_WAKE);
 }
 
 static const sl_exec_t record_exec = {
@@ -628,8 +628,8 @@ START_TEST(test_submits_batched_per_pass)
     h_pump_up(&pump, &opt);
     h_connect(&pump, &client);
     h_connect(&pump, &other);
-    sl_pump_submit(&pump, client.conn);
-    sl_pump_queue_ticket(&pump, other.conn, SL_TICKET_WAKE);
+    sl_exec_submit(&pump, client.conn);
+    sl_exec_queue_ticket(&pump, other.conn, SL_TICKET_WAKE);
     ck_assert_uint_eq(pump.inflight, 1);
     ck_assert_uint_eq(pump.npending, 2);
     ck_assert_uint_eq(nbatches, 0); /* not before the pass */
@@ -661,8 +661,8 @@ START_TEST(test_hand_over_during_hand_over)
     h_connect(&pump, &client);
     h_connect(&pump, &other);
     requeue = other.conn;
-    sl_pump_queue_ticket(&pump, client.conn, SL_TICKET_WAKE);
-    sl_pump_queue_ticket(&pump, client.conn, SL_TICKET_SUBMIT);
+    sl_exec_queue_ticket(&pump, client.conn, SL_TICKET_WAKE);
+    sl_exec_queue_ticket(&pump, client.conn, SL_TICKET_SUBMIT);
     ck_assert(sl_pump_run_once(&pump));
     ck_assert_uint_eq(nbatches, 2);
     ck_assert_uint_eq(nhanded, 3);
@@ -742,7 +742,7 @@ START_TEST(test_new_connection_watched_once_settled)
     ck_assert_int_eq(connect(client.fd, (struct sockaddr *)&sin, len), 0);
     ck_assert(backend_ready(H_DEADLINE));
     drive(); /* accept; the read finds nothing */
-    ck_assert_uint_eq(pump.nactive, 1);
+    ck_assert_uint_eq(pump.pool.nactive, 1);
     ck_assert(!backend_ready(0));
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     ck_assert_msg(backend_ready(H_DEADLINE),
@@ -814,7 +814,7 @@ START_TEST(test_batch_overflow_is_bounded)
     h_pump_up(&pump, &opt);
     h_connect(&pump, &client);
     for (int i = 0; i < 10; i++)
-        sl_pump_queue_ticket(&pump, client.conn, SL_TICKET_WAKE);
+        sl_exec_queue_ticket(&pump, client.conn, SL_TICKET_WAKE);
     ck_assert_uint_eq(pump.npending, pump.npending_cap);
     ev_run(pump.loop, EVRUN_NOWAIT);
     ck_assert_uint_eq(queue_count(&pump.work), pump.npending_cap);
@@ -854,7 +854,7 @@ START_TEST(test_completion_from_another_thread)
     h_connect(&pump, &client);
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     ck_assert(h_take_ticket(&pump, &t));
-    a = (answer_t){&pump.conns[t.idx], t.gen};
+    a = (answer_t){&pump.pool.conns[t.idx], t.gen};
     ck_assert_int_eq(pthread_create(&th, NULL, answer_from_thread, &a), 0);
     ck_assert(h_response(&pump, &client, &resp, false));
     pthread_join(th, NULL);
@@ -871,13 +871,13 @@ START_TEST(test_completion_for_free_slot)
 
     h_options(&opt, "--worker-connections", "2", NULL);
     h_pump_up(&pump, &opt);
-    ck_assert_int_eq(pump.conns[0].state, SL_CONN_FREE);
+    ck_assert_int_eq(pump.pool.conns[0].state, SL_CONN_FREE);
     ck_assert_int_eq(sl_queue_push(&pump.done, &t, 1), 0);
     ev_async_send(pump.loop, &pump.wake);
     h_run_passes(&pump, 3);
     ck_assert_uint_eq(queue_count(&pump.done), 0);
-    ck_assert_int_eq(pump.conns[0].state, SL_CONN_FREE);
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_int_eq(pump.pool.conns[0].state, SL_CONN_FREE);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
 }
 END_TEST
 
@@ -945,7 +945,7 @@ START_TEST(test_tick_sweeps)
     h_pump_up(&pump, &opt);
     h_connect(&pump, &client);
     ck_assert(h_wait_eof(&pump, &client));
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
 }
 END_TEST
 
@@ -957,13 +957,13 @@ START_TEST(test_retire_once)
     h_pump_up(&pump, &opt);
     ctl_up();
     ck_assert_uint_eq(pump.drain.retire_at, 2);
-    sl_pump_request_done(&pump, &pump.conns[0]);
+    sl_request_done(&pump, &pump.pool.conns[0]);
     ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), -1);
-    sl_pump_request_done(&pump, &pump.conns[0]);
+    sl_request_done(&pump, &pump.pool.conns[0]);
     ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), 1);
     ck_assert_uint_eq(m.type, SL_CTL_RETIRE);
     ck_assert(m.served == 2);
-    sl_pump_request_done(&pump, &pump.conns[0]);
+    sl_request_done(&pump, &pump.pool.conns[0]);
     ck_assert_int_eq(sl_ctl_recv(ctl[1], &m), -1);
     ck_assert(pump.served == 3);
 }
@@ -979,13 +979,13 @@ START_TEST(test_request_done_counts_metrics)
 
     h_options(&opt, NULL);
     h_pump_up(&pump, &opt);
-    c = &pump.conns[0];
+    c = &pump.pool.conns[0];
     c->head_done = true;
     c->req.method = HTTP_POST;
     c->resp_status = 503;
     c->req.start = ev_now(pump.loop) - 0.2;
     c->picked = c->req.start + 0.1;
-    sl_pump_request_done(&pump, c);
+    sl_request_done(&pump, c);
     ck_assert_uint_eq(
         sl_metrics_self->requests[SL_METRICS_POST][SL_METRICS_5XX] -
             before.requests[SL_METRICS_POST][SL_METRICS_5XX],
@@ -1000,7 +1000,7 @@ START_TEST(test_request_done_counts_metrics)
     c->resp_status = 0;
     c->req.start = 0;
     before = *sl_metrics_self;
-    sl_pump_request_done(&pump, c);
+    sl_request_done(&pump, c);
     ck_assert_uint_eq(
         sl_metrics_self->requests[SL_METRICS_OTHER][SL_METRICS_NONE] -
             before.requests[SL_METRICS_OTHER][SL_METRICS_NONE],
@@ -1069,7 +1069,7 @@ START_TEST(test_sigint_and_sigquit_stop_fast)
     h_connect(&pump, &client);
     ck_assert_int_eq(kill(getpid(), sigs[_i]), 0);
     ck_assert(h_run_until(&pump, pump_stopping, &pump));
-    ck_assert_uint_eq(pump.nactive, 0);
+    ck_assert_uint_eq(pump.pool.nactive, 0);
     ck_assert(h_wait_eof(&pump, &client));
 }
 END_TEST

@@ -1,7 +1,7 @@
 /* accesslog.h - the access log, written by the loop thread.
  *
  * One line per request, in gunicorn's format (common/logfmt.h) or as JSON,
- * rendered when the request ends (sl_pump_request_done()) straight into a
+ * rendered when the request ends (sl_request_done()) straight into a
  * buffer the loop thread owns: no Python, no lock, no allocation per
  * request. The buffer goes out with one write(2) of whole lines when it
  * fills, on a 1 s timer and at exit. The log never blocks or kills the

@@ -37,6 +37,9 @@
 #include "worker/loop/http.h"
 #include "worker/loop/proxyproto.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/pool.h"
+#include "worker/loop/served.h"
+#include "worker/loop/exec.h"
 
 #define LINGER_SECS   2.0
 #define MAX_HEAD_HARD (4 * 1024 * 1024)
@@ -71,7 +74,7 @@ int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx)
     c->idx = idx;
     c->tp.fd = -1;
     c->file_fd = -1;
-    sl_output_init(&c->tx, &p->holdq, p->exec->release);
+    sl_output_init(&c->tx);
     ev_io_init(&c->io, conn_io_cb, -1, 0);
     if (pthread_mutex_init(&c->mu, NULL) != 0)
         return -1;
@@ -288,12 +291,25 @@ static void credit_back(sl_conn_t *c, size_t written)
         sl_conn_wake(c);
 }
 
+/* Write what C's output holds (its hold ends: what it held goes now);
+ * the tail, once written, is dropped. */
+static int conn_write(sl_conn_t *c, size_t *written)
+{
+    int rc;
+
+    sl_output_unhold(&c->tx, &c->pump->holdq);
+    rc = sl_output_write(&c->tx, &c->tp, written);
+    if (rc == 1 && sl_output_has_tail(&c->tx))
+        sl_output_drop_tail(&c->tx, c->pump->exec->release);
+    send_deadline(c, rc, *written);
+    return rc;
+}
+
 int sl_conn_flush(sl_conn_t *c)
 {
     size_t written = 0;
-    int rc = sl_output_write(&c->tx, &c->tp, &written);
+    int rc = conn_write(c, &written);
 
-    send_deadline(c, rc, written);
     if (written > 0 &&
         (c->state == SL_CONN_SERVING || c->state == SL_CONN_WS)) {
         pthread_mutex_lock(&c->mu);
@@ -306,9 +322,8 @@ int sl_conn_flush(sl_conn_t *c)
 int sl_conn_flush_locked(sl_conn_t *c)
 {
     size_t written = 0;
-    int rc = sl_output_write(&c->tx, &c->tp, &written);
+    int rc = conn_write(c, &written);
 
-    send_deadline(c, rc, written);
     credit_back(c, written);
     return rc;
 }
@@ -319,14 +334,17 @@ int sl_conn_flush_locked(sl_conn_t *c)
 void sl_conn_close(sl_conn_t *c)
 {
     sl_conn_watch(c, 0);
-    sl_output_unhold(&c->tx);
-    sl_output_drop_tail(&c->tx);
+    sl_output_unhold(&c->tx, &c->pump->holdq);
+    sl_output_drop_tail(&c->tx, c->pump->exec->release);
     pthread_mutex_lock(&c->mu);
     sl_conn_drop_tail_locked(c);
     pthread_mutex_unlock(&c->mu);
     sl_conn_ws_free(c);
     sl_conn_free_bufs(c);
-    sl_pump_release(c->pump, c);
+    sl_transport_close(&c->tp);
+    c->state = SL_CONN_FREE;
+    c->deadline = 0;
+    sl_pool_release(&c->pump->pool, c);
 }
 
 /* Close after a response: shut our side, then read until the client closes
@@ -347,10 +365,11 @@ static void conn_linger(sl_conn_t *c)
 static void conn_finish_request(sl_conn_t *c)
 {
     /* after the client's EOF, requests it pipelined before it still count */
-    bool keep = c->req.keep_alive && !c->close_after && !c->pump->drain.draining &&
-                c->msg_done && (!c->peer_eof || sl_buf_pending(&c->rbuf) > 0);
+    bool keep = c->req.keep_alive && !c->close_after &&
+                !c->pump->drain.draining && c->msg_done &&
+                (!c->peer_eof || sl_buf_pending(&c->rbuf) > 0);
 
-    sl_pump_request_done(c->pump, c);
+    sl_request_done(c->pump, c);
     conn_reset_request(c);
     if (!keep) {
         conn_linger(c);
@@ -363,7 +382,7 @@ static void conn_finish_request(sl_conn_t *c)
     /* idle: evictable when the pool runs out (pump.h); a pipelined request
      * already read makes it busy at once */
     if (sl_buf_pending(&c->rbuf) == 0)
-        sl_pump_idle_add(c->pump, c);
+        sl_pool_idle_add(&c->pump->pool, c);
 }
 
 /* Hand a complete head to the executor, or have it run the request here
@@ -407,7 +426,7 @@ static void conn_dispatch(sl_conn_t *c)
         conn_take(c);
         return;
     }
-    sl_pump_submit(c->pump, c);
+    sl_exec_submit(c->pump, c);
 }
 
 /* Where a connection without a read buffer reads: only what comes is
@@ -461,7 +480,7 @@ static int conn_read(sl_conn_t *c, size_t room, size_t limit, size_t *got)
         b->len += (size_t)n;
         *got = (size_t)n;
         sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
-        sl_pump_idle_remove(c->pump, c); /* a request begins */
+        sl_pool_idle_remove(&c->pump->pool, c); /* a request begins */
         return 1;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -609,12 +628,12 @@ static void conn_take(sl_conn_t *c)
             sl_buf_reset(&c->tx.buf, SL_CONN_BUF_KEEP);
         else
             c->tx.buf.len = c->tx.buf.off + c->tx.interim;
-        sl_output_drop_tail(&c->tx);
+        sl_output_drop_tail(&c->tx, c->pump->exec->release);
         conn_error_response(c, c->http_error);
         c->aborted = false;
     }
     if (c->aborted && c->state == SL_CONN_WRITING) {
-        sl_pump_request_done(c->pump, c);
+        sl_request_done(c->pump, c);
         sl_conn_close(c);
         return;
     }
@@ -746,13 +765,14 @@ static void conn_process(sl_conn_t *c)
         case SL_CONN_WRITING:
             if (conn_hold(c)) {
                 if (!c->pump->exec->on_loop)
-                    sl_output_hold(&c->tx, ev_now(c->pump->loop));
+                    sl_output_hold(&c->tx, &c->pump->holdq,
+                                   ev_now(c->pump->loop));
                 rc = 1;
             } else {
                 rc = sl_conn_flush(c);
             }
             if (rc < 0) {
-                sl_pump_request_done(c->pump, c);
+                sl_request_done(c->pump, c);
                 sl_conn_close(c);
                 return;
             }
@@ -766,7 +786,7 @@ static void conn_process(sl_conn_t *c)
                     c->close_after = true;
                 } else if (!c->msg_done) {
                     if (c->peer_eof) {
-                        sl_pump_request_done(c->pump, c);
+                        sl_request_done(c->pump, c);
                         sl_conn_close(c);
                         return;
                     }
@@ -818,7 +838,7 @@ void sl_conn_sweep(sl_conn_t *c, ev_tstamp now)
         sl_conn_abort(c);
         break;
     case SL_CONN_WRITING:
-        sl_pump_request_done(c->pump, c);
+        sl_request_done(c->pump, c);
         sl_conn_close(c);
         break;
     default:

@@ -32,6 +32,7 @@
 #include "common/metrics.h"
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/served.h"
 
 typedef struct ws_node {
     struct ws_node *next;
@@ -339,7 +340,7 @@ void sl_conn_ws_take_locked(sl_conn_t *c)
     if (c->resp_done && !ws->app_done) {
         ws->app_done = true;
         p->inflight--;
-        sl_pump_request_done(p, c);
+        sl_request_done(p, c);
         /* an executor that ended without a close: say it for it */
         queue_close_locked(c, SL_WS_CLOSE_NORMAL, NULL, 0);
     }
@@ -355,7 +356,7 @@ uint32_t sl_conn_ws_count(sl_pump_t *p)
     sl_conn_t *c;
     uint32_t n = 0;
 
-    for (c = p->active.next; c != &p->active; c = c->next)
+    for (c = p->pool.active.next; c != &p->pool.active; c = c->next)
         n += c->state == SL_CONN_WS;
     return n;
 }
@@ -652,8 +653,8 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
 
     if (c->state != SL_CONN_WS || ws == NULL || ws->cut)
         return;
-    /* the send timeout, as for HTTP (conn.c: send_deadline()): the peer took no byte
-     * of what waits for it for --send-timeout */
+    /* the send timeout, as for HTTP (conn.c: send_deadline()): the peer took no
+     * byte of what waits for it for --send-timeout */
     if (c->deadline > 0 && now >= c->deadline) {
         cut(c, "send timeout");
         return;

@@ -23,10 +23,10 @@ void sl_drain_ctl(sl_pump_t *p, uint32_t type)
         return;
     m.served = p->served;
     m.active = p->inflight;
-    m.conns = p->nactive;
+    m.conns = p->pool.nactive;
     m.lanes = (uint32_t)p->lanes;
     m.busy_lanes = p->inflight < m.lanes ? p->inflight : m.lanes;
-    for (c = p->active.next; c != &p->active; c = c->next) {
+    for (c = p->pool.active.next; c != &p->pool.active; c = c->next) {
         m.websockets += c->state == SL_CONN_WS;
         if (c->state == SL_CONN_SERVING && now - c->req.start > m.oldest)
             m.oldest = now - c->req.start;

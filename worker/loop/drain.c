@@ -23,6 +23,7 @@
 #include "worker/loop/drain.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/listen.h"
 
 #define STEP_SECS 0.1
 /* An idle keep-alive connection is closed after this much quiet during a
@@ -86,7 +87,7 @@ static void drain_finish(sl_pump_t *p, bool forced)
     p->drain.stopping = true;
     ev_timer_stop(p->loop, &p->drain.timer);
     p->exec->finish(p); /* cancel what still runs in the executor */
-    for (c = p->active.next; c != &p->active; c = next) {
+    for (c = p->pool.active.next; c != &p->pool.active; c = next) {
         next = c->next;
         if (c->state == SL_CONN_SERVING || c->state == SL_CONN_WRITING) {
             sl_http_log_name(&c->req, what, sizeof(what));
@@ -137,7 +138,7 @@ static void close_websockets(sl_pump_t *p)
     (void)sl_drain_ctl_read(p); /* EOF: the ctl watcher says it */
     p->drain.ws_going_away =
         p->drain.restart ? SL_WS_CLOSE_RESTART : SL_WS_CLOSE_GOING_AWAY;
-    for (c = p->active.next; c != &p->active; c = next) {
+    for (c = p->pool.active.next; c != &p->pool.active; c = next) {
         next = c->next;
         sl_conn_ws_going_away(c, p->drain.ws_going_away);
     }
@@ -152,13 +153,13 @@ void sl_drain_prepare(sl_pump_t *p)
     p->drain.draining = true;
     p->drain.started = ev_now(p->loop);
     p->drain.deadline = p->drain.started + p->opt->graceful_timeout;
-    sl_info("draining: %u connections open, %u requests in flight", p->nactive,
-            p->inflight);
+    sl_info("draining: %u connections open, %u requests in flight",
+            p->pool.nactive, p->inflight);
     ev_timer_start(p->loop, &p->drain.timer);
     /* what completed its handshake is ours to answer: take it before our
      * listener closes, in case ours is the last copy of the socket */
-    sl_pump_accept_pending(p);
-    sl_pump_stop_listening(p);
+    sl_listen_accept_pending(p);
+    sl_listen_stop(p);
     sl_drain_ctl(p, SL_CTL_DRAINING);
     close_websockets(p);
     sl_drain_step(p);
@@ -170,7 +171,7 @@ static uint32_t busy_conns(sl_pump_t *p)
     sl_conn_t *c;
     uint32_t n = 0;
 
-    for (c = p->active.next; c != &p->active; c = c->next)
+    for (c = p->pool.active.next; c != &p->pool.active; c = c->next)
         n += c->state != SL_CONN_CLOSING;
     return n;
 }
@@ -182,7 +183,7 @@ void sl_drain_step(sl_pump_t *p)
 
     if (!p->drain.draining || p->drain.stopping)
         return;
-    for (c = p->active.next; c != &p->active; c = next) {
+    for (c = p->pool.active.next; c != &p->pool.active; c = next) {
         next = c->next;
         sl_conn_drain(c, now, IDLE_GRACE);
     }
@@ -287,7 +288,7 @@ void sl_drain_fast(sl_pump_t *p)
     p->drain.draining = true;
     p->drain.started = ev_now(p->loop);
     p->drain.deadline = p->drain.started;
-    sl_pump_stop_listening(p);
+    sl_listen_stop(p);
     drain_finish(p, p->inflight > 0);
 }
 

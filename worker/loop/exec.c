@@ -12,6 +12,39 @@
 #include "worker/loop/exec.h"
 #include "worker/loop/pump.h"
 
+/* ---- the two queues between the loop and the executor ---- */
+
+void sl_exec_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind)
+{
+    sl_ticket_t *t;
+
+    if (p->npending == p->npending_cap) {
+        sl_error("executor batch overflow: dropping a ticket for conn %u",
+                 c->idx);
+        return;
+    }
+    t = &p->pending[p->npending++];
+    t->idx = c->idx;
+    t->gen = c->gen;
+    t->kind = kind;
+}
+
+void sl_exec_submit(sl_pump_t *p, sl_conn_t *c)
+{
+    sl_exec_queue_ticket(p, c, SL_TICKET_SUBMIT);
+    p->inflight++;
+}
+
+void sl_exec_post(sl_pump_t *p, sl_conn_t *c)
+{
+    sl_ticket_t t = {.idx = c->idx, .gen = c->gen};
+
+    sl_queue_push(&p->done, &t, 1);
+    ev_async_send(p->loop, &p->wake);
+}
+
+/* ---- shared implementations ---- */
+
 void sl_exec_hand_over_queue(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
 {
     if (sl_queue_push(&p->work, t, n) < 0)
@@ -23,7 +56,7 @@ void sl_exec_notify_handoff(sl_conn_t *c)
     if (c->notified)
         return;
     c->notified = true;
-    sl_pump_notify(c->pump, c);
+    sl_exec_post(c->pump, c);
 }
 
 /* The condition variable a lane thread waits on, whatever connection it
@@ -40,7 +73,7 @@ void sl_exec_wake_cv(sl_conn_t *c)
 void sl_exec_wake_ticket(sl_conn_t *c)
 {
     c->waiting = false;
-    sl_pump_queue_ticket(c->pump, c, SL_TICKET_WAKE);
+    sl_exec_queue_ticket(c->pump, c, SL_TICKET_WAKE);
 }
 
 int sl_exec_wait_cv(sl_conn_t *c, int what)

@@ -103,6 +103,19 @@ typedef struct sl_exec {
     int (*stop)(sl_pump_t *p, double timeout);
 } sl_exec_t;
 
+/* ---- the two queues between the loop and the executor ---- */
+
+/* Loop side: queue a ticket of KIND for C, sent with this pass's batch
+ * (exec->hand_over, at the end of the pass). */
+void sl_exec_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind);
+
+/* Loop side: hand C's request to the executor (a SL_TICKET_SUBMIT). */
+void sl_exec_submit(sl_pump_t *p, sl_conn_t *c);
+
+/* Executor side: C has something for the loop: it goes to the pump's
+ * inbox, and the loop wakes. Thread-safe. */
+void sl_exec_post(sl_pump_t *p, sl_conn_t *c);
+
 /* ---- shared implementations ---- */
 
 /* hand_over for lane threads: push the tickets to p->work. */

@@ -16,12 +16,9 @@
 #include "common/metrics.h"
 #include "worker/loop/output.h"
 
-void sl_output_init(sl_output_t *o, sl_holdq_t *hq,
-                    void (*release)(void *owner))
+void sl_output_init(sl_output_t *o)
 {
     o->file_fd = -1;
-    o->hq = hq;
-    o->release = release;
 }
 
 void sl_output_take_tail(sl_output_t *o, int fd, off_t off, size_t len,
@@ -39,14 +36,14 @@ void sl_output_take_tail(sl_output_t *o, int fd, off_t off, size_t len,
     }
 }
 
-void sl_output_drop_tail(sl_output_t *o)
+void sl_output_drop_tail(sl_output_t *o, void (*release)(void *owner))
 {
     if (o->file_fd >= 0) {
         close(o->file_fd);
         o->file_fd = -1;
     }
     if (o->mem != NULL) {
-        o->release(o->mem_owner);
+        release(o->mem_owner);
         o->mem = NULL;
         o->mem_owner = NULL;
     }
@@ -88,7 +85,6 @@ int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written_out)
     size_t from_buf;
     int rc = 1;
 
-    sl_output_unhold(o); /* what it held goes now */
     while (sl_buf_pending(w) > 0) {
         n = write_buffered(o, tp);
         if (n < 0) {
@@ -146,8 +142,6 @@ int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written_out)
         sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
         written += (size_t)n;
     }
-    if (rc == 1)
-        sl_output_drop_tail(o);
     *written_out = written;
     return rc;
 }
@@ -155,17 +149,11 @@ int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written_out)
 /* ------------------------------------------------------------------ */
 /* answers held back                                                  */
 
-static bool on_queue(const sl_output_t *o)
+void sl_output_hold(sl_output_t *o, sl_holdq_t *hq, ev_tstamp now)
 {
-    return o->hold_prev != NULL || o->hq->head == o;
-}
-
-void sl_output_hold(sl_output_t *o, ev_tstamp now)
-{
-    sl_holdq_t *hq = o->hq;
-
-    if (on_queue(o))
+    if (o->held)
         return;
+    o->held = true;
     o->hold_since = now;
     o->hold_prev = hq->tail;
     o->hold_next = NULL;
@@ -180,12 +168,11 @@ void sl_output_hold(sl_output_t *o, ev_tstamp now)
     }
 }
 
-void sl_output_unhold(sl_output_t *o)
+void sl_output_unhold(sl_output_t *o, sl_holdq_t *hq)
 {
-    sl_holdq_t *hq = o->hq;
-
-    if (hq == NULL || !on_queue(o))
+    if (!o->held)
         return;
+    o->held = false;
     if (o->hold_prev != NULL)
         o->hold_prev->hold_next = o->hold_next;
     else
@@ -195,11 +182,6 @@ void sl_output_unhold(sl_output_t *o)
     else
         hq->tail = o->hold_prev;
     o->hold_next = o->hold_prev = NULL;
-}
-
-bool sl_output_holding(const sl_output_t *o)
-{
-    return on_queue(o) && sl_buf_pending(&o->buf) == o->interim;
 }
 
 /* The apps behind the oldest held answers are taking their time: their
@@ -216,7 +198,7 @@ static void hold_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
     /* the slack: the timer was set for since + secs, which need not come
      * out exactly equal when added up again */
     while ((o = hq->head) != NULL && o->hold_since + hq->secs <= now + 1e-6) {
-        sl_output_unhold(o);
+        sl_output_unhold(o, hq);
         hq->expired(o);
     }
     if (hq->head != NULL) {

@@ -5,10 +5,11 @@
  * write buffer (response heads, copied body parts, answers held for a
  * pipelining client), then the tail an executor handed over instead of
  * copying, lent bytes or a file. It knows nothing of the connection that
- * owns it: it writes through the transport it is given, gives lent bytes
- * back through the release operation it was set up with, and tells its
- * owner that a hold is over through the hold queue's callback. The owner
- * (worker/loop/conn.c) turns the bytes written into credit and deadlines.
+ * owns it, and holds no pointer out: it writes through the transport it
+ * is given, gives lent bytes back through the release operation it is
+ * given, says "all written" by its result and "the hold is over" through
+ * the hold queue's callback. The owner (worker/loop/conn.c) turns the
+ * bytes written into credit and deadlines.
  *
  * The hold queue: in pump mode a pipelining client's finished answers may
  * wait briefly to leave with the next one (one write instead of one per
@@ -31,23 +32,20 @@ typedef struct sl_output sl_output_t;
 typedef struct sl_holdq sl_holdq_t;
 
 struct sl_output {
-    sl_buf_t buf; /* owned: bytes being written */
-    int file_fd;  /* owned: a file after buf; -1 = none */
-    off_t file_off;
-    size_t file_len;
+    sl_buf_t buf;    /* owned: bytes being written */
     const char *mem; /* lent bytes after buf, or NULL */
     size_t mem_len;
-    void *mem_owner;              /* given back through release() */
-    void (*release)(void *owner); /* borrowed: gives lent bytes back; loop
-                                     thread, may be called with any lock
-                                     held: it must only note the owner */
+    void *mem_owner; /* given back through the release operation */
+    off_t file_off;
+    size_t file_len;
     size_t interim;         /* bytes at the head of buf that are not the current
                                response: a 100 Continue, earlier answers held */
-    bool wrote_any;         /* bytes of the current response went out */
-    sl_holdq_t *hq;         /* borrowed: the queue it holds on */
     sl_output_t *hold_next; /* the hold queue's links, NULL-ended */
     sl_output_t *hold_prev;
     ev_tstamp hold_since; /* when it began to hold answers back */
+    int file_fd;          /* owned: a file after buf; -1 = none */
+    bool wrote_any;       /* bytes of the current response went out */
+    bool held;            /* on a hold queue */
 };
 
 struct sl_holdq {
@@ -61,16 +59,13 @@ struct sl_holdq {
     void (*expired)(sl_output_t *o);
 };
 
-/* One-time set-up of O, which holds on HQ and gives lent bytes back
- * through RELEASE. */
-void sl_output_init(sl_output_t *o, sl_holdq_t *hq,
-                    void (*release)(void *owner));
+/* One-time set-up of O. */
+void sl_output_init(sl_output_t *o);
 
 /* Write what O holds through TP: the buffer, then lent bytes, then the
  * file; the head and the tail's first bytes leave in one call where the
- * kernel allows. A hold on O ends first. Adds the count written to
- * *WRITTEN. 1 when all is written (the tail is dropped), 0 when the
- * socket is full, -1 when the client is gone. */
+ * kernel allows. Adds the count written to *WRITTEN. 1 when all is
+ * written, 0 when the socket is full, -1 when the client is gone. */
 int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written);
 
 /* Take a tail after the buffer: FD (owned from here; -1: none) and lent
@@ -78,9 +73,11 @@ int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written);
 void sl_output_take_tail(sl_output_t *o, int fd, off_t off, size_t len,
                          const char *mem, size_t mem_len, void *owner);
 
-/* Close the file and give back the lent bytes O still holds (a response
- * cut short, or a closing connection). */
-void sl_output_drop_tail(sl_output_t *o);
+/* Close the file and give the lent bytes O holds back through RELEASE
+ * (written, or a response cut short, or a closing connection). RELEASE
+ * runs on the loop thread, maybe with locks held: it must only note the
+ * owner. */
+void sl_output_drop_tail(sl_output_t *o, void (*release)(void *owner));
 
 /* O has a tail (a file or lent bytes) after its buffer. */
 static inline bool sl_output_has_tail(const sl_output_t *o)
@@ -95,17 +92,20 @@ static inline void sl_output_begin(sl_output_t *o)
     o->interim = sl_buf_pending(&o->buf);
 }
 
-/* Hold O's answers back for the next one, from NOW; within the queue's
- * secs they go out anyway. No-op when O already holds. */
-void sl_output_hold(sl_output_t *o, ev_tstamp now);
+/* Hold O's answers back on HQ for the next one, from NOW; within the
+ * queue's secs they go out anyway. No-op when O already holds. */
+void sl_output_hold(sl_output_t *o, sl_holdq_t *hq, ev_tstamp now);
 
-/* O's hold is over (it is writing, or closing). No-op when it holds
+/* O's hold on HQ is over (it is writing, or closing). No-op when it holds
  * none. */
-void sl_output_unhold(sl_output_t *o);
+void sl_output_unhold(sl_output_t *o, sl_holdq_t *hq);
 
 /* O holds answers and nothing of the response being served is queued
  * behind them: a write can wait. */
-bool sl_output_holding(const sl_output_t *o);
+static inline bool sl_output_holding(const sl_output_t *o)
+{
+    return o->held && sl_buf_pending(&o->buf) == o->interim;
+}
 
 /* Set up HQ on LOOP: holds last SECS, then EXPIRED. */
 void sl_holdq_init(sl_holdq_t *hq, struct ev_loop *loop, ev_tstamp secs,

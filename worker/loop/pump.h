@@ -24,6 +24,7 @@
 #include "worker/loop/conn.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/exec.h"
+#include "worker/loop/pool.h"
 
 /* One inherited listening socket, as the worker accepts from it. */
 typedef struct {
@@ -46,24 +47,7 @@ struct sl_pump {
     ev_timer accept_timer; /* embedded: the end of an accept pause */
     sl_acceptlimit_t accept_limit; /* its log lines, once a second */
 
-    /* The pool: --worker-connections entries, calloc'd and set up on
-     * first use, so a pool sized for a peak holds no memory for
-     * connections that never came (824 KiB untouched at the default 1000
-     * in a worker that never had more than a few at once). */
-    sl_conn_t *conns; /* owned */
-    uint32_t nconns;
-    uint32_t nfresh;      /* conns[nfresh..] never used: still zero pages */
-    sl_conn_t *free_list; /* entries given back, taken before fresh ones */
-    sl_conn_t active;     /* sentinel of the active list */
-    uint32_t nactive;
-    /* Idle keep-alive connections (a response done, no byte of the next
-     * request yet), newest at the head: with the pool used up, a new
-     * connection closes the one at the tail (the longest idle) and takes
-     * its slot. Links: sl_conn_t.idle_next / idle_prev. */
-    sl_conn_t *idle_head;
-    sl_conn_t *idle_tail;
-    uint32_t nidle;
-    bool evict_told; /* the first eviction was logged */
+    sl_pool_t pool; /* embedded: the connections (pool.h) */
     /* Pump mode, pipelining: connections whose finished answers wait
      * for the next one (output.h), each SL_CONN_HOLD_SECS at most. */
     sl_holdq_t holdq; /* embedded */
@@ -119,45 +103,16 @@ bool sl_pump_run_once(sl_pump_t *p);
  * first; it applies them, polls without waiting and may start more. */
 bool sl_pump_settled(const sl_pump_t *p);
 
-/* Loop side: ev_io_start(W) on P's loop. Every ev_io starts here, so that
- * sl_pump_settled() knows of it (stopping needs no such care: epoll may
- * report a stopped fd once more, which libev ignores). */
-void sl_pump_io_start(sl_pump_t *p, ev_io *w);
-
 /* Free what init allocated. */
 void sl_pump_destroy(sl_pump_t *p);
 
-/* Hand C's request to the executor (queued until the end of the pass). */
-void sl_pump_submit(sl_pump_t *p, sl_conn_t *c);
-
-/* Loop side: queue a ticket of KIND for C, sent with this pass's batch. */
-void sl_pump_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind);
-
-/* Executor side: C has something for the loop. Thread-safe. */
-void sl_pump_notify(sl_pump_t *p, sl_conn_t *c);
-
-/* Loop side: C is done with its request (served count, its metrics:
- * method and status class, duration, queue time; drain step). */
-void sl_pump_request_done(sl_pump_t *p, sl_conn_t *c);
-
-/* Accept every connection waiting in the listen queues (drain: whoever
- * closes a listener last would otherwise reset them). */
-void sl_pump_accept_pending(sl_pump_t *p);
-
-/* Stop accepting and close this worker's listeners (drain). */
-void sl_pump_stop_listening(sl_pump_t *p);
-
-/* Loop side: return C to the pool. */
-void sl_pump_release(sl_pump_t *p, sl_conn_t *c);
-
-/* Loop side: C has answered a request and kept the connection, and no
- * byte of the next request is here: it may be evicted, the longest idle
- * first, when a new connection finds the pool used up. No-op when C is
- * already on the idle list. */
-void sl_pump_idle_add(sl_pump_t *p, sl_conn_t *c);
-
-/* Loop side: C is no longer idle (bytes came, or it closes). No-op when
- * it is not on the idle list. */
-void sl_pump_idle_remove(sl_pump_t *p, sl_conn_t *c);
+/* Loop side: ev_io_start(W) on P's loop. Every ev_io starts here, so that
+ * sl_pump_settled() knows of it (stopping needs no such care: epoll may
+ * report a stopped fd once more, which libev ignores). */
+static inline void sl_pump_io_start(sl_pump_t *p, ev_io *w)
+{
+    ev_io_start(p->loop, w);
+    p->unsettled = true;
+}
 
 #endif

@@ -181,9 +181,9 @@ int sl_asgi_init(PyObject *app, sl_pump_t *p)
 {
     sl_asgi.p = p;
     sl_asgi.app = Py_NewRef(app);
-    sl_asgi.slots = calloc(p->nconns, sizeof(*sl_asgi.slots));
+    sl_asgi.slots = calloc(p->pool.nconns, sizeof(*sl_asgi.slots));
     if (sl_asgi.slots == NULL) {
-        sl_error("out of memory for %u connections", p->nconns);
+        sl_error("out of memory for %u connections", p->pool.nconns);
         return -1;
     }
     if (sl_asgi_done_init() < 0 || init_names() < 0 || init_asyncio() < 0 ||

@@ -211,10 +211,10 @@ out_fail:
  * pump. */
 int sl_asgi_inline_start(sl_pump_t *p)
 {
-    driver.dirty = calloc(p->nconns, sizeof(*driver.dirty));
-    driver.is_dirty = calloc(p->nconns, sizeof(*driver.is_dirty));
+    driver.dirty = calloc(p->pool.nconns, sizeof(*driver.dirty));
+    driver.is_dirty = calloc(p->pool.nconns, sizeof(*driver.is_dirty));
     if (driver.dirty == NULL || driver.is_dirty == NULL) {
-        sl_error("out of memory for %u connections", p->nconns);
+        sl_error("out of memory for %u connections", p->pool.nconns);
         return -1;
     }
     driver.on_ev = PyCFunction_New(&on_ev_def, NULL);

@@ -366,7 +366,7 @@ out_fail:
 
 void sl_asgi_req_ticket(const sl_ticket_t *t)
 {
-    sl_conn_t *c = &sl_asgi.p->conns[t->idx];
+    sl_conn_t *c = &sl_asgi.p->pool.conns[t->idx];
     sl_asgi_req_t *r;
 
     if (t->kind == SL_TICKET_SUBMIT) {

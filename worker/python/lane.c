@@ -60,8 +60,8 @@ static void *lane_main(void *arg)
                 break;
         }
         if (t.kind == SL_TICKET_SUBMIT) {
-            sl_conn_started(&p->conns[t.idx], t.gen); /* queue time ends */
-            sl_wsgi_handle(wl, &p->conns[t.idx], t.gen);
+            sl_conn_started(&p->pool.conns[t.idx], t.gen); /* queue time ends */
+            sl_wsgi_handle(wl, &p->pool.conns[t.idx], t.gen);
         }
     }
     sl_wsgi_lane_free(wl);

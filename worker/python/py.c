@@ -304,12 +304,12 @@ int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
     bool fwd;
 
     if (peers == NULL) {
-        peers = calloc(c->pump->nconns, sizeof(*peers));
+        peers = calloc(c->pump->pool.nconns, sizeof(*peers));
         if (peers == NULL) {
             PyErr_NoMemory();
             return -1;
         }
-        npeers = c->pump->nconns;
+        npeers = c->pump->pool.nconns;
     }
     if (c->idx >= npeers) {
         PyErr_SetString(PyExc_SystemError, "connection outside the pool");

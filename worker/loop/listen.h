@@ -1,0 +1,29 @@
+/* listen.h - a worker's listening sockets and accepting (listen.c). Loop
+ * thread only. */
+#ifndef SL_WORKER_LISTEN_H
+#define SL_WORKER_LISTEN_H
+
+#include <stdbool.h>
+
+typedef struct sl_pump sl_pump_t;
+
+/* Take FDS[0..NFDS) as P's listeners (at most SL_MAX_LISTENERS; the
+ * caller checked). */
+void sl_listen_init(sl_pump_t *p, const int *fds, int nfds);
+
+/* Start (ON) or stop watching the listeners. */
+void sl_listen_start(sl_pump_t *p, bool on);
+
+/* Stop accepting and close this worker's listeners (drain). */
+void sl_listen_stop(sl_pump_t *p);
+
+/* Accept every connection waiting in the listen queues (drain: whoever
+ * closes a listener last would otherwise reset them). */
+void sl_listen_accept_pending(sl_pump_t *p);
+
+/* A pool entry may be had again (the pool's changed()): a connection was
+ * given back (RELEASED: a descriptor too) or became idle. Listen again
+ * unless the drain, a pause or a full pool says not to. */
+void sl_listen_room(sl_pump_t *p, bool released);
+
+#endif

@@ -1,0 +1,63 @@
+/* served.c - a request's end, as the worker counts it: the metrics by
+ * method and status class, its duration and queue time, its access-log
+ * line, the served count and what it may ask of the supervisor (retire).
+ * Loop thread.
+ */
+#include "config.h"
+
+#include "common/metrics.h"
+#include "worker/loop/accesslog.h"
+#include "worker/loop/drain.h"
+#include "worker/loop/pump.h"
+#include "worker/loop/served.h"
+
+static int method_class(int method)
+{
+    switch (method) {
+    case HTTP_GET:
+        return SL_METRICS_GET;
+    case HTTP_HEAD:
+        return SL_METRICS_HEAD;
+    case HTTP_POST:
+        return SL_METRICS_POST;
+    case HTTP_PUT:
+        return SL_METRICS_PUT;
+    case HTTP_DELETE:
+        return SL_METRICS_DELETE;
+    case HTTP_PATCH:
+        return SL_METRICS_PATCH;
+    case HTTP_OPTIONS:
+        return SL_METRICS_OPTIONS;
+    default:
+        return SL_METRICS_OTHER;
+    }
+}
+
+/* C's request, counted by method and status class, with its duration and
+ * queue time. The executor is done with it: resp_status and picked are
+ * final. */
+static void metrics_request(sl_pump_t *p, const sl_conn_t *c)
+{
+    sl_metrics_slot_t *m = sl_metrics_self;
+    ev_tstamp start = c->req.start;
+    int method = c->head_done ? method_class(c->req.method) : SL_METRICS_OTHER;
+    int status = c->resp_status;
+    int code =
+        status >= 100 && status < 600 ? status / 100 - 1 : SL_METRICS_NONE;
+
+    sl_metrics_add(&m->requests[method][code], 1);
+    if (start <= 0)
+        return; /* refused before it began (a bad head) */
+    sl_metrics_observe(&m->duration, ev_now(p->loop) - start);
+    if (c->picked > 0)
+        sl_metrics_observe(&m->queue, c->picked - start);
+}
+
+void sl_request_done(sl_pump_t *p, sl_conn_t *c)
+{
+    metrics_request(p, c);
+    if (p->alog != NULL)
+        sl_accesslog_request(p->alog, c);
+    p->served++;
+    sl_drain_retire_check(p);
+}
