@@ -10,21 +10,19 @@
  * comma-separated list, and its pieces are copied (and kept for the life of
  * the process) because argv must stay intact for the workers' exec.
  *
- * The table lives here; options_print.c writes it out (--help, and
- * --print-config's "name = value" lines), and options_internal.h is the
- * shape of a row, which both files share.
+ * The table lives here; options_value.c reads one option's value by its
+ * row, options_print.c writes the table out (--help, and --print-config's
+ * "name = value" lines), and options_internal.h is the shape of a row,
+ * which the three files share.
  */
 #include "config.h"
 
-#include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "common/log.h"
 #include "common/logfmt.h"
@@ -198,17 +196,6 @@ static void build_getopt_tables(struct option *longopts, char *shortopts);
 static void report_getopt_error(int c, char **argv);
 static int finish(sl_options_t *o, int argc, char **argv);
 static const opt_def_t *find_def(int c);
-static void describe(const opt_def_t *d, char *buf, size_t size);
-static int apply(sl_options_t *o, const opt_def_t *d, const char *arg);
-static int apply_number(sl_options_t *o, const opt_def_t *d, const char *arg);
-static bool parse_number(opt_kind_t kind, const char *arg, double *v);
-static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg);
-static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
-                             const char *arg);
-static int add_pythonpath(sl_options_t *o, const char *arg);
-static int parse_allow(sl_allow_t *a, const char *name, const char *arg);
-static int add_word(const char **list, int *n, int max, const char *name,
-                    const char *what, const char *arg);
 static int check_app(const char *app);
 static int check_access_logformat(const sl_options_t *o);
 static bool is_action(const opt_def_t *d);
@@ -243,7 +230,7 @@ int sl_options_parse(sl_options_t *o, int argc, char **argv)
             fflush(stdout);
             return 1;
         }
-        if (apply(o, d, optarg) == -1) {
+        if (sl_options_apply(o, d, optarg) == -1) {
             return -1;
         }
     }
@@ -279,7 +266,7 @@ static void report_getopt_error(int c, char **argv)
     char what[64];
 
     if (c == ':') {
-        describe(find_def(optopt), what, sizeof(what));
+        sl_options_describe(find_def(optopt), what, sizeof(what));
         sl_log_usage("argument %s: expected one argument", what);
     } else if (c == '?' && optopt != 0 && optopt < 256) {
         sl_log_usage("unrecognized option '-%c'", optopt);
@@ -324,7 +311,8 @@ static int finish(sl_options_t *o, int argc, char **argv)
     const char *fwd = getenv("FORWARDED_ALLOW_IPS");
     if (!o->forwarded_allow_set && fwd != NULL) {
         o->forwarded_allow_text = fwd;
-        if (parse_allow(&o->forwarded_allow, "forwarded-allow-ips", fwd) < 0) {
+        if (sl_options_parse_allow(&o->forwarded_allow, "forwarded-allow-ips",
+                                   fwd) < 0) {
             return -1;
         }
     }
@@ -401,204 +389,6 @@ static const opt_def_t *find_def(int c)
     return NULL;
 }
 
-/* "-w/--workers" or "--threads", as argparse names an argument. */
-static void describe(const opt_def_t *d, char *buf, size_t size)
-{
-    if (d == NULL) {
-        snprintf(buf, size, "(unknown)");
-    } else if (d->short_name) {
-        snprintf(buf, size, "-%c/--%s", d->short_name, d->name);
-    } else {
-        snprintf(buf, size, "--%s", d->name);
-    }
-}
-
-static int apply(sl_options_t *o, const opt_def_t *d, const char *arg)
-{
-    char what[64];
-
-    switch (d->kind) {
-    case OPT_SWITCH:
-        *(bool *)((char *)o + d->offset) = true;
-        return 0;
-    case OPT_STRING:
-        if (arg[0] == '\0') {
-            describe(d, what, sizeof(what));
-            sl_log_usage("argument %s: must not be empty", what);
-            return -1;
-        }
-        *(const char **)((char *)o + d->offset) = arg;
-        return 0;
-    case OPT_SPECIAL:
-        return apply_special(o, d, arg);
-    default:
-        return apply_number(o, d, arg);
-    }
-}
-
-static int apply_number(sl_options_t *o, const opt_def_t *d, const char *arg)
-{
-    char what[64];
-    double v;
-    void *field = (char *)o + d->offset;
-
-    describe(d, what, sizeof(what));
-    if (!parse_number(d->kind, arg, &v)) {
-        sl_log_usage("argument %s: invalid %s: '%s'", what,
-                     d->kind == OPT_SECONDS ? "number of seconds"
-                     : d->kind == OPT_OCTAL ? "octal mode"
-                                            : "integer",
-                     arg);
-        return -1;
-    }
-    if (v < d->min || v > d->max) {
-        if (d->kind == OPT_OCTAL) {
-            sl_log_usage("argument %s: '%s' is out of range 0..0777", what,
-                         arg);
-        } else {
-            sl_log_usage("argument %s: '%s' is out of range %.15g..%.15g", what,
-                         arg, d->min, d->max);
-        }
-        return -1;
-    }
-
-    switch (d->kind) {
-    case OPT_SECONDS:
-        *(double *)field = v;
-        break;
-    case OPT_LLONG:
-        *(long long *)field = strtoll(arg, NULL, 10);
-        break;
-    default:
-        *(int *)field = (int)v;
-        break;
-    }
-    return 0;
-}
-
-/* The whole of ARG as a number of KIND. strto* would skip leading blanks and
- * take '+' or "0x"; a value here is plain digits, with an optional '-' (so
- * that "-1" is reported as out of range rather than as gibberish), one '.'
- * for seconds (strtod stops at a second one) and Python's "0o" prefix for
- * octal. Too large to represent counts as infinite, hence out of range. */
-static bool parse_number(opt_kind_t kind, const char *arg, double *v)
-{
-    const char *p = arg;
-    char *end;
-
-    if (kind == OPT_OCTAL) {
-        if (p[0] == '0' && (p[1] == 'o' || p[1] == 'O')) {
-            p += 2;
-        }
-        if (*p == '\0' || strspn(p, "01234567") != strlen(p)) {
-            return false;
-        }
-        errno = 0;
-        *v = (double)strtoll(p, &end, 8);
-        return errno == 0;
-    }
-
-    const char *digits = p[0] == '-' ? p + 1 : p;
-    bool decimal = kind == OPT_SECONDS;
-    size_t n = strspn(digits, decimal ? "0123456789." : "0123456789");
-    if (n == 0 || digits[n] != '\0') {
-        return false;
-    }
-    errno = 0;
-    *v = decimal ? strtod(p, &end) : (double)strtoll(p, &end, 10);
-    if (errno == ERANGE) {
-        *v = p[0] == '-' ? -INFINITY : INFINITY;
-    }
-    return *end == '\0';
-}
-
-static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
-{
-    if (strcmp(d->name, "bind") == 0) {
-        return add_word(o->binds, &o->nbinds, SL_MAX_BINDS, "-b/--bind",
-                        "addresses", arg);
-    }
-    if (strcmp(d->name, "pythonpath") == 0) {
-        return add_pythonpath(o, arg);
-    }
-    if (strcmp(d->name, "interface") == 0) {
-        if (strcmp(arg, "auto") == 0) {
-            o->interface = SL_IFACE_AUTO;
-        } else if (strcmp(arg, "wsgi") == 0) {
-            o->interface = SL_IFACE_WSGI;
-        } else if (strcmp(arg, "asgi") == 0) {
-            o->interface = SL_IFACE_ASGI;
-        } else {
-            sl_log_usage("argument --interface: invalid choice: '%s'"
-                         " (choose from asgi, wsgi, auto)",
-                         arg);
-            return -1;
-        }
-        return 0;
-    }
-    if (strcmp(d->name, "loop") == 0 || strcmp(d->name, "lifespan") == 0) {
-        return apply_asgi_choice(o, d, arg);
-    }
-    if (strcmp(d->name, "ws-per-message-deflate") == 0) {
-        /* the words uvicorn's --ws-per-message-deflate takes */
-        if (strcasecmp(arg, "true") == 0 || strcmp(arg, "1") == 0) {
-            o->ws_per_message_deflate = true;
-        } else if (strcasecmp(arg, "false") == 0 || strcmp(arg, "0") == 0) {
-            o->ws_per_message_deflate = false;
-        } else {
-            sl_log_usage("argument --ws-per-message-deflate: invalid"
-                         " choice: '%s' (choose from true, false)",
-                         arg);
-            return -1;
-        }
-        return 0;
-    }
-    if (strcmp(d->name, "forwarded-allow-ips") == 0) {
-        o->forwarded_allow_set = true;
-        o->forwarded_allow_text = arg;
-        return parse_allow(&o->forwarded_allow, d->name, arg);
-    }
-    if (strcmp(d->name, "proxy-allow-from") == 0) {
-        o->proxy_allow_text = arg;
-        return parse_allow(&o->proxy_allow, d->name, arg);
-    }
-    if (strcmp(d->name, "reload-extra-file") == 0) {
-        return add_word(o->reload_extra_files, &o->nreload_extra_files,
-                        SL_MAX_RELOAD_EXTRA, "--reload-extra-file", "files",
-                        arg);
-    }
-    if (strcmp(d->name, "log-level") == 0) {
-        int level = sl_log_level_parse(arg);
-        if (level == -1) {
-            sl_log_usage("argument --log-level: invalid choice: '%s' (choose"
-                         " from debug, info, warning, error, critical)",
-                         arg);
-            return -1;
-        }
-        o->log_level = level;
-        return 0;
-    }
-    /* --error-logfile, --log-file */
-    if (arg[0] == '\0') {
-        sl_log_usage("argument --%s: must not be empty", d->name);
-        return -1;
-    }
-    o->error_logfile = strcmp(arg, "-") == 0 ? NULL : arg;
-    return 0;
-}
-
-/* --forwarded-allow-ips and --proxy-allow-from (NAME) into *A. */
-static int parse_allow(sl_allow_t *a, const char *name, const char *arg)
-{
-    char why[128];
-
-    if (sl_allow_parse(a, arg, why, sizeof(why)) < 0) {
-        sl_log_usage("argument --%s: %s", name, why);
-        return -1;
-    }
-    return 0;
-}
-
 /* --access-logformat: a format that does not compile is a usage error
  * here, not a worker that fails at start. */
 static int check_access_logformat(const sl_options_t *o)
@@ -611,77 +401,6 @@ static int check_access_logformat(const sl_options_t *o)
         sl_log_usage("argument --access-logformat: %s", err);
         return -1;
     }
-    return 0;
-}
-
-/* --loop and --lifespan: a choice of three words each. */
-static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
-                             const char *arg)
-{
-    static const char *const loops[] = {"auto", "asyncio", "uvloop"};
-    static const char *const lifespans[] = {"auto", "on", "off"};
-    bool is_loop = strcmp(d->name, "loop") == 0;
-    const char *const *words = is_loop ? loops : lifespans;
-
-    for (int i = 0; i < 3; i++) {
-        if (strcmp(arg, words[i]) == 0) {
-            if (is_loop) {
-                o->loop = (sl_loop_t)i;
-            } else {
-                o->lifespan = (sl_lifespan_t)i;
-            }
-            return 0;
-        }
-    }
-    sl_log_usage("argument --%s: invalid choice: '%s' (choose from %s, %s,"
-                 " %s)",
-                 d->name, arg, words[0], words[1], words[2]);
-    return -1;
-}
-
-/* "a,b" adds a and b; empty pieces ("a,,b", a trailing comma) are skipped,
- * as gunicorn does. */
-static int add_pythonpath(sl_options_t *o, const char *arg)
-{
-    const char *p = arg;
-
-    while (*p != '\0') {
-        size_t n = strcspn(p, ",");
-        if (n > 0) {
-            if (o->npythonpath == SL_MAX_PYTHONPATHS) {
-                sl_log_usage("argument --pythonpath: at most %d directories",
-                             SL_MAX_PYTHONPATHS);
-                return -1;
-            }
-            char *dir = strndup(p, n);
-            if (dir == NULL) {
-                sl_log_usage("argument --pythonpath: out of memory");
-                return -1;
-            }
-            o->pythonpath[o->npythonpath++] = dir;
-        }
-        p += n;
-        if (*p == ',') {
-            p++;
-        }
-    }
-    return 0;
-}
-
-/* ARG appended to the list LIST[0..*N) of at most MAX WHAT, for the
- * option named NAME: --bind, --reload-extra-file. */
-static int add_word(const char **list, int *n, int max, const char *name,
-                    const char *what, const char *arg)
-{
-    if (arg[0] == '\0') {
-        sl_log_usage("argument %s: must not be empty", name);
-        return -1;
-    }
-    if (*n == max) {
-        sl_log_usage("argument %s: at most %d %s", name, max, what);
-        return -1;
-    }
-    list[(*n)++] = arg;
     return 0;
 }
 
@@ -797,7 +516,7 @@ int sl_options_check(const char *name, const char *value)
         return 0;
     }
     set_defaults(&scratch);
-    int rc = apply(&scratch, d, value);
+    int rc = sl_options_apply(&scratch, d, value);
     sl_options_release(&scratch); /* a check keeps nothing */
     return rc;
 }

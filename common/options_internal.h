@@ -1,13 +1,15 @@
-/* options_internal.h - the option table, shared by the two files of the
+/* options_internal.h - the option table, shared by the three files of the
  * options module and by nothing else: options.c reads the command line by
- * it (getopt, values, the configuration file's lookups), options_print.c
- * writes it out (--help, --print-config). Everyone else uses
- * common/options.h.
+ * it (getopt, the configuration file's lookups), options_value.c reads one
+ * option's value into sl_options_t, options_print.c writes the table out
+ * (--help, --print-config). Everyone else uses common/options.h.
  */
 #ifndef SL_OPTIONS_INTERNAL_H
 #define SL_OPTIONS_INTERNAL_H
 
 #include <stddef.h>
+
+#include "common/options.h"
 
 typedef enum {
     OPT_INT,     /* int field, [min, max] */
@@ -39,6 +41,21 @@ extern const opt_def_t sl_options_defs[];
 
 /* The number of rows in sl_options_defs. */
 extern const size_t sl_options_ndefs;
+
+/* ---- options_value.c ---- */
+
+/* ARG (NULL for a switch) as the value of D's option into *O; a bad value
+ * is reported (sl_log_usage()) and -1 returned, 0 otherwise. */
+int sl_options_apply(sl_options_t *o, const opt_def_t *d, const char *arg);
+
+/* D's option as argparse names it, "-w/--workers" or "--threads", into
+ * BUF[SIZE]; "(unknown)" when D is NULL. */
+void sl_options_describe(const opt_def_t *d, char *buf, size_t size);
+
+/* ARG, an address list, into *A for the option --NAME
+ * (--forwarded-allow-ips, --proxy-allow-from); -1 after reporting a bad
+ * one. */
+int sl_options_parse_allow(sl_allow_t *a, const char *name, const char *arg);
 
 /* ---- options_print.c ---- */
 

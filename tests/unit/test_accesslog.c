@@ -322,7 +322,7 @@ START_TEST(test_clock_cache)
 END_TEST
 
 /* h: the client's address, IPv4 formatted by hand, the rest by
- * sl_conn_peer(). */
+ * sl_peer_text(). */
 START_TEST(test_remote_address)
 {
     static const char *const v4[] = {"0.0.0.0", "255.255.255.255", "10.0.7.1",

@@ -19,6 +19,7 @@
 #include "worker/loop/conn.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/http.h"
+#include "worker/loop/peer.h"
 #include "worker/loop/pump.h"
 
 void sl_conn_drop_tail_locked(sl_conn_t *c)
@@ -236,19 +237,7 @@ int sl_conn_await(sl_conn_t *c, uint32_t gen, int what)
 
 const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port)
 {
-    const struct sockaddr_in *in = (const struct sockaddr_in *)&c->peer;
-    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&c->peer;
-
-    *port = 0;
-    buf[0] = '\0';
-    if (c->peer.ss_family == AF_INET) {
-        inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)n);
-        *port = ntohs(in->sin_port);
-    } else if (c->peer.ss_family == AF_INET6) {
-        inet_ntop(AF_INET6, &in6->sin6_addr, buf, (socklen_t)n);
-        *port = ntohs(in6->sin6_port);
-    }
-    return buf;
+    return sl_peer_text((const struct sockaddr *)&c->peer, buf, n, port);
 }
 
 const char *sl_conn_client(const sl_conn_t *c, char *buf, size_t n, int *port)
