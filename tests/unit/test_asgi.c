@@ -254,7 +254,7 @@ static void boot(const sl_exec_t *exec)
  * released for the lane. */
 static void up(void)
 {
-    boot(&sl_asgi_lane_exec);
+    boot(&sl_asgi_lane_exec.ops);
     gil_give();
     h_connect(&pump, &client);
 }
@@ -802,7 +802,7 @@ START_TEST(test_inline_serves_and_stops)
     pthread_t th;
     int status;
 
-    boot(&sl_asgi_inline_exec);
+    boot(&sl_asgi_inline_exec.ops);
     ck_assert_int_eq(
         getsockname(pump.listeners[0].fd, (struct sockaddr *)&ic.to, &len), 0);
     ck_assert_int_eq(pthread_create(&th, NULL, inline_client, &ic), 0);
