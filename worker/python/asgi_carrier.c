@@ -13,26 +13,26 @@
  * object below. The request (asgi_request.c, which takes a carrier, runs
  * that step and hands the request over) is a coroutine to the carrier: it
  * drives it through PyIter_Send() and its throw() and close(), and calls
- * nothing of the request's file. For that step the request's own task object (asgi_task.c)
- * is made current (asyncio's _current_tasks[loop], what current_task()
- * reads) and the request's own context entered, so current_task(),
- * asyncio.timeout(), TaskGroup, anyio's cancel scopes and contextvars see
- * what a Task of its own would show them. If the step ends the request,
- * the carrier is free at once for the next one; no Task was made, nothing
- * was scheduled. If the app awaits something not complete, the request
- * stays with that carrier: the carrier's Task is woken and its next step
- * yields what the app's step yielded; from then on the Task drives the
- * request as any Task drives its coroutine, cancellation included (the
- * request's task object passes cancel() on to it), until the app returns,
- * and the carrier waits for the next request again. Every step of the
- * request runs with the request's task object current, not the carrier's
- * Task.
+ * nothing of the request's file. For that step the request's own task
+ * object (asgi_task.c) is made current (asyncio's _current_tasks[loop],
+ * what current_task() reads) and the request's own context entered, so
+ * current_task(), asyncio.timeout(), TaskGroup, anyio's cancel scopes and
+ * contextvars see what a Task of its own would show them. If the step ends
+ * the request, the carrier is free at once for the next one; no Task was
+ * made, nothing was scheduled. If the app awaits something not complete,
+ * the request stays with that carrier: the carrier's Task is woken and its
+ * next step yields what the app's step yielded; from then on the Task
+ * drives the request as any Task drives its coroutine, cancellation
+ * included (the request's task object passes cancel() on to it), until the
+ * app returns, and the carrier waits for the next request again. Every
+ * step of the request runs with the request's task object current, not the
+ * carrier's Task.
  *
- * The idle carriers are a stack (in the context). Taking one checks that nobody cancelled
- * its Task meanwhile (asyncio.all_tasks() lists carriers, and whoever
- * cancels one from there): such a carrier is let go, never handed a
- * request. At most IDLE_MAX wait; more end when their request does. At
- * shutdown the idle ones are cancelled and end.
+ * The idle carriers are a stack (in the context). Taking one checks that
+ * nobody cancelled its Task meanwhile (asyncio.all_tasks() lists carriers,
+ * and whoever cancels one from there): such a carrier is let go, never
+ * handed a request. At most IDLE_MAX wait; more end when their request
+ * does. At shutdown the idle ones are cancelled and end.
  */
 #include "config.h"
 
