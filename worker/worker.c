@@ -53,7 +53,7 @@ static int is_asgi(const sl_options_t *o, PyObject *app)
 /* The one choice of executor, made once: [ASGI?][inline?]. */
 static const sl_exec_t *const executors[2][2] = {
     {&sl_lane_exec, &sl_lane_inline_exec},
-    {&sl_asgi_lane_exec, &sl_asgi_inline_exec},
+    {&sl_asgi_lane_exec.ops, &sl_asgi_inline_exec.ops},
 };
 
 /* Set the executor up and take APP (its reference is passed on): the
@@ -129,7 +129,7 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     sl_drain_ctl(&pump, SL_CTL_READY);
     if (asgi)
         sl_info("worker %d serving %s (ASGI on %s, %s mode)", worker_id, o->app,
-                sl_asgi_loop_name(), pump.exec->name);
+                sl_asgi_loop_name(&pump), pump.exec->name);
     else
         sl_info("worker %d serving %s (%s mode, %d lane%s)", worker_id, o->app,
                 pump.exec->name, o->threads, o->threads == 1 ? "" : "s");

@@ -250,7 +250,7 @@ static inline void boot(const sl_exec_t *exec)
  * released for the lane. */
 static inline void up(void)
 {
-    boot(&sl_asgi_lane_exec);
+    boot(&sl_asgi_lane_exec.ops);
     gil_give();
     h_connect(&pump, &client);
 }

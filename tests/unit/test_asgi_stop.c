@@ -141,7 +141,7 @@ START_TEST(test_inline_serves_and_stops)
     pthread_t th;
     int status;
 
-    boot(&sl_asgi_inline_exec);
+    boot(&sl_asgi_inline_exec.ops);
     ck_assert_int_eq(
         getsockname(pump.listeners[0].fd, (struct sockaddr *)&ic.to, &len), 0);
     ck_assert_int_eq(pthread_create(&th, NULL, inline_client, &ic), 0);

@@ -167,7 +167,7 @@ static void up(void)
     app = sl_py_load_app(&opt);
     hp_check(app, "load the app");
     ck_assert_int_eq(sl_asgi_lifespan_init(), 0);
-    h_exec = &sl_asgi_lane_exec;
+    h_exec = &sl_asgi_lane_exec.ops;
     h_pump_up(&pump, &opt);
     ck_assert_int_eq(sl_asgi_init(app, &pump), 0);
     Py_DECREF(app);
@@ -580,7 +580,7 @@ START_TEST(test_inline_echo_and_drain)
     app = sl_py_load_app(&opt);
     hp_check(app, "load the app");
     ck_assert_int_eq(sl_asgi_lifespan_init(), 0);
-    h_exec = &sl_asgi_inline_exec;
+    h_exec = &sl_asgi_inline_exec.ops;
     h_pump_up(&pump, &opt);
     ck_assert_int_eq(sl_asgi_init(app, &pump), 0);
     Py_DECREF(app);

@@ -1,13 +1,14 @@
 /* asgi.c - ASGI 3.0 HTTP and WebSockets on one asyncio event loop per
  * worker: set-up, and the event loop's life.
  *
- * The executor is spread over a few files (asgi_internal.h lists them):
+ * The executor is spread over a few files (asgi_internal.h maps them):
  * the request and its messages are the same in both modes, and only who
  * runs the event loop differs - a lane thread woken by an eventfd (pump
  * mode, asgi_lane.c) or the loop thread itself, driving libev from the
  * event loop (inline mode, asgi_inline.c). What both modes do to the event
  * loop - create it, run lifespan startup, cancel what is left and run
- * lifespan shutdown - is here.
+ * lifespan shutdown - is here. Its context (sl_asgi_t) is the one of the
+ * executor table the pump was given (sl_asgi_of()).
  */
 #include "config.h"
 
@@ -24,61 +25,16 @@
 
 #define LIFESPAN_BUDGET 5.0 /* lifespan shutdown, at most */
 
-sl_asgi_t sl_asgi;
-PyObject *sl_asgi_names[N_COUNT];
-
-static const char *const name_text[N_COUNT] = {
-    "type",
-    "path",
-    "headers",
-    "body",
-    "more_body",
-    "status",
-    "trailers",
-    "more_trailers",
-    "http.request",
-    "http.disconnect",
-    "http.response.start",
-    "http.response.body",
-    "http.response.trailers",
-    "http.response.pathsend",
-    "set_result",
-    "done",
-    "cancel",
-    "throw",
-    "close",
-    "text",
-    "bytes",
-    "code",
-    "reason",
-    "subprotocol",
-    "websocket.connect",
-    "websocket.receive",
-    "websocket.disconnect",
-    "websocket.accept",
-    "websocket.send",
-    "websocket.close",
-    "websocket.http.response.start",
-    "websocket.http.response.body",
-    "cancelling",
-    "uncancel",
-    "set_name",
-    "call_soon",
-    "_asyncio_future_blocking",
-};
-
-int sl_asgi_loop_create(void)
+int sl_asgi_loop_create(sl_asgi_t *x)
 {
-    sl_asgi.loop =
-        sl_asgi_lifespan_loop(sl_asgi.p->opt->loop, &sl_asgi.loop_name);
-    if (sl_asgi.loop == NULL)
+    x->loop = sl_asgi_lifespan_loop(x->p->opt->loop, &x->loop_name);
+    if (x->loop == NULL)
         return -1;
-    sl_asgi.base_ctx = PyContext_CopyCurrent();
-    if (sl_asgi.base_ctx == NULL)
+    x->base_ctx = PyContext_CopyCurrent();
+    if (x->base_ctx == NULL)
         goto out_pyerr;
-    sl_asgi.create_future =
-        PyObject_GetAttrString(sl_asgi.loop, "create_future");
-    if (sl_asgi.create_future == NULL)
+    x->create_future = PyObject_GetAttrString(x->loop, "create_future");
+    if (x->create_future == NULL)
         goto out_pyerr;
     return 0;
 
@@ -87,19 +43,19 @@ out_pyerr:
     return -1;
 }
 
-int sl_asgi_loop_startup(void)
+int sl_asgi_loop_startup(sl_asgi_t *x)
 {
-    return sl_asgi_lifespan_startup(sl_asgi.loop, sl_asgi.app,
-                                    sl_asgi.p->opt->lifespan, &sl_asgi.state);
+    return sl_asgi_lifespan_startup(x->loop, x->app, x->p->opt->lifespan,
+                                    &x->state);
 }
 
-void sl_asgi_loop_shutdown(void)
+void sl_asgi_loop_shutdown(sl_asgi_t *x)
 {
     PyObject *tasks = PyList_New(0);
     sl_asgi_req_t *r;
 
-    sl_asgi.stopping = true;
-    for (r = sl_asgi.live; r != NULL && tasks != NULL; r = r->next) {
+    x->stopping = true;
+    for (r = x->live; r != NULL && tasks != NULL; r = r->next) {
         r->cancelled = true;
         if (r->task != NULL && PyList_Append(tasks, r->task) < 0)
             Py_CLEAR(tasks);
@@ -110,13 +66,12 @@ void sl_asgi_loop_shutdown(void)
         if (PyList_GET_SIZE(tasks) > 0)
             sl_info("ASGI: cancelling %zd request tasks",
                     PyList_GET_SIZE(tasks));
-        sl_asgi_carrier_end_idle(tasks);
-        if (sl_asgi_lifespan_cancel(sl_asgi.loop, tasks, SL_ASGI_CANCEL_SECS) >
-            0)
+        sl_asgi_carrier_end_idle(x, tasks);
+        if (sl_asgi_lifespan_cancel(x->loop, tasks, SL_ASGI_CANCEL_SECS) > 0)
             sl_warn("ASGI: request tasks ignored their cancellation");
         Py_DECREF(tasks);
     }
-    sl_asgi_lifespan_shutdown(sl_asgi.loop, sl_asgi.budget);
+    sl_asgi_lifespan_shutdown(x->loop, x->budget);
 }
 
 /* What is left of --graceful-timeout (the supervisor kills after it),
@@ -139,61 +94,55 @@ int sl_asgi_start(sl_pump_t *p)
 {
     int rc = p->exec->start(p);
 
-    sl_asgi.started = rc == 0;
+    sl_asgi_of(p)->started = rc == 0;
     return rc;
 }
 
-const char *sl_asgi_loop_name(void)
+const char *sl_asgi_loop_name(const sl_pump_t *p)
 {
-    return sl_asgi.loop_name ? sl_asgi.loop_name : "?";
+    const sl_asgi_t *x = sl_asgi_of(p);
+
+    return x->loop_name ? x->loop_name : "?";
 }
 
-static int init_names(void)
-{
-    size_t i;
-
-    for (i = 0; i < N_COUNT; i++)
-        if ((sl_asgi_names[i] = PyUnicode_InternFromString(name_text[i])) ==
-            NULL)
-            return -1;
-    return 0;
-}
-
-static int init_asyncio(void)
+static int init_asyncio(sl_asgi_t *x)
 {
     PyObject *asyncio = PyImport_ImportModule("asyncio");
 
     if (asyncio == NULL)
         return -1;
-    sl_asgi.task_type = PyObject_GetAttrString(asyncio, "Task");
-    sl_asgi.cancelled_error = PyObject_GetAttrString(asyncio, "CancelledError");
+    x->task_type = PyObject_GetAttrString(asyncio, "Task");
+    x->cancelled_error = PyObject_GetAttrString(asyncio, "CancelledError");
     Py_DECREF(asyncio);
     /* a name of our own: asyncio's default ("Task-%d") is a printf per
      * Task, a sixth of what making one costs */
-    sl_asgi.kw_task = Py_BuildValue("(sss)", "loop", "context", "name");
-    if (sl_asgi.task_type == NULL || sl_asgi.cancelled_error == NULL ||
-        sl_asgi.kw_task == NULL)
+    x->kw_task = Py_BuildValue("(sss)", "loop", "context", "name");
+    if (x->task_type == NULL || x->cancelled_error == NULL ||
+        x->kw_task == NULL)
         return -1;
     return 0;
 }
 
 int sl_asgi_init(PyObject *app, sl_pump_t *p)
 {
-    sl_asgi.p = p;
-    sl_asgi.app = Py_NewRef(app);
-    sl_asgi.slots = calloc(p->pool.nconns, sizeof(*sl_asgi.slots));
-    if (sl_asgi.slots == NULL) {
+    sl_asgi_t *x = sl_asgi_of(p);
+
+    x->p = p;
+    x->app = Py_NewRef(app);
+    x->slots = calloc(p->pool.nconns, sizeof(*x->slots));
+    if (x->slots == NULL) {
         sl_error("out of memory for %u connections", p->pool.nconns);
         return -1;
     }
-    if (sl_asgi_done_init() < 0 || init_names() < 0 || init_asyncio() < 0 ||
-        sl_asgi_req_init() < 0 || sl_asgi_carrier_init() < 0 ||
-        sl_asgi_task_init() < 0 || sl_asgi_channel_init() < 0 ||
-        sl_asgi_ws_init() < 0 || sl_asgi_scope_init(p) < 0)
+    if (sl_asgi_done_init() < 0 || sl_asgi_names_init() < 0 ||
+        init_asyncio(x) < 0 || sl_asgi_req_init() < 0 ||
+        sl_asgi_carrier_init() < 0 || sl_asgi_task_init() < 0 ||
+        sl_asgi_channel_init() < 0 || sl_asgi_ws_init() < 0 ||
+        sl_asgi_scope_init(p) < 0)
         goto out_fail;
-    sl_asgi.empty = PyBytes_FromStringAndSize(NULL, 0);
-    sl_asgi.empty_tuple = PyTuple_New(0);
-    if (sl_asgi.empty == NULL || sl_asgi.empty_tuple == NULL)
+    x->empty = PyBytes_FromStringAndSize(NULL, 0);
+    x->empty_tuple = PyTuple_New(0);
+    if (x->empty == NULL || x->empty_tuple == NULL)
         goto out_fail;
     return 0;
 

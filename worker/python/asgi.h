@@ -12,18 +12,28 @@
 
 struct _object; /* PyObject */
 
+/* The executor's context (asgi_internal.h): one per table below. */
+typedef struct sl_asgi sl_asgi_t;
+
+/* An ASGI executor's table: the operations the loop side calls (what the
+ * pump is given: &table.ops), then the context they work on. */
+typedef struct {
+    sl_exec_t ops;
+    sl_asgi_t *x;
+} sl_asgi_exec_t;
+
 /* The operations of the two ASGI executors (exec.h): one lane thread
  * running the event loop (pump mode), or the event loop on the loop thread
  * (inline mode). Their stop() cancels what is left, runs lifespan shutdown
  * within its budget and closes the event loop: for the lane, called without
  * the GIL (returns 1 when the lane did not exit in time); inline, GIL
  * held. */
-extern const sl_exec_t sl_asgi_lane_exec;
-extern const sl_exec_t sl_asgi_inline_exec;
+extern const sl_asgi_exec_t sl_asgi_lane_exec;
+extern const sl_asgi_exec_t sl_asgi_inline_exec;
 
 /* Take APP (a new reference is kept) and build the interned names, the
- * prototype scope and the types for pump P. 0, or -1 after logging. GIL
- * held. */
+ * prototype scope and the types for pump P, whose executor is one of the
+ * two above. 0, or -1 after logging. GIL held. */
 int sl_asgi_init(struct _object *app, sl_pump_t *p);
 
 /* Create the event loop and run lifespan startup: in a new lane thread
@@ -32,8 +42,8 @@ int sl_asgi_init(struct _object *app, sl_pump_t *p);
  * (a failed boot). */
 int sl_asgi_start(sl_pump_t *p);
 
-/* "uvloop" or "asyncio", once started. */
-const char *sl_asgi_loop_name(void);
+/* "uvloop" or "asyncio", once P's executor started. */
+const char *sl_asgi_loop_name(const sl_pump_t *p);
 
 /* Inline mode: serve until the drain ends, the event loop driving libev.
  * Returns the worker's exit status. GIL held. */

@@ -10,26 +10,29 @@
  *
  * So a request's first step runs at once, from C, on a carrier: a real
  * Task, kept from request to request, whose coroutine is the carrier
- * object below. For that step the request's own task object (asgi_task.c)
- * is made current (asyncio's _current_tasks[loop], what current_task()
- * reads) and the request's own context entered, so current_task(),
- * asyncio.timeout(), TaskGroup, anyio's cancel scopes and contextvars see
- * what a Task of its own would show them. If the step ends the request,
- * the carrier is free at once for the next one; no Task was made, nothing
- * was scheduled. If the app awaits something not complete, the request
- * stays with that carrier: the carrier's Task is woken and its next step
- * yields what the app's step yielded; from then on the Task drives the
- * request as any Task drives its coroutine, cancellation included (the
- * request's task object passes cancel() on to it), until the app returns,
- * and the carrier waits for the next request again. Every step of the
- * request runs with the request's task object current, not the carrier's
- * Task.
+ * object below. The request (asgi_request.c, which takes a carrier, runs
+ * that step and hands the request over) is a coroutine to the carrier: it
+ * drives it through PyIter_Send() and its throw() and close(), and calls
+ * nothing of the request's file. For that step the request's own task
+ * object (asgi_task.c) is made current (asyncio's _current_tasks[loop],
+ * what current_task() reads) and the request's own context entered, so
+ * current_task(), asyncio.timeout(), TaskGroup, anyio's cancel scopes and
+ * contextvars see what a Task of its own would show them. If the step ends
+ * the request, the carrier is free at once for the next one; no Task was
+ * made, nothing was scheduled. If the app awaits something not complete,
+ * the request stays with that carrier: the carrier's Task is woken and its
+ * next step yields what the app's step yielded; from then on the Task
+ * drives the request as any Task drives its coroutine, cancellation
+ * included (the request's task object passes cancel() on to it), until the
+ * app returns, and the carrier waits for the next request again. Every
+ * step of the request runs with the request's task object current, not the
+ * carrier's Task.
  *
- * The idle carriers are a stack. Taking one checks that nobody cancelled
- * its Task meanwhile (asyncio.all_tasks() lists carriers, and whoever
- * cancels one from there): such a carrier is let go, never handed a
- * request. At most IDLE_MAX wait; more end when their request does. At
- * shutdown the idle ones are cancelled and end.
+ * The idle carriers are a stack (in the context). Taking one checks that
+ * nobody cancelled its Task meanwhile (asyncio.all_tasks() lists carriers,
+ * and whoever cancels one from there): such a carrier is let go, never
+ * handed a request. At most IDLE_MAX wait; more end when their request
+ * does. At shutdown the idle ones are cancelled and end.
  */
 #include "config.h"
 
@@ -43,25 +46,24 @@
 
 #define IDLE_MAX 64 /* idle carriers kept; more end with their request */
 
-typedef struct carrier {
+typedef struct sl_asgi_carrier {
     PyObject_HEAD
-    PyObject *task;     /* owned: the Task running this, until it ends */
-    PyObject *waiter;   /* owned: the Future an idle carrier's Task waits
-                           on, or NULL (its first step not run yet) */
-    sl_asgi_req_t *req; /* owned: the request it carries, or NULL */
-    PyObject *pending;  /* owned: what req's first step yielded, until the
-                           Task's next step yields it; or NULL */
-    struct carrier *next_idle;
+    sl_asgi_t *x;         /* borrowed: the executor's context */
+    PyObject *task;       /* owned: the Task running this, until it ends */
+    PyObject *cancelling; /* owned: task.cancelling, bound once (a lookup
+                             less each time a request takes the carrier) */
+    PyObject *waiter;     /* owned: the Future an idle carrier's Task waits
+                             on, or NULL (its first step not run yet) */
+    sl_asgi_req_t *req;   /* owned: the request it carries, or NULL */
+    PyObject *pending;    /* owned: what req's first step yielded, until the
+                             Task's next step yields it; or NULL */
+    struct sl_asgi_carrier *next_idle;
     bool idle; /* on the idle stack, which holds a reference */
 } carrier_t;
 
 static PyTypeObject carrier_type;
 
-static struct {
-    carrier_t *idle; /* the idle stack's top */
-    unsigned nidle;
-    PyObject *name; /* owned: "sluice ASGI", an idle Task's name */
-} cr;
+static PyObject *idle_name; /* owned: "sluice ASGI", an idle Task's name */
 
 /* O.NAME(ARG) (or O.NAME()), its result and any error dropped: for calls
  * whose failure changes nothing the caller could act on. */
@@ -82,9 +84,9 @@ static void idle_push(carrier_t *k)
 {
     Py_INCREF(k);
     k->idle = true;
-    k->next_idle = cr.idle;
-    cr.idle = k;
-    cr.nidle++;
+    k->next_idle = k->x->idle;
+    k->x->idle = k;
+    k->x->nidle++;
 }
 
 /* Take K off the stack; the caller gets the stack's reference. */
@@ -92,21 +94,20 @@ static void idle_remove(carrier_t *k)
 {
     carrier_t **pp;
 
-    for (pp = &cr.idle; *pp != NULL; pp = &(*pp)->next_idle)
+    for (pp = &k->x->idle; *pp != NULL; pp = &(*pp)->next_idle)
         if (*pp == k) {
             *pp = k->next_idle;
             break;
         }
     k->idle = false;
     k->next_idle = NULL;
-    cr.nidle--;
+    k->x->nidle--;
 }
 
 /* Has anyone asked K's Task to cancel? Then it carries nothing more. */
 static bool cancel_asked(carrier_t *k)
 {
-    PyObject *n =
-        PyObject_CallMethodNoArgs(k->task, sl_asgi_names[N_CANCELLING]);
+    PyObject *n = k->cancelling ? PyObject_CallNoArgs(k->cancelling) : NULL;
     long v;
 
     if (n == NULL) {
@@ -128,6 +129,7 @@ static void carrier_end(carrier_t *k)
         Py_DECREF(k);
     }
     Py_CLEAR(k->waiter);
+    Py_CLEAR(k->cancelling);
     Py_CLEAR(k->task); /* the Task holds us: break the cycle */
 }
 
@@ -136,6 +138,7 @@ static void carrier_end(carrier_t *k)
 
 static void carrier_dealloc(carrier_t *k)
 {
+    Py_XDECREF(k->cancelling);
     Py_XDECREF(k->task);
     Py_XDECREF(k->waiter);
     Py_XDECREF((PyObject *)k->req);
@@ -149,10 +152,10 @@ static PySendResult carrier_wait(carrier_t *k, PyObject **result)
 {
     PyObject *w;
 
-    if (sl_asgi.stopping || k->task == NULL ||
-        (!k->idle && cr.nidle >= IDLE_MAX) || cancel_asked(k))
+    if (k->x->stopping || k->task == NULL ||
+        (!k->idle && k->x->nidle >= IDLE_MAX) || cancel_asked(k))
         goto out_end;
-    w = PyObject_CallNoArgs(sl_asgi.create_future);
+    w = PyObject_CallNoArgs(k->x->create_future);
     if (w == NULL ||
         PyObject_SetAttr(w, sl_asgi_names[N_FUTURE_BLOCKING], Py_True) < 0) {
         Py_XDECREF(w);
@@ -190,7 +193,7 @@ static PySendResult carrier_am_send(carrier_t *k, PyObject *arg,
         k->pending = NULL;
         return PYGEN_NEXT;
     }
-    st = sl_asgi_req_step(k->req, arg, result);
+    st = PyIter_Send((PyObject *)k->req, arg, result);
     if (st == PYGEN_NEXT)
         return st;
     Py_CLEAR(*result);
@@ -219,6 +222,26 @@ static PyObject *carrier_send_meth(carrier_t *k, PyObject *arg)
     return NULL;
 }
 
+/* R's throw(ARGS): what its app yielded, or NULL with StopIteration once
+ * the app ended (R ended); with the exception itself when it had ended
+ * before. */
+static PyObject *req_throw(sl_asgi_req_t *r, PyObject *const *args,
+                           Py_ssize_t n)
+{
+    PyObject *a[4];
+    Py_ssize_t i;
+
+    if (n < 1 || n > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
+        return NULL;
+    }
+    a[0] = (PyObject *)r;
+    for (i = 0; i < n; i++)
+        a[i + 1] = args[i];
+    return PyObject_VectorcallMethod(sl_asgi_names[N_THROW], a, (size_t)(n + 1),
+                                     NULL);
+}
+
 /* throw(exc): how a Task delivers cancellation. An idle carrier ends with
  * it; a busy one hands it to its request, as a Task would have. */
 static PyObject *carrier_throw(carrier_t *k, PyObject *const *args,
@@ -236,7 +259,7 @@ static PyObject *carrier_throw(carrier_t *k, PyObject *const *args,
         call_quiet(k->pending, N_CANCEL, NULL);
         Py_CLEAR(k->pending);
     }
-    res = sl_asgi_req_throw(k->req, args, n);
+    res = req_throw(k->req, args, n);
     if (res != NULL)
         return res;
     if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
@@ -257,7 +280,7 @@ static PyObject *carrier_close(carrier_t *k, PyObject *unused)
     (void)unused;
     Py_CLEAR(k->pending);
     if (k->req != NULL) {
-        sl_asgi_req_close(k->req);
+        call_quiet((PyObject *)k->req, N_CLOSE, NULL);
         Py_CLEAR(k->req);
     }
     carrier_end(k);
@@ -322,7 +345,7 @@ static PyTypeObject carrier_type = {
 
 /* A new carrier and its Task (whose first step, later, finds it either
  * idle or handed a request). A new reference, or NULL with an exception. */
-static carrier_t *carrier_new(void)
+static carrier_t *carrier_new(sl_asgi_t *x)
 {
     carrier_t *k = PyObject_New(carrier_t, &carrier_type);
     PyObject *targs[4];
@@ -330,90 +353,72 @@ static carrier_t *carrier_new(void)
     if (k == NULL)
         return NULL;
     memset((char *)k + sizeof(PyObject), 0, sizeof(*k) - sizeof(PyObject));
+    k->x = x;
     targs[0] = (PyObject *)k;
-    targs[1] = sl_asgi.loop;
-    targs[2] = PyContext_Copy(sl_asgi.base_ctx);
-    targs[3] = cr.name;
+    targs[1] = x->loop;
+    targs[2] = PyContext_Copy(x->base_ctx);
+    targs[3] = idle_name;
     if (targs[2] == NULL) {
         Py_DECREF(k);
         return NULL;
     }
-    k->task = PyObject_Vectorcall(sl_asgi.task_type, targs, 1, sl_asgi.kw_task);
+    k->task = PyObject_Vectorcall(x->task_type, targs, 1, x->kw_task);
     Py_DECREF(targs[2]);
-    if (k->task == NULL) {
+    if (k->task != NULL)
+        k->cancelling = PyObject_GetAttr(k->task, sl_asgi_names[N_CANCELLING]);
+    if (k->cancelling == NULL) {
         Py_DECREF(k);
         return NULL;
     }
     return k;
 }
 
-/* An idle carrier nobody cancelled, off the stack, or a new one. A new
- * reference, or NULL with an exception. */
-static carrier_t *carrier_take(void)
+sl_asgi_carrier_t *sl_asgi_carrier_take(sl_asgi_t *x)
 {
     carrier_t *k;
 
-    while ((k = cr.idle) != NULL) {
+    while ((k = x->idle) != NULL) {
         idle_remove(k);
         if (!cancel_asked(k))
             return k;
         /* its Task will throw the cancellation in, and it ends */
         Py_DECREF(k);
     }
-    return carrier_new();
+    return carrier_new(x);
 }
 
-/* R's first step yielded PENDING (stolen): K's Task takes R over. */
-static void carrier_hand(carrier_t *k, sl_asgi_req_t *r, PyObject *pending)
+void sl_asgi_carrier_hold(sl_asgi_carrier_t *k, sl_asgi_req_t *r,
+                          PyObject *pending)
 {
-    PyObject *name, *w;
-
     k->req = (sl_asgi_req_t *)Py_NewRef((PyObject *)r);
     k->pending = pending;
     Py_XSETREF(r->task, Py_NewRef(k->task));
-    if (r->ptask != NULL && sl_asgi_task_handed(r->ptask, k->task) < 0)
-        sl_py_log_exception("ASGI: passing a cancel() on to %s", r->what);
-    /* all_tasks() shows the carrier by its request's name */
-    name = r->ptask ? sl_asgi_task_name(r->ptask) : NULL;
-    if (name != NULL)
-        call_quiet(k->task, N_SET_NAME, name);
-    else
-        PyErr_Clear();
-    Py_XDECREF(name);
-    w = k->waiter;
-    k->waiter = NULL;
-    if (w == NULL) /* a new Task: its first step finds the request */
-        return;
-    /* fails only when the app's step cancelled its own Task, which then
-     * wakes with the cancellation: for the request, as it should */
-    call_quiet(w, N_SET_RESULT, Py_None);
-    Py_DECREF(w);
 }
 
-int sl_asgi_carrier_run(sl_asgi_req_t *r)
+void sl_asgi_carrier_put(sl_asgi_carrier_t *k)
 {
-    carrier_t *k = carrier_take();
-    PyObject *res;
-    PySendResult st;
+    PyObject *w;
 
-    if (k == NULL)
-        return -1;
-    st = sl_asgi_req_step(r, Py_None, &res);
-    if (st == PYGEN_NEXT)
-        carrier_hand(k, r, res);
-    else
-        Py_XDECREF(res);
-    if (k->req == NULL && k->task != NULL)
-        idle_push(k); /* free for the next request */
+    if (k->req == NULL) {
+        if (k->task != NULL)
+            idle_push(k); /* free for the next request */
+    } else if ((w = k->waiter) != NULL) {
+        /* an idle Task wakes for the request (a new one's first step
+         * finds it); this fails only when the app's step cancelled its own
+         * Task, which then wakes with the cancellation: for the request,
+         * as it should */
+        k->waiter = NULL;
+        call_quiet(w, N_SET_RESULT, Py_None);
+        Py_DECREF(w);
+    }
     Py_DECREF(k);
-    return 0;
 }
 
-void sl_asgi_carrier_end_idle(PyObject *tasks)
+void sl_asgi_carrier_end_idle(sl_asgi_t *x, PyObject *tasks)
 {
     carrier_t *k;
 
-    while ((k = cr.idle) != NULL) {
+    while ((k = x->idle) != NULL) {
         idle_remove(k);
         if (k->task != NULL) {
             if (tasks != NULL && PyList_Append(tasks, k->task) < 0)
@@ -443,6 +448,6 @@ int sl_asgi_carrier_init(void)
     if (r == NULL)
         return -1;
     Py_DECREF(r);
-    cr.name = PyUnicode_InternFromString("sluice ASGI");
-    return cr.name == NULL ? -1 : 0;
+    idle_name = PyUnicode_InternFromString("sluice ASGI");
+    return idle_name == NULL ? -1 : 0;
 }

@@ -11,6 +11,10 @@
  * changed (sl_pump_settled()): it does so as a pass begins, so a socket
  * watched from the last pass's callbacks (a new connection with nothing
  * to read yet) would wake nobody until the timer.
+ *
+ * The context is the one of sl_asgi_inline_exec: the executor's operations
+ * find it through their pump or connection, the event loop's callbacks as
+ * their self.
  */
 #include "config.h"
 
@@ -37,21 +41,21 @@ static struct {
     PyObject *on_tick;   /* owned: the 100 ms timer */
 } driver;
 
-static PyObject *call_loop(const char *meth, const char *fmt, PyObject *a,
-                           double d)
+static PyObject *call_loop(sl_asgi_t *x, const char *meth, const char *fmt,
+                           PyObject *a, double d)
 {
-    return fmt[0] == 'O' ? PyObject_CallMethod(sl_asgi.loop, meth, fmt, a)
-                         : PyObject_CallMethod(sl_asgi.loop, meth, fmt, d, a);
+    return fmt[0] == 'O' ? PyObject_CallMethod(x->loop, meth, fmt, a)
+                         : PyObject_CallMethod(x->loop, meth, fmt, d, a);
 }
 
 /* Once per batch, after the tasks that are ready now. */
-static void kick(void)
+static void kick(sl_asgi_t *x)
 {
     PyObject *res;
 
-    if (driver.kick_scheduled || sl_asgi.stopping)
+    if (driver.kick_scheduled || x->stopping)
         return;
-    res = call_loop("call_soon", "O", driver.on_ev, 0);
+    res = call_loop(x, "call_soon", "O", driver.on_ev, 0);
     if (res == NULL)
         sl_py_log_exception("ASGI: scheduling libev");
     else
@@ -70,7 +74,7 @@ static void mark_dirty(sl_conn_t *c)
     /* a first step run from libev's pass (inside ev_drive()) is flushed
      * by the drive's next round */
     if (!driver.driving)
-        kick();
+        kick(sl_asgi_of(c->pump));
 }
 
 /* Hand the executor's output of every dirty connection to the loop. */
@@ -98,62 +102,62 @@ static void inline_notify(sl_conn_t *c)
  * once, on this thread. */
 static void inline_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
 {
+    sl_asgi_t *x = sl_asgi_of(p);
     uint32_t i;
 
-    (void)p;
     for (i = 0; i < n; i++)
-        sl_asgi_req_ticket(&t[i]);
+        sl_asgi_req_ticket(x, &t[i]);
 }
 
 /* Run libev until the dirty connections' output is handed over and libev
  * has applied its watcher changes (a few rounds: each can make more);
  * once the drain finished, cancel what is left and stop the event loop. */
-static void ev_drive(void)
+static void ev_drive(sl_asgi_t *x)
 {
     int round;
 
-    if (sl_asgi.stopping)
+    if (x->stopping)
         return;
     driver.driving = true;
     for (round = 0; round < 4; round++) {
         flush_dirty();
-        if (!sl_pump_run_once(sl_asgi.p) ||
-            (driver.ndirty == 0 && sl_pump_settled(sl_asgi.p)))
+        if (!sl_pump_run_once(x->p) ||
+            (driver.ndirty == 0 && sl_pump_settled(x->p)))
             break;
     }
     driver.driving = false;
-    if (driver.ndirty > 0 || !sl_pump_settled(sl_asgi.p))
-        kick(); /* left for the next pass */
-    if (sl_asgi.p->drain.stopping) {
+    if (driver.ndirty > 0 || !sl_pump_settled(x->p))
+        kick(x); /* left for the next pass */
+    if (x->p->drain.stopping) {
         PyObject *res;
-        sl_asgi_req_cancel_all();
-        sl_asgi.stopping = true;
-        res = PyObject_CallMethod(sl_asgi.loop, "stop", NULL);
+        sl_asgi_req_cancel_all(x);
+        x->stopping = true;
+        res = PyObject_CallMethod(x->loop, "stop", NULL);
         if (res == NULL)
             sl_py_log_exception("ASGI: stopping the event loop");
         Py_XDECREF(res);
     }
 }
 
+/* The event loop's callbacks: SELF holds the context. */
 static PyObject *on_ev(PyObject *self, PyObject *unused)
 {
-    (void)self;
     (void)unused;
     driver.kick_scheduled = false;
-    ev_drive();
+    ev_drive(PyCapsule_GetPointer(self, NULL));
     Py_RETURN_NONE;
 }
 
 static PyObject *on_tick(PyObject *self, PyObject *unused)
 {
+    sl_asgi_t *x = PyCapsule_GetPointer(self, NULL);
     PyObject *res;
 
-    (void)self;
     (void)unused;
-    ev_drive();
-    if (sl_asgi.stopping)
+    ev_drive(x);
+    if (x->stopping)
         Py_RETURN_NONE;
-    res = call_loop("call_later", "dO", driver.on_tick, INLINE_TICK);
+    res = call_loop(x, "call_later", "dO", driver.on_tick, INLINE_TICK);
     if (res == NULL)
         return NULL;
     Py_DECREF(res);
@@ -166,11 +170,12 @@ static PyMethodDef on_tick_def = {"sluice_tick", on_tick, METH_NOARGS, NULL};
 
 static void run_inline(sl_conn_t *c)
 {
-    sl_asgi_req_start(c, c->gen);
+    sl_asgi_req_start(sl_asgi_of(c->pump), c, c->gen);
 }
 
 int sl_asgi_run_inline(sl_pump_t *p)
 {
+    sl_asgi_t *x = sl_asgi_of(p);
     PyObject *res;
     int bfd;
 
@@ -180,23 +185,22 @@ int sl_asgi_run_inline(sl_pump_t *p)
         sl_error("ASGI inline mode needs libev's epoll backend");
         return SL_EXIT_FAIL;
     }
-    res = PyObject_CallMethod(sl_asgi.loop, "add_reader", "iO", bfd,
-                              driver.on_ev);
+    res = PyObject_CallMethod(x->loop, "add_reader", "iO", bfd, driver.on_ev);
     if (res == NULL)
         goto out_fail;
     Py_DECREF(res);
-    res = call_loop("call_later", "dO", driver.on_tick, INLINE_TICK);
+    res = call_loop(x, "call_later", "dO", driver.on_tick, INLINE_TICK);
     if (res == NULL)
         goto out_fail;
     Py_DECREF(res);
     /* the first pass too runs inside the loop: a request's first step
      * runs at once and needs the running loop */
-    res = call_loop("call_soon", "O", driver.on_ev, 0);
+    res = call_loop(x, "call_soon", "O", driver.on_ev, 0);
     if (res == NULL)
         goto out_fail;
     Py_DECREF(res);
     driver.kick_scheduled = true;
-    res = PyObject_CallMethod(sl_asgi.loop, "run_forever", NULL);
+    res = PyObject_CallMethod(x->loop, "run_forever", NULL);
     if (res == NULL)
         goto out_fail;
     Py_DECREF(res);
@@ -211,32 +215,41 @@ out_fail:
  * pump. */
 int sl_asgi_inline_start(sl_pump_t *p)
 {
+    sl_asgi_t *x = sl_asgi_of(p);
+    PyObject *self;
+
     driver.dirty = calloc(p->pool.nconns, sizeof(*driver.dirty));
     driver.is_dirty = calloc(p->pool.nconns, sizeof(*driver.is_dirty));
     if (driver.dirty == NULL || driver.is_dirty == NULL) {
         sl_error("out of memory for %u connections", p->pool.nconns);
         return -1;
     }
-    driver.on_ev = PyCFunction_New(&on_ev_def, NULL);
-    driver.on_tick = PyCFunction_New(&on_tick_def, NULL);
+    self = PyCapsule_New(x, NULL, NULL);
+    if (self != NULL) {
+        driver.on_ev = PyCFunction_New(&on_ev_def, self);
+        driver.on_tick = PyCFunction_New(&on_tick_def, self);
+        Py_DECREF(self);
+    }
     if (driver.on_ev == NULL || driver.on_tick == NULL) {
         sl_py_log_exception("ASGI: inline mode");
         return -1;
     }
-    if (sl_asgi_loop_create() < 0)
+    if (sl_asgi_loop_create(x) < 0)
         return -1;
-    return sl_asgi_loop_startup();
+    return sl_asgi_loop_startup(x);
 }
 
 /* stop (exec.h) of the inline executor: the event loop has stopped (the
  * drain's finish ended it); shut down here, on the loop thread. */
 static int inline_stop(sl_pump_t *p, double timeout)
 {
+    sl_asgi_t *x = sl_asgi_of(p);
+
     (void)timeout; /* lifespan shutdown has its own budget */
-    if (!sl_asgi.started)
+    if (!x->started)
         return 0;
-    sl_asgi.budget = sl_asgi_shutdown_budget(p);
-    sl_asgi_loop_shutdown();
+    x->budget = sl_asgi_shutdown_budget(p);
+    sl_asgi_loop_shutdown(x);
     return 0;
 }
 
@@ -248,19 +261,26 @@ static int inline_serve(sl_pump_t *p, void **released)
     return sl_asgi_run_inline(p);
 }
 
-const sl_exec_t sl_asgi_inline_exec = {
-    .name = "inline",
-    .on_loop = true,
-    .websocket = true,
-    .hand_over = inline_hand_over,
-    .notify = inline_notify,
-    .need_loop = inline_notify,
-    .release = sl_writer_lent_release,
-    .wake = sl_exec_wake_ticket,
-    .wait = sl_exec_wait_never,
-    .run = run_inline,
-    .finish = sl_exec_finish_nothing,
-    .start = sl_asgi_inline_start,
-    .serve = inline_serve,
-    .stop = inline_stop,
+/* inline mode's context */
+static sl_asgi_t inline_asgi;
+
+const sl_asgi_exec_t sl_asgi_inline_exec = {
+    .ops =
+        {
+            .name = "inline",
+            .on_loop = true,
+            .websocket = true,
+            .hand_over = inline_hand_over,
+            .notify = inline_notify,
+            .need_loop = inline_notify,
+            .release = sl_writer_lent_release,
+            .wake = sl_exec_wake_ticket,
+            .wait = sl_exec_wait_never,
+            .run = run_inline,
+            .finish = sl_exec_finish_nothing,
+            .start = sl_asgi_inline_start,
+            .serve = inline_serve,
+            .stop = inline_stop,
+        },
+    .x = &inline_asgi,
 };

@@ -1,14 +1,32 @@
 /* asgi_internal.h - what the files of the ASGI executor share, and no one
- * else: the request object, the executor's state, the interned names.
+ * else: the request object, the executor's context, the interned names.
+ *
+ * The files call each other as a hub and its leaves (docs/architecture.md):
  *
  *   asgi.c          set-up, and the event loop's life (create, lifespan)
- *   asgi_request.c  one request: its app's steps, start, end
- *   asgi_carrier.c  the Tasks requests run in, and their first step
- *   asgi_task.c     a request's current_task(), its own for its life
- *   asgi_channel.c  receive() and send(): the request's messages
  *   asgi_lane.c     pump mode: the lane thread, woken by an eventfd
  *   asgi_inline.c   inline mode: the event loop drives libev
- *   asgi_ws.c       the websocket scope's messages
+ *     -> asgi_request.c  the hub: one request, its app's steps, start,
+ *                        end, its receive() and send() callables and
+ *                        send()'s one dispatch by message type
+ *          -> asgi_carrier.c  the Tasks requests run in (it drives a
+ *                             request through the coroutine protocol)
+ *          -> asgi_task.c     a request's current_task(), its own for its
+ *                             life
+ *          -> asgi_channel.c  the http scope's messages (sl_asgi_http)
+ *          -> asgi_ws.c       the websocket scope's messages (sl_asgi_ws)
+ *               -> asgi_io.c  what both scopes share below them: the
+ *                             waits of receive() and send(), the
+ *                             response's body and credit, its end
+ *               -> asgi_scope.c, asgi_names.c, asgi_done.c, writer.c
+ *
+ * A request picks its scope's operations (sl_asgi_kind_t) once, when it
+ * is made; nothing tests the scope's kind after that. Leaves call down,
+ * never up nor across: what must come back up (the io's receive() of a
+ * scope, its disconnect message) comes through the request's kind table.
+ * The context (sl_asgi_t) is passed, never global: each request, carrier
+ * and task object holds a borrowed pointer to it, and the executor's
+ * operations find it in their exec table (sl_asgi_of()).
  *
  * Everything here runs with the GIL held, on the event loop's thread.
  */
@@ -23,15 +41,48 @@
 #include "worker/loop/conn.h"
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/pump.h"
+#include "worker/python/asgi.h"
+#include "worker/python/asgi_names.h"
 #include "worker/python/writer.h"
 
 /* Where a request's response stands. */
 enum { RS_INIT, RS_STARTED, RS_BODY, RS_TRAILERS, RS_DONE };
 
+typedef struct sl_asgi_req sl_asgi_req_t;
+typedef struct sl_asgi_carrier sl_asgi_carrier_t;
+
+/* A scope's kind (http, websocket): what a request of it does where the
+ * two differ. Chosen once, when the request is made. */
+typedef struct {
+    int kind;         /* SL_ASGI_HTTP or SL_ASGI_WS: send()'s routes */
+    const char *name; /* "an http", "a websocket": for errors */
+    /* the scope of C's request (STATE: the lifespan state, or NULL) */
+    PyObject *(*scope)(const sl_conn_t *c, PyObject *state);
+    /* receive()'s next message: a new reference; NULL without an exception
+     * when a WAKE will come (the wait is armed); NULL with one */
+    PyObject *(*recv_try)(sl_asgi_req_t *r);
+    /* what a receive() still waiting gets once R is over */
+    PyObject *(*disconnect)(sl_asgi_req_t *r);
+    /* the exception set is the app's error in send(): end what must be,
+     * keep the exception set; returns NULL */
+    PyObject *(*error)(sl_asgi_req_t *r);
+    /* R's app ended (RAISED: with its exception set, which this logs and
+     * clears): end or refuse what is left */
+    void (*finish)(sl_asgi_req_t *r, bool raised);
+} sl_asgi_kind_t;
+
+enum { SL_ASGI_HTTP, SL_ASGI_WS };
+
+/* A handler of one message type of send(), for R: an awaitable, or NULL
+ * with the exception the app sees. */
+typedef PyObject *(*sl_asgi_send_fn)(sl_asgi_req_t *r, PyObject *msg);
+
 /* One request: its app's coroutine and the state of its response. */
-typedef struct sl_asgi_req {
+struct sl_asgi_req {
     PyObject_HEAD
-    sl_conn_t *c; /* borrowed: pool slots outlive requests */
+    sl_asgi_t *x;               /* borrowed: the executor's context */
+    const sl_asgi_kind_t *kind; /* its scope's operations */
+    sl_conn_t *c;               /* borrowed: pool slots outlive requests */
     uint32_t gen;
     struct sl_asgi_req *prev, *next; /* the live list, which holds a
                                         reference */
@@ -46,7 +97,7 @@ typedef struct sl_asgi_req {
     PyObject *headers;      /* owned: http.response.start's, until sent */
     PyObject *trailers;     /* owned list of trailer pairs, or NULL */
     PyObject *body_rest;    /* owned: a large body's bytes, while some are
-                               not queued yet (asgi_channel.c), or NULL */
+                               not queued yet (asgi_io.c), or NULL */
     size_t body_off;        /* bytes of body_rest queued */
     bool body_rest_last;    /* body_rest ends the body (more_body False) */
     sl_writer_t w;          /* the response */
@@ -57,22 +108,21 @@ typedef struct sl_asgi_req {
     bool body_done;         /* receive() gave more_body: False */
     bool gone;              /* the client left, or the request is stale */
     bool finished;          /* the app's coroutine is over */
-    bool on_slot;           /* sl_asgi.slots points here */
+    bool on_slot;           /* x->slots points here */
     bool cancelled;         /* cancelled by the drain */
     char what[96];          /* "GET /path", for the log */
     size_t what_len;
     /* a WebSocket's (asgi_ws.c) */
-    bool ws;             /* the scope is a websocket's */
     bool ws_connected;   /* receive() gave websocket.connect */
     bool ws_ended;       /* the WebSocket is over: ws_end says how */
     int ws_state;        /* asgi_ws.c's WS_* */
     PyObject *ws_misuse; /* owned: the error a misuse raised, to log once
                             at the app's end; or NULL */
     sl_ws_end_t ws_end;
-} sl_asgi_req_t;
+};
 
-/* The executor's state, one per worker (asgi.c). */
-typedef struct {
+/* The executor's context, one per executor table (sl_asgi_of()). */
+struct sl_asgi {
     sl_pump_t *p;              /* borrowed */
     PyObject *app;             /* owned */
     PyObject *loop;            /* owned: the event loop */
@@ -87,57 +137,21 @@ typedef struct {
     sl_asgi_req_t **slots;     /* per connection: the request whose
                                   response it carries (borrowed) */
     sl_asgi_req_t *live;       /* every request whose app still runs */
-    sl_buf_t scratch;          /* the writers' heads, errors, trailers */
-    const char *loop_name;     /* "uvloop" or "asyncio" */
-    double budget;             /* for lifespan shutdown */
-    bool started;              /* sl_asgi_start() succeeded */
-    bool stopping;             /* the event loop is being stopped */
-} sl_asgi_t;
-
-extern sl_asgi_t sl_asgi;
-
-/* Interned names, made once (asgi.c). */
-enum {
-    N_TYPE,
-    N_PATH,
-    N_HEADERS,
-    N_BODY,
-    N_MORE_BODY,
-    N_STATUS,
-    N_TRAILERS,
-    N_MORE_TRAILERS,
-    N_HTTP_REQUEST,
-    N_HTTP_DISCONNECT,
-    N_RESPONSE_START,
-    N_RESPONSE_BODY,
-    N_RESPONSE_TRAILERS,
-    N_RESPONSE_PATHSEND,
-    N_SET_RESULT,
-    N_DONE,
-    N_CANCEL,
-    N_THROW,
-    N_CLOSE,
-    N_TEXT,
-    N_BYTES,
-    N_CODE,
-    N_REASON,
-    N_SUBPROTOCOL,
-    N_WS_CONNECT,
-    N_WS_RECEIVE,
-    N_WS_DISCONNECT,
-    N_WS_ACCEPT,
-    N_WS_SEND,
-    N_WS_CLOSE,
-    N_WS_RESPONSE_START,
-    N_WS_RESPONSE_BODY,
-    N_CANCELLING,
-    N_UNCANCEL,
-    N_SET_NAME,
-    N_CALL_SOON,
-    N_FUTURE_BLOCKING,
-    N_COUNT
+    sl_asgi_carrier_t *idle;   /* the idle carriers' stack (asgi_carrier.c),
+                                  which holds a reference to each */
+    unsigned nidle;
+    sl_buf_t scratch;      /* the writers' heads, errors, trailers */
+    const char *loop_name; /* "uvloop" or "asyncio" */
+    double budget;         /* for lifespan shutdown */
+    bool started;          /* sl_asgi_start() succeeded */
+    bool stopping;         /* the event loop is being stopped */
 };
-extern PyObject *sl_asgi_names[N_COUNT];
+
+/* The context of pump P, whose executor is one of ASGI's. */
+static inline sl_asgi_t *sl_asgi_of(const sl_pump_t *p)
+{
+    return ((const sl_asgi_exec_t *)(const void *)p->exec)->x;
+}
 
 /* Time cancelled request tasks get to unwind at shutdown. */
 #define SL_ASGI_CANCEL_SECS 1.0
@@ -146,67 +160,59 @@ extern PyObject *sl_asgi_names[N_COUNT];
 
 /* Create the event loop and what every request needs of it. 0, or -1
  * after logging. */
-int sl_asgi_loop_create(void);
+int sl_asgi_loop_create(sl_asgi_t *x);
 
 /* Lifespan startup on the event loop. 0, or -1 after logging. */
-int sl_asgi_loop_startup(void);
+int sl_asgi_loop_startup(sl_asgi_t *x);
 
-/* Cancel the requests left, run lifespan shutdown within sl_asgi.budget,
- * close the loop. */
-void sl_asgi_loop_shutdown(void);
+/* Cancel the requests left, run lifespan shutdown within x->budget, close
+ * the loop. */
+void sl_asgi_loop_shutdown(sl_asgi_t *x);
 
 /* What is left of --graceful-timeout for lifespan shutdown. */
 double sl_asgi_shutdown_budget(sl_pump_t *p);
 
-/* ---- asgi_request.c: one request ---- */
+/* ---- asgi_request.c: the hub, one request ---- */
 
-/* Ready the request type. 0, or -1 with an exception. */
+/* Ready the request type and its callables. 0, or -1 with an exception. */
 int sl_asgi_req_init(void);
 
 /* Start request GEN of C: scope, receive and send, the app's coroutine,
  * its first step. Errors answer the client (500, 501) and are logged. */
-void sl_asgi_req_start(sl_conn_t *c, uint32_t gen);
-
-/* One step of R's app, in R's context: send ARG in. PYGEN_NEXT with what
- * it yielded in *RESULT; or PYGEN_RETURN (None in *RESULT) once the app
- * returned or raised, which ended R (errors logged, the response failed). */
-PySendResult sl_asgi_req_step(sl_asgi_req_t *r, PyObject *arg,
-                              PyObject **result);
-
-/* throw(ARGS) into R's app, in R's context: what it yielded, or NULL
- * with StopIteration once the app ended (R ended as by _step()); with the
- * exception itself when the app had ended before. */
-PyObject *sl_asgi_req_throw(sl_asgi_req_t *r, PyObject *const *args,
-                            Py_ssize_t n);
-
-/* Close R's app coroutine (its Task is going away) and end R. */
-void sl_asgi_req_close(sl_asgi_req_t *r);
+void sl_asgi_req_start(sl_asgi_t *x, sl_conn_t *c, uint32_t gen);
 
 /* Act on ticket T: start a request, or wake the one it names. */
-void sl_asgi_req_ticket(const sl_ticket_t *t);
+void sl_asgi_req_ticket(sl_asgi_t *x, const sl_ticket_t *t);
 
 /* Cancel every request's Task (the drain's finish). */
-void sl_asgi_req_cancel_all(void);
+void sl_asgi_req_cancel_all(sl_asgi_t *x);
 
-/* The writer ended R's response: release what waits for it. Once. */
-void sl_asgi_req_ended(sl_asgi_req_t *r);
-
-/* End R's broken response with STATUS (or a close), then as ended. */
-void sl_asgi_req_fail(sl_asgi_req_t *r, int status);
+/* The request object is a coroutine to its carrier: PyIter_Send() runs a
+ * step of its app in its context (PYGEN_RETURN once the app returned or
+ * raised, which ended it: errors logged, the response failed); its
+ * throw() and close() methods are the app's, and end it the same way. */
 
 /* ---- asgi_carrier.c: the Tasks requests run in ---- */
 
-/* Ready the carrier type, find asyncio's current tasks. 0, or -1 with an
- * exception. */
+/* Ready the carrier type. 0, or -1 with an exception. */
 int sl_asgi_carrier_init(void);
 
-/* Run R's first step as a carrier Task's; if the app awaits, that Task
- * carries R on. 0, or -1 with an exception (R not stepped). */
-int sl_asgi_carrier_run(sl_asgi_req_t *r);
+/* An idle carrier nobody cancelled, or a new one with its Task, for a
+ * request's first step. A new reference, or NULL with an exception. */
+sl_asgi_carrier_t *sl_asgi_carrier_take(sl_asgi_t *x);
+
+/* R's first step yielded PENDING (stolen): K's Task carries R on from its
+ * next step. Sets r->task. */
+void sl_asgi_carrier_hold(sl_asgi_carrier_t *k, sl_asgi_req_t *r,
+                          PyObject *pending);
+
+/* Done with K (stolen) after a first step: its Task wakes for the
+ * request it holds, or K waits for the next request. */
+void sl_asgi_carrier_put(sl_asgi_carrier_t *k);
 
 /* Cancel the idle carriers' Tasks (they end), appending each to TASKS (a
  * list, or NULL) to wait for. */
-void sl_asgi_carrier_end_idle(PyObject *tasks);
+void sl_asgi_carrier_end_idle(sl_asgi_t *x, PyObject *tasks);
 
 /* ---- asgi_task.c: a request's current_task() ---- */
 
@@ -217,13 +223,13 @@ int sl_asgi_task_init(void);
  * reference, or NULL with an exception. */
 PyObject *sl_asgi_task_new(sl_asgi_req_t *r);
 
-/* Make TASK what current_task() returns on the loop; *PREV gets what it
- * was (a new reference, or NULL) for sl_asgi_task_leave(). 0, or -1 with
- * an exception. */
-int sl_asgi_task_enter(PyObject *task, PyObject **prev);
+/* Make TASK what current_task() returns on LOOP; *PREV gets what it was
+ * (a new reference, or NULL) for sl_asgi_task_leave(). 0, or -1 with an
+ * exception. */
+int sl_asgi_task_enter(PyObject *loop, PyObject *task, PyObject **prev);
 
-/* Put PREV (stolen; NULL: none) back as the loop's current task. */
-void sl_asgi_task_leave(PyObject *prev);
+/* Put PREV (stolen; NULL: none) back as LOOP's current task. */
+void sl_asgi_task_leave(PyObject *loop, PyObject *prev);
 
 /* TASK's name ("GET /path" unless set): a new reference, or NULL with an
  * exception. */
@@ -237,73 +243,74 @@ int sl_asgi_task_handed(PyObject *task, PyObject *carrier);
  * done callbacks are scheduled, it reaches no carrier any more. */
 void sl_asgi_task_finish(PyObject *task, bool cancelled);
 
-/* ---- asgi_channel.c: receive() and send() ---- */
+/* ---- asgi_channel.c: the http scope's messages ---- */
 
-/* Ready the receive and send types. 0, or -1 with an exception. */
+/* Ready the http messages. 0, or -1 with an exception. */
 int sl_asgi_channel_init(void);
 
-/* R's receive() (SEND false) or send() callable; a new reference, or NULL
- * with an exception. */
-PyObject *sl_asgi_channel_new(sl_asgi_req_t *r, bool send);
+extern const sl_asgi_kind_t sl_asgi_http;
 
-/* A WAKE for R: hand out what its waiting receive()s can have, let a
- * send() that waits for credit go on when it may. */
-void sl_asgi_channel_wake(sl_asgi_req_t *r);
-
-/* R is over: every receive() still waiting gets http.disconnect (or
- * websocket.disconnect), a send() waiting for credit returns. */
-void sl_asgi_channel_release(sl_asgi_req_t *r);
-
-/* Is S the interned string KEY (or equal to it)? */
-bool sl_asgi_str_is(PyObject *s, PyObject *key);
-
-/* Queue LEN body bytes of R's response (its head first when it waits:
- * r->status, r->headers); LAST ends the body. 0, 1 when over the credit,
- * -1 with an exception. */
-int sl_asgi_channel_emit(sl_asgi_req_t *r, const void *data, size_t len,
-                         bool last);
-
-/* What send() returns after output went over the credit: a Future the
- * WAKE resolves, or a completed awaitable when no wait is needed. NULL
- * with an exception. */
-PyObject *sl_asgi_channel_wait_credit(sl_asgi_req_t *r);
+/* send()'s http messages (sl_asgi_send_fn). */
+PyObject *sl_asgi_http_start(sl_asgi_req_t *r, PyObject *msg);
+PyObject *sl_asgi_http_body(sl_asgi_req_t *r, PyObject *msg);
+PyObject *sl_asgi_http_trailers(sl_asgi_req_t *r, PyObject *msg);
+PyObject *sl_asgi_http_pathsend(sl_asgi_req_t *r, PyObject *msg);
 
 /* ---- asgi_ws.c: the websocket scope's messages ---- */
-
-/* sluice.ClientDisconnected (an OSError): send() after the client left. */
-extern PyObject *sl_asgi_ws_disconnected;
 
 /* Make the exception type. 0, or -1 with an exception. */
 int sl_asgi_ws_init(void);
 
-/* receive()'s next message for WebSocket R as recv_try: a new reference;
- * NULL without an exception when a WAKE will come; NULL with one. */
-PyObject *sl_asgi_ws_recv_try(sl_asgi_req_t *r);
+extern const sl_asgi_kind_t sl_asgi_ws;
 
-/* websocket.disconnect with R's end (1006 when none is known). */
-PyObject *sl_asgi_ws_disconnect_msg(sl_asgi_req_t *r);
-
-/* send(MSG) for WebSocket R: an awaitable, or NULL with the exception
- * the app sees. */
+/* send()'s websocket messages (sl_asgi_send_fn). */
+PyObject *sl_asgi_ws_accept(sl_asgi_req_t *r, PyObject *msg);
 PyObject *sl_asgi_ws_send(sl_asgi_req_t *r, PyObject *msg);
+PyObject *sl_asgi_ws_close(sl_asgi_req_t *r, PyObject *msg);
+PyObject *sl_asgi_ws_denial_start(sl_asgi_req_t *r, PyObject *msg);
+PyObject *sl_asgi_ws_denial_body(sl_asgi_req_t *r, PyObject *msg);
 
-/* The exception set is a misuse of R by the app: keep it to log once,
- * end R's WebSocket (1011) or response (500). Returns NULL, the exception
- * still set. */
-PyObject *sl_asgi_ws_error(sl_asgi_req_t *r);
+/* ---- asgi_io.c: both scopes' waits, output and end ---- */
 
-/* R's app ended (RAISED: with its exception set, which this logs and
- * clears): close or refuse what is left, send END. */
-void sl_asgi_ws_finish(sl_asgi_req_t *r, bool raised);
+/* receive() for R: a completed awaitable when R's kind has the message
+ * now, else a Future a WAKE resolves. NULL with an exception. */
+PyObject *sl_asgi_io_receive(sl_asgi_req_t *r);
 
-/* ---- asgi_inline.c: inline mode ---- */
+/* A WAKE for R: hand out what its waiting receive()s can have, let a
+ * send() that waits for credit go on when it may. */
+void sl_asgi_io_wake(sl_asgi_req_t *r);
+
+/* R is over: every receive() still waiting gets its kind's disconnect
+ * message, a send() waiting for credit returns. */
+void sl_asgi_io_release(sl_asgi_req_t *r);
+
+/* The writer ended R's response: release what waits for it. Once. */
+void sl_asgi_io_ended(sl_asgi_req_t *r);
+
+/* End R's broken response with STATUS (or a close), then as ended. */
+void sl_asgi_io_fail(sl_asgi_req_t *r, int status);
+
+/* The head of R's response (r->status, r->headers) for a body of KNOWN
+ * bytes (-1: not known, chunked). 0, or -1 with an exception. */
+int sl_asgi_io_start_body(sl_asgi_req_t *r, long long known);
+
+/* Queue LEN body bytes of R's response (its head first when it waits);
+ * LAST ends the body. 0, 1 when over the credit, -1 with an exception. */
+int sl_asgi_io_emit(sl_asgi_req_t *r, const void *data, size_t len, bool last);
+
+/* Queue what is left of r->body_rest (ALL: at once, else until the output
+ * is over the credit). 0 when all is queued, 1 when all is and the output
+ * is over the credit, 2 when bytes are left, -1 with an exception. */
+int sl_asgi_io_emit_rest(sl_asgi_req_t *r, bool all);
+
+/* What send() returns after output went over the credit: a Future the
+ * WAKE resolves, or a completed awaitable when no wait is needed. NULL
+ * with an exception. */
+PyObject *sl_asgi_io_wait_credit(sl_asgi_req_t *r);
+
+/* ---- asgi_inline.c and asgi_lane.c: the two modes ---- */
 
 /* Set up the dirty list and the event loop on this thread. 0 or -1. */
 int sl_asgi_inline_start(sl_pump_t *p);
-
-/* ---- asgi_lane.c: pump mode ---- */
-
-/* Start the lane thread and wait for its event loop to boot. 0 or -1. */
-int sl_asgi_lane_start(void);
 
 #endif

@@ -4,7 +4,9 @@
  * it). The pump hands over a pass's tickets through the work queue and
  * writes the lane's eventfd once per pass; on_tickets() takes the whole
  * batch. The loop thread reaches the lane only through that queue and the
- * eventfd, and two flags (finish, stop) read on the lane's side.
+ * eventfd, and two flags (finish, stop) read on the lane's side. The
+ * context is the one of sl_asgi_lane_exec: the lane thread gets it as its
+ * argument, the eventfd's reader as its self.
  */
 #include "config.h"
 
@@ -49,25 +51,25 @@ static void efd_write(void)
 /* The eventfd's reader: this pass's tickets, in one batch. */
 static PyObject *on_tickets(PyObject *self, PyObject *unused)
 {
+    sl_asgi_t *x = PyCapsule_GetPointer(self, NULL);
     sl_ticket_t batch[TICKET_BATCH];
     uint64_t v;
     uint32_t i, n;
 
-    (void)self;
     (void)unused;
     if (read(lane.efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
         sl_log_errno(SL_LOG_ERROR, "read() of the ASGI lane's eventfd");
-    while ((n = sl_queue_pop_all(&sl_asgi.p->work, batch, TICKET_BATCH)) > 0)
+    while ((n = sl_queue_pop_all(&x->p->work, batch, TICKET_BATCH)) > 0)
         for (i = 0; i < n; i++)
-            sl_asgi_req_ticket(&batch[i]);
+            sl_asgi_req_ticket(x, &batch[i]);
     if (atomic_exchange(&lane.finish_asked, false))
-        sl_asgi_req_cancel_all();
-    if (atomic_load(&lane.stop_asked) && !sl_asgi.stopping) {
-        PyObject *res = PyObject_CallMethod(sl_asgi.loop, "stop", NULL);
+        sl_asgi_req_cancel_all(x);
+    if (atomic_load(&lane.stop_asked) && !x->stopping) {
+        PyObject *res = PyObject_CallMethod(x->loop, "stop", NULL);
         if (res == NULL)
             sl_py_log_exception("ASGI: stopping the event loop");
         Py_XDECREF(res);
-        sl_asgi.stopping = true;
+        x->stopping = true;
     }
     Py_RETURN_NONE;
 }
@@ -85,21 +87,25 @@ static void boot_report(int state)
 
 /* Create the event loop, listen for tickets, run lifespan startup. 0, or
  * -1 after logging. */
-static int lane_boot(void)
+static int lane_boot(sl_asgi_t *x)
 {
-    PyObject *fn, *res;
+    PyObject *fn, *self, *res;
 
-    if (sl_asgi_loop_create() < 0)
+    if (sl_asgi_loop_create(x) < 0)
         return -1;
-    fn = PyCFunction_New(&on_tickets_def, NULL);
+    self = PyCapsule_New(x, NULL, NULL);
+    if (self == NULL)
+        goto out_pyerr;
+    fn = PyCFunction_New(&on_tickets_def, self);
+    Py_DECREF(self);
     if (fn == NULL)
         goto out_pyerr;
-    res = PyObject_CallMethod(sl_asgi.loop, "add_reader", "iO", lane.efd, fn);
+    res = PyObject_CallMethod(x->loop, "add_reader", "iO", lane.efd, fn);
     Py_DECREF(fn);
     if (res == NULL)
         goto out_pyerr;
     Py_DECREF(res);
-    return sl_asgi_loop_startup();
+    return sl_asgi_loop_startup(x);
 
 out_pyerr:
     sl_py_log_exception("ASGI: cannot set up the event loop");
@@ -107,33 +113,34 @@ out_pyerr:
 }
 
 /* No more tickets; then what every mode does at the end. */
-static void lane_shutdown(void)
+static void lane_shutdown(sl_asgi_t *x)
 {
     PyObject *res;
 
-    sl_asgi.stopping = true;
-    res = PyObject_CallMethod(sl_asgi.loop, "remove_reader", "i", lane.efd);
+    x->stopping = true;
+    res = PyObject_CallMethod(x->loop, "remove_reader", "i", lane.efd);
     if (res == NULL)
         PyErr_Clear();
     Py_XDECREF(res);
-    sl_asgi_loop_shutdown();
+    sl_asgi_loop_shutdown(x);
 }
 
+/* The lane thread; ARG is the context. */
 static void *lane_main(void *arg)
 {
     PyGILState_STATE gs = PyGILState_Ensure();
+    sl_asgi_t *x = arg;
     PyObject *res;
     int rc;
 
-    (void)arg;
-    rc = lane_boot();
+    rc = lane_boot(x);
     boot_report(rc == 0 ? 1 : -1);
     if (rc == 0) {
-        res = PyObject_CallMethod(sl_asgi.loop, "run_forever", NULL);
+        res = PyObject_CallMethod(x->loop, "run_forever", NULL);
         if (res == NULL)
             sl_py_log_exception("ASGI: the event loop failed");
         Py_XDECREF(res);
-        lane_shutdown();
+        lane_shutdown(x);
     }
     PyGILState_Release(gs);
     pthread_mutex_lock(&lane.mu);
@@ -143,7 +150,9 @@ static void *lane_main(void *arg)
     return NULL;
 }
 
-int sl_asgi_lane_start(void)
+/* start (exec.h) of pump mode: start the lane thread and wait for its
+ * event loop to boot. 0 or -1. */
+static int lane_start(sl_pump_t *p)
 {
     sigset_t all, old;
     int rc;
@@ -158,7 +167,7 @@ int sl_asgi_lane_start(void)
     /* the lane never takes signals: the loop thread owns them */
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    rc = pthread_create(&lane.tid, NULL, lane_main, NULL);
+    rc = pthread_create(&lane.tid, NULL, lane_main, sl_asgi_of(p));
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         errno = rc;
@@ -181,8 +190,7 @@ int sl_asgi_lane_start(void)
 /* finish (exec.h) of the lane: cancel the tasks on the lane's thread. */
 static void lane_finish(sl_pump_t *p)
 {
-    (void)p;
-    if (!sl_asgi.started)
+    if (!sl_asgi_of(p)->started)
         return;
     atomic_store(&lane.finish_asked, true);
     efd_write();
@@ -200,17 +208,18 @@ static void lane_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
  * and exits; wait for that, within the shutdown's budget and a margin. */
 static int lane_stop(sl_pump_t *p, double timeout)
 {
+    sl_asgi_t *x = sl_asgi_of(p);
     struct timespec ts;
     int rc = 0;
 
     (void)timeout; /* lifespan shutdown has its own budget */
-    if (!sl_asgi.started)
+    if (!x->started)
         return 0;
-    sl_asgi.budget = sl_asgi_shutdown_budget(p);
+    x->budget = sl_asgi_shutdown_budget(p);
     atomic_store(&lane.stop_asked, true);
     efd_write();
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(sl_asgi.budget + SL_ASGI_CANCEL_SECS + 4);
+    ts.tv_sec += (time_t)(x->budget + SL_ASGI_CANCEL_SECS + 4);
     pthread_mutex_lock(&lane.mu);
     while (!lane.exited && rc == 0)
         rc = pthread_cond_timedwait(&lane.cv, &lane.mu, &ts);
@@ -221,24 +230,24 @@ static int lane_stop(sl_pump_t *p, double timeout)
     return rc;
 }
 
-/* start (exec.h) of pump mode: the lane thread and its event loop. */
-static int lane_start(sl_pump_t *p)
-{
-    (void)p;
-    return sl_asgi_lane_start();
-}
+/* pump mode's context */
+static sl_asgi_t lane_asgi;
 
-const sl_exec_t sl_asgi_lane_exec = {
-    .name = "pump",
-    .websocket = true,
-    .hand_over = lane_hand_over,
-    .notify = sl_exec_notify_handoff,
-    .need_loop = sl_exec_loop_runs_anyway,
-    .release = sl_writer_lent_release,
-    .wake = sl_exec_wake_ticket,
-    .wait = sl_exec_wait_never,
-    .finish = lane_finish,
-    .start = lane_start,
-    .serve = sl_py_serve_released,
-    .stop = lane_stop,
+const sl_asgi_exec_t sl_asgi_lane_exec = {
+    .ops =
+        {
+            .name = "pump",
+            .websocket = true,
+            .hand_over = lane_hand_over,
+            .notify = sl_exec_notify_handoff,
+            .need_loop = sl_exec_loop_runs_anyway,
+            .release = sl_writer_lent_release,
+            .wake = sl_exec_wake_ticket,
+            .wait = sl_exec_wait_never,
+            .finish = lane_finish,
+            .start = lane_start,
+            .serve = sl_py_serve_released,
+            .stop = lane_stop,
+        },
+    .x = &lane_asgi,
 };

@@ -1,37 +1,45 @@
-/* asgi_request.c - one ASGI request: its app's coroutine, start and end.
+/* asgi_request.c - one ASGI request: the hub its leaves are called from.
  *
  * A request runs its app's first step at once, in a carrier's Task
- * (asgi_carrier.c), and later ones in that Task if the app awaits; each
- * step runs in the request's own context. The request ends the moment the
- * app returns or raises, with no done-callback round trip through the
- * loop. The live list holds every request whose app still runs (the drain
- * cancels them); a connection's slot names the request whose response it
- * carries (WAKE tickets find it there).
+ * (asgi_carrier.c), and later ones in that Task if the app awaits: to its
+ * carrier the request is a coroutine (am_send runs a step, throw() and
+ * close() are its app's). Each step runs in the request's own context,
+ * with its own task object current (asgi_task.c). The request ends the
+ * moment the app returns or raises, with no done-callback round trip
+ * through the loop. The live list holds every request whose app still
+ * runs (the drain cancels them); a connection's slot names the request
+ * whose response it carries (WAKE tickets find it there).
+ *
+ * A request picks its scope's kind once, when it is made: http
+ * (asgi_channel.c) or websocket (asgi_ws.c), a table of what differs. Its
+ * receive() and send() callables are here: receive() is asgi_io.c's wait
+ * on the kind's next message, and send() reads the message's type once
+ * and dispatches through one table of routes to the kind's handlers.
  */
 #include "config.h"
 
 #include <Python.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "worker/loop/http.h"
 #include "worker/python/asgi_done.h"
 #include "worker/python/asgi_internal.h"
-#include "worker/python/asgi_scope.h"
 #include "worker/python/py.h"
 
 static void req_finish(sl_asgi_req_t *r, bool raised);
 
 /* ------------------------------------------------------------------ */
-/* the live list and the slots                                        */
+/* the live list                                                      */
 
 static void live_insert(sl_asgi_req_t *r)
 {
     r->prev = NULL;
-    r->next = sl_asgi.live;
-    if (sl_asgi.live != NULL)
-        sl_asgi.live->prev = r;
-    sl_asgi.live = r; /* the list keeps the reference it was given */
+    r->next = r->x->live;
+    if (r->x->live != NULL)
+        r->x->live->prev = r;
+    r->x->live = r; /* the list keeps the reference it was given */
 }
 
 static void live_remove(sl_asgi_req_t *r)
@@ -39,38 +47,11 @@ static void live_remove(sl_asgi_req_t *r)
     if (r->prev != NULL)
         r->prev->next = r->next;
     else
-        sl_asgi.live = r->next;
+        r->x->live = r->next;
     if (r->next != NULL)
         r->next->prev = r->prev;
     r->prev = r->next = NULL;
     Py_DECREF(r);
-}
-
-static void slot_clear(sl_asgi_req_t *r)
-{
-    if (r->on_slot && sl_asgi.slots[r->c->idx] == r)
-        sl_asgi.slots[r->c->idx] = NULL;
-    r->on_slot = false;
-}
-
-/* ------------------------------------------------------------------ */
-/* the response's end                                                 */
-
-void sl_asgi_req_ended(sl_asgi_req_t *r)
-{
-    if (r->state == RS_DONE)
-        return;
-    r->state = RS_DONE;
-    Py_CLEAR(r->headers);
-    Py_CLEAR(r->trailers);
-    slot_clear(r);
-    sl_asgi_channel_release(r);
-}
-
-void sl_asgi_req_fail(sl_asgi_req_t *r, int status)
-{
-    sl_writer_fail(&r->w, status);
-    sl_asgi_req_ended(r);
 }
 
 /* ------------------------------------------------------------------ */
@@ -94,51 +75,15 @@ static void req_dealloc(sl_asgi_req_t *r)
 /* The app's coroutine came to an end (RAISED: with the exception set). */
 static void req_finish(sl_asgi_req_t *r, bool raised)
 {
-    PyObject *t, *v, *tb;
-    bool quiet, cancelled = false;
+    bool cancelled = false;
 
     Py_INCREF(r);
     if (raised)
-        cancelled = PyErr_ExceptionMatches(sl_asgi.cancelled_error);
-    if (r->ws) {
-        if (!r->finished)
-            sl_asgi_ws_finish(r, raised);
-        else if (raised)
-            PyErr_Clear();
-    } else if (raised) {
-        PyErr_Fetch(&t, &v, &tb);
-        PyErr_NormalizeException(&t, &v, &tb);
-        /* a cancellation we caused, or one after the client left, is no
-         * error of the app's */
-        quiet = (r->cancelled || r->gone) &&
-                PyErr_GivenExceptionMatches(t, sl_asgi.cancelled_error);
-        if (quiet) {
-            Py_XDECREF(t);
-            Py_XDECREF(v);
-            Py_XDECREF(tb);
-        } else {
-            PyErr_Restore(t, v, tb);
-            sl_py_log_exception(r->w.ended ? "error in %s after its response"
-                                           : "error handling %s",
-                                r->what);
-        }
-        sl_asgi_req_fail(r, r->cancelled ? 503 : 500);
-    } else if (!r->w.ended) {
-        /* an app that stops when its client left (Starlette's streaming
-         * responses do) did nothing wrong, as under uvicorn */
-        if (!r->gone)
-            sl_error(r->state == RS_INIT
-                         ? "ASGI app returned without starting a response "
-                           "to %s"
-                         : "ASGI app returned without completing the "
-                           "response to %s",
-                     r->what);
-        sl_asgi_req_fail(r, 500);
-    }
+        cancelled = PyErr_ExceptionMatches(r->x->cancelled_error);
+    r->kind->finish(r, raised);
     if (!r->finished) {
         r->finished = true;
-        slot_clear(r);
-        sl_asgi_channel_release(r);
+        sl_asgi_io_release(r);
         Py_CLEAR(r->coro);
         Py_CLEAR(r->task); /* the Task holds us: break the cycle */
         if (r->ptask != NULL) {
@@ -156,7 +101,7 @@ static void req_finish(sl_asgi_req_t *r, bool raised)
 static bool req_enter(sl_asgi_req_t *r, PyObject **prev)
 {
     if (PyContext_Enter(r->ctx) == 0) {
-        if (sl_asgi_task_enter(r->ptask, prev) == 0)
+        if (sl_asgi_task_enter(r->x->loop, r->ptask, prev) == 0)
             return true;
         if (PyContext_Exit(r->ctx) < 0)
             PyErr_Clear(); /* the enter's error is the one to log */
@@ -167,13 +112,15 @@ static bool req_enter(sl_asgi_req_t *r, PyObject **prev)
 
 static void req_leave(sl_asgi_req_t *r, PyObject *prev)
 {
-    sl_asgi_task_leave(prev);
+    sl_asgi_task_leave(r->x->loop, prev);
     if (PyContext_Exit(r->ctx) < 0)
         sl_py_log_exception("ASGI: leaving the context of %s", r->what);
 }
 
-PySendResult sl_asgi_req_step(sl_asgi_req_t *r, PyObject *arg,
-                              PyObject **result)
+/* One step of R's app, in R's context: send ARG in (am_send). PYGEN_NEXT
+ * with what it yielded in *RESULT; or PYGEN_RETURN (None in *RESULT) once
+ * the app returned or raised, which ended R. */
+static PySendResult req_step(sl_asgi_req_t *r, PyObject *arg, PyObject **result)
 {
     PyObject *prev;
     PySendResult st;
@@ -197,8 +144,11 @@ PySendResult sl_asgi_req_step(sl_asgi_req_t *r, PyObject *arg,
     return st;
 }
 
-PyObject *sl_asgi_req_throw(sl_asgi_req_t *r, PyObject *const *args,
-                            Py_ssize_t n)
+/* throw(ARGS) into R's app, in R's context: what it yielded, or NULL
+ * with StopIteration once the app ended (R ended as by a step); with the
+ * exception itself when the app had ended before. */
+static PyObject *req_throw(sl_asgi_req_t *r, PyObject *const *args,
+                           Py_ssize_t n)
 {
     PyObject *a[4], *res, *prev;
     Py_ssize_t i;
@@ -234,24 +184,37 @@ PyObject *sl_asgi_req_throw(sl_asgi_req_t *r, PyObject *const *args,
     return res;
 }
 
-void sl_asgi_req_close(sl_asgi_req_t *r)
+/* close(): close R's app coroutine (its Task is going away), end R. */
+static PyObject *req_close(sl_asgi_req_t *r, PyObject *unused)
 {
     PyObject *res;
 
+    (void)unused;
     if (r->coro == NULL)
-        return;
+        Py_RETURN_NONE;
     res = PyObject_CallMethodNoArgs(r->coro, sl_asgi_names[N_CLOSE]);
     if (res == NULL)
         PyErr_Clear();
     Py_XDECREF(res);
     r->gone = true;
     req_finish(r, false);
+    Py_RETURN_NONE;
 }
 
 static PyObject *req_repr(sl_asgi_req_t *r)
 {
     return PyUnicode_FromFormat("<sluice ASGI request %s>", r->what);
 }
+
+static PyMethodDef req_methods[] = {
+    {"throw", (PyCFunction)(void (*)(void))req_throw, METH_FASTCALL, NULL},
+    {"close", (PyCFunction)req_close, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyAsyncMethods req_async = {
+    .am_send = (sendfunc)req_step,
+};
 
 static PyTypeObject req_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.ASGIRequest",
@@ -260,21 +223,152 @@ static PyTypeObject req_type = {
     .tp_doc = "one ASGI request: its app's coroutine and its response",
     .tp_dealloc = (destructor)req_dealloc,
     .tp_repr = (reprfunc)req_repr,
+    .tp_as_async = &req_async,
+    .tp_methods = req_methods,
 };
+
+/* ------------------------------------------------------------------ */
+/* receive() and send()                                               */
+
+/* receive and send: one small callable each per request. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    sl_asgi_req_t *req; /* owned */
+} chan_t;
+
+/* send()'s routes: a message type of a scope kind, and its handler. */
+static const struct {
+    int kind; /* SL_ASGI_HTTP, SL_ASGI_WS */
+    int name; /* N_*: the message's type */
+    sl_asgi_send_fn fn;
+} routes[] = {
+    {SL_ASGI_HTTP, N_RESPONSE_BODY, sl_asgi_http_body},
+    {SL_ASGI_HTTP, N_RESPONSE_START, sl_asgi_http_start},
+    {SL_ASGI_HTTP, N_RESPONSE_TRAILERS, sl_asgi_http_trailers},
+    {SL_ASGI_HTTP, N_RESPONSE_PATHSEND, sl_asgi_http_pathsend},
+    {SL_ASGI_WS, N_WS_SEND, sl_asgi_ws_send},
+    {SL_ASGI_WS, N_WS_ACCEPT, sl_asgi_ws_accept},
+    {SL_ASGI_WS, N_WS_CLOSE, sl_asgi_ws_close},
+    {SL_ASGI_WS, N_WS_RESPONSE_START, sl_asgi_ws_denial_start},
+    {SL_ASGI_WS, N_WS_RESPONSE_BODY, sl_asgi_ws_denial_body},
+};
+
+/* An error in what the app sent: raise EXC in the app, and let R's kind
+ * end what must be. NULL. */
+static PyObject *send_fail(sl_asgi_req_t *r, PyObject *exc, const char *fmt,
+                           ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    PyErr_FormatV(exc, fmt, ap);
+    va_end(ap);
+    return r->kind->error(r);
+}
+
+static PyObject *req_send(sl_asgi_req_t *r, PyObject *msg)
+{
+    PyObject *type;
+    size_t i;
+
+    /* an app that sends again before its last send() is done: what that
+     * one left goes first, whole */
+    if (r->body_rest != NULL && sl_asgi_io_emit_rest(r, true) < 0)
+        return r->kind->error(r);
+    if (!PyDict_Check(msg))
+        return send_fail(r, PyExc_TypeError,
+                         "ASGI: send() takes a dict message, not %s",
+                         Py_TYPE(msg)->tp_name);
+    type = PyDict_GetItemWithError(msg, sl_asgi_names[N_TYPE]);
+    if (type == NULL)
+        return PyErr_Occurred() ? r->kind->error(r)
+                                : send_fail(r, PyExc_KeyError,
+                                            "ASGI: send(): the message has "
+                                            "no 'type'");
+    for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+        if (routes[i].kind == r->kind->kind &&
+            sl_asgi_str_is(type, sl_asgi_names[routes[i].name]))
+            return routes[i].fn(r, msg);
+    return send_fail(r, PyExc_ValueError,
+                     "ASGI: send(): unexpected message type %R for %s scope",
+                     type, r->kind->name);
+}
+
+static PyObject *receive_vc(PyObject *self, PyObject *const *args,
+                            size_t nargsf, PyObject *kw)
+{
+    (void)args;
+    if (PyVectorcall_NARGS(nargsf) != 0 || kw != NULL) {
+        PyErr_SetString(PyExc_TypeError, "receive() takes no arguments");
+        return NULL;
+    }
+    return sl_asgi_io_receive(((chan_t *)self)->req);
+}
+
+static PyObject *send_vc(PyObject *self, PyObject *const *args, size_t nargsf,
+                         PyObject *kw)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kw != NULL) {
+        PyErr_SetString(PyExc_TypeError, "send() takes one message");
+        return NULL;
+    }
+    return req_send(((chan_t *)self)->req, args[0]);
+}
+
+static void chan_dealloc(chan_t *ch)
+{
+    Py_XDECREF(ch->req);
+    PyObject_Free(ch);
+}
+
+static PyTypeObject receive_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.Receive",
+    .tp_basicsize = sizeof(chan_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "ASGI receive(): the request body, then http.disconnect",
+    .tp_dealloc = (destructor)chan_dealloc,
+    .tp_vectorcall_offset = offsetof(chan_t, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
+static PyTypeObject send_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice.Send",
+    .tp_basicsize = sizeof(chan_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "ASGI send(): the response",
+    .tp_dealloc = (destructor)chan_dealloc,
+    .tp_vectorcall_offset = offsetof(chan_t, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
+/* R's receive() (SEND false) or send() callable; a new reference, or NULL
+ * with an exception. */
+static PyObject *chan_new(sl_asgi_req_t *r, bool send)
+{
+    chan_t *ch = PyObject_New(chan_t, send ? &send_type : &receive_type);
+
+    if (ch == NULL)
+        return NULL;
+    ch->vectorcall = send ? send_vc : receive_vc;
+    Py_INCREF(r);
+    ch->req = r;
+    return (PyObject *)ch;
+}
 
 /* ------------------------------------------------------------------ */
 /* starting a request                                                 */
 
 /* Answer request GEN of C with STATUS without starting it. */
-static void refuse(sl_conn_t *c, uint32_t gen, int status)
+static void refuse(sl_asgi_t *x, sl_conn_t *c, uint32_t gen, int status)
 {
     sl_writer_t w;
 
-    sl_writer_init(&w, &sl_writer_asgi, &sl_asgi.scratch, c, gen);
+    sl_writer_init(&w, &sl_writer_asgi, &x->scratch, c, gen);
     sl_writer_fail(&w, status);
 }
 
-static sl_asgi_req_t *req_new(sl_conn_t *c, uint32_t gen)
+static sl_asgi_req_t *req_new(sl_asgi_t *x, sl_conn_t *c, uint32_t gen)
 {
     sl_asgi_req_t *r = PyObject_New(sl_asgi_req_t, &req_type);
     const sl_req_t *q = &c->req;
@@ -282,13 +376,14 @@ static sl_asgi_req_t *req_new(sl_conn_t *c, uint32_t gen)
     if (r == NULL)
         return NULL;
     memset((char *)r + sizeof(PyObject), 0, sizeof(*r) - sizeof(PyObject));
+    r->x = x;
     r->c = c;
     r->gen = gen;
-    sl_writer_init(&r->w, &sl_writer_asgi, &sl_asgi.scratch, c, gen);
+    sl_writer_init(&r->w, &sl_writer_asgi, &x->scratch, c, gen);
     r->body_left = q->chunked ? 0 : q->content_length;
     /* a WebSocket's HTTP answer (a denial) ends the connection: the loop
      * took its request as not keep-alive, as every upgrade */
-    r->ws = q->websocket;
+    r->kind = q->websocket ? &sl_asgi_ws : &sl_asgi_http;
     r->what_len = sl_http_log_name(q, r->what, sizeof(r->what));
     return r;
 }
@@ -313,39 +408,78 @@ static PyObject *awaitable_iter(PyObject *aw)
     return it;
 }
 
-void sl_asgi_req_start(sl_conn_t *c, uint32_t gen)
+/* R's first step yielded: the carrier's Task takes R over. Pass on what
+ * cancel() held meanwhile; all_tasks() shows the carrier by R's name. */
+static void req_handed(sl_asgi_req_t *r)
+{
+    PyObject *name, *res;
+
+    if (r->ptask != NULL && sl_asgi_task_handed(r->ptask, r->task) < 0)
+        sl_py_log_exception("ASGI: passing a cancel() on to %s", r->what);
+    name = r->ptask ? sl_asgi_task_name(r->ptask) : NULL;
+    if (name != NULL) {
+        res =
+            PyObject_CallMethodOneArg(r->task, sl_asgi_names[N_SET_NAME], name);
+        if (res == NULL)
+            PyErr_Clear();
+        Py_XDECREF(res);
+        Py_DECREF(name);
+    } else {
+        PyErr_Clear();
+    }
+}
+
+/* R's first step, at once, as a carrier Task's (asgi_carrier.c); if the
+ * app awaits, that Task carries R on. 0, or -1 with an exception (R not
+ * stepped). */
+static int first_step(sl_asgi_req_t *r)
+{
+    sl_asgi_carrier_t *k = sl_asgi_carrier_take(r->x);
+    PyObject *res;
+
+    if (k == NULL)
+        return -1;
+    if (req_step(r, Py_None, &res) == PYGEN_NEXT) {
+        sl_asgi_carrier_hold(k, r, res);
+        req_handed(r);
+    } else {
+        Py_XDECREF(res);
+    }
+    sl_asgi_carrier_put(k);
+    return 0;
+}
+
+void sl_asgi_req_start(sl_asgi_t *x, sl_conn_t *c, uint32_t gen)
 {
     PyObject *args[3] = {NULL, NULL, NULL}, *aw;
-    sl_asgi_req_t *r = req_new(c, gen);
+    sl_asgi_req_t *r = req_new(x, c, gen);
 
     if (r == NULL) {
         sl_py_log_exception("ASGI: cannot start a request");
-        refuse(c, gen, 500);
+        refuse(x, c, gen, 500);
         return;
     }
     live_insert(r);
-    args[0] = r->ws ? sl_asgi_scope_new_ws(c, sl_asgi.state)
-                    : sl_asgi_scope_new(c, sl_asgi.state);
-    args[1] = sl_asgi_channel_new(r, false);
-    args[2] = sl_asgi_channel_new(r, true);
+    args[0] = r->kind->scope(c, x->state);
+    args[1] = chan_new(r, false);
+    args[2] = chan_new(r, true);
     /* each request gets a fresh copy of the loop's base context, never of
      * the context a callback happens to run in (in inline mode that can
      * be the previous request's) */
-    r->ctx = PyContext_Copy(sl_asgi.base_ctx);
+    r->ctx = PyContext_Copy(x->base_ctx);
     r->ptask = sl_asgi_task_new(r);
     if (args[0] == NULL || args[1] == NULL || args[2] == NULL ||
         r->ctx == NULL || r->ptask == NULL)
         goto out_fail;
-    aw = PyObject_Vectorcall(sl_asgi.app, args, 3, NULL);
+    aw = PyObject_Vectorcall(x->app, args, 3, NULL);
     if (aw == NULL || (r->coro = awaitable_iter(aw)) == NULL)
         goto out_fail;
     Py_CLEAR(args[0]);
     Py_CLEAR(args[1]);
     Py_CLEAR(args[2]);
-    sl_asgi.slots[c->idx] = r;
+    x->slots[c->idx] = r;
     r->on_slot = true;
-    /* the first step, at once (asgi_carrier.c) */
-    if (sl_asgi_carrier_run(r) < 0) {
+    if (first_step(r) < 0) {
         PyObject *t, *v, *tb, *res;
         PyErr_Fetch(&t, &v, &tb);
         res = PyObject_CallMethodNoArgs(r->coro, sl_asgi_names[N_CLOSE]);
@@ -364,29 +498,29 @@ out_fail:
     req_finish(r, true);
 }
 
-void sl_asgi_req_ticket(const sl_ticket_t *t)
+void sl_asgi_req_ticket(sl_asgi_t *x, const sl_ticket_t *t)
 {
-    sl_conn_t *c = &sl_asgi.p->pool.conns[t->idx];
+    sl_conn_t *c = &x->p->pool.conns[t->idx];
     sl_asgi_req_t *r;
 
     if (t->kind == SL_TICKET_SUBMIT) {
         sl_conn_started(c, t->gen); /* queue time ends */
-        sl_asgi_req_start(c, t->gen);
+        sl_asgi_req_start(x, c, t->gen);
     } else {
-        r = sl_asgi.slots[t->idx];
+        r = x->slots[t->idx];
         if (r != NULL && r->gen == t->gen)
-            sl_asgi_channel_wake(r);
+            sl_asgi_io_wake(r);
     }
     if (PyErr_Occurred())
         sl_py_log_exception("ASGI: unexpected error on a ticket");
 }
 
-void sl_asgi_req_cancel_all(void)
+void sl_asgi_req_cancel_all(sl_asgi_t *x)
 {
     sl_asgi_req_t *r, *next;
     PyObject *res;
 
-    for (r = sl_asgi.live; r != NULL; r = next) {
+    for (r = x->live; r != NULL; r = next) {
         Py_INCREF(r);
         r->cancelled = true;
         if (r->task != NULL) {
@@ -402,5 +536,8 @@ void sl_asgi_req_cancel_all(void)
 
 int sl_asgi_req_init(void)
 {
-    return PyType_Ready(&req_type);
+    if (PyType_Ready(&req_type) < 0 || PyType_Ready(&receive_type) < 0 ||
+        PyType_Ready(&send_type) < 0)
+        return -1;
+    return 0;
 }

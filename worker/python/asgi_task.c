@@ -33,6 +33,7 @@
 
 typedef struct sl_asgi_task {
     PyObject_HEAD
+    sl_asgi_t *x;         /* borrowed: the executor's context */
     sl_asgi_req_t *req;   /* borrowed: the request, until it ends */
     PyObject *name;       /* owned: made when asked, or set; or NULL */
     PyObject *callbacks;  /* owned list of (fn, context), or NULL */
@@ -137,7 +138,7 @@ int sl_asgi_task_handed(PyObject *o, PyObject *carrier)
 
 static int schedule_callback(task_t *t, PyObject *fn, PyObject *ctx)
 {
-    PyObject *args[4] = {sl_asgi.loop, fn, (PyObject *)t, ctx};
+    PyObject *args[4] = {t->x->loop, fn, (PyObject *)t, ctx};
     PyObject *res = PyObject_VectorcallMethod(sl_asgi_names[N_CALL_SOON], args,
                                               3, kw_context);
 
@@ -254,7 +255,7 @@ static PyObject *task_outcome(task_t *t, const char *unset)
         return NULL;
     }
     if (t->cancelled) {
-        PyErr_SetNone(sl_asgi.cancelled_error);
+        PyErr_SetNone(t->x->cancelled_error);
         return NULL;
     }
     Py_RETURN_NONE;
@@ -306,9 +307,8 @@ static PyObject *task_get_coro(task_t *t, PyObject *unused)
 
 static PyObject *task_get_loop(task_t *t, PyObject *unused)
 {
-    (void)t;
     (void)unused;
-    return Py_NewRef(sl_asgi.loop);
+    return Py_NewRef(t->x->loop);
 }
 
 /* Unknown attributes are the carrier Task's while it carries the request
@@ -412,23 +412,23 @@ static PyTypeObject task_type = {
     .tp_methods = task_methods,
 };
 
-int sl_asgi_task_enter(PyObject *task, PyObject **prev)
+int sl_asgi_task_enter(PyObject *loop, PyObject *task, PyObject **prev)
 {
-    *prev = PyDict_GetItemWithError(current_tasks, sl_asgi.loop);
+    *prev = PyDict_GetItemWithError(current_tasks, loop);
     if (*prev == NULL && PyErr_Occurred())
         return -1;
     Py_XINCREF(*prev);
-    if (PyDict_SetItem(current_tasks, sl_asgi.loop, task) < 0) {
+    if (PyDict_SetItem(current_tasks, loop, task) < 0) {
         Py_CLEAR(*prev);
         return -1;
     }
     return 0;
 }
 
-void sl_asgi_task_leave(PyObject *prev)
+void sl_asgi_task_leave(PyObject *loop, PyObject *prev)
 {
-    int rc = prev ? PyDict_SetItem(current_tasks, sl_asgi.loop, prev)
-                  : PyDict_DelItem(current_tasks, sl_asgi.loop);
+    int rc = prev ? PyDict_SetItem(current_tasks, loop, prev)
+                  : PyDict_DelItem(current_tasks, loop);
 
     if (rc < 0)
         sl_py_log_exception("ASGI: restoring the current task");
@@ -442,6 +442,7 @@ PyObject *sl_asgi_task_new(sl_asgi_req_t *r)
     if (t == NULL)
         return NULL;
     memset((char *)t + sizeof(PyObject), 0, sizeof(*t) - sizeof(PyObject));
+    t->x = r->x;
     t->req = r;
     PyObject_GC_Track(t);
     return (PyObject *)t;

@@ -1,11 +1,12 @@
 /* asgi_ws.c - ASGI's websocket scope: the messages of one WebSocket.
  *
  * A WebSocket request is an ASGI request like any other (asgi_request.c
- * runs its Task, asgi_channel.c its receive() and send() callables); only
- * its messages differ, and they are here. The protocol itself lives on the
- * loop thread (worker/loop/conn_ws.c): this side sees whole messages and
- * four calls, sl_conn_ws_accept/recv/send/close, which answer at once or
- * say that a WAKE will come - the same await/wake mechanism as an HTTP
+ * runs it, with its receive() and send() callables; asgi_io.c has their
+ * waits); only its messages differ, and they are here: the websocket kind
+ * (sl_asgi_ws), which a request picks when it is made. The protocol itself
+ * lives on the loop thread (worker/loop/conn_ws.c): this side sees whole
+ * messages and four calls, sl_conn_ws_accept/recv/send/close, which answer at
+ * once or say that a WAKE will come - the same await/wake mechanism as an HTTP
  * body or credit, and the same completed awaitables when no wait is
  * needed.
  *
@@ -20,7 +21,7 @@
  *                  close handshake runs on the loop; receive() still
  *                  hands out what came before the end;
  *   WS_OVER        the HTTP answer went out instead: nothing more can.
- * Whatever the state, the app's end sends END (sl_asgi_ws_finish()).
+ * Whatever the state, the app's end sends END (finish()).
  */
 #include "config.h"
 
@@ -33,13 +34,16 @@
 #include "worker/loop/response.h"
 #include "worker/python/asgi_done.h"
 #include "worker/python/asgi_internal.h"
+#include "worker/python/asgi_scope.h"
 #include "worker/python/py.h"
 
 enum { WS_CONNECTING, WS_OPEN, WS_CLOSED, WS_OVER };
 
 /* sluice.ClientDisconnected: send() after the client went away (ASGI 2.4
  * wants an OSError subclass there, as uvicorn's). Owned. */
-PyObject *sl_asgi_ws_disconnected;
+static PyObject *ws_disconnected;
+
+static PyObject *ws_error(sl_asgi_req_t *r);
 
 /* Header names the handshake's answer writes itself: an app's accept
  * may not add them (the subprotocol goes in "subprotocol"). */
@@ -84,7 +88,8 @@ static void ws_end(sl_asgi_req_t *r, const sl_ws_end_t *end)
     }
 }
 
-PyObject *sl_asgi_ws_disconnect_msg(sl_asgi_req_t *r)
+/* websocket.disconnect with R's end (1006 when none is known). */
+static PyObject *disconnect_msg(sl_asgi_req_t *r)
 {
     PyObject *m, *reason;
 
@@ -118,7 +123,8 @@ static PyObject *receive_msg(sl_ws_msg_t *msg)
     return m;
 }
 
-PyObject *sl_asgi_ws_recv_try(sl_asgi_req_t *r)
+/* receive()'s next message (the kind's recv_try). */
+static PyObject *recv_try(sl_asgi_req_t *r)
 {
     sl_ws_msg_t msg;
     sl_ws_end_t end;
@@ -129,12 +135,12 @@ PyObject *sl_asgi_ws_recv_try(sl_asgi_req_t *r)
         return msg_new(N_WS_CONNECT, -1, NULL);
     }
     if (r->ws_ended || r->gone || r->ws_state == WS_OVER)
-        return sl_asgi_ws_disconnect_msg(r);
+        return disconnect_msg(r);
     if (r->ws_state == WS_CONNECTING) {
         /* nothing to receive before the accept; only the client leaving */
         rc = sl_conn_await(r->c, r->gen, SL_AWAIT_DISCONNECT);
         if (rc != 1)
-            return sl_asgi_ws_disconnect_msg(r);
+            return disconnect_msg(r);
     } else {
         memset(&msg, 0, sizeof(msg));
         rc = sl_conn_ws_recv(r->c, r->gen, &msg, &end);
@@ -142,7 +148,7 @@ PyObject *sl_asgi_ws_recv_try(sl_asgi_req_t *r)
             return receive_msg(&msg);
         if (rc < 0) {
             ws_end(r, &end);
-            return sl_asgi_ws_disconnect_msg(r);
+            return disconnect_msg(r);
         }
     }
     /* inline: the loop must run to read the frames or see the EOF */
@@ -157,7 +163,7 @@ PyObject *sl_asgi_ws_recv_try(sl_asgi_req_t *r)
  * WebSocket is closing (the drain's close went out): no misuse. */
 static PyObject *disconnected(sl_asgi_req_t *r, const char *what)
 {
-    PyErr_Format(sl_asgi_ws_disconnected,
+    PyErr_Format(ws_disconnected,
                  "ASGI: %s: the WebSocket is closed or its client went away "
                  "(%s)",
                  what, r->what);
@@ -174,10 +180,13 @@ static PyObject *misuse(sl_asgi_req_t *r, PyObject *exc, const char *fmt, ...)
     va_start(ap, fmt);
     PyErr_FormatV(exc, fmt, ap);
     va_end(ap);
-    return sl_asgi_ws_error(r);
+    return ws_error(r);
 }
 
-PyObject *sl_asgi_ws_error(sl_asgi_req_t *r)
+/* The exception set is a misuse of R by the app: keep it to log once,
+ * end R's WebSocket (1011) or response (500). Returns NULL, the exception
+ * still set. */
+static PyObject *ws_error(sl_asgi_req_t *r)
 {
     PyObject *t, *v, *tb;
 
@@ -190,7 +199,7 @@ PyObject *sl_asgi_ws_error(sl_asgi_req_t *r)
         r->c->pump->exec->need_loop(r->c);
         r->ws_state = WS_CLOSED;
     } else if (r->ws_state == WS_CONNECTING) {
-        sl_asgi_req_fail(r, 500);
+        sl_asgi_io_fail(r, 500);
         r->ws_state = WS_OVER;
     }
     PyErr_Restore(t, v, tb);
@@ -286,12 +295,12 @@ static int accept_subprotocol(PyObject *msg, const char **sub)
     return 0;
 }
 
-static PyObject *send_accept(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_ws_accept(sl_asgi_req_t *r, PyObject *msg)
 {
     const char *sub;
     PyObject *headers, *seq;
     bool err = false;
-    sl_buf_t *b = &sl_asgi.scratch;
+    sl_buf_t *b = &r->x->scratch;
     int rc;
 
     if (r->ws_state != WS_CONNECTING || r->state != RS_INIT)
@@ -301,20 +310,20 @@ static PyObject *send_accept(sl_asgi_req_t *r, PyObject *msg)
                           : "sent twice, or after the WebSocket ended",
                       r->what);
     if (accept_subprotocol(msg, &sub) < 0)
-        return sl_asgi_ws_error(r);
+        return ws_error(r);
     headers = field(msg, N_HEADERS, &err);
     if (err)
-        return sl_asgi_ws_error(r);
-    seq = PySequence_Fast(headers ? headers : sl_asgi.empty_tuple,
+        return ws_error(r);
+    seq = PySequence_Fast(headers ? headers : r->x->empty_tuple,
                           "ASGI: websocket.accept: 'headers' must be a list "
                           "of [name, value] pairs");
     if (seq == NULL)
-        return sl_asgi_ws_error(r);
+        return ws_error(r);
     b->len = b->off = 0;
     if (sl_writer_check_headers(seq, "ASGI: websocket.accept") < 0 ||
         format_headers(seq, b) < 0) {
         Py_DECREF(seq);
-        return sl_asgi_ws_error(r);
+        return ws_error(r);
     }
     Py_DECREF(seq);
     rc = sl_conn_ws_accept(r->c, r->gen, sub, b->data, b->len);
@@ -327,7 +336,7 @@ static PyObject *send_accept(sl_asgi_req_t *r, PyObject *msg)
     }
     /* a receive() waiting for the accept now waits for messages */
     if (r->recv_waiters != NULL && PyList_GET_SIZE(r->recv_waiters) > 0)
-        sl_asgi_channel_wake(r);
+        sl_asgi_io_wake(r);
     return sl_asgi_done_none();
 }
 
@@ -348,7 +357,7 @@ static const char *cannot_send(const sl_asgi_req_t *r)
     return NULL;
 }
 
-static PyObject *send_message(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_ws_send(sl_asgi_req_t *r, PyObject *msg)
 {
     PyObject *bytes, *text;
     Py_buffer view;
@@ -363,7 +372,7 @@ static PyObject *send_message(sl_asgi_req_t *r, PyObject *msg)
     bytes = field(msg, N_BYTES, &err);
     text = field(msg, N_TEXT, &err);
     if (err)
-        return sl_asgi_ws_error(r);
+        return ws_error(r);
     if ((bytes == NULL) == (text == NULL))
         return misuse(r, PyExc_ValueError,
                       "ASGI: websocket.send needs exactly one of 'bytes' "
@@ -377,7 +386,7 @@ static PyObject *send_message(sl_asgi_req_t *r, PyObject *msg)
                           "ASGI: websocket.send: 'text' must be str, not %s",
                           Py_TYPE(text)->tp_name);
         if ((p = PyUnicode_AsUTF8AndSize(text, &n)) == NULL)
-            return sl_asgi_ws_error(r);
+            return ws_error(r);
         rc = sl_conn_ws_send(r->c, r->gen, SL_WS_OP_TEXT, p, (size_t)n);
     } else {
         if (PyUnicode_Check(bytes) ||
@@ -395,7 +404,7 @@ static PyObject *send_message(sl_asgi_req_t *r, PyObject *msg)
     r->c->pump->exec->need_loop(r->c);
     if (rc < 0) /* receive() will say how it ended */
         return disconnected(r, "websocket.send");
-    return rc == 1 ? sl_asgi_channel_wait_credit(r) : sl_asgi_done_none();
+    return rc == 1 ? sl_asgi_io_wait_credit(r) : sl_asgi_done_none();
 }
 
 /* The code and reason of a close: CODE (default 1000) one an endpoint
@@ -444,7 +453,7 @@ static int close_args(sl_asgi_req_t *r, PyObject *msg, unsigned *code,
     return 0;
 }
 
-static PyObject *send_close(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_ws_close(sl_asgi_req_t *r, PyObject *msg)
 {
     unsigned code;
     const char *reason;
@@ -454,7 +463,7 @@ static PyObject *send_close(sl_asgi_req_t *r, PyObject *msg)
     if (rc == -2)
         return NULL;
     if (rc < 0)
-        return sl_asgi_ws_error(r);
+        return ws_error(r);
     switch (r->ws_state) {
     case WS_CONNECTING:
         if (r->state != RS_INIT)
@@ -463,7 +472,7 @@ static PyObject *send_close(sl_asgi_req_t *r, PyObject *msg)
                           "websocket.http.response.start (%s)",
                           r->what);
         /* a refusal before the accept is a 403, as in uvicorn */
-        sl_asgi_req_fail(r, 403);
+        sl_asgi_io_fail(r, 403);
         r->ws_state = WS_OVER;
         break;
     case WS_OPEN:
@@ -481,7 +490,7 @@ static PyObject *send_close(sl_asgi_req_t *r, PyObject *msg)
 /* ------------------------------------------------------------------ */
 /* the denial response                                                */
 
-static PyObject *send_denial_start(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_ws_denial_start(sl_asgi_req_t *r, PyObject *msg)
 {
     PyObject *status, *headers, *seq;
     bool err = false;
@@ -496,7 +505,7 @@ static PyObject *send_denial_start(sl_asgi_req_t *r, PyObject *msg)
     status = field(msg, N_STATUS, &err);
     headers = field(msg, N_HEADERS, &err);
     if (err)
-        return sl_asgi_ws_error(r);
+        return ws_error(r);
     if (status == NULL || !PyLong_CheckExact(status))
         return misuse(r, PyExc_TypeError,
                       "ASGI: websocket.http.response.start needs an int "
@@ -508,15 +517,15 @@ static PyObject *send_denial_start(sl_asgi_req_t *r, PyObject *msg)
                       "ASGI: websocket.http.response.start: status %ld is "
                       "not a final HTTP status (200-599)",
                       code);
-    seq = PySequence_Fast(headers ? headers : sl_asgi.empty_tuple,
+    seq = PySequence_Fast(headers ? headers : r->x->empty_tuple,
                           "ASGI: websocket.http.response.start: 'headers' "
                           "must be a list of [name, value] pairs");
     if (seq == NULL)
-        return sl_asgi_ws_error(r);
+        return ws_error(r);
     if (sl_writer_check_headers(seq, "ASGI: websocket.http.response.start") <
         0) {
         Py_DECREF(seq);
-        return sl_asgi_ws_error(r);
+        return ws_error(r);
     }
     r->status = (int)code;
     r->headers = seq;
@@ -524,7 +533,7 @@ static PyObject *send_denial_start(sl_asgi_req_t *r, PyObject *msg)
     return sl_asgi_done_none();
 }
 
-static PyObject *send_denial_body(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_ws_denial_body(sl_asgi_req_t *r, PyObject *msg)
 {
     PyObject *body, *more;
     Py_buffer view;
@@ -542,9 +551,9 @@ static PyObject *send_denial_body(sl_asgi_req_t *r, PyObject *msg)
     body = field(msg, N_BODY, &err);
     more = field(msg, N_MORE_BODY, &err);
     if (err)
-        return sl_asgi_ws_error(r);
+        return ws_error(r);
     if (body == NULL)
-        body = sl_asgi.empty;
+        body = r->x->empty;
     if (PyUnicode_Check(body) ||
         PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
         PyErr_Clear();
@@ -554,48 +563,17 @@ static PyObject *send_denial_body(sl_asgi_req_t *r, PyObject *msg)
                       Py_TYPE(body)->tp_name);
     }
     last = more ? !PyObject_IsTrue(more) : 1;
-    rc = last < 0 ? -1
-                  : sl_asgi_channel_emit(r, view.buf, (size_t)view.len, last);
+    rc = last < 0 ? -1 : sl_asgi_io_emit(r, view.buf, (size_t)view.len, last);
     PyBuffer_Release(&view);
     if (rc < 0)
-        return sl_asgi_ws_error(r);
+        return ws_error(r);
     if (r->state == RS_DONE || r->state == RS_TRAILERS)
         r->ws_state = WS_OVER;
-    return rc == 1 ? sl_asgi_channel_wait_credit(r) : sl_asgi_done_none();
+    return rc == 1 ? sl_asgi_io_wait_credit(r) : sl_asgi_done_none();
 }
 
 /* ------------------------------------------------------------------ */
-/* send() and the end                                                 */
-
-PyObject *sl_asgi_ws_send(sl_asgi_req_t *r, PyObject *msg)
-{
-    PyObject *type;
-
-    if (!PyDict_Check(msg))
-        return misuse(r, PyExc_TypeError,
-                      "ASGI: send() takes a dict message, not %s",
-                      Py_TYPE(msg)->tp_name);
-    type = PyDict_GetItemWithError(msg, sl_asgi_names[N_TYPE]);
-    if (type == NULL)
-        return PyErr_Occurred() ? sl_asgi_ws_error(r)
-                                : misuse(r, PyExc_KeyError,
-                                         "ASGI: send(): the message has no "
-                                         "'type'");
-    if (sl_asgi_str_is(type, sl_asgi_names[N_WS_SEND]))
-        return send_message(r, msg);
-    if (sl_asgi_str_is(type, sl_asgi_names[N_WS_ACCEPT]))
-        return send_accept(r, msg);
-    if (sl_asgi_str_is(type, sl_asgi_names[N_WS_CLOSE]))
-        return send_close(r, msg);
-    if (sl_asgi_str_is(type, sl_asgi_names[N_WS_RESPONSE_START]))
-        return send_denial_start(r, msg);
-    if (sl_asgi_str_is(type, sl_asgi_names[N_WS_RESPONSE_BODY]))
-        return send_denial_body(r, msg);
-    return misuse(r, PyExc_ValueError,
-                  "ASGI: send(): unexpected message type %R for a "
-                  "websocket scope",
-                  type);
-}
+/* the end                                                            */
 
 /* Log what the app's end says about it: an exception it raised (RAISED,
  * set; cleared here), or a misuse it caught and went on from. Each error
@@ -609,9 +587,9 @@ static void log_end(sl_asgi_req_t *r, bool raised)
         PyErr_Fetch(&t, &v, &tb);
         PyErr_NormalizeException(&t, &v, &tb);
         if ((r->cancelled || r->gone || r->ws_ended) &&
-            PyErr_GivenExceptionMatches(t, sl_asgi.cancelled_error))
+            PyErr_GivenExceptionMatches(t, r->x->cancelled_error))
             quiet = true;
-        if (PyErr_GivenExceptionMatches(t, sl_asgi_ws_disconnected))
+        if (PyErr_GivenExceptionMatches(t, ws_disconnected))
             quiet = true; /* raised only when the client left */
         if (v != NULL && v == r->ws_misuse)
             Py_CLEAR(r->ws_misuse); /* its traceback says it all */
@@ -631,10 +609,17 @@ static void log_end(sl_asgi_req_t *r, bool raised)
     }
 }
 
-void sl_asgi_ws_finish(sl_asgi_req_t *r, bool raised)
+/* R's app ended (RAISED: with its exception set, which this logs and
+ * clears): close or refuse what is left, send END. */
+static void finish(sl_asgi_req_t *r, bool raised)
 {
     unsigned code = SL_WS_CLOSE_NORMAL;
 
+    if (r->finished) {
+        if (raised)
+            PyErr_Clear();
+        return;
+    }
     log_end(r, raised);
     switch (r->ws_state) {
     case WS_CONNECTING:
@@ -644,7 +629,7 @@ void sl_asgi_ws_finish(sl_asgi_req_t *r, bool raised)
             sl_error("ASGI app returned without completing the denial "
                      "response to %s",
                      r->what);
-        sl_asgi_req_fail(r, raised || r->state != RS_INIT ? 500 : 403);
+        sl_asgi_io_fail(r, raised || r->state != RS_INIT ? 500 : 403);
         r->ws_state = WS_OVER;
         return;
     case WS_OPEN:
@@ -658,20 +643,30 @@ void sl_asgi_ws_finish(sl_asgi_req_t *r, bool raised)
         r->c->pump->exec->need_loop(r->c);
         r->w.ended = r->w.gone = true;
         r->ws_state = WS_OVER;
-        sl_asgi_req_ended(r);
+        sl_asgi_io_ended(r);
         return;
     default:
-        sl_asgi_req_ended(r); /* the HTTP answer ended it */
+        sl_asgi_io_ended(r); /* the HTTP answer ended it */
         return;
     }
 }
 
+const sl_asgi_kind_t sl_asgi_ws = {
+    .kind = SL_ASGI_WS,
+    .name = "a websocket",
+    .scope = sl_asgi_scope_new_ws,
+    .recv_try = recv_try,
+    .disconnect = disconnect_msg,
+    .error = ws_error,
+    .finish = finish,
+};
+
 int sl_asgi_ws_init(void)
 {
-    if (sl_asgi_ws_disconnected != NULL)
+    if (ws_disconnected != NULL)
         return 0;
-    sl_asgi_ws_disconnected = PyErr_NewExceptionWithDoc(
+    ws_disconnected = PyErr_NewExceptionWithDoc(
         "sluice.ClientDisconnected",
         "send() on a WebSocket whose client went away", PyExc_OSError, NULL);
-    return sl_asgi_ws_disconnected != NULL ? 0 : -1;
+    return ws_disconnected != NULL ? 0 : -1;
 }

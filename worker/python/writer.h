@@ -65,7 +65,7 @@ int sl_writer_start(sl_writer_t *w, int status, const char *line, size_t ln,
                     PyObject *headers, long long known, bool trailers);
 
 /* Bytes of one body part each interface queues by one sl_writer_body()
- * call at most, waiting for credit between slices (wsgi.c, asgi_channel.c).
+ * call at most, waiting for credit between slices (wsgi.c, asgi_io.c).
  * Queued whole, a 1 MiB body took a fresh 2 MiB output buffer per
  * response, and 16 connections at once kept the worker faulting its pages
  * in: 2.8-4.3 ms of CPU per response (gunicorn and uvicorn: 0.3-0.6). */
