@@ -31,6 +31,34 @@ typedef struct sl_pump sl_pump_t;
 typedef struct sl_conn sl_conn_t;
 typedef struct sl_conn_ws sl_conn_ws_t;
 
+/* A session: what a connection's bytes mean, and so what it does when
+ * they come or go (DESIGN: docs/architecture.md, "The connection in
+ * layers"). A connection has one at a time and its sessions switch it:
+ * the PROXY header's (conn_proxy.c) hands over to HTTP/1.1 (h1.c), which
+ * hands over to a WebSocket (conn_ws.c) once the app accepts an upgrade.
+ * The connection below (conn.c) and the drain above (drain.c) reach a
+ * connection only through these. Loop thread. */
+typedef struct sl_session_ops {
+    const char *name; /* "PROXY", "HTTP/1.1", "WebSocket" */
+    /* The socket is ready: READY is what the transport says of it
+     * (EV_READ, EV_WRITE). */
+    void (*io)(sl_conn_t *c, int ready);
+    /* The executor queued something for C (a completion). */
+    void (*complete)(sl_conn_t *c);
+    /* Housekeeping at NOW: act on an expired deadline. */
+    void (*sweep)(sl_conn_t *c, ev_tstamp now);
+    /* A drain step at NOW: serve what is already here, close an idle
+     * connection once GRACE has passed. True when C was closed. */
+    bool (*drain)(sl_conn_t *c, ev_tstamp now, ev_tstamp grace);
+    /* The drain began: tell the peer, with close CODE where it has one. */
+    void (*going_away)(sl_conn_t *c, unsigned code);
+    /* C's executor was told to stop (sl_conn_abort()): close, or wait for
+     * the executor's END where it still runs. */
+    void (*abort)(sl_conn_t *c);
+    /* C closes: free the session's own state. */
+    void (*close)(sl_conn_t *c);
+} sl_session_ops_t;
+
 enum {
     SL_CONN_FREE = 0,
     SL_CONN_READING, /* idle keep-alive or reading a request head */
@@ -50,9 +78,10 @@ struct sl_conn {
     ev_io io;          /* read/write readiness, embedded */
     sl_transport_t tp; /* the socket, and every byte through it; its table
                           is chosen at accept (sl_conn_start()) */
-    uint32_t idx;      /* index in the pump's pool */
-    uint32_t gen;      /* request generation, bumped per request */
-    uint32_t serial;   /* connection generation, bumped per accept */
+    const sl_session_ops_t *sess; /* the session speaking on it now */
+    uint32_t idx;                 /* index in the pump's pool */
+    uint32_t gen;                 /* request generation, bumped per request */
+    uint32_t serial;              /* connection generation, bumped per accept */
     int state;
     sl_pump_t *pump; /* borrowed */
     sl_conn_t *next; /* free list, or the active list */
@@ -61,22 +90,26 @@ struct sl_conn {
     sl_conn_t *idle_prev;
     ev_tstamp deadline;   /* header, keep-alive, send or linger; 0 = none */
     ev_tstamp idle_since; /* when it last became idle (accept, response) */
-    int listener;         /* index of the listener it came from */
     struct sockaddr_storage peer; /* the PROXY header's source, once read */
     socklen_t peerlen;
-    bool proxy_pending; /* a PROXY protocol header is due (conn_proxy.c) */
+    int listener;  /* index of the listener it came from */
+    bool peer_eof; /* the client shut its write side */
 
+    /* the PROXY session's (conn_proxy.c) */
+    bool proxy_pending; /* its header is due */
+
+    /* the HTTP/1.1 session's (h1.c, h1_parse.c) */
     llhttp_t parser;
     sl_buf_t rbuf;    /* owned: bytes read, rbuf.off = parsed up to */
     size_t req_start; /* offset in rbuf where the current head began */
     bool in_value;    /* llhttp: last header callback was a value */
     bool head_done;   /* headers complete for the current request */
     bool msg_done;    /* message complete for the current request */
-    bool peer_eof;    /* the client shut its write side */
     int http_error;   /* status to answer instead of serving, 0 = none */
     bool in_msg;      /* a message has begun and is not yet served */
     bool head_clock;  /* deadline is the head's: armed once per head */
     sl_req_t req;
+    /* the WebSocket session's (conn_ws.c) */
     sl_conn_ws_t *ws; /* owned: the WebSocket state, NULL for HTTP; set and
                          freed by the loop, read by the executor under mu */
 
@@ -86,9 +119,10 @@ struct sl_conn {
      * for body or credit (its own, exec.c), NULL when none waits; one
      * per thread rather than one per connection, most of which are idle */
     pthread_cond_t *waiter;
-    sl_buf_t body; /* request body received, not yet read by the app */
-    sl_buf_t out;  /* response bytes from the executor, not yet taken */
-    int file_fd;   /* sendfile after out, -1 = none; owned */
+    sl_buf_t body;   /* request body received, not yet read by the app */
+    sl_buf_t out;    /* response bytes from the executor, not yet taken */
+    int file_fd;     /* sendfile after out, -1 = none; owned */
+    int resp_status; /* access log, metrics: the response's status, 0 = none */
     off_t file_off;
     size_t file_len;
     const char *mem; /* lent bytes after out (sl_conn_sendmem()), or NULL */
@@ -107,9 +141,8 @@ struct sl_conn {
     size_t inflight;     /* bytes handed to the loop, not yet written */
     ev_tstamp picked;    /* when the executor started the request (0: not
                             yet): the end of its queue time */
-    int resp_status; /* access log, metrics: the response's status, 0 = none */
-    uint64_t resp_body; /* access log: its body bytes */
-    sl_buf_t resp_head; /* access log: its head, when the format asks */
+    uint64_t resp_body;  /* access log: its body bytes */
+    sl_buf_t resp_head;  /* access log: its head, when the format asks */
 
     /* Loop-thread side of the output: what is being written */
     sl_output_t tx;
@@ -233,7 +266,8 @@ const char *sl_conn_scheme(const sl_conn_t *c);
 /* One-time init of a pool slot. 0 or -1. */
 int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx);
 
-/* Start serving an accepted socket. */
+/* Set C up for an accepted socket, before its first session starts
+ * (sl_h1_start(), sl_conn_proxy_start()). */
 void sl_conn_start(sl_conn_t *c, int fd, int listener,
                    const struct sockaddr *sa, socklen_t salen);
 
@@ -249,8 +283,13 @@ void sl_conn_sweep(sl_conn_t *c, ev_tstamp now);
  * answer rather than a reset. True when C was closed. */
 bool sl_conn_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace);
 
-/* Close at once (fast stop). */
+/* Tell C's executor to stop, and close C (at once, or at the executor's
+ * END where it still runs). */
 void sl_conn_abort(sl_conn_t *c);
+
+/* The drain began: C's session tells its peer (a WebSocket's close with
+ * CODE). */
+void sl_conn_going_away(sl_conn_t *c, unsigned code);
 
 /* ---- the connection's own files (conn*.c) and on-loop executors ---- */
 
@@ -261,6 +300,14 @@ int sl_conn_hdrs_get(sl_conn_t *c);
 /* Give every buffer C holds back to its pump's cache (loop thread, no
  * executor on C). */
 void sl_conn_free_bufs(sl_conn_t *c);
+
+/* Give the request's own memory back: head, header array, forwarded
+ * client. Loop thread, no executor on the request. */
+void sl_conn_free_head(sl_conn_t *c);
+
+/* Give an empty buffer B of C a cached block, so what is appended next
+ * does not malloc (out of memory the append tries itself). */
+void sl_conn_buf_ready(sl_conn_t *c, sl_buf_t *b);
 
 /* Set up C's parser for a new connection. */
 void sl_conn_parser_init(sl_conn_t *c);
@@ -291,21 +338,6 @@ void sl_conn_watch(sl_conn_t *c, int events);
 /* Close C now and give its slot back (loop thread). */
 void sl_conn_close(sl_conn_t *c);
 
-/* The hold queue's expired() (output.h): the hold on the answers of the
- * connection whose output is O is over; write them and go on. */
-void sl_conn_unhold(sl_output_t *o);
-
-/* PROXY protocol (conn_proxy.c). Is C's peer on --proxy-allow-from?
- * Logs the refusal when not. */
-bool sl_conn_proxy_allowed(sl_conn_t *c);
-
-/* Read C's PROXY header from its read buffer: 1 when it is read (the peer
- * is now its source), 0 when more bytes are needed, -1 when C was closed
- * (a bad or missing header, logged). */
-int sl_conn_proxy(sl_conn_t *c);
-
-/* Log that C's header did not come in time (the caller closes C). */
-void sl_conn_proxy_timeout(sl_conn_t *c);
 /* For the access log: P[0..N) begins the response to C's current request
  * (a head, and when WHOLE the whole response): note its status, its head
  * when the format asks, and when WHOLE its body bytes. Once per request;

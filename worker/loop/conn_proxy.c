@@ -1,23 +1,28 @@
-/* conn_proxy.c - a connection's PROXY protocol header (--proxy-protocol).
+/* conn_proxy.c - the PROXY session: a connection's PROXY protocol header
+ * (--proxy-protocol).
  *
  * With --proxy-protocol every connection must open with the header, from a
- * peer on --proxy-allow-from; until it has been read the connection is
- * READING with proxy_pending set, and conn_process() asks here before it
- * lets llhttp see a byte. The header may come in pieces: the parser
- * (proxyproto.c) says "more" until it is whole. The address it carries
- * becomes the connection's peer, so what comes after (forwarding headers,
- * REMOTE_ADDR, the ASGI client) sees the client as if it had connected
- * itself. Refusals are logged, a few a second at most: a scanner must not
- * flood the log.
+ * peer on --proxy-allow-from; it is the connection's first session, which
+ * reads until the header is whole (proxy_pending set meanwhile), then hands
+ * the connection to HTTP/1.1 (h1.c) with what came after it. The header may
+ * come in pieces: the parser (proxyproto.c) says "more" until it is whole. The
+ * address it carries becomes the connection's peer, so what comes after
+ * (forwarding headers, REMOTE_ADDR, the ASGI client) sees the client as if it
+ * had connected itself. Refusals are logged, a few a second at most: a scanner
+ * must not flood the log.
  */
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "worker/loop/conn.h"
+#include "worker/loop/conn_proxy.h"
+#include "worker/loop/h1.h"
 #include "worker/loop/proxyproto.h"
 #include "worker/loop/pump.h"
 
@@ -53,7 +58,7 @@ static void refuse_log(sl_conn_t *c, int level, const char *why)
            addr, port, why);
 }
 
-bool sl_conn_proxy_allowed(sl_conn_t *c)
+static bool proxy_allowed(sl_conn_t *c)
 {
     if (sl_allow_match(&c->pump->opt->proxy_allow,
                        (const struct sockaddr *)&c->peer))
@@ -63,12 +68,15 @@ bool sl_conn_proxy_allowed(sl_conn_t *c)
     return false;
 }
 
-void sl_conn_proxy_timeout(sl_conn_t *c)
+static void proxy_timeout(sl_conn_t *c)
 {
     refuse_log(c, SL_LOG_WARNING, "no header within --header-timeout");
 }
 
-int sl_conn_proxy(sl_conn_t *c)
+/* Read C's PROXY header from its read buffer: 1 when it is read (the peer
+ * is now its source), 0 when more bytes are needed, -1 when C was closed
+ * (a bad or missing header, logged). */
+static int proxy_parse(sl_conn_t *c)
 {
     sl_buf_t *b = &c->rbuf;
     sl_proxyproto_t pp;
@@ -99,3 +107,116 @@ int sl_conn_proxy(sl_conn_t *c)
     c->proxy_pending = false;
     return 1;
 }
+
+/* ------------------------------------------------------------------ */
+/* the session's operations                                           */
+
+void sl_conn_proxy_start(sl_conn_t *c)
+{
+    /* what comes after the header is HTTP/1.1's: set up for it now */
+    sl_h1_start(c);
+    c->sess = &sl_proxy_session;
+    c->proxy_pending = true;
+    if (!proxy_allowed(c))
+        sl_conn_close(c);
+}
+
+/* Read what came, once. 1 if bytes came, 0 if none yet, -1 on EOF or an
+ * error (peer_eof says which). */
+static int proxy_read(sl_conn_t *c)
+{
+    sl_buf_t *b = &c->rbuf;
+    ssize_t n;
+
+    if (sl_buf_pending(b) >= SL_PROXYPROTO_V2_MAX)
+        return 0; /* more than any header: the parser says so */
+    if (sl_buf_reserve(b, SL_CONN_READ_CHUNK) < 0)
+        return -1;
+    n = sl_transport_read(&c->tp, b->data + b->len, SL_CONN_READ_CHUNK);
+    if (n > 0) {
+        b->len += (size_t)n;
+        sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
+        return 1;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    c->peer_eof = (n == 0);
+    return -1;
+}
+
+/* Go on with what C's read buffer holds: the header, then HTTP/1.1. */
+static void proxy_process(sl_conn_t *c)
+{
+    int rc = proxy_parse(c);
+
+    if (rc < 0)
+        return;
+    if (rc == 0) {
+        sl_conn_watch(c, EV_READ);
+        return;
+    }
+    c->sess = &sl_h1_session;
+    sl_h1_process(c);
+}
+
+static void proxy_io(sl_conn_t *c, int ready)
+{
+    if ((ready & EV_READ) && proxy_read(c) < 0 && !c->peer_eof) {
+        sl_conn_close(c);
+        return;
+    }
+    proxy_process(c);
+}
+
+static void proxy_complete(sl_conn_t *c)
+{
+    (void)c; /* no executor has it yet */
+}
+
+static void proxy_sweep(sl_conn_t *c, ev_tstamp now)
+{
+    if (c->deadline == 0 || now < c->deadline)
+        return;
+    c->deadline = 0;
+    proxy_timeout(c);
+    sl_conn_close(c);
+}
+
+/* A header (and a request) may sit in the kernel, read but for us: go on
+ * with it; otherwise close once GRACE has passed. */
+static bool proxy_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
+{
+    int rc = proxy_read(c);
+
+    if (rc > 0 || (rc < 0 && c->peer_eof)) {
+        proxy_process(c);
+        return c->state == SL_CONN_FREE;
+    }
+    if (rc < 0 || now - c->idle_since >= grace) {
+        sl_conn_close(c);
+        return true;
+    }
+    return false;
+}
+
+static void proxy_going_away(sl_conn_t *c, unsigned code)
+{
+    (void)c;
+    (void)code;
+}
+
+static void proxy_nothing(sl_conn_t *c)
+{
+    (void)c;
+}
+
+const sl_session_ops_t sl_proxy_session = {
+    .name = "PROXY",
+    .io = proxy_io,
+    .complete = proxy_complete,
+    .sweep = proxy_sweep,
+    .drain = proxy_drain,
+    .going_away = proxy_going_away,
+    .abort = sl_conn_close,
+    .close = proxy_nothing,
+};

@@ -324,6 +324,7 @@ void sl_conn_ws_take_locked(sl_conn_t *c)
     if (ws->accepted && c->state == SL_CONN_SERVING) {
         sl_metrics_add(&sl_metrics_self->ws_opened, 1);
         c->state = SL_CONN_WS;
+        c->sess = &sl_ws_session; /* the connection is ours from here */
         c->deadline = 0;
         ws->last_rx = ev_now(p->loop);
         /* accepted while the worker drains: it is told at once */
@@ -729,3 +730,59 @@ void sl_conn_ws_free(sl_conn_t *c)
     if (ws != NULL)
         ws_free(ws);
 }
+
+/* ------------------------------------------------------------------ */
+/* the session's operations                                           */
+
+static void ws_io(sl_conn_t *c, int ready)
+{
+    if (ready & EV_READ) {
+        sl_conn_ws_read(c);
+        return;
+    }
+    sl_conn_ws_process(c);
+}
+
+static void ws_complete(sl_conn_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->notified = false;
+    if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0) {
+        /* out of memory: those bytes are lost; the app stops */
+        c->aborted = true;
+        sl_conn_wake(c);
+    }
+    sl_conn_ws_take_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    sl_conn_ws_process(c);
+}
+
+static bool ws_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
+{
+    (void)c; /* told to go away once, at the drain's start */
+    (void)now;
+    (void)grace;
+    return false;
+}
+
+/* An app still running hears of it (sl_conn_abort()); the connection is
+ * released when its END comes. */
+static void ws_abort(sl_conn_t *c)
+{
+    if (sl_conn_ws_app_running(c)) {
+        sl_conn_watch(c, 0);
+        return;
+    }
+    sl_conn_close(c);
+}
+
+const sl_session_ops_t sl_ws_session = {
+    .name = "WebSocket",
+    .io = ws_io,
+    .complete = ws_complete,
+    .sweep = sl_conn_ws_sweep,
+    .drain = ws_drain,
+    .going_away = sl_conn_ws_going_away,
+    .abort = ws_abort,
+    .close = sl_conn_ws_free,
+};

@@ -124,4 +124,7 @@ void sl_conn_ws_going_away(sl_conn_t *c, unsigned code);
 /* Free C's WebSocket state (the connection closes or is reused). */
 void sl_conn_ws_free(sl_conn_t *c);
 
+/* The WebSocket session: a connection after its 101 (conn.h). */
+extern const sl_session_ops_t sl_ws_session;
+
 #endif

@@ -140,7 +140,7 @@ static void close_websockets(sl_pump_t *p)
         p->drain.restart ? SL_WS_CLOSE_RESTART : SL_WS_CLOSE_GOING_AWAY;
     for (c = p->pool.active.next; c != &p->pool.active; c = next) {
         next = c->next;
-        sl_conn_ws_going_away(c, p->drain.ws_going_away);
+        sl_conn_going_away(c, p->drain.ws_going_away);
     }
 }
 

@@ -20,6 +20,8 @@
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "worker/loop/conn_proxy.h"
+#include "worker/loop/h1.h"
 #include "worker/loop/listen.h"
 #include "worker/loop/pool.h"
 #include "worker/loop/pump.h"
@@ -168,6 +170,10 @@ static bool accept_some(sl_pump_t *p, sl_pump_listener_t *l, unsigned max)
         sl_metrics_add(&sl_metrics_self->conns_accepted, 1);
         sl_conn_start(c, fd, (int)(l - p->listeners), (struct sockaddr *)&ss,
                       len);
+        if (p->opt->proxy_protocol)
+            sl_conn_proxy_start(c);
+        else
+            sl_h1_start(c);
         if (c->state != SL_CONN_FREE)
             ev_feed_fd_event(loop, fd, EV_READ);
     }

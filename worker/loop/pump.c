@@ -33,6 +33,7 @@
 #include "common/metrics.h"
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/drain.h"
+#include "worker/loop/h1.h"
 #include "worker/loop/listen.h"
 #include "worker/loop/pool.h"
 #include "worker/loop/pump.h"
@@ -213,7 +214,7 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
         return -1;
     }
     sl_listen_init(p, fds, nfds);
-    sl_holdq_init(&p->holdq, p->loop, SL_CONN_HOLD_SECS, sl_conn_unhold);
+    sl_holdq_init(&p->holdq, p->loop, SL_CONN_HOLD_SECS, sl_h1_unhold);
     ev_async_init(&p->wake, wake_cb);
     ev_async_start(p->loop, &p->wake);
     ev_prepare_init(&p->flush, flush_cb);

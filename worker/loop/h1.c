@@ -1,0 +1,693 @@
+/* h1.c - the HTTP/1.1 session: read, parse, hand off, write, keep alive.
+ *
+ * A connection speaking HTTP/1.1 is a small state machine driven by
+ * conn_process(), the one place that moves it from state to state, so
+ * pipelined requests, requests run on the loop thread and completions from
+ * the executor all take the same path:
+ *
+ *   READING  --head parsed-->  SERVING  --executor END-->  WRITING
+ *      ^                                                      |
+ *      +------------------ keep-alive ------------------------+
+ *                                                             v
+ *                                       CLOSING (lingering) -> FREE
+ *
+ * The parser is paused after every message, so bytes of a pipelined request
+ * wait in the read buffer until the response before them is written; that is
+ * what keeps responses in order. Request heads are parsed as offsets into the
+ * read buffer and copied once into the request's own buffer when complete,
+ * which frees the read buffer to move while the body streams.
+ *
+ * The parser's callbacks live in h1_parse.c; what the connection is below
+ * any session (its socket, buffers, watcher, writing) in conn.c; the calls
+ * an executor makes in conn_exec.c. A request that upgrades to a WebSocket
+ * hands the connection to that session (conn_ws.c) once the app accepts.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "common/metrics.h"
+#include "worker/loop/conn.h"
+#include "worker/loop/conn_ws.h"
+#include "worker/loop/exec.h"
+#include "worker/loop/forwarded.h"
+#include "worker/loop/h1.h"
+#include "worker/loop/http.h"
+#include "worker/loop/pool.h"
+#include "worker/loop/pump.h"
+#include "worker/loop/served.h"
+
+#define LINGER_SECS   2.0
+#define MAX_HEAD_HARD (4 * 1024 * 1024)
+
+static void conn_process(sl_conn_t *c);
+static void conn_take(sl_conn_t *c);
+
+/* Give back the read and write buffers when they hold nothing: what
+ * makes an idle connection cost its pool entry alone. */
+static void conn_free_idle_io(sl_conn_t *c)
+{
+    if (sl_buf_pending(&c->rbuf) == 0 && !c->in_msg)
+        sl_bufcache_put(&c->pump->bufs, &c->rbuf);
+    if (sl_buf_pending(&c->tx.buf) == 0)
+        sl_bufcache_put(&c->pump->bufs, &c->tx.buf);
+}
+
+/* Between requests. An idle connection gives every buffer back; one with
+ * the next request already in its read buffer keeps them for it (the
+ * request would take them again at once). */
+static void conn_reset_request(sl_conn_t *c)
+{
+    sl_bufcache_t *bc = &c->pump->bufs;
+    bool busy = sl_buf_pending(&c->rbuf) > 0;
+
+    c->head_done = false;
+    c->msg_done = false;
+    c->in_msg = false;
+    c->http_error = 0;
+    c->req.url_len = 0;
+    c->req.has_body = false;
+    if (busy) {
+        c->req.nhdrs = 0;
+        sl_buf_reset(&c->req.hbuf, SL_CONN_BUF_KEEP);
+        if (c->req.client != NULL)
+            sl_forwarded_clear(&c->req);
+    } else {
+        sl_conn_free_head(c);
+    }
+    pthread_mutex_lock(&c->mu);
+    if (busy) {
+        sl_buf_reset(&c->body, SL_CONN_BUF_KEEP);
+        sl_buf_reset(&c->out, SL_CONN_BUF_KEEP);
+        sl_buf_reset(&c->resp_head, SL_CONN_BUF_KEEP);
+    } else {
+        sl_bufcache_put(bc, &c->body);
+        sl_bufcache_put(bc, &c->out);
+        sl_bufcache_put(bc, &c->resp_head);
+    }
+    c->body_done = false;
+    c->body_paused = false;
+    c->body_total = 0;
+    c->resp_done = false;
+    c->close_after = false;
+    c->inflight = 0;
+    c->picked = 0;
+    c->resp_status = 0;
+    c->resp_body = 0;
+    pthread_mutex_unlock(&c->mu);
+    c->req.start = 0;
+    sl_buf_compact(&c->rbuf);
+    if (!busy)
+        conn_free_idle_io(c);
+    sl_conn_ws_free(c);
+}
+
+/* The request line, each field at its limit (name + value) with ": " and
+ * CRLF, and the empty line. */
+static size_t max_head(const sl_options_t *o)
+{
+    size_t n = (size_t)o->limit_request_line + 2 +
+               (size_t)o->limit_request_fields *
+                   ((size_t)o->limit_request_field_size + 4) +
+               2;
+
+    if (o->limit_request_line == 0 || o->limit_request_field_size == 0 ||
+        n > MAX_HEAD_HARD)
+        n = MAX_HEAD_HARD;
+    return n;
+}
+
+/* Queue a response the loop makes itself (errors), closing after it; out
+ * of memory, the close alone says it. */
+static void conn_error_response(sl_conn_t *c, int status)
+{
+    size_t mark = c->tx.buf.len;
+
+    if (c->state == SL_CONN_READING)
+        c->req.start = ev_now(c->pump->loop); /* never dispatched */
+    sl_conn_buf_ready(c, &c->tx.buf);
+    (void)sl_http_error_head(&c->tx.buf, status);
+    /* the access log and the metrics tell this answer, not the one it replaces
+     */
+    c->resp_status = 0;
+    c->resp_head.len = 0;
+    sl_conn_note_head(c, c->tx.buf.data + mark, c->tx.buf.len - mark, true);
+    c->close_after = true;
+    c->resp_done = true;
+    c->state = SL_CONN_WRITING;
+    c->deadline = 0; /* the header deadline: from here, the send timeout */
+}
+
+/* Close after a response: shut our side, then read until the client closes
+ * too, so unread input cannot turn our close into a reset that destroys the
+ * response on its way. */
+static void conn_linger(sl_conn_t *c)
+{
+    if (c->peer_eof || sl_transport_shutdown(&c->tp) < 0) {
+        sl_conn_close(c);
+        return;
+    }
+    c->state = SL_CONN_CLOSING;
+    c->deadline = ev_now(c->pump->loop) + LINGER_SECS;
+    sl_conn_watch(c, EV_READ);
+}
+
+/* The response is written: next request, or close. */
+static void conn_finish_request(sl_conn_t *c)
+{
+    /* after the client's EOF, requests it pipelined before it still count */
+    bool keep = c->req.keep_alive && !c->close_after &&
+                !c->pump->drain.draining && c->msg_done &&
+                (!c->peer_eof || sl_buf_pending(&c->rbuf) > 0);
+
+    sl_request_done(c->pump, c);
+    conn_reset_request(c);
+    if (!keep) {
+        conn_linger(c);
+        return;
+    }
+    c->state = SL_CONN_READING;
+    c->idle_since = ev_now(c->pump->loop);
+    c->deadline = c->idle_since + c->pump->opt->keep_alive;
+    c->head_clock = false;
+    /* idle: evictable when the pool runs out (pump.h); a pipelined request
+     * already read makes it busy at once */
+    if (sl_buf_pending(&c->rbuf) == 0)
+        sl_pool_idle_add(&c->pump->pool, c);
+}
+
+/* Hand a complete head to the executor, or have it run the request here
+ * on the loop thread (exec->on_loop: exec->run). */
+static void conn_dispatch(sl_conn_t *c)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+    c->state = SL_CONN_SERVING;
+    c->tx.wrote_any = false;
+    c->tx.interim = sl_buf_pending(&c->tx.buf); /* answers held (conn_hold()) */
+    c->req.start = ev_now(c->pump->loop);
+    pthread_mutex_lock(&c->mu);
+    c->gen++; /* under mu: a stale executor compares it there */
+    c->body_done = !c->req.has_body || c->msg_done;
+    /* what the executor writes goes into cached blocks: in its thread an
+     * append would malloc */
+    sl_conn_buf_ready(c, &c->out);
+    if (sl_accesslog_wants_head(c->pump->alog))
+        sl_conn_buf_ready(c, &c->resp_head);
+    pthread_mutex_unlock(&c->mu);
+    /* out of memory, no interim answer: the client sends the body after
+     * its own wait; the response's first bytes must not count as it */
+    if (c->req.expect_continue && c->req.has_body) {
+        sl_conn_buf_ready(c, &c->tx.buf);
+        if (sl_buf_append(&c->tx.buf, cont, sizeof(cont) - 1) == 0)
+            c->tx.interim += sizeof(cont) - 1; /* not part of the response */
+    }
+    if (c->pump->exec->on_loop) {
+        /* a 100 Continue goes now (the client waits for it); answers held
+         * for pipelining go with this request's */
+        if (c->tx.interim > 0 && c->req.expect_continue && c->req.has_body &&
+            sl_conn_flush(c) < 0)
+            c->aborted = true;
+        c->pump->inflight++;
+        c->picked = c->req.start; /* no queue: it runs now, here */
+        c->pump->exec->run(c);
+        /* the app held the loop: deadlines set from here on need the real
+         * time, not the time the pass began */
+        ev_now_update(c->pump->loop);
+        conn_take(c);
+        return;
+    }
+    sl_exec_submit(c->pump, c);
+}
+
+/* Where a connection without a read buffer reads: only what comes is
+ * copied into a buffer of its own. Loop thread. */
+static char read_scratch[SL_CONN_READ_CHUNK];
+
+/* Read up to ROOM bytes into C's read buffer; an idle connection has
+ * none, and takes one (from the cache, of the size that came) only when
+ * bytes come. The read's result; -1 with errno ENOMEM when out of memory. */
+static ssize_t conn_recv(sl_conn_t *c, size_t room)
+{
+    sl_buf_t *b = &c->rbuf;
+    ssize_t n;
+
+    if (b->data != NULL) {
+        if (sl_buf_reserve(b, room) < 0)
+            goto out_nomem;
+        return sl_transport_read(&c->tp, b->data + b->len, room);
+    }
+    n = sl_transport_read(&c->tp, read_scratch, room);
+    if (n <= 0)
+        return n;
+    if (sl_bufcache_get(&c->pump->bufs, b, (size_t)n) < 0)
+        goto out_nomem;
+    memcpy(b->data, read_scratch, (size_t)n);
+    return n;
+
+out_nomem:
+    errno = ENOMEM;
+    return -1;
+}
+
+/* Read once, up to ROOM bytes, their count in *GOT. 1 if bytes came, 0 if
+ * none yet, -1 on EOF or error. */
+static int conn_read(sl_conn_t *c, size_t room, size_t limit, size_t *got)
+{
+    sl_buf_t *b = &c->rbuf;
+    ssize_t n;
+
+    *got = 0;
+    if (b->off == b->len && c->state != SL_CONN_READING)
+        b->off = b->len = 0;
+    if (c->state == SL_CONN_READING && b->off == b->len && !c->in_msg)
+        sl_buf_compact(b);
+    if (b->len + room > limit)
+        room = limit > b->len ? limit - b->len : 0;
+    if (room == 0)
+        return 0;
+    n = conn_recv(c, room);
+    if (n > 0) {
+        b->len += (size_t)n;
+        *got = (size_t)n;
+        sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
+        sl_pool_idle_remove(&c->pump->pool, c); /* a request begins */
+        return 1;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        if (c->state == SL_CONN_READING)
+            conn_free_idle_io(c); /* a wake-up for nothing */
+        return 0;
+    }
+    c->peer_eof = (n == 0);
+    return -1;
+}
+
+/* Read while a request is served: a body's bytes up to the body window
+ * while reads come back full, so that an executor waiting for them hears
+ * once for what the socket held (an ASGI app gets it in one message), not
+ * once per read; after the body, one read (pipelined requests, EOF). 1, 0
+ * or -1 as conn_read(). */
+static int conn_read_serving(sl_conn_t *c)
+{
+    size_t limit = c->rbuf.off + SL_CONN_BODY_WINDOW, got;
+    int rc, more;
+
+    if (c->msg_done)
+        return conn_read(c, SL_CONN_READ_CHUNK, limit, &got);
+    rc = conn_read(c, SL_CONN_BODY_READ, limit, &got);
+    while (rc == 1 && got == SL_CONN_BODY_READ) {
+        more = conn_read(c, SL_CONN_BODY_READ, limit, &got);
+        if (more < 0) {
+            /* the end comes again at the next read, once what came
+             * before it is parsed */
+            c->peer_eof = false;
+        }
+        if (more != 1)
+            break;
+    }
+    return rc;
+}
+
+static void on_readable(sl_conn_t *c)
+{
+    size_t limit, got;
+    int rc;
+
+    switch (c->state) {
+    case SL_CONN_CLOSING: {
+        char sink[4096];
+        ssize_t n = sl_transport_read(&c->tp, sink, sizeof(sink));
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            sl_conn_close(c);
+        return;
+    }
+    case SL_CONN_READING:
+        limit =
+            (c->in_msg ? c->req_start : c->rbuf.off) + max_head(c->pump->opt);
+        rc = conn_read(c, SL_CONN_READ_CHUNK, limit, &got);
+        if (rc == 0 && c->rbuf.len >= limit) {
+            c->http_error = c->req.nhdrs > 0 ? 431 : 414;
+            conn_error_response(c, c->http_error);
+            break;
+        }
+        if (rc < 0 && !c->peer_eof) {
+            sl_conn_close(c);
+            return;
+        }
+        break;
+    default: /* SERVING or WRITING: body bytes, pipelined requests, EOF */
+        rc = conn_read_serving(c);
+        if (rc < 0 && !c->peer_eof) {
+            pthread_mutex_lock(&c->mu);
+            c->aborted = true;
+            sl_conn_wake(c);
+            pthread_mutex_unlock(&c->mu);
+        } else if (rc < 0 && !c->msg_done) {
+            /* the client hung up half way through its body */
+            pthread_mutex_lock(&c->mu);
+            c->aborted = true;
+            sl_conn_wake(c);
+            pthread_mutex_unlock(&c->mu);
+        } else if (rc < 0) {
+            /* EOF after a whole request: a WSGI response still goes out
+             * (the client may have only half-closed), but an ASGI app
+             * awaiting http.disconnect hears of it, as under uvicorn */
+            pthread_mutex_lock(&c->mu);
+            c->peer_gone = true;
+            sl_conn_wake(c);
+            pthread_mutex_unlock(&c->mu);
+        }
+        break;
+    }
+    conn_process(c);
+}
+
+/* Take what the executor queued: output, END, and its close request. */
+static void conn_take(sl_conn_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->notified = false;
+    if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0) {
+        /* out of memory: those bytes are lost, so nothing after them may
+         * go out either; the executor stops, END closes the connection */
+        c->aborted = true;
+        sl_conn_wake(c);
+    }
+    if (c->resp_done && c->file_fd >= 0) {
+        c->tx.file_fd = c->file_fd;
+        c->tx.file_off = c->file_off;
+        c->tx.file_len = c->file_len;
+        c->file_fd = -1;
+    }
+    if (c->resp_done && c->mem != NULL) {
+        c->tx.mem = c->mem;
+        c->tx.mem_len = c->mem_len;
+        c->tx.mem_owner = c->mem_owner;
+        c->mem = NULL;
+        c->mem_owner = NULL;
+    }
+    if (c->ws != NULL)
+        sl_conn_ws_take_locked(c);
+    if (c->resp_done && c->state == SL_CONN_SERVING) {
+        c->state = SL_CONN_WRITING;
+        c->pump->inflight--;
+        if (c->aborted)
+            c->close_after = true; /* the client left */
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (c->state == SL_CONN_WRITING && c->http_error && !c->tx.wrote_any) {
+        /* the body was bad and the app's answer never left: say so */
+        if (c->tx.interim == 0) /* keep what is not this response's */
+            sl_buf_reset(&c->tx.buf, SL_CONN_BUF_KEEP);
+        else
+            c->tx.buf.len = c->tx.buf.off + c->tx.interim;
+        sl_output_drop_tail(&c->tx, c->pump->exec->release);
+        conn_error_response(c, c->http_error);
+        c->aborted = false;
+    }
+    if (c->aborted && c->state == SL_CONN_WRITING) {
+        sl_request_done(c->pump, c);
+        sl_conn_close(c);
+        return;
+    }
+}
+
+/* Hold C's finished response back instead of writing it now? Only when
+ * the client pipelined: the next request is already read, the connection
+ * is kept, nothing must follow the response's own bytes (a file, lent
+ * bytes) and little is waiting. The next response's write takes both: one
+ * write instead of one per response. The READING state writes what is
+ * held before it waits for the client, inline.c before a body read
+ * blocks. In pump mode the next request runs on another thread and may
+ * take its time, so the pump's hold timer bounds the wait, and the
+ * SERVING state writes what is held as soon as the next response sends
+ * anything. */
+static bool conn_hold(const sl_conn_t *c)
+{
+    return c->msg_done && !c->close_after && !c->aborted && c->req.keep_alive &&
+           !c->pump->drain.draining && c->tx.file_fd < 0 && c->tx.mem == NULL &&
+           sl_buf_pending(&c->rbuf) > 0 &&
+           sl_buf_pending(&c->tx.buf) <= SL_CONN_HOLD_MAX;
+}
+
+/* The one driver: advance C as far as it can go without waiting. */
+static void conn_process(sl_conn_t *c)
+{
+    int rc;
+    int events;
+
+    for (;;) {
+        switch (c->state) {
+        case SL_CONN_READING:
+            if (sl_conn_parse(c) < 0) {
+                conn_error_response(c, c->http_error);
+                continue;
+            }
+            /* a body already here is checked before the app sees it, so
+             * a bad chunk in the first packet never reaches the app */
+            if (c->head_done && c->req.has_body && sl_conn_parse(c) < 0) {
+                conn_error_response(c, c->http_error);
+                continue;
+            }
+            if (c->head_done && sl_http_is_health(c)) {
+                size_t mark = c->tx.buf.len;
+                /* out of memory, no answer: close rather than leave the
+                 * client waiting on a kept-alive connection */
+                c->req.start = ev_now(c->pump->loop);
+                sl_conn_buf_ready(c, &c->tx.buf);
+                if (sl_http_health_head(&c->tx.buf, c) < 0)
+                    c->close_after = true;
+                sl_conn_note_head(c, c->tx.buf.data + mark,
+                                  c->tx.buf.len - mark, true);
+                c->resp_done = true;
+                c->state = SL_CONN_WRITING;
+                continue;
+            }
+            if (c->head_done) {
+                conn_dispatch(c);
+                if (c->state == SL_CONN_FREE)
+                    return;
+                continue;
+            }
+            if (sl_buf_pending(&c->tx.buf) > 0) { /* answers held */
+                rc = sl_conn_flush(c);
+                if (rc < 0) {
+                    sl_conn_close(c);
+                    return;
+                }
+                if (rc == 0) {
+                    sl_conn_watch(c,
+                                  c->peer_eof ? EV_WRITE : EV_READ | EV_WRITE);
+                    return;
+                }
+            }
+            if (c->peer_eof) {
+                sl_conn_close(c);
+                return;
+            }
+            sl_conn_watch(c, EV_READ);
+            return;
+
+        case SL_CONN_SERVING:
+            /* pump mode: stream the body in, the response out */
+            if (!c->msg_done && sl_conn_parse(c) < 0) {
+                pthread_mutex_lock(&c->mu);
+                c->aborted = true;
+                sl_conn_wake(c);
+                pthread_mutex_unlock(&c->mu);
+            }
+            rc = sl_output_holding(&c->tx) ? 1 : sl_conn_flush(c);
+            if (rc < 0) {
+                pthread_mutex_lock(&c->mu);
+                c->aborted = true;
+                sl_conn_wake(c);
+                pthread_mutex_unlock(&c->mu);
+                sl_conn_watch(c, 0);
+                return;
+            }
+            events = rc == 0 ? EV_WRITE : 0;
+            pthread_mutex_lock(&c->mu);
+            c->body_paused = sl_buf_pending(&c->body) >= SL_CONN_BODY_WINDOW ||
+                             sl_buf_pending(&c->rbuf) >= SL_CONN_BODY_WINDOW;
+            if (!c->body_paused && !c->peer_eof && !c->aborted)
+                events |= EV_READ;
+            pthread_mutex_unlock(&c->mu);
+            sl_conn_watch(c, events);
+            return;
+
+        case SL_CONN_WRITING:
+            if (conn_hold(c)) {
+                if (!c->pump->exec->on_loop)
+                    sl_output_hold(&c->tx, &c->pump->holdq,
+                                   ev_now(c->pump->loop));
+                rc = 1;
+            } else {
+                rc = sl_conn_flush(c);
+            }
+            if (rc < 0) {
+                sl_request_done(c->pump, c);
+                sl_conn_close(c);
+                return;
+            }
+            if (rc == 0) {
+                sl_conn_watch(c, EV_WRITE);
+                return;
+            }
+            /* a body the app did not read: drop it, then go on */
+            if (!c->msg_done && !c->close_after && !c->aborted) {
+                if (sl_conn_parse(c) < 0) {
+                    c->close_after = true;
+                } else if (!c->msg_done) {
+                    if (c->peer_eof) {
+                        sl_request_done(c->pump, c);
+                        sl_conn_close(c);
+                        return;
+                    }
+                    sl_conn_watch(c, EV_READ);
+                    return;
+                }
+            }
+            conn_finish_request(c);
+            if (c->state != SL_CONN_READING)
+                return;
+            continue;
+
+        case SL_CONN_WS:
+            sl_conn_ws_process(c);
+            return;
+
+        default:
+            return;
+        }
+    }
+}
+
+static void h1_sweep(sl_conn_t *c, ev_tstamp now)
+{
+    if (c->deadline == 0 || now < c->deadline)
+        return;
+    switch (c->state) {
+    case SL_CONN_READING:
+        c->deadline = 0;
+        if (c->in_msg || c->rbuf.len > c->rbuf.off) {
+            conn_error_response(c, 408);
+            conn_process(c);
+        } else {
+            sl_conn_close(c);
+        }
+        break;
+    case SL_CONN_CLOSING:
+        sl_conn_close(c);
+        break;
+    case SL_CONN_SERVING: /* the send timeout: the app hears of it */
+        c->deadline = 0;
+        sl_conn_abort(c);
+        break;
+    case SL_CONN_WRITING:
+        sl_request_done(c->pump, c);
+        sl_conn_close(c);
+        break;
+    default:
+        break;
+    }
+}
+
+static bool h1_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
+{
+    size_t got;
+    int rc;
+
+    /* busy ones: conn_finish_request() sees pump->drain.draining and closes */
+    if (c->state != SL_CONN_READING || c->rbuf.off != c->rbuf.len ||
+        c->in_msg || sl_buf_pending(&c->tx.buf) > 0)
+        return false;
+    /* a request may sit in the kernel, read but for us: serve it */
+    rc = conn_read(c, SL_CONN_READ_CHUNK, c->rbuf.off + max_head(c->pump->opt),
+                   &got);
+    if (rc > 0 || (rc < 0 && c->peer_eof)) {
+        conn_process(c);
+        return c->state == SL_CONN_FREE;
+    }
+    if (rc < 0 || now - c->idle_since >= grace) {
+        sl_conn_close(c);
+        return true;
+    }
+    return false;
+}
+
+/* The executor of C's request hears of the abort (sl_conn_abort()); a
+ * connection it still serves is released when its END comes. */
+static void h1_abort(sl_conn_t *c)
+{
+    if (c->state == SL_CONN_SERVING) {
+        sl_conn_watch(c, 0);
+        return;
+    }
+    sl_conn_close(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* the session's operations                                           */
+
+void sl_h1_start(sl_conn_t *c)
+{
+    c->sess = &sl_h1_session;
+    sl_conn_parser_init(c);
+    conn_reset_request(c);
+    c->idle_since = ev_now(c->pump->loop);
+    c->deadline = c->idle_since + c->pump->opt->header_timeout;
+    c->head_clock = true;
+    sl_conn_watch(c, EV_READ);
+}
+
+void sl_h1_process(sl_conn_t *c)
+{
+    conn_process(c);
+}
+
+void sl_h1_unhold(sl_output_t *o)
+{
+    conn_process((sl_conn_t *)((char *)o - offsetof(sl_conn_t, tx)));
+}
+
+static void h1_io(sl_conn_t *c, int ready)
+{
+    if (ready & EV_READ) {
+        on_readable(c);
+        return;
+    }
+    conn_process(c);
+}
+
+static void h1_complete(sl_conn_t *c)
+{
+    conn_take(c);
+    conn_process(c);
+}
+
+static void h1_going_away(sl_conn_t *c, unsigned code)
+{
+    (void)c; /* a response in progress says Connection: close */
+    (void)code;
+}
+
+/* An upgrade the app has not accepted yet still holds its WebSocket
+ * state. */
+static void h1_close(sl_conn_t *c)
+{
+    sl_conn_ws_free(c);
+}
+
+const sl_session_ops_t sl_h1_session = {
+    .name = "HTTP/1.1",
+    .io = h1_io,
+    .complete = h1_complete,
+    .sweep = h1_sweep,
+    .drain = h1_drain,
+    .going_away = h1_going_away,
+    .abort = h1_abort,
+    .close = h1_close,
+};

@@ -1,0 +1,21 @@
+/* h1.h - the HTTP/1.1 session (h1.c, its parser h1_parse.c). */
+#ifndef SL_H1_H
+#define SL_H1_H
+
+#include "worker/loop/conn.h"
+
+extern const sl_session_ops_t sl_h1_session;
+
+/* C, just accepted (or past its PROXY header's session), speaks HTTP/1.1
+ * from here: its parser set up, the header timeout armed, reading. */
+void sl_h1_start(sl_conn_t *c);
+
+/* Advance C as far as it goes without waiting (bytes already in its read
+ * buffer: the PROXY session hands over with the first request read). */
+void sl_h1_process(sl_conn_t *c);
+
+/* The hold queue's expired() (output.h): the hold on the answers of the
+ * connection whose output is O is over; write them and go on. */
+void sl_h1_unhold(sl_output_t *o);
+
+#endif
