@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""check-layers.py - the include rules of DESIGN §6, checked on the source.
+"""check-layers.py - the layer rules of docs/architecture.md, checked on the
+source.
 
 usage: check-layers.py [ROOT]
 
@@ -24,12 +25,10 @@ only.
 The call graph between the .c files of common/, supervisor/ and worker/
 (a file that names a non-static function or global another file defines
 calls that file) is checked too: calls go down through the layers and
-come back up through callbacks (DESIGN §8), so no circle of files may be
-larger than MAX_CIRCLE. Each larger circle is one line, "call-graph circle
-of N files: ...", with a shortest cycle through it and a name for each
-step. The redesign of the connection in layers is under way (issue 27):
-until its circles are gone they are warnings; --strict (what make check
-will run then) makes them violations. ROOT defaults to SLUICE_SRCDIR (make check exports it), then srcdir,
+come back up through callbacks (docs/architecture.md, "The connection in
+layers"), so no circle of files may be larger than MAX_CIRCLE. Each larger
+circle is a violation, one line, "call-graph circle of N files: ...", with
+a shortest cycle through it and a name for each step. ROOT defaults to SLUICE_SRCDIR (make check exports it), then srcdir,
 then the tree this script sits in; a missing ROOT exits 99 (a hard error to
 automake's test harness).
 
@@ -214,7 +213,7 @@ def layer_violations(incs):
             continue
         if src not in ALLOWED or (dst is not None and dst not in ALLOWED):
             unknown = src if src not in ALLOWED else dst
-            rule = ("%s/ is no layer of DESIGN §6 (%s): name it in "
+            rule = ("%s/ is no layer of docs/architecture.md (%s): name it in "
                     "tests/check-layers.py first" % (unknown, LAYERS))
         elif dst is None:
             rule = "%s/ includes only %s" % (
@@ -342,7 +341,7 @@ def long_files(files):
         lines = text.count("\n") + (not text.endswith("\n") and text != "")
         if lines > MAX_LINES:
             out.append("warning: %s: %d lines, over %d: split it by "
-                       "responsibility (DESIGN §6)"
+                       "responsibility (docs/architecture.md)"
                        % (path, lines, MAX_LINES))
     return out
 
@@ -405,10 +404,9 @@ def default_root():
 
 
 def main(argv):
-    args = [a for a in argv[1:] if a != "--strict"]
-    strict = len(args) < len(argv) - 1
+    args = argv[1:]
     if len(args) > 1:
-        print("usage: check-layers.py [--strict] [ROOT]", file=sys.stderr)
+        print("usage: check-layers.py [ROOT]", file=sys.stderr)
         return 99
     root = args[0] if args else default_root()
     if not os.path.isdir(os.path.join(root, "worker")):
@@ -421,24 +419,16 @@ def main(argv):
     circles = call_circles(files)
     for line in long_files(files):
         print(line)
-    if strict:
-        bad += circles
-    else:
-        for line in circles:
-            print("warning: " + line)
+    bad += circles
     for line in bad:
         print(line)
     if bad:
         print("check-layers.py: FAIL: %d violation%s of the layer rules "
-              "(DESIGN §6, §8)" % (len(bad), "" if len(bad) == 1 else "s"))
+              "(docs/architecture.md)" % (len(bad), "" if len(bad) == 1 else "s"))
         return 1
-    print("check-layers.py: PASS: %d files, %d includes, no violation%s"
-          % (len(files), len(incs),
-             "" if not circles else
-             "; %d call-graph circle%s over %d files (warnings until "
-             "issue 27 is done)" % (len(circles),
-                                    "" if len(circles) == 1 else "s",
-                                    MAX_CIRCLE)))
+    print("check-layers.py: PASS: %d files, %d includes, no violation, no "
+          "call-graph circle over %d files" % (len(files), len(incs),
+                                               MAX_CIRCLE))
     return 0
 
 

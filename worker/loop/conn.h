@@ -32,7 +32,7 @@ typedef struct sl_conn sl_conn_t;
 typedef struct sl_conn_ws sl_conn_ws_t;
 
 /* A session: what a connection's bytes mean, and so what it does when
- * they come or go (DESIGN: docs/architecture.md, "The connection in
+ * they come or go (docs/architecture.md, "The connection in
  * layers"). A connection has one at a time and its sessions switch it:
  * the PROXY header's (conn_proxy.c) hands over to HTTP/1.1 (h1.c), which
  * hands over to a WebSocket (conn_ws.c) once the app accepts an upgrade.
