@@ -74,7 +74,7 @@ static int exec_start(sl_pump_t *p, PyObject *app, bool asgi)
     Py_DECREF(app);
     if (rc < 0)
         return SL_EXIT_FAIL;
-    return p->exec->start(p) < 0 ? SL_EXIT_FAIL : 0;
+    return sl_pump_exec(p)->start(p) < 0 ? SL_EXIT_FAIL : 0;
 }
 
 /* --reload: where the supervisor wants the module list (SLUICE_RELOAD_DIR),

@@ -66,15 +66,15 @@ static inline void take_request(sl_ticket_t *t)
     }
     ck_assert(h_take_ticket(&pump, t));
     ck_assert_uint_eq(t->kind, SL_TICKET_SUBMIT);
-    ck_assert_uint_eq(t->idx, c->idx);
-    ck_assert_uint_eq(t->gen, c->gen);
+    ck_assert_uint_eq(t->idx, c->x.id);
+    ck_assert_uint_eq(t->gen, c->x.gen);
 }
 
 static inline int send_str(uint32_t gen, const char *s, int flags)
 {
     struct iovec iov = {(void *)s, strlen(s)};
 
-    return sl_conn_send(client.conn, gen, &iov, 1, flags);
+    return sl_exch_send(&client.conn->x, gen, &iov, 1, flags);
 }
 
 /* Answer request GEN of C with a 200 whose body is BODY, in one END send. */
@@ -87,7 +87,7 @@ static inline void respond_on(sl_conn_t *c, uint32_t gen, const char *body)
              "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", strlen(body));
     iov[0] = (struct iovec){head, strlen(head)};
     iov[1] = (struct iovec){(void *)body, strlen(body)};
-    ck_assert_int_eq(sl_conn_send(c, gen, iov, 2, SL_SEND_END), 0);
+    ck_assert_int_eq(sl_exch_send(&c->x, gen, iov, 2, SL_SEND_END), 0);
 }
 
 static inline void respond(uint32_t gen, const char *body)
@@ -98,7 +98,7 @@ static inline void respond(uint32_t gen, const char *body)
 static inline const char *url(void)
 {
     static char buf[4096];
-    const sl_req_t *r = &client.conn->req;
+    const sl_req_t *r = &client.conn->x.req;
 
     snprintf(buf, sizeof(buf), "%.*s", (int)r->url_len,
              r->hbuf.data + r->url_off);
@@ -109,7 +109,7 @@ static inline const char *url(void)
 static inline const char *hdr_value(int i)
 {
     static char buf[4096];
-    const sl_req_t *r = &client.conn->req;
+    const sl_req_t *r = &client.conn->x.req;
 
     ck_assert_int_lt(i, r->nhdrs);
     snprintf(buf, sizeof(buf), "%.*s", (int)r->hdrs[i].val_len,
@@ -142,9 +142,9 @@ static inline bool body_pending(void *arg)
     sl_conn_t *c = arg;
     bool some;
 
-    pthread_mutex_lock(&c->mu);
-    some = sl_buf_pending(&c->body) > 0;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    some = sl_buf_pending(&c->x.body) > 0;
+    pthread_mutex_unlock(&c->x.mu);
     return some;
 }
 

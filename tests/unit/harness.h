@@ -462,19 +462,19 @@ typedef struct {
     uint32_t gen;
     char buf[64];
     long rc;
-    bool done; /* under c->mu */
+    bool done; /* under c->x.mu */
 } h_reader_t;
 
 static inline void *h_reader_main(void *arg)
 {
     h_reader_t *r = arg;
-    long rc = sl_conn_read_body(r->c, r->gen, r->buf, sizeof(r->buf) - 1, false,
-                                true);
+    long rc = sl_exch_read_body(&r->c->x, r->gen, r->buf, sizeof(r->buf) - 1,
+                                false, true);
 
-    pthread_mutex_lock(&r->c->mu);
+    pthread_mutex_lock(&r->c->x.mu);
     r->rc = rc;
     r->done = true;
-    pthread_mutex_unlock(&r->c->mu);
+    pthread_mutex_unlock(&r->c->x.mu);
     return NULL;
 }
 
@@ -483,21 +483,21 @@ static inline bool h_reader_done(void *arg)
     h_reader_t *r = arg;
     bool done;
 
-    pthread_mutex_lock(&r->c->mu);
+    pthread_mutex_lock(&r->c->x.mu);
     done = r->done;
-    pthread_mutex_unlock(&r->c->mu);
+    pthread_mutex_unlock(&r->c->x.mu);
     return done;
 }
 
-/* Does the executor on connection ARG say it waits (c->waiting)? */
+/* Does the executor on connection ARG say it waits (c->x.waiting)? */
 static inline bool h_executor_waiting(void *arg)
 {
     sl_conn_t *c = arg;
     bool w;
 
-    pthread_mutex_lock(&c->mu);
-    w = c->waiting;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    w = c->x.waiting;
+    pthread_mutex_unlock(&c->x.mu);
     return w;
 }
 

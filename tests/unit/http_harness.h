@@ -78,7 +78,7 @@ static inline void assert_refused(const char *raw, int status)
 
 static inline const sl_req_t *req(void)
 {
-    return &client.conn->req;
+    return &client.conn->x.req;
 }
 
 static inline void assert_url(const char *want)

@@ -66,15 +66,15 @@ static void request(const char *raw)
     ck_assert_msg(client.conn->state == SL_CONN_SERVING,
                   "request refused by the loop: %s", client.data);
     ck_assert(h_take_ticket(&pump, &t));
-    ck_assert_uint_eq(t.idx, client.conn->idx);
+    ck_assert_uint_eq(t.idx, client.conn->x.id);
 }
 
 /* The scope of the request with the executor, with STATE, as t.scope:
  * the websocket scope when WS. */
 static void scope_as(PyObject *state, bool ws)
 {
-    PyObject *s = ws ? sl_asgi_scope_new_ws(client.conn, state)
-                     : sl_asgi_scope_new(client.conn, state);
+    PyObject *s = ws ? sl_asgi_scope_new_ws(&client.conn->x, state)
+                     : sl_asgi_scope_new(&client.conn->x, state);
 
     hp_check(s, "sl_asgi_scope_new");
     ck_assert(PyDict_CheckExact(s));
@@ -304,15 +304,15 @@ START_TEST(test_client_per_connection)
 
     UP(NULL);
     scope_of("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
-    idx = client.conn->idx;
-    ck_assert_int_eq(sl_conn_send(client.conn, client.conn->gen, &iov, 1,
+    idx = client.conn->x.id;
+    ck_assert_int_eq(sl_exch_send(&client.conn->x, client.conn->x.gen, &iov, 1,
                                   SL_SEND_END | SL_SEND_CLOSE),
                      0);
     ck_assert(h_wait_eof(&pump, &client));
     h_client_close(&client);
     ck_assert(h_run_until(&pump, h_nactive_is, &none));
     h_connect(&pump, &client);
-    ck_assert_uint_eq(client.conn->idx, idx); /* the same slot */
+    ck_assert_uint_eq(client.conn->x.id, idx); /* the same slot */
     scope_of("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     snprintf(want, sizeof(want), "('127.0.0.1', %d)", local_port(client.fd));
     ck_assert_str_eq(ev("repr(scope['client'])"), want);

@@ -86,7 +86,7 @@ START_TEST(test_head_split_across_reads)
     h_send(&client, split_req + at, strlen(split_req) - at);
     take_request(&t);
     ck_assert_str_eq(url(), "/split/path?q=1");
-    ck_assert_int_eq(c->req.nhdrs, 2);
+    ck_assert_int_eq(c->x.req.nhdrs, 2);
     ck_assert_str_eq(hdr_value(0), "example");
     ck_assert_str_eq(hdr_value(1), "2");
 }
@@ -156,8 +156,8 @@ START_TEST(test_pipelined_in_order)
     ck_assert_uint_ne(t2.gen, t1.gen);
     ck_assert_str_eq(url(), "/two");
     char body[8] = {0};
-    ck_assert_int_eq(sl_conn_read_body(client.conn, t2.gen, body, sizeof(body),
-                                       false, false),
+    ck_assert_int_eq(sl_exch_read_body(&client.conn->x, t2.gen, body,
+                                       sizeof(body), false, false),
                      3);
     ck_assert_str_eq(body, "abc");
     respond(t2.gen, "2");
@@ -245,7 +245,7 @@ START_TEST(test_hold_timer_writes_the_oldest)
     take_request(&t);
     h_sends(&other, THREE_GETS);
     ck_assert(h_take_ticket(&pump, &u));
-    ck_assert_uint_eq(u.idx, other.conn->idx);
+    ck_assert_uint_eq(u.idx, other.conn->x.id);
     respond_on(other.conn, u.gen, "a");
     ck_assert(h_take_ticket(&pump, &u));
     ck_assert_ptr_eq(pump.holdq.head, &client.conn->tx);
@@ -471,10 +471,10 @@ START_TEST(test_abort_while_serving)
     take_request(&t);
     sl_conn_abort(client.conn);
     ck_assert_uint_eq(pump.pool.nactive, 1); /* the executor still holds it */
-    ck_assert_int_eq(
-        sl_conn_read_body(client.conn, t.gen, buf, sizeof(buf), false, true),
-        -1);
-    ck_assert_int_eq(sl_conn_wait_credit(client.conn, t.gen), -1);
+    ck_assert_int_eq(sl_exch_read_body(&client.conn->x, t.gen, buf, sizeof(buf),
+                                       false, true),
+                     -1);
+    ck_assert_int_eq(sl_exch_wait_credit(&client.conn->x, t.gen), -1);
     ck_assert_int_eq(send_str(t.gen, "x", SL_SEND_END), -1);
     ck_assert(h_run_until(&pump, h_nactive_is, &none));
     ck_assert_uint_eq(pump.inflight, 0);

@@ -32,9 +32,9 @@ static bool body_done(void *arg)
     sl_conn_t *c = arg;
     bool done;
 
-    pthread_mutex_lock(&c->mu);
-    done = c->body_done || c->aborted;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    done = c->x.body_done || c->x.aborted;
+    pthread_mutex_unlock(&c->x.mu);
     return done;
 }
 
@@ -51,30 +51,32 @@ START_TEST(test_read_body)
     take_request(&t);
     /* nothing yet: without WAIT the caller is told to wait */
     ck_assert_int_eq(
-        sl_conn_read_body(c, t.gen, buf, sizeof(buf), false, false), -2);
+        sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false, false), -2);
     h_sends(&client, "ab\ncd\nefgh");
     ck_assert(h_run_until(&pump, body_done, c));
-    ck_assert_int_eq(sl_conn_read_body(c, t.gen, buf, 0, false, false), 0);
-    ck_assert_int_eq(sl_conn_read_body(c, t.gen, buf, sizeof(buf), true, false),
-                     3);
-    ck_assert(memcmp(buf, "ab\n", 3) == 0);
-    ck_assert_int_eq(sl_conn_read_body(c, t.gen, buf, 2, true, false), 2);
-    ck_assert(memcmp(buf, "cd", 2) == 0);
-    ck_assert_int_eq(sl_conn_read_body(c, t.gen, buf, sizeof(buf), true, false),
-                     1);
+    ck_assert_int_eq(sl_exch_read_body(&c->x, t.gen, buf, 0, false, false), 0);
     ck_assert_int_eq(
-        sl_conn_read_body(c, t.gen, buf, sizeof(buf), false, false), 4);
+        sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), true, false), 3);
+    ck_assert(memcmp(buf, "ab\n", 3) == 0);
+    ck_assert_int_eq(sl_exch_read_body(&c->x, t.gen, buf, 2, true, false), 2);
+    ck_assert(memcmp(buf, "cd", 2) == 0);
+    ck_assert_int_eq(
+        sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), true, false), 1);
+    ck_assert_int_eq(
+        sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false, false), 4);
     ck_assert(memcmp(buf, "efgh", 4) == 0);
     /* the end, however often it is asked for */
-    ck_assert_int_eq(sl_conn_read_body(c, t.gen, buf, sizeof(buf), false, true),
-                     0);
     ck_assert_int_eq(
-        sl_conn_read_body(c, t.gen, buf, sizeof(buf), false, false), 0);
+        sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false, true), 0);
+    ck_assert_int_eq(
+        sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false, false), 0);
     /* a stale request reads nothing */
     ck_assert_int_eq(
-        sl_conn_read_body(c, t.gen + 1, buf, sizeof(buf), false, false), -1);
+        sl_exch_read_body(&c->x, t.gen + 1, buf, sizeof(buf), false, false),
+        -1);
     ck_assert_int_eq(
-        sl_conn_read_body(c, t.gen - 1, buf, sizeof(buf), false, false), -1);
+        sl_exch_read_body(&c->x, t.gen - 1, buf, sizeof(buf), false, false),
+        -1);
 }
 END_TEST
 
@@ -86,9 +88,9 @@ START_TEST(test_no_body_reads_end)
     UP(NULL);
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     take_request(&t);
-    ck_assert_int_eq(
-        sl_conn_read_body(client.conn, t.gen, buf, sizeof(buf), false, false),
-        0);
+    ck_assert_int_eq(sl_exch_read_body(&client.conn->x, t.gen, buf, sizeof(buf),
+                                       false, false),
+                     0);
 }
 END_TEST
 
@@ -107,14 +109,14 @@ START_TEST(test_chunked_body)
                      "0\r\nX-Trailer: t\r\n\r\n");
     take_request(&t);
     ck_assert(h_run_until(&pump, body_done, c));
-    while ((n = sl_conn_read_body(c, t.gen, buf + got,
+    while ((n = sl_exch_read_body(&c->x, t.gen, buf + got,
                                   sizeof(buf) - 1 - (size_t)got, false,
                                   false)) > 0)
         got += n;
     ck_assert_int_eq(n, 0);
     ck_assert_str_eq(buf, "hello 0123456789");
     /* the trailer is not a header of the request */
-    ck_assert_int_eq(c->req.nhdrs, 2);
+    ck_assert_int_eq(c->x.req.nhdrs, 2);
 }
 END_TEST
 
@@ -156,7 +158,8 @@ START_TEST(test_client_gone_mid_body)
     r.c = client.conn;
     r.gen = t.gen;
     ck_assert_int_eq(
-        sl_conn_read_body(r.c, t.gen, r.buf, sizeof(r.buf), false, true), 10);
+        sl_exch_read_body(&r.c->x, t.gen, r.buf, sizeof(r.buf), false, true),
+        10);
     ck_assert_int_eq(pthread_create(&th, NULL, h_reader_main, &r), 0);
     ck_assert(h_run_until(&pump, h_executor_waiting, r.c));
     close(client.fd);
@@ -164,7 +167,7 @@ START_TEST(test_client_gone_mid_body)
     ck_assert(h_run_until(&pump, h_reader_done, &r));
     pthread_join(th, NULL);
     ck_assert_int_eq(r.rc, -1);
-    ck_assert(r.c->aborted);
+    ck_assert(r.c->x.aborted);
     /* sending fails, but END still ends the request and frees the slot */
     ck_assert_int_eq(send_str(t.gen, "x", SL_SEND_END), -1);
     ck_assert(h_run_until(&pump, h_nactive_is, &none));
@@ -199,12 +202,12 @@ START_TEST(test_streamed_chunked_body_over_limit)
     take_request(&t);
     h_sends(&client, "8\r\n01234567\r\n");
     ck_assert(h_run_until(&pump, body_pending, c));
-    total += sl_conn_read_body(c, t.gen, buf, sizeof(buf), false, false);
+    total += sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false, false);
     ck_assert_int_eq(total, 8);
     h_sends(&client, "8\r\n89abcdef\r\n0\r\n\r\n");
     ck_assert(h_run_until(&pump, body_done, c));
-    while ((n = sl_conn_read_body(c, t.gen, buf, sizeof(buf), false, false)) >
-           0)
+    while ((n = sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false,
+                                  false)) > 0)
         total += n;
     ck_assert_msg(c->http_error == 413,
                   "a %ld-byte chunked body passed --limit-request-body 10",
@@ -246,9 +249,9 @@ START_TEST(test_body_burst_in_one_pass)
     }
     ck_assert_uint_eq(queued, SIZE);
     ev_run(pump.loop, EVRUN_NOWAIT);
-    pthread_mutex_lock(&c->mu);
-    buffered = sl_buf_pending(&c->body);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    buffered = sl_buf_pending(&c->x.body);
+    pthread_mutex_unlock(&c->x.mu);
     ck_assert_uint_eq(buffered, SIZE);
 }
 END_TEST
@@ -285,9 +288,9 @@ START_TEST(test_body_window)
         ev_run(pump.loop, EVRUN_NOWAIT);
     }
     ck_assert_uint_lt(sent, SIZE); /* the loop stopped taking it */
-    pthread_mutex_lock(&c->mu);
-    size_t buffered = sl_buf_pending(&c->body);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    size_t buffered = sl_buf_pending(&c->x.body);
+    pthread_mutex_unlock(&c->x.mu);
     /* the window, overshot by one read at most */
     ck_assert_uint_le(buffered, SL_CONN_BODY_WINDOW + SL_CONN_BODY_READ);
     ck_assert(!(c->io.events & EV_READ) || !ev_is_active(&c->io));
@@ -300,7 +303,7 @@ START_TEST(test_body_window)
         if (w > 0)
             sent += (size_t)w;
         ev_run(pump.loop, EVRUN_NOWAIT);
-        while ((n = sl_conn_read_body(c, t.gen, got + total,
+        while ((n = sl_exch_read_body(&c->x, t.gen, got + total,
                                       SIZE - (size_t)total, false, false)) > 0)
             total += n;
     }
@@ -327,9 +330,9 @@ START_TEST(test_expect_continue)
     ck_assert(!client.conn->tx.wrote_any); /* an error may still replace it */
     h_sends(&client, "body");
     ck_assert(h_run_until(&pump, body_done, client.conn));
-    ck_assert_int_eq(
-        sl_conn_read_body(client.conn, t.gen, buf, sizeof(buf), false, false),
-        4);
+    ck_assert_int_eq(sl_exch_read_body(&client.conn->x, t.gen, buf, sizeof(buf),
+                                       false, false),
+                     4);
     respond(t.gen, "ok");
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_int_eq(resp.status, 200);

@@ -45,9 +45,9 @@ static void teardown(void)
 static bool holds_nothing(const sl_conn_t *c)
 {
     return c->rbuf.data == NULL && c->tx.buf.data == NULL &&
-           c->body.data == NULL && c->out.data == NULL &&
-           c->resp_head.data == NULL && c->req.hbuf.data == NULL &&
-           c->req.hdrs == NULL && c->req.client == NULL && c->ws == NULL;
+           c->x.body.data == NULL && c->x.out.data == NULL &&
+           c->x.resp_head.data == NULL && c->x.req.hbuf.data == NULL &&
+           c->x.req.hdrs == NULL && c->x.req.client == NULL && c->x.ws == NULL;
 }
 
 static bool serving(void *arg)
@@ -64,7 +64,7 @@ static void take_request(sl_ticket_t *t)
     ck_assert(h_run_until(&pump, serving, client.conn));
     ck_assert_int_eq(client.conn->state, SL_CONN_SERVING);
     ck_assert(h_take_ticket(&pump, t));
-    ck_assert_uint_eq(t->gen, client.conn->gen);
+    ck_assert_uint_eq(t->gen, client.conn->x.gen);
 }
 
 static void respond(uint32_t gen, const char *body)
@@ -76,7 +76,8 @@ static void respond(uint32_t gen, const char *body)
              "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", strlen(body));
     iov[0] = (struct iovec){head, strlen(head)};
     iov[1] = (struct iovec){(void *)body, strlen(body)};
-    ck_assert_int_eq(sl_conn_send(client.conn, gen, iov, 2, SL_SEND_END), 0);
+    ck_assert_int_eq(sl_exch_send(&client.conn->x, gen, iov, 2, SL_SEND_END),
+                     0);
 }
 
 /* One whole request and its answer, BODY. */
@@ -97,9 +98,9 @@ static bool body_in(void *arg)
     sl_conn_t *c = arg;
     bool done;
 
-    pthread_mutex_lock(&c->mu);
-    done = c->body_done;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    done = c->x.body_done;
+    pthread_mutex_unlock(&c->x.mu);
     return done;
 }
 
@@ -177,13 +178,13 @@ START_TEST(test_request_holds_its_head_and_body)
     h_sends(&client, "POST /b HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n"
                      "Content-Length: 5\r\n\r\nhello");
     take_request(&t);
-    ck_assert_ptr_nonnull(client.conn->req.hbuf.data);
-    ck_assert_ptr_nonnull(client.conn->req.hdrs);
-    ck_assert_int_eq(client.conn->req.nhdrs, 3);
+    ck_assert_ptr_nonnull(client.conn->x.req.hbuf.data);
+    ck_assert_ptr_nonnull(client.conn->x.req.hdrs);
+    ck_assert_int_eq(client.conn->x.req.nhdrs, 3);
     ck_assert(h_run_until(&pump, body_in, client.conn));
-    ck_assert_int_eq(
-        sl_conn_read_body(client.conn, t.gen, buf, sizeof(buf), false, false),
-        5);
+    ck_assert_int_eq(sl_exch_read_body(&client.conn->x, t.gen, buf, sizeof(buf),
+                                       false, false),
+                     5);
     respond(t.gen, "ok");
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert(holds_nothing(client.conn));
@@ -260,16 +261,16 @@ START_TEST(test_forwarded_client_only_when_applied)
     UP("--forwarded-allow-ips", "127.0.0.1", NULL);
     h_sends(&client, get);
     take_request(&t);
-    ck_assert_ptr_null(client.conn->req.client);
-    ck_assert_str_eq(sl_req_client(&client.conn->req)->addr, "");
+    ck_assert_ptr_null(client.conn->x.req.client);
+    ck_assert_str_eq(sl_req_client(&client.conn->x.req)->addr, "");
     respond(t.gen, "plain");
     ck_assert(h_response(&pump, &client, &resp, false));
 
     h_sends(&client, "GET /f HTTP/1.1\r\nHost: h\r\n"
                      "X-Forwarded-For: 192.0.2.7\r\n\r\n");
     take_request(&t);
-    ck_assert_ptr_nonnull(client.conn->req.client);
-    ck_assert_str_eq(sl_req_client(&client.conn->req)->addr, "192.0.2.7");
+    ck_assert_ptr_nonnull(client.conn->x.req.client);
+    ck_assert_str_eq(sl_req_client(&client.conn->x.req)->addr, "192.0.2.7");
     respond(t.gen, "fwd");
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert(holds_nothing(client.conn));

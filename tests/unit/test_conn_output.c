@@ -45,7 +45,7 @@ START_TEST(test_send_rules)
     ck_assert_int_eq(send_str(t.gen + 1, "stale", 0), -1);
     ck_assert_int_eq(send_str(t.gen, "HTTP/1.1 200 OK\r\n", 0), 0);
     ck_assert_int_eq(send_str(t.gen, "Content-Length: 2\r\n\r\n", 0), 0);
-    ck_assert_int_eq(sl_conn_send(client.conn, t.gen, NULL, 0, 0), 0);
+    ck_assert_int_eq(sl_exch_send(&client.conn->x, t.gen, NULL, 0, 0), 0);
     ck_assert_int_eq(send_str(t.gen, "ok", SL_SEND_END), 0);
     ck_assert_int_eq(send_str(t.gen, "late", 0), -1);
     ck_assert(h_response(&pump, &client, &resp, false));
@@ -108,18 +108,18 @@ typedef struct {
     sl_conn_t *c;
     uint32_t gen;
     int rc;
-    bool done; /* under c->mu */
+    bool done; /* under c->x.mu */
 } waiter_t;
 
 static void *wait_credit(void *arg)
 {
     waiter_t *w = arg;
-    int rc = sl_conn_wait_credit(w->c, w->gen);
+    int rc = sl_exch_wait_credit(&w->c->x, w->gen);
 
-    pthread_mutex_lock(&w->c->mu);
+    pthread_mutex_lock(&w->c->x.mu);
     w->rc = rc;
     w->done = true;
-    pthread_mutex_unlock(&w->c->mu);
+    pthread_mutex_unlock(&w->c->x.mu);
     return NULL;
 }
 
@@ -128,9 +128,9 @@ static bool waiter_done(void *arg)
     waiter_t *w = arg;
     bool done;
 
-    pthread_mutex_lock(&w->c->mu);
+    pthread_mutex_lock(&w->c->x.mu);
     done = w->done;
-    pthread_mutex_unlock(&w->c->mu);
+    pthread_mutex_unlock(&w->c->x.mu);
     return done;
 }
 
@@ -170,7 +170,7 @@ START_TEST(test_credit)
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     take_request(&t);
     ck_assert_int_eq(send_str(t.gen, "small", 0), 0);
-    ck_assert_int_eq(sl_conn_send(client.conn, t.gen, &iov, 1, 0), 1);
+    ck_assert_int_eq(sl_exch_send(&client.conn->x, t.gen, &iov, 1, 0), 1);
     w.c = client.conn;
     w.gen = t.gen;
     ck_assert_int_eq(pthread_create(&th, NULL, wait_credit, &w), 0);
@@ -180,7 +180,8 @@ START_TEST(test_credit)
     ck_assert(h_run_until(&pump, reading_until_done, &w));
     pthread_join(th, NULL);
     ck_assert_int_eq(w.rc, 0);
-    ck_assert_int_eq(sl_conn_send(client.conn, t.gen, NULL, 0, SL_SEND_END), 0);
+    ck_assert_int_eq(sl_exch_send(&client.conn->x, t.gen, NULL, 0, SL_SEND_END),
+                     0);
     ck_assert(h_wait_bytes(&pump, &client, SIZE + 5));
     ck_assert_uint_eq(client.len, SIZE + 5);
     ck_assert(h_run_until(&pump, conn_reading, client.conn));
@@ -194,8 +195,8 @@ START_TEST(test_credit_wait_on_stale_request)
     UP(NULL);
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     take_request(&t);
-    ck_assert_int_eq(sl_conn_wait_credit(client.conn, t.gen), 0);
-    ck_assert_int_eq(sl_conn_wait_credit(client.conn, t.gen + 1), -1);
+    ck_assert_int_eq(sl_exch_wait_credit(&client.conn->x, t.gen), 0);
+    ck_assert_int_eq(sl_exch_wait_credit(&client.conn->x, t.gen + 1), -1);
 }
 END_TEST
 
@@ -227,7 +228,7 @@ START_TEST(test_sendfile)
     take_request(&t);
     ck_assert_int_eq(
         send_str(t.gen, "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n", 0), 0);
-    ck_assert_int_eq(sl_conn_sendfile(client.conn, t.gen, fd, 4, 8, 0), 0);
+    ck_assert_int_eq(sl_exch_sendfile(&client.conn->x, t.gen, fd, 4, 8, 0), 0);
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_str_eq(resp.body, "456789ab");
     /* the connection owned the descriptor and closed it */
@@ -245,12 +246,13 @@ START_TEST(test_sendfile_refused_closes_fd)
     UP(NULL);
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     take_request(&t);
-    ck_assert_int_eq(sl_conn_sendfile(client.conn, t.gen + 1, fd, 0, 1, 0), -1);
+    ck_assert_int_eq(sl_exch_sendfile(&client.conn->x, t.gen + 1, fd, 0, 1, 0),
+                     -1);
     ck_assert_int_eq(fcntl(fd, F_GETFD), -1);
     fd = temp_file("y");
     ck_assert_int_eq(send_str(t.gen, "HTTP/1.1 204 No\r\n\r\n", SL_SEND_END),
                      0);
-    ck_assert_int_eq(sl_conn_sendfile(client.conn, t.gen, fd, 0, 1, 0), -1);
+    ck_assert_int_eq(sl_exch_sendfile(&client.conn->x, t.gen, fd, 0, 1, 0), -1);
     ck_assert_int_eq(fcntl(fd, F_GETFD), -1);
 }
 END_TEST
@@ -267,7 +269,7 @@ START_TEST(test_sendfile_short_file_closes)
     take_request(&t);
     ck_assert_int_eq(
         send_str(t.gen, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", 0), 0);
-    ck_assert_int_eq(sl_conn_sendfile(client.conn, t.gen, fd, 0, 10, 0), 0);
+    ck_assert_int_eq(sl_exch_sendfile(&client.conn->x, t.gen, fd, 0, 10, 0), 0);
     ck_assert(h_wait_eof(&pump, &client));
     ck_assert(strstr(client.data, "\r\n\r\nabc") != NULL);
 }
@@ -287,8 +289,8 @@ START_TEST(test_sendmem)
     take_request(&t);
     ck_assert_int_eq(
         send_str(t.gen, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", 0), 0);
-    ck_assert_int_eq(sl_conn_sendmem(client.conn, t.gen, body, 10, &owner, 0),
-                     0);
+    ck_assert_int_eq(
+        sl_exch_sendmem(&client.conn->x, t.gen, body, 10, &owner, 0), 0);
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_str_eq(resp.body, "lent-bytes");
     ck_assert_int_eq(h_nreleased, 1);
@@ -316,7 +318,8 @@ START_TEST(test_sendmem_large)
     snprintf(head, sizeof(head),
              "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", N);
     ck_assert_int_eq(send_str(t.gen, head, 0), 0);
-    ck_assert_int_eq(sl_conn_sendmem(client.conn, t.gen, body, N, body, 0), 0);
+    ck_assert_int_eq(sl_exch_sendmem(&client.conn->x, t.gen, body, N, body, 0),
+                     0);
     h_run_passes(&pump, 4);
     ck_assert_int_eq(h_nreleased, 0); /* the client has not read it yet */
     ck_assert(h_response(&pump, &client, &resp, false));
@@ -343,11 +346,11 @@ START_TEST(test_sendmem_refused_and_dropped)
     UP(NULL);
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     take_request(&t);
-    ck_assert_int_eq(sl_conn_sendmem(client.conn, t.gen + 1, "x", 1, &owner, 0),
-                     -1);
+    ck_assert_int_eq(
+        sl_exch_sendmem(&client.conn->x, t.gen + 1, "x", 1, &owner, 0), -1);
     ck_assert_int_eq(send_str(t.gen, "HTTP/1.1 204 No\r\n\r\n", SL_SEND_END),
                      0);
-    ck_assert_int_eq(sl_conn_sendmem(client.conn, t.gen, "x", 1, &owner, 0),
+    ck_assert_int_eq(sl_exch_sendmem(&client.conn->x, t.gen, "x", 1, &owner, 0),
                      -1);
     ck_assert(h_response(&pump, &client, &resp, true));
     ck_assert_int_eq(h_nreleased, 0);
@@ -358,7 +361,8 @@ START_TEST(test_sendmem_refused_and_dropped)
         send_str(t.gen, "HTTP/1.1 200 OK\r\nContent-Length: 8388608\r\n\r\n",
                  0),
         0);
-    ck_assert_int_eq(sl_conn_sendmem(client.conn, t.gen, body, N, body, 0), 0);
+    ck_assert_int_eq(sl_exch_sendmem(&client.conn->x, t.gen, body, N, body, 0),
+                     0);
     h_run_passes(&pump, 4);
     ck_assert_int_eq(h_nreleased, 0);
     h_client_close(&client);
@@ -383,7 +387,8 @@ START_TEST(test_send_out_of_memory_drops_the_part)
     take_request(&t);
     ck_assert_int_eq(send_str(t.gen, "HTTP/1.1 200 OK\r\n", 0), 0);
     hb_fail_after(0); /* the first part fits, the second needs growth */
-    ck_assert_int_eq(sl_conn_send(client.conn, t.gen, iov, 2, SL_SEND_END), -1);
+    ck_assert_int_eq(sl_exch_send(&client.conn->x, t.gen, iov, 2, SL_SEND_END),
+                     -1);
     hb_fail_after(-1);
     ck_assert(h_wait_eof(&pump, &client));
     ck_assert_msg(memmem(client.data, client.len, "Content-Length", 14) == NULL,
@@ -398,9 +403,9 @@ static bool out_taken(void *arg)
     sl_conn_t *c = arg;
     bool taken;
 
-    pthread_mutex_lock(&c->mu);
-    taken = sl_buf_pending(&c->out) == 0;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    taken = sl_buf_pending(&c->x.out) == 0;
+    pthread_mutex_unlock(&c->x.mu);
     return taken;
 }
 
@@ -424,12 +429,12 @@ START_TEST(test_take_out_of_memory_closes)
     memset(b, 'b', B);
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     take_request(&t);
-    ck_assert_int_eq(sl_conn_send(client.conn, t.gen, &ia, 1, 0), 1);
+    ck_assert_int_eq(sl_exch_send(&client.conn->x, t.gen, &ia, 1, 0), 1);
     ck_assert(h_run_until(&pump, conn_blocked_on_write, client.conn));
     /* B grows the executor's buffer; taking it behind A must grow the
      * loop's, which fails */
     hb_fail_after(1);
-    ck_assert_int_eq(sl_conn_send(client.conn, t.gen, &ib, 1, 0), 1);
+    ck_assert_int_eq(sl_exch_send(&client.conn->x, t.gen, &ib, 1, 0), 1);
     ck_assert_int_eq(send_str(t.gen, "zzz", SL_SEND_END), 0);
     ck_assert(h_run_until(&pump, out_taken, client.conn));
     hb_fail_after(-1);
@@ -472,22 +477,22 @@ START_TEST(test_await)
     c = client.conn;
     h_sends(&client, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n");
     take_request(&t);
-    ck_assert_int_eq(sl_conn_await(c, t.gen, SL_AWAIT_BODY), 1);
-    ck_assert_int_eq(sl_conn_await(c, t.gen, SL_AWAIT_CREDIT), 0);
-    ck_assert_int_eq(sl_conn_await(c, t.gen + 1, SL_AWAIT_BODY), -1);
+    ck_assert_int_eq(sl_exch_await(&c->x, t.gen, SL_AWAIT_BODY), 1);
+    ck_assert_int_eq(sl_exch_await(&c->x, t.gen, SL_AWAIT_CREDIT), 0);
+    ck_assert_int_eq(sl_exch_await(&c->x, t.gen + 1, SL_AWAIT_BODY), -1);
     h_sends(&client, "hi");
     sl_ticket_t wake;
     ck_assert(h_take_ticket(&pump, &wake));
     ck_assert_uint_eq(wake.kind, SL_TICKET_WAKE);
-    ck_assert_uint_eq(wake.idx, c->idx);
+    ck_assert_uint_eq(wake.idx, c->x.id);
     ck_assert_uint_eq(wake.gen, t.gen);
-    ck_assert_int_eq(sl_conn_await(c, t.gen, SL_AWAIT_BODY), 0);
-    ck_assert_int_eq(sl_conn_await(c, t.gen, SL_AWAIT_DISCONNECT), 1);
-    ck_assert_int_eq(sl_conn_send(c, t.gen, &iov, 1, 0), 1);
-    ck_assert_int_eq(sl_conn_await(c, t.gen, SL_AWAIT_CREDIT), 1);
+    ck_assert_int_eq(sl_exch_await(&c->x, t.gen, SL_AWAIT_BODY), 0);
+    ck_assert_int_eq(sl_exch_await(&c->x, t.gen, SL_AWAIT_DISCONNECT), 1);
+    ck_assert_int_eq(sl_exch_send(&c->x, t.gen, &iov, 1, 0), 1);
+    ck_assert_int_eq(sl_exch_await(&c->x, t.gen, SL_AWAIT_CREDIT), 1);
     sl_conn_abort(c);
-    ck_assert_int_eq(sl_conn_await(c, t.gen, SL_AWAIT_DISCONNECT), 0);
-    ck_assert_int_eq(sl_conn_await(c, t.gen, SL_AWAIT_BODY), -1);
+    ck_assert_int_eq(sl_exch_await(&c->x, t.gen, SL_AWAIT_DISCONNECT), 0);
+    ck_assert_int_eq(sl_exch_await(&c->x, t.gen, SL_AWAIT_BODY), -1);
 }
 END_TEST
 

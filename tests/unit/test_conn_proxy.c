@@ -63,7 +63,8 @@ static void respond(uint32_t gen)
     static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
     struct iovec iov = {(void *)ok, sizeof(ok) - 1};
 
-    ck_assert_int_eq(sl_conn_send(client.conn, gen, &iov, 1, SL_SEND_END), 0);
+    ck_assert_int_eq(sl_exch_send(&client.conn->x, gen, &iov, 1, SL_SEND_END),
+                     0);
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_int_eq(resp.status, 200);
 }
@@ -75,9 +76,9 @@ static const char *seen(void)
     char addr[SL_CLIENT_ADDR_MAX];
     int port;
 
-    sl_conn_client(client.conn, addr, sizeof(addr), &port);
+    sl_exch_client(&client.conn->x, addr, sizeof(addr), &port);
     snprintf(out, sizeof(out), "%s %d %s", addr, port,
-             sl_conn_scheme(client.conn));
+             sl_exch_scheme(&client.conn->x));
     return out;
 }
 
@@ -141,7 +142,7 @@ START_TEST(test_refused_head_forgets_the_last_client)
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\nBad Header: x\r\n\r\n");
     ck_assert(h_response(&pump, &client, &resp, false));
     ck_assert_int_eq(resp.status, 400);
-    ck_assert_str_eq(sl_req_client(&client.conn->req)->addr, "");
+    ck_assert_str_eq(sl_req_client(&client.conn->x.req)->addr, "");
 }
 END_TEST
 

@@ -153,7 +153,7 @@ START_TEST(test_headers_at_field_limit)
     UP("--limit-request-fields", "3", NULL);
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n\r\n");
     take_request(&t);
-    ck_assert_int_eq(client.conn->req.nhdrs, 3);
+    ck_assert_int_eq(client.conn->x.req.nhdrs, 3);
 }
 END_TEST
 
@@ -165,7 +165,7 @@ START_TEST(test_field_limit_zero_means_32768)
     UP("--limit-request-fields", "0", NULL);
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n\r\n");
     take_request(&t);
-    ck_assert_int_eq(client.conn->req.nhdrs, 3);
+    ck_assert_int_eq(client.conn->x.req.nhdrs, 3);
 }
 END_TEST
 
@@ -288,13 +288,13 @@ START_TEST(test_bad_later_chunk_is_400)
     take_request(&t);
     ck_assert(h_run_until(&pump, body_pending, c));
     ck_assert_int_eq(
-        sl_conn_read_body(c, t.gen, buf, sizeof(buf), false, false), 3);
+        sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false, false), 3);
     h_sends(&client, "zz\r\n");
     ck_assert(h_run_until(&pump, has_error, c));
     ck_assert_int_eq(c->http_error, 400);
-    ck_assert(c->aborted);
+    ck_assert(c->x.aborted);
     ck_assert_int_eq(
-        sl_conn_read_body(c, t.gen, buf, sizeof(buf), false, false), -1);
+        sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false, false), -1);
     ck_assert_int_eq(send_str(t.gen, "HTTP/1.1 200 OK\r\n\r\n", SL_SEND_END),
                      -1);
     ck_assert(h_response(&pump, &client, &resp, false));

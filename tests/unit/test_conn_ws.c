@@ -41,7 +41,8 @@ START_TEST(test_handshake_deflate)
     h_sends(&client,
             HANDSHAKE("Sec-WebSocket-Extensions: permessage-deflate\r\n"));
     ck_assert(h_take_ticket(&pump, &t));
-    ck_assert_int_eq(sl_conn_ws_accept(client.conn, t.gen, NULL, NULL, 0), 0);
+    ck_assert_int_eq(sl_exch_ws_accept(&client.conn->x, t.gen, NULL, NULL, 0),
+                     0);
     ck_assert(h_response(&pump, &client, &resp, true));
     ck_assert_int_eq(resp.status, 101);
     ck_assert_ptr_nonnull(
@@ -97,7 +98,7 @@ START_TEST(test_echo)
     ck_assert_int_eq(m.opcode, SL_WS_OP_TEXT);
     ck_assert_uint_eq(sl_buf_pending(&m.data), 5);
     ck_assert(memcmp(m.data.data + m.data.off, "hello", 5) == 0);
-    ck_assert_int_eq(sl_conn_ws_send(client.conn, gen, m.opcode,
+    ck_assert_int_eq(sl_exch_ws_send(&client.conn->x, gen, m.opcode,
                                      m.data.data + m.data.off, 5),
                      0);
     sl_buf_free(&m.data);
@@ -111,7 +112,7 @@ START_TEST(test_echo)
     recv_msg(gen, &m);
     ck_assert_int_eq(m.opcode, SL_WS_OP_BINARY);
     ck_assert_uint_eq(sl_buf_pending(&m.data), sizeof(big));
-    ck_assert_int_eq(sl_conn_ws_send(client.conn, gen, SL_WS_OP_BINARY,
+    ck_assert_int_eq(sl_exch_ws_send(&client.conn->x, gen, SL_WS_OP_BINARY,
                                      m.data.data + m.data.off, sizeof(big)),
                      0);
     sl_buf_free(&m.data);
@@ -120,7 +121,7 @@ START_TEST(test_echo)
     ck_assert_uint_eq(f.len, sizeof(big));
     /* stale requests touch nothing */
     ck_assert_int_eq(
-        sl_conn_ws_send(client.conn, gen + 1, SL_WS_OP_TEXT, "x", 1), -1);
+        sl_exch_ws_send(&client.conn->x, gen + 1, SL_WS_OP_TEXT, "x", 1), -1);
 }
 END_TEST
 
@@ -208,9 +209,9 @@ START_TEST(test_peer_closes)
     end = recv_end(gen);
     ck_assert_uint_eq(end.code, 4001);
     ck_assert_str_eq(end.reason, "bye");
-    ck_assert_int_eq(sl_conn_ws_send(client.conn, gen, SL_WS_OP_TEXT, "x", 1),
-                     -1);
-    ck_assert_int_eq(sl_conn_ws_close(client.conn, gen, 1000, NULL, 0), -1);
+    ck_assert_int_eq(
+        sl_exch_ws_send(&client.conn->x, gen, SL_WS_OP_TEXT, "x", 1), -1);
+    ck_assert_int_eq(sl_exch_ws_close(&client.conn->x, gen, 1000, NULL, 0), -1);
     app_end(gen);
     ck_assert(h_wait_eof(&pump, &client));
     ck_assert_uint_eq(pump.pool.nactive, 0);
@@ -242,10 +243,12 @@ START_TEST(test_app_closes)
 
     UP(NULL);
     gen = open_ws(NULL, NULL);
-    ck_assert_int_eq(sl_conn_ws_close(client.conn, gen, 4000, "done", 4), 0);
-    ck_assert_int_eq(sl_conn_ws_close(client.conn, gen, 4000, "done", 4), 0);
-    ck_assert_int_eq(sl_conn_ws_send(client.conn, gen, SL_WS_OP_TEXT, "x", 1),
-                     -1);
+    ck_assert_int_eq(sl_exch_ws_close(&client.conn->x, gen, 4000, "done", 4),
+                     0);
+    ck_assert_int_eq(sl_exch_ws_close(&client.conn->x, gen, 4000, "done", 4),
+                     0);
+    ck_assert_int_eq(
+        sl_exch_ws_send(&client.conn->x, gen, SL_WS_OP_TEXT, "x", 1), -1);
     app_end(gen);
     wait_frame(&f);
     assert_close(&f, 4000);
@@ -279,7 +282,7 @@ START_TEST(test_close_wait_cut)
 
     UP(NULL);
     gen = open_ws(NULL, NULL);
-    ck_assert_int_eq(sl_conn_ws_close(client.conn, gen, 1000, NULL, 0), 0);
+    ck_assert_int_eq(sl_exch_ws_close(&client.conn->x, gen, 1000, NULL, 0), 0);
     app_end(gen);
     wait_frame(&f);
     assert_close(&f, 1000);

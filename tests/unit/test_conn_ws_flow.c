@@ -113,16 +113,16 @@ START_TEST(test_send_credit)
     gen = open_ws(NULL, NULL);
     /* the client does not read: the unsent output grows to the credit */
     for (i = 0; i < 1000 && rc == 0; i++) {
-        rc = sl_conn_ws_send(client.conn, gen, SL_WS_OP_BINARY, chunk,
+        rc = sl_exch_ws_send(&client.conn->x, gen, SL_WS_OP_BINARY, chunk,
                              sizeof(chunk));
         h_run_passes(&pump, 1);
     }
     ck_assert_int_eq(rc, 1);
-    ck_assert_int_eq(sl_conn_await(client.conn, gen, SL_AWAIT_CREDIT), 1);
+    ck_assert_int_eq(sl_exch_await(&client.conn->x, gen, SL_AWAIT_CREDIT), 1);
     /* the client reads: the wake comes below half the credit */
     ck_assert(h_run_until(&pump, woken, &t));
     ck_assert_uint_eq(t.kind, SL_TICKET_WAKE);
-    ck_assert_int_eq(sl_conn_await(client.conn, gen, SL_AWAIT_CREDIT), 0);
+    ck_assert_int_eq(sl_exch_await(&client.conn->x, gen, SL_AWAIT_CREDIT), 0);
 }
 END_TEST
 
@@ -144,7 +144,7 @@ static void *echo_main(void *arg)
     int rc;
 
     while (e->done < e->want) {
-        rc = sl_conn_ws_recv(c, e->gen, &m, &end);
+        rc = sl_exch_ws_recv(&c->x, e->gen, &m, &end);
         if (rc == 1) {
             if (!sl_queue_pop_wait(&pump.work, &t))
                 break;
@@ -152,7 +152,7 @@ static void *echo_main(void *arg)
         }
         if (rc < 0)
             break;
-        rc = sl_conn_ws_send(c, e->gen, m.opcode, m.data.data,
+        rc = sl_exch_ws_send(&c->x, e->gen, m.opcode, m.data.data,
                              sl_buf_pending(&m.data));
         sl_buf_free(&m.data);
         if (rc < 0)
@@ -212,14 +212,18 @@ static struct {
     int wakes;
 } inl;
 
-static void inl_run(sl_conn_t *c)
+static void inl_run(sl_exch_t *x)
 {
+    sl_conn_t *c = x->conn;
+
     inl.ran = c;
-    inl.gen = c->gen;
+    inl.gen = c->x.gen;
 }
 
-static void inl_notify(sl_conn_t *c)
+static void inl_notify(sl_exch_t *x)
 {
+    sl_conn_t *c = x->conn;
+
     inl.dirty = c;
 }
 
@@ -276,15 +280,15 @@ START_TEST(test_on_loop_executor)
     UP(NULL);
     h_sends(&client, HANDSHAKE(""));
     ck_assert(h_run_until(&pump, inl_ran, NULL));
-    ck_assert_int_eq(sl_conn_ws_accept(inl.ran, inl.gen, NULL, NULL, 0), 0);
+    ck_assert_int_eq(sl_exch_ws_accept(&inl.ran->x, inl.gen, NULL, NULL, 0), 0);
     inl_drive();
     ck_assert(h_response(&pump, &client, &resp, true));
     ck_assert_int_eq(resp.status, 101);
-    ck_assert_int_eq(sl_conn_ws_recv(inl.ran, inl.gen, &m, &end), 1);
+    ck_assert_int_eq(sl_exch_ws_recv(&inl.ran->x, inl.gen, &m, &end), 1);
     send_frame(SL_WS_OP_TEXT, "inline", 6);
     ck_assert(h_run_until(&pump, inl_woken, NULL));
-    ck_assert_int_eq(sl_conn_ws_recv(inl.ran, inl.gen, &m, &end), 0);
-    ck_assert_int_eq(sl_conn_ws_send(inl.ran, inl.gen, SL_WS_OP_TEXT,
+    ck_assert_int_eq(sl_exch_ws_recv(&inl.ran->x, inl.gen, &m, &end), 0);
+    ck_assert_int_eq(sl_exch_ws_send(&inl.ran->x, inl.gen, SL_WS_OP_TEXT,
                                      m.data.data, sl_buf_pending(&m.data)),
                      0);
     sl_buf_free(&m.data);
@@ -295,9 +299,9 @@ START_TEST(test_on_loop_executor)
     send_close(1000, "");
     wait_frame(&f);
     assert_close(&f, 1000);
-    ck_assert_int_eq(sl_conn_ws_recv(inl.ran, inl.gen, &m, &end), -1);
+    ck_assert_int_eq(sl_exch_ws_recv(&inl.ran->x, inl.gen, &m, &end), -1);
     ck_assert_uint_eq(end.code, 1000);
-    sl_conn_send(inl.ran, inl.gen, NULL, 0, SL_SEND_END);
+    sl_exch_send(&inl.ran->x, inl.gen, NULL, 0, SL_SEND_END);
     inl_drive();
     ck_assert(h_wait_eof(&pump, &client));
     ck_assert_uint_eq(pump.inflight, 0);
@@ -325,7 +329,7 @@ static void stall_output(uint32_t gen)
     int rc = 0, i;
 
     for (i = 0; i < 1000 && rc == 0; i++) {
-        rc = sl_conn_ws_send(client.conn, gen, SL_WS_OP_BINARY, chunk,
+        rc = sl_exch_ws_send(&client.conn->x, gen, SL_WS_OP_BINARY, chunk,
                              sizeof(chunk));
         h_run_passes(&pump, 1);
     }
@@ -376,7 +380,7 @@ START_TEST(test_ping_flood_answers_the_latest)
     /* output the client does not read waits in the loop's buffer, below
      * the credit: the loop goes on reading */
     for (i = 0; i < 1000 && sl_buf_pending(&client.conn->tx.buf) == 0; i++) {
-        ck_assert_int_eq(sl_conn_ws_send(client.conn, gen, SL_WS_OP_BINARY,
+        ck_assert_int_eq(sl_exch_ws_send(&client.conn->x, gen, SL_WS_OP_BINARY,
                                          chunk, sizeof(chunk)),
                          0);
         h_run_passes(&pump, 2);
@@ -424,7 +428,7 @@ START_TEST(test_send_timeout_cuts_a_stalled_reader)
     /* nothing taken for --send-timeout: cut, and the app hears 1006 */
     sl_conn_ws_sweep(c, ev_now(pump.loop) + 2.5);
     ck_assert_uint_eq(recv_end(gen).code, SL_WS_CLOSE_ABNORMAL);
-    ck_assert_int_eq(sl_conn_ws_send(c, gen, SL_WS_OP_TEXT, "x", 1), -1);
+    ck_assert_int_eq(sl_exch_ws_send(&c->x, gen, SL_WS_OP_TEXT, "x", 1), -1);
     app_end(gen);
     ck_assert(server_closed());
 }
@@ -524,7 +528,8 @@ START_TEST(test_accepted_during_drain)
     h_sends(&client, HANDSHAKE(""));
     ck_assert(h_take_ticket(&pump, &t));
     sl_drain_prepare(&pump);
-    ck_assert_int_eq(sl_conn_ws_accept(client.conn, t.gen, NULL, NULL, 0), 0);
+    ck_assert_int_eq(sl_exch_ws_accept(&client.conn->x, t.gen, NULL, NULL, 0),
+                     0);
     ck_assert(h_response(&pump, &client, &resp, true));
     ck_assert_int_eq(resp.status, 101);
     wait_frame(&f);
@@ -546,7 +551,7 @@ static void traffic(uint32_t gen)
     for (int i = 0; i < 3; i++) {
         send_frame(SL_WS_OP_BINARY, big, sizeof(big));
         recv_msg(gen, &m);
-        ck_assert_int_eq(sl_conn_ws_send(client.conn, gen, SL_WS_OP_BINARY,
+        ck_assert_int_eq(sl_exch_ws_send(&client.conn->x, gen, SL_WS_OP_BINARY,
                                          m.data.data, sizeof(big)),
                          0);
         sl_buf_free(&m.data);
@@ -579,9 +584,9 @@ START_TEST(test_idle_memory)
     h_run_passes(&pump, 2);
     before =
         mallinfo2().uordblks - malloc_usable_size(c->rbuf.data) -
-        malloc_usable_size(c->tx.buf.data) - malloc_usable_size(c->out.data) -
-        malloc_usable_size(c->body.data) -
-        malloc_usable_size(c->req.hbuf.data) - malloc_usable_size(resp.body);
+        malloc_usable_size(c->tx.buf.data) - malloc_usable_size(c->x.out.data) -
+        malloc_usable_size(c->x.body.data) -
+        malloc_usable_size(c->x.req.hbuf.data) - malloc_usable_size(resp.body);
     gen = open_ws(NULL, NULL);
     traffic(gen);
     h_run_passes(&pump, 3);
@@ -590,7 +595,7 @@ START_TEST(test_idle_memory)
     fprintf(stderr,
             "idle WebSocket after traffic: %zu bytes malloc'd, of them %zu "
             "the request head\n",
-            after - before, malloc_usable_size(c->req.hbuf.data));
+            after - before, malloc_usable_size(c->x.req.hbuf.data));
     if (HEAP_MEASURED)
         ck_assert_uint_le(after - before, 2048);
 }
@@ -636,7 +641,8 @@ static uint32_t deflate_exchange(void)
     h_sends(&client, HANDSHAKE("Sec-WebSocket-Extensions: permessage-deflate;"
                                " client_max_window_bits\r\n"));
     ck_assert(h_take_ticket(&pump, &t));
-    ck_assert_int_eq(sl_conn_ws_accept(client.conn, t.gen, NULL, NULL, 0), 0);
+    ck_assert_int_eq(sl_exch_ws_accept(&client.conn->x, t.gen, NULL, NULL, 0),
+                     0);
     ck_assert(h_response(&pump, &client, &resp, true));
     ck_assert_int_eq(resp.status, 101);
     ck_assert_ptr_nonnull(
@@ -646,7 +652,8 @@ static uint32_t deflate_exchange(void)
     ck_assert_uint_eq(sl_buf_pending(&m.data), 23);
     ck_assert(memcmp(m.data.data, "hello hello hello hello", 23) == 0);
     ck_assert_int_eq(
-        sl_conn_ws_send(client.conn, t.gen, SL_WS_OP_TEXT, m.data.data, 23), 0);
+        sl_exch_ws_send(&client.conn->x, t.gen, SL_WS_OP_TEXT, m.data.data, 23),
+        0);
     sl_buf_free(&m.data);
     wait_frame(&f);
     ck_assert_int_eq(f.opcode, SL_WS_OP_TEXT);
@@ -676,7 +683,7 @@ START_TEST(test_idle_memory_deflate)
     ck_assert_ptr_nonnull(client.data);
     h_run_passes(&pump, 2);
     before = mallinfo2().uordblks - malloc_usable_size(c->rbuf.data) -
-             malloc_usable_size(c->req.hbuf.data) -
+             malloc_usable_size(c->x.req.hbuf.data) -
              malloc_usable_size(resp.body);
     deflate_exchange();
     h_run_passes(&pump, 3);

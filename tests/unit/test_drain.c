@@ -77,7 +77,7 @@ static sl_ticket_t start_request(int i, const char *raw)
 
     h_sends(&clients[i], raw);
     ck_assert(h_take_ticket(&pump, &t));
-    ck_assert_uint_eq(t.idx, clients[i].conn->idx);
+    ck_assert_uint_eq(t.idx, clients[i].conn->x.id);
     return t;
 }
 
@@ -86,8 +86,8 @@ static void respond(int i, uint32_t gen)
     static const char r[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     struct iovec iov = {(void *)r, sizeof(r) - 1};
 
-    ck_assert_int_eq(sl_conn_send(clients[i].conn, gen, &iov, 1, SL_SEND_END),
-                     0);
+    ck_assert_int_eq(
+        sl_exch_send(&clients[i].conn->x, gen, &iov, 1, SL_SEND_END), 0);
 }
 
 /* A request served to the end on client I, the connection left lingering
@@ -178,8 +178,8 @@ START_TEST(test_graceful_timeout)
     ck_assert(!pump.drain.stopping);
     ck_assert(h_run_until(&pump, stopping, NULL));
     ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_FAIL);
-    ck_assert(c->aborted);
-    ck_assert_int_eq(sl_conn_wait_credit(c, t.gen), -1);
+    ck_assert(c->x.aborted);
+    ck_assert_int_eq(sl_exch_wait_credit(&c->x, t.gen), -1);
     ck_assert_ptr_nonnull(strstr(log_text(), "graceful timeout (0.2s)"));
     ck_assert_ptr_nonnull(
         strstr(log_text(), "drain: abandoning request GET /slow/path after"));
@@ -201,11 +201,11 @@ static int backstop_child(const char *running)
         p.opt = &opt;
         p.exec = &h_exec_lanes;
         snprintf(url, sizeof(url), "%s", running ? running : "");
-        c.req.method = HTTP_POST;
-        c.req.hbuf.data = url;
-        c.req.url_len = (uint32_t)strlen(url);
+        c.x.req.method = HTTP_POST;
+        c.x.req.hbuf.data = url;
+        c.x.req.url_len = (uint32_t)strlen(url);
         sl_drain_signals(&p);
-        sl_drain_note_running(running ? &c : NULL);
+        sl_drain_note_running(running ? &c.x : NULL);
         memset(url, 'x', strlen(url)); /* the copy is what is shown */
         raise(SIGALRM);
         _exit(99);
@@ -372,7 +372,7 @@ START_TEST(test_fast_with_request_in_flight)
     sl_drain_fast(&pump);
     ck_assert(pump.drain.stopping);
     ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_FAIL);
-    ck_assert_int_eq(sl_conn_wait_credit(c, t.gen), -1);
+    ck_assert_int_eq(sl_exch_wait_credit(&c->x, t.gen), -1);
     sl_drain_fast(&pump); /* again: nothing happens */
     ck_assert_int_eq(pump.drain.exit_status, SL_EXIT_FAIL);
 }

@@ -50,7 +50,7 @@ static void up(const sl_exec_t *exec, const char *raw, sl_ticket_t *t)
     ck_assert(h_run_until(&pump, conn_serving, client.conn));
     ck_assert(h_take_ticket(&pump, t));
     ck_assert_uint_eq(t->kind, SL_TICKET_SUBMIT);
-    ck_assert_uint_eq(t->idx, client.conn->idx);
+    ck_assert_uint_eq(t->idx, client.conn->x.id);
 }
 
 static const char GET[] = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
@@ -68,11 +68,13 @@ static uint32_t inbox(void)
     return n;
 }
 
-static void notify(sl_conn_t *c)
+static void notify(sl_exch_t *x)
 {
-    pthread_mutex_lock(&c->mu);
-    sl_exec_notify_handoff(c);
-    pthread_mutex_unlock(&c->mu);
+    sl_conn_t *c = x->conn;
+
+    pthread_mutex_lock(&c->x.mu);
+    sl_exec_notify_handoff(&c->x);
+    pthread_mutex_unlock(&c->x.mu);
 }
 
 static bool inbox_empty(void *arg)
@@ -94,19 +96,19 @@ START_TEST(test_notify_coalesces)
     up(&h_exec_lanes, GET, &t);
     c = client.conn;
     ck_assert_uint_eq(inbox(), 0);
-    notify(c);
-    notify(c);
-    notify(c);
+    notify(&c->x);
+    notify(&c->x);
+    notify(&c->x);
     ck_assert_uint_eq(inbox(), 1);
     ck_assert(sl_queue_try_pop(&pump.done, &entry));
-    ck_assert_uint_eq(entry.idx, c->idx);
+    ck_assert_uint_eq(entry.idx, c->x.id);
     ck_assert_uint_eq(entry.gen, t.gen);
     /* taken from the inbox but not yet applied: still coalesced */
-    notify(c);
+    notify(&c->x);
     ck_assert_uint_eq(inbox(), 0);
     sl_conn_complete(c);
-    notify(c);
-    notify(c);
+    notify(&c->x);
+    notify(&c->x);
     ck_assert_uint_eq(inbox(), 1);
 }
 END_TEST
@@ -120,10 +122,10 @@ START_TEST(test_notify_wakes_loop)
 
     up(&h_exec_lanes, GET, &t);
     c = client.conn;
-    notify(c);
+    notify(&c->x);
     ck_assert(h_run_until(&pump, inbox_empty, NULL));
-    ck_assert(!c->notified);
-    notify(c);
+    ck_assert(!c->x.notified);
+    notify(&c->x);
     ck_assert_uint_eq(inbox(), 1);
 }
 END_TEST
@@ -145,7 +147,7 @@ START_TEST(test_sends_share_one_completion)
         iov = (struct iovec){(void *)parts[i], strlen(parts[i])};
         total += iov.iov_len;
         ck_assert_int_eq(
-            sl_conn_send(c, t.gen, &iov, 1, i == 3 ? SL_SEND_END : 0), 0);
+            sl_exch_send(&c->x, t.gen, &iov, 1, i == 3 ? SL_SEND_END : 0), 0);
     }
     ck_assert_uint_eq(inbox(), 1);
     ck_assert(h_wait_bytes(&pump, &client, total));
@@ -174,10 +176,10 @@ START_TEST(test_wake_cv_signals_waiter)
     ck_assert(h_run_until(&pump, h_executor_waiting, r.c));
     ck_assert(!h_reader_done(&r));
 
-    pthread_mutex_lock(&r.c->mu);
-    ck_assert_int_eq(sl_buf_append(&r.c->body, "hello", 5), 0);
-    sl_exec_wake_cv(r.c);
-    pthread_mutex_unlock(&r.c->mu);
+    pthread_mutex_lock(&r.c->x.mu);
+    ck_assert_int_eq(sl_buf_append(&r.c->x.body, "hello", 5), 0);
+    sl_exec_wake_cv(&r.c->x);
+    pthread_mutex_unlock(&r.c->x.mu);
 
     ck_assert(h_run_until(&pump, h_reader_done, &r));
     pthread_join(th, NULL);
@@ -199,9 +201,9 @@ START_TEST(test_wake_cv_without_bytes_waits_again)
     r.gen = t.gen;
     ck_assert_int_eq(pthread_create(&th, NULL, h_reader_main, &r), 0);
     ck_assert(h_run_until(&pump, h_executor_waiting, r.c));
-    pthread_mutex_lock(&r.c->mu);
-    sl_exec_wake_cv(r.c);
-    pthread_mutex_unlock(&r.c->mu);
+    pthread_mutex_lock(&r.c->x.mu);
+    sl_exec_wake_cv(&r.c->x);
+    pthread_mutex_unlock(&r.c->x.mu);
     /* it woke (or will), found nothing and sleeps again: the bytes the
      * client now sends are what end its wait */
     h_sends(&client, "abcde");
@@ -215,7 +217,7 @@ END_TEST
 /* ------------------------------------------------------------------ */
 /* wake_ticket and wait_never                                         */
 
-/* wake_ticket clears c->waiting and queues a WAKE for this request with
+/* wake_ticket clears c->x.waiting and queues a WAKE for this request with
  * the pass's batch; the executor gets it from the work queue. */
 START_TEST(test_wake_ticket)
 {
@@ -224,22 +226,22 @@ START_TEST(test_wake_ticket)
 
     up(&h_exec_await, POST5, &t);
     c = client.conn;
-    ck_assert_int_eq(sl_conn_await(c, t.gen, SL_AWAIT_BODY), 1);
+    ck_assert_int_eq(sl_exch_await(&c->x, t.gen, SL_AWAIT_BODY), 1);
     ck_assert(h_executor_waiting(c));
     ck_assert_uint_eq(pump.npending, 0);
 
-    pthread_mutex_lock(&c->mu);
-    sl_exec_wake_ticket(c);
-    ck_assert(!c->waiting);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    sl_exec_wake_ticket(&c->x);
+    ck_assert(!c->x.waiting);
+    pthread_mutex_unlock(&c->x.mu);
     ck_assert_uint_eq(pump.npending, 1);
     ck_assert_uint_eq(pump.pending[0].kind, SL_TICKET_WAKE);
-    ck_assert_uint_eq(pump.pending[0].idx, c->idx);
+    ck_assert_uint_eq(pump.pending[0].idx, c->x.id);
     ck_assert_uint_eq(pump.pending[0].gen, t.gen);
 
     ck_assert(h_take_ticket(&pump, &wake));
     ck_assert_uint_eq(wake.kind, SL_TICKET_WAKE);
-    ck_assert_uint_eq(wake.idx, c->idx);
+    ck_assert_uint_eq(wake.idx, c->x.id);
     ck_assert_uint_eq(wake.gen, t.gen);
     ck_assert_uint_eq(h_tickets(&pump), 0);
 }
@@ -255,16 +257,16 @@ START_TEST(test_wake_ticket_generation)
 
     up(&h_exec_await, GET, &t);
     c = client.conn;
-    ck_assert_int_eq(sl_conn_send(c, t.gen, &iov, 1, SL_SEND_END), 0);
+    ck_assert_int_eq(sl_exch_send(&c->x, t.gen, &iov, 1, SL_SEND_END), 0);
     ck_assert(h_wait_bytes(&pump, &client, iov.iov_len));
     h_sends(&client, GET);
     ck_assert(h_take_ticket(&pump, &t2));
     ck_assert_uint_eq(t2.kind, SL_TICKET_SUBMIT);
     ck_assert_uint_ne(t2.gen, t.gen);
-    pthread_mutex_lock(&c->mu);
-    c->waiting = true;
-    sl_exec_wake_ticket(c);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    c->x.waiting = true;
+    sl_exec_wake_ticket(&c->x);
+    pthread_mutex_unlock(&c->x.mu);
     ck_assert(h_take_ticket(&pump, &wake));
     ck_assert_uint_eq(wake.kind, SL_TICKET_WAKE);
     ck_assert_uint_eq(wake.gen, t2.gen);
@@ -282,14 +284,14 @@ START_TEST(test_wait_never)
     up(&h_exec_await, POST5, &t);
     c = client.conn;
     sl_log_set_level(SL_LOG_CRITICAL); /* its error line is expected */
-    pthread_mutex_lock(&c->mu);
-    ck_assert_int_eq(sl_exec_wait_never(c, SL_AWAIT_BODY), -1);
-    ck_assert_int_eq(sl_exec_wait_never(c, SL_AWAIT_CREDIT), -1);
-    pthread_mutex_unlock(&c->mu);
-    ck_assert_int_eq(sl_conn_read_body(c, t.gen, buf, sizeof(buf), false, true),
-                     -1);
+    pthread_mutex_lock(&c->x.mu);
+    ck_assert_int_eq(sl_exec_wait_never(&c->x, SL_AWAIT_BODY), -1);
+    ck_assert_int_eq(sl_exec_wait_never(&c->x, SL_AWAIT_CREDIT), -1);
+    pthread_mutex_unlock(&c->x.mu);
     ck_assert_int_eq(
-        sl_conn_read_body(c, t.gen, buf, sizeof(buf), false, false), -2);
+        sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false, true), -1);
+    ck_assert_int_eq(
+        sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false, false), -2);
 }
 END_TEST
 
@@ -337,17 +339,17 @@ START_TEST(test_hand_over_from_pump)
         ck_assert(h_run_until(&pump, conn_serving, c));
         ck_assert(h_take_ticket(&pump, &t));
         ck_assert_uint_eq(t.kind, SL_TICKET_SUBMIT);
-        ck_assert_uint_eq(t.idx, c->idx);
-        ck_assert_uint_eq(t.gen, c->gen);
+        ck_assert_uint_eq(t.idx, c->x.id);
+        ck_assert_uint_eq(t.gen, c->x.gen);
     }
     /* one batch of several: queue a wake for each, one pass hands over */
     for (i = 0; i < 3; i++)
-        sl_exec_queue_ticket(&pump, more[i].conn, SL_TICKET_WAKE);
+        sl_exec_queue_ticket(&pump, &more[i].conn->x, SL_TICKET_WAKE);
     ck_assert(h_run_until(&pump, h_ticket_ready, &pump));
     ck_assert_uint_eq(pump.work.count, 3);
     for (i = 0; i < 3; i++) {
         ck_assert(sl_queue_try_pop(&pump.work, &t));
-        ck_assert_uint_eq(t.idx, more[i].conn->idx);
+        ck_assert_uint_eq(t.idx, more[i].conn->x.id);
         ck_assert_uint_eq(t.kind, SL_TICKET_WAKE);
     }
     for (i = 0; i < 3; i++)

@@ -351,7 +351,7 @@ START_TEST(test_head_survives_read_buffer_reuse)
     h_options(&opt, NULL);
     ck_assert(submit("GET /first HTTP/1.1\r\nHost: one\r\n\r\n"));
     c = client.conn;
-    ck_assert_ptr_ne(c->req.hbuf.data, c->rbuf.data);
+    ck_assert_ptr_ne(c->x.req.hbuf.data, c->rbuf.data);
     memset(c->rbuf.data, 'Z', c->rbuf.len);
     assert_url("/first");
     assert_hdr(0, "Host", "one");

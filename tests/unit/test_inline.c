@@ -154,9 +154,11 @@ static void *script_end(void)
 static void (*handler)(sl_conn_t *c, uint32_t gen);
 static bool handler_returned;
 
-static void run(sl_conn_t *c)
+static void run(sl_exch_t *x)
 {
-    handler(c, c->gen);
+    sl_conn_t *c = x->conn;
+
+    handler(c, c->x.gen);
     handler_returned = true;
 }
 
@@ -177,7 +179,7 @@ static int send_str(sl_conn_t *c, uint32_t gen, const char *s, int flags)
 {
     struct iovec iov = {(void *)s, strlen(s)};
 
-    return sl_conn_send(c, gen, &iov, 1, flags);
+    return sl_exch_send(&c->x, gen, &iov, 1, flags);
 }
 
 static void setup(void)
@@ -231,7 +233,7 @@ static long read_to(sl_conn_t *c, uint32_t gen, size_t n)
     long rc = 1;
 
     while (got.len < n && got.len < sizeof(got.body) - 1 &&
-           (rc = sl_conn_read_body(c, gen, got.body + got.len,
+           (rc = sl_exch_read_body(&c->x, gen, got.body + got.len,
                                    sizeof(got.body) - 1 - got.len, false,
                                    true)) > 0)
         got.len += (size_t)rc;
@@ -383,7 +385,7 @@ END_TEST
 static void read_silent(sl_conn_t *c, uint32_t gen)
 {
     got.last = read_to(c, gen, sizeof(got.body));
-    ck_assert(c->aborted);
+    ck_assert(c->x.aborted);
     ck_assert_int_eq(send_str(c, gen, "HTTP/1.1 200 OK\r\n\r\n", SL_SEND_END),
                      -1);
 }
@@ -430,9 +432,9 @@ static size_t queued(sl_conn_t *c)
 {
     size_t n;
 
-    pthread_mutex_lock(&c->mu);
-    n = c->out.len + c->inflight;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    n = c->x.out.len + c->x.inflight;
+    pthread_mutex_unlock(&c->x.mu);
     return n;
 }
 
@@ -452,7 +454,8 @@ static void send_big(sl_conn_t *c, uint32_t gen)
     for (at = 0; at < BIG; at += BLOCK) {
         for (i = 0; i < BLOCK; i++)
             block[i] = pattern(at + i);
-        rc = sl_conn_send(c, gen, &iov, 1, at + BLOCK < BIG ? 0 : SL_SEND_END);
+        rc = sl_exch_send(&c->x, gen, &iov, 1,
+                          at + BLOCK < BIG ? 0 : SL_SEND_END);
         ck_assert_int_ge(rc, 0);
         if (rc == 0)
             continue;
@@ -461,7 +464,7 @@ static void send_big(sl_conn_t *c, uint32_t gen)
         if (q > credit.queued_max)
             credit.queued_max = q;
         step(&turn.handler, 1); /* the client may start reading now */
-        ck_assert_int_eq(sl_conn_wait_credit(c, gen), 0);
+        ck_assert_int_eq(sl_exch_wait_credit(&c->x, gen), 0);
         credit.waits++;
         q = queued(c);
         if (q > credit.worst)
@@ -525,11 +528,11 @@ static void send_to_leaver(sl_conn_t *c, uint32_t gen)
     memset(block, 'x', sizeof(block));
     ck_assert_int_eq(send_str(c, gen, "HTTP/1.1 200 OK\r\n\r\n", 0), 0);
     for (i = 0; i < 64 && rc == 0; i++)
-        rc = sl_conn_send(c, gen, &iov, 1, 0);
+        rc = sl_exch_send(&c->x, gen, &iov, 1, 0);
     ck_assert_int_eq(rc, 1);
     step(&turn.handler, 1);
-    credit.waits = sl_conn_wait_credit(c, gen);
-    credit.end_rc = sl_conn_send(c, gen, NULL, 0, SL_SEND_END);
+    credit.waits = sl_exch_wait_credit(&c->x, gen);
+    credit.end_rc = sl_exch_send(&c->x, gen, NULL, 0, SL_SEND_END);
 }
 
 static void *client_leaves_unread(void *arg)
@@ -613,9 +616,9 @@ static void send_stream(sl_conn_t *c, uint32_t gen)
                      0);
     stream.seen_before_return = await_step(&turn.client, 1);
     ck_assert_int_eq(send_str(c, gen, "+last", SL_SEND_END), 0);
-    pthread_mutex_lock(&c->mu);
-    stream.held_at_end = sl_buf_pending(&c->out) + sl_buf_pending(&c->tx.buf);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    stream.held_at_end = sl_buf_pending(&c->x.out) + sl_buf_pending(&c->tx.buf);
+    pthread_mutex_unlock(&c->x.mu);
 }
 
 static void *client_stream(void *arg)
@@ -661,10 +664,10 @@ START_TEST(test_wake_is_nothing)
     sl_conn_t c;
 
     memset(&c, 0, sizeof(c));
-    c.waiting = true;
-    sl_inline_wake(&c);
-    ck_assert(c.waiting);
-    ck_assert(!c.aborted);
+    c.x.waiting = true;
+    sl_inline_wake(&c.x);
+    ck_assert(c.x.waiting);
+    ck_assert(!c.x.aborted);
 }
 END_TEST
 

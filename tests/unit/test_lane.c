@@ -266,7 +266,8 @@ END_TEST
 static bool closed_and_freed(void *arg)
 {
     (void)arg;
-    return pump.pool.nactive == 0 && strcmp(app_eval("state['closed']"), "1") == 0;
+    return pump.pool.nactive == 0 &&
+           strcmp(app_eval("state['closed']"), "1") == 0;
 }
 
 /* The client leaves in the middle of an endless response: the lane stops

@@ -277,8 +277,8 @@ START_TEST(test_pool_set_up_on_first_use)
         ck_assert(memcmp(&pump.pool.conns[i], &zero, sizeof(zero)) == 0);
     h_connect(&pump, &client);
     ck_assert_ptr_eq(client.conn, &pump.pool.conns[1]);
-    ck_assert_uint_eq(pump.pool.conns[1].idx, 1);
-    ck_assert_int_eq(pump.pool.conns[1].file_fd, -1);
+    ck_assert_uint_eq(pump.pool.conns[1].x.id, 1);
+    ck_assert_int_eq(pump.pool.conns[1].x.file_fd, -1);
     ck_assert_uint_eq(pump.pool.nfresh, 2);
     h_client_close(&second);
 }
@@ -320,7 +320,7 @@ static void record_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
     for (i = 0; i < n && nhanded < 8; i++)
         handed[nhanded++] = t[i];
     if (nbatches++ == 0 && requeue != NULL)
-        sl_exec_queue_ticket(p, requeue, SL_TICKET_WAKE);
+        sl_exec_queue_ticket(p, &requeue->x, SL_TICKET_WAKE);
 }
 
 static const sl_exec_t record_exec = {
@@ -344,8 +344,8 @@ START_TEST(test_submits_batched_per_pass)
     h_pump_up(&pump, &opt);
     h_connect(&pump, &client);
     h_connect(&pump, &other);
-    sl_exec_submit(&pump, client.conn);
-    sl_exec_queue_ticket(&pump, other.conn, SL_TICKET_WAKE);
+    sl_exec_submit(&pump, &client.conn->x);
+    sl_exec_queue_ticket(&pump, &other.conn->x, SL_TICKET_WAKE);
     ck_assert_uint_eq(pump.inflight, 1);
     ck_assert_uint_eq(pump.npending, 2);
     ck_assert_uint_eq(nbatches, 0); /* not before the pass */
@@ -353,9 +353,9 @@ START_TEST(test_submits_batched_per_pass)
     ck_assert_uint_eq(pump.npending, 0);
     ck_assert_uint_eq(nbatches, 1);
     ck_assert_uint_eq(nhanded, 2);
-    ck_assert_uint_eq(handed[0].idx, client.conn->idx);
+    ck_assert_uint_eq(handed[0].idx, client.conn->x.id);
     ck_assert_uint_eq(handed[0].kind, SL_TICKET_SUBMIT);
-    ck_assert_uint_eq(handed[1].idx, other.conn->idx);
+    ck_assert_uint_eq(handed[1].idx, other.conn->x.id);
     ck_assert_uint_eq(handed[1].kind, SL_TICKET_WAKE);
     ev_run(pump.loop, EVRUN_NOWAIT);
     ck_assert_uint_eq(nbatches, 1);
@@ -377,14 +377,14 @@ START_TEST(test_hand_over_during_hand_over)
     h_connect(&pump, &client);
     h_connect(&pump, &other);
     requeue = other.conn;
-    sl_exec_queue_ticket(&pump, client.conn, SL_TICKET_WAKE);
-    sl_exec_queue_ticket(&pump, client.conn, SL_TICKET_SUBMIT);
+    sl_exec_queue_ticket(&pump, &client.conn->x, SL_TICKET_WAKE);
+    sl_exec_queue_ticket(&pump, &client.conn->x, SL_TICKET_SUBMIT);
     ck_assert(sl_pump_run_once(&pump));
     ck_assert_uint_eq(nbatches, 2);
     ck_assert_uint_eq(nhanded, 3);
     ck_assert_uint_eq(handed[0].kind, SL_TICKET_WAKE);
     ck_assert_uint_eq(handed[1].kind, SL_TICKET_SUBMIT);
-    ck_assert_uint_eq(handed[2].idx, other.conn->idx);
+    ck_assert_uint_eq(handed[2].idx, other.conn->x.id);
     ck_assert_uint_eq(pump.npending, 0);
     ck_assert(sl_pump_run_once(&pump));
     ck_assert_uint_eq(nhanded, 3); /* nothing left over */
@@ -494,7 +494,7 @@ START_TEST(test_full_socket_watched_once_settled)
     h_sends(&client, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     ck_assert(h_take_ticket(&pump, &t));
     drive();
-    ck_assert_int_eq(sl_conn_send(c, t.gen, iov, 2, SL_SEND_END), 0);
+    ck_assert_int_eq(sl_exch_send(&c->x, t.gen, iov, 2, SL_SEND_END), 0);
     /* the executor's notify says so to a driver (ASGI inline: a call_soon);
      * an ev_async_send() outside a pass only flags libev */
     drive();
@@ -530,7 +530,7 @@ START_TEST(test_batch_overflow_is_bounded)
     h_pump_up(&pump, &opt);
     h_connect(&pump, &client);
     for (int i = 0; i < 10; i++)
-        sl_exec_queue_ticket(&pump, client.conn, SL_TICKET_WAKE);
+        sl_exec_queue_ticket(&pump, &client.conn->x, SL_TICKET_WAKE);
     ck_assert_uint_eq(pump.npending, pump.npending_cap);
     ev_run(pump.loop, EVRUN_NOWAIT);
     ck_assert_uint_eq(queue_count(&pump.work), pump.npending_cap);
@@ -553,7 +553,7 @@ static void *answer_from_thread(void *arg)
     static const char r[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     struct iovec iov = {(void *)r, sizeof(r) - 1};
 
-    sl_conn_send(a->c, a->gen, &iov, 1, SL_SEND_END);
+    sl_exch_send(&a->c->x, a->gen, &iov, 1, SL_SEND_END);
     return NULL;
 }
 

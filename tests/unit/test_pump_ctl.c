@@ -127,10 +127,10 @@ START_TEST(test_request_done_counts_metrics)
     h_pump_up(&pump, &opt);
     c = &pump.pool.conns[0];
     c->head_done = true;
-    c->req.method = HTTP_POST;
-    c->resp_status = 503;
-    c->req.start = ev_now(pump.loop) - 0.2;
-    c->picked = c->req.start + 0.1;
+    c->x.req.method = HTTP_POST;
+    c->x.resp_status = 503;
+    c->x.req.start = ev_now(pump.loop) - 0.2;
+    c->x.picked = c->x.req.start + 0.1;
     sl_request_done(&pump, c);
     ck_assert_uint_eq(
         sl_metrics_self->requests[SL_METRICS_POST][SL_METRICS_5XX] -
@@ -143,8 +143,8 @@ START_TEST(test_request_done_counts_metrics)
         sl_metrics_self->duration.bucket[8] - before.duration.bucket[8], 1);
 
     c->head_done = false;
-    c->resp_status = 0;
-    c->req.start = 0;
+    c->x.resp_status = 0;
+    c->x.req.start = 0;
     before = *sl_metrics_self;
     sl_request_done(&pump, c);
     ck_assert_uint_eq(

@@ -41,7 +41,8 @@ static void serve_one(h_client_t *cl)
     h_sends(cl, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
     ck_assert(h_take_ticket(&pump, &t));
     ck_assert_int_eq(
-        sl_conn_send(&pump.pool.conns[t.idx], t.gen, &iov, 1, SL_SEND_END), 0);
+        sl_exch_send(&pump.pool.conns[t.idx].x, t.gen, &iov, 1, SL_SEND_END),
+        0);
     ck_assert(h_response(&pump, cl, &got, false));
     ck_assert_str_eq(got.body, "ok");
     h_resp_free(&got);
@@ -113,7 +114,8 @@ START_TEST(test_idle_with_request_waiting_kept)
     ck_assert(h_take_ticket(&pump, &t));
     ck_assert_ptr_eq(&pump.pool.conns[t.idx], client.conn);
     ck_assert_int_eq(
-        sl_conn_send(&pump.pool.conns[t.idx], t.gen, &iov, 1, SL_SEND_END), 0);
+        sl_exch_send(&pump.pool.conns[t.idx].x, t.gen, &iov, 1, SL_SEND_END),
+        0);
     ck_assert(h_response(&pump, &client, &got, false));
     ck_assert_str_eq(got.body, "ok");
     h_resp_free(&got);

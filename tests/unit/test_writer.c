@@ -73,8 +73,8 @@ static void request(const char *raw, const sl_writer_iface_t *iface)
     h_sends(&client, raw);
     ck_assert(h_run_until(&pump, conn_serving, client.conn));
     ck_assert(h_take_ticket(&pump, &ticket));
-    ck_assert_uint_eq(ticket.gen, client.conn->gen);
-    sl_writer_init(&w, iface, &scratch, client.conn, ticket.gen);
+    ck_assert_uint_eq(ticket.gen, client.conn->x.gen);
+    sl_writer_init(&w, iface, &scratch, &client.conn->x, ticket.gen);
 }
 
 static void get(const sl_writer_iface_t *iface)
@@ -116,9 +116,9 @@ static size_t queued(void)
 {
     size_t n;
 
-    pthread_mutex_lock(&client.conn->mu);
-    n = sl_buf_pending(&client.conn->out);
-    pthread_mutex_unlock(&client.conn->mu);
+    pthread_mutex_lock(&client.conn->x.mu);
+    n = sl_buf_pending(&client.conn->x.out);
+    pthread_mutex_unlock(&client.conn->x.mu);
     return n;
 }
 
@@ -301,7 +301,7 @@ START_TEST(test_stale_request)
 
     UP(NULL);
     get(&sl_writer_asgi);
-    sl_writer_init(&stale, &sl_writer_asgi, &scratch, client.conn,
+    sl_writer_init(&stale, &sl_writer_asgi, &scratch, &client.conn->x,
                    ticket.gen - 1);
     h = py("[]");
     ck_assert_int_eq(sl_writer_start(&stale, 200, NULL, 0, h, -1, false), 0);
@@ -323,7 +323,8 @@ START_TEST(test_draining_closes)
     UP(NULL);
     get(&sl_writer_asgi);
     pump.drain.draining = true;
-    pump.drain.stopping = true; /* keep the drain's own steps out of this test */
+    pump.drain.stopping =
+        true; /* keep the drain's own steps out of this test */
     ck_assert_int_eq(start(200, NULL, "[]", 2, false), 0);
     ck_assert_int_eq(body("ok", true), 0);
     response(false);
@@ -368,10 +369,10 @@ START_TEST(test_trailers_on_the_wire)
     t = py("[[b'x-sum', b'42']]");
     ck_assert_int_eq(sl_writer_end(&w, t), 0);
     Py_DECREF(t);
-    ck_assert_msg(memmem(client.conn->out.data, client.conn->out.len, want,
+    ck_assert_msg(memmem(client.conn->x.out.data, client.conn->x.out.len, want,
                          sizeof(want) - 1) != NULL,
-                  "queued: %.*s", (int)client.conn->out.len,
-                  client.conn->out.data);
+                  "queued: %.*s", (int)client.conn->x.out.len,
+                  client.conn->x.out.data);
 }
 END_TEST
 
@@ -499,7 +500,7 @@ START_TEST(test_sendfile_stale_closes_fd)
     UP(NULL);
     get(&sl_writer_asgi);
     fd = ten_bytes();
-    sl_writer_init(&stale, &sl_writer_asgi, &scratch, client.conn,
+    sl_writer_init(&stale, &sl_writer_asgi, &scratch, &client.conn->x,
                    ticket.gen - 1);
     h = py("[]");
     ck_assert_int_eq(sl_writer_start(&stale, 200, NULL, 0, h, 10, false), 0);

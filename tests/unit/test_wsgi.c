@@ -291,7 +291,8 @@ START_TEST(test_draining_closes)
 {
     UP(NULL);
     pump.drain.draining = true;
-    pump.drain.stopping = true; /* keep the drain's own steps out of this test */
+    pump.drain.stopping =
+        true; /* keep the drain's own steps out of this test */
     get("/hello");
     ck_assert_str_eq(resp.body, "hello");
     assert_closed();

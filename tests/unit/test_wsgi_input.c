@@ -115,9 +115,9 @@ static sl_wsgi_lane_t *lane;
 
 static sl_exec_t inline_exec; /* WSGI inline's, running on our lane */
 
-static void run_inline(sl_conn_t *c)
+static void run_inline(sl_exch_t *x)
 {
-    sl_wsgi_handle(lane, c, c->gen);
+    sl_wsgi_handle(lane, x, x->gen);
 }
 
 static void setup(void)

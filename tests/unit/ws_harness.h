@@ -189,13 +189,13 @@ static inline uint32_t open_ws(const char *subprotocol, const char *headers)
     h_sends(&client, HANDSHAKE(""));
     ck_assert(h_run_until(&pump, conn_serving, c));
     ck_assert_int_eq(c->state, SL_CONN_SERVING);
-    ck_assert(c->req.websocket);
+    ck_assert(c->x.req.websocket);
     ck_assert(h_take_ticket(&pump, &t));
     ck_assert_uint_eq(t.kind, SL_TICKET_SUBMIT);
-    ck_assert_int_eq(sl_conn_ws_accept(c, t.gen, subprotocol, headers,
+    ck_assert_int_eq(sl_exch_ws_accept(&c->x, t.gen, subprotocol, headers,
                                        headers ? strlen(headers) : 0),
                      0);
-    ck_assert_int_eq(sl_conn_ws_accept(c, t.gen, NULL, NULL, 0), -1);
+    ck_assert_int_eq(sl_exch_ws_accept(&c->x, t.gen, NULL, NULL, 0), -1);
     ck_assert(h_wait_bytes(&pump, &client, 1));
     ck_assert(h_response(&pump, &client, &resp, true));
     ck_assert_int_eq(resp.status, 101);
@@ -210,18 +210,18 @@ static inline void wait_wake(void)
 
     ck_assert(h_take_ticket(&pump, &t));
     ck_assert_uint_eq(t.kind, SL_TICKET_WAKE);
-    ck_assert_uint_eq(t.idx, client.conn->idx);
+    ck_assert_uint_eq(t.idx, client.conn->x.id);
 }
 
 /* The next message, waiting for its wake when none is queued yet. */
 static inline void recv_msg(uint32_t gen, sl_ws_msg_t *m)
 {
     sl_ws_end_t end;
-    int rc = sl_conn_ws_recv(client.conn, gen, m, &end);
+    int rc = sl_exch_ws_recv(&client.conn->x, gen, m, &end);
 
     if (rc == 1) {
         wait_wake();
-        rc = sl_conn_ws_recv(client.conn, gen, m, &end);
+        rc = sl_exch_ws_recv(&client.conn->x, gen, m, &end);
     }
     ck_assert_int_eq(rc, 0);
 }
@@ -231,11 +231,11 @@ static inline sl_ws_end_t recv_end(uint32_t gen)
 {
     sl_ws_msg_t m;
     sl_ws_end_t end;
-    int rc = sl_conn_ws_recv(client.conn, gen, &m, &end);
+    int rc = sl_exch_ws_recv(&client.conn->x, gen, &m, &end);
 
     if (rc == 1) {
         wait_wake();
-        rc = sl_conn_ws_recv(client.conn, gen, &m, &end);
+        rc = sl_exch_ws_recv(&client.conn->x, gen, &m, &end);
     }
     ck_assert_int_eq(rc, -1);
     return end;
@@ -245,8 +245,9 @@ static inline sl_ws_end_t recv_end(uint32_t gen)
  * still ends), then the server closes once the handshake is done. */
 static inline void app_end(uint32_t gen)
 {
-    ck_assert_int_ge(sl_conn_send(client.conn, gen, NULL, 0, SL_SEND_END), -1);
-    ck_assert(client.conn->resp_done);
+    ck_assert_int_ge(sl_exch_send(&client.conn->x, gen, NULL, 0, SL_SEND_END),
+                     -1);
+    ck_assert(client.conn->x.resp_done);
 }
 
 #endif

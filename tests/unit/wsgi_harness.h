@@ -273,9 +273,11 @@ static char v[256]; /* header values read back */
 
 static sl_exec_t inline_exec; /* WSGI inline's, running on our lane */
 
-static inline void run_inline(sl_conn_t *c)
+static inline void run_inline(sl_exch_t *x)
 {
-    sl_wsgi_handle(lane, c, c->gen);
+    sl_conn_t *c = x->conn;
+
+    sl_wsgi_handle(lane, &c->x, c->x.gen);
 }
 
 static inline void setup(void)

@@ -178,8 +178,8 @@ const char *sl_accesslog_remote(const sl_conn_t *c, char *buf, size_t n)
 {
     int port;
 
-    if (sl_req_client(&c->req)->addr[0] != '\0')
-        return sl_req_client(&c->req)
+    if (sl_req_client(&c->x.req)->addr[0] != '\0')
+        return sl_req_client(&c->x.req)
             ->addr; /* named by a trusted proxy's header */
     if (c->peer.ss_family == AF_INET && n >= INET_ADDRSTRLEN)
         return ipv4_text(&((const struct sockaddr_in *)&c->peer)->sin_addr,
@@ -191,18 +191,18 @@ void sl_accesslog_request(sl_accesslog_t *a, sl_conn_t *c)
 {
     char peer[64];
     sl_accesslog_rec_t rec = {
-        .req = c->head_done ? &c->req : NULL,
+        .req = c->head_done ? &c->x.req : NULL,
         .peer = sl_accesslog_remote(c, peer, sizeof(peer)),
-        .status = c->resp_status,
-        .body = c->resp_body,
-        .start = c->req.start,
+        .status = c->x.resp_status,
+        .body = c->x.resp_body,
+        .start = c->x.req.start,
         .end = ev_time(),
         .pid = a->pid,
     };
 
-    if (a->fmt.resp_headers && c->resp_head.len > 0) {
-        rec.resp_head = c->resp_head.data;
-        rec.resp_head_len = c->resp_head.len;
+    if (a->fmt.resp_headers && c->x.resp_head.len > 0) {
+        rec.resp_head = c->x.resp_head.data;
+        rec.resp_head_len = c->x.resp_head.len;
     }
     sl_accesslog_add(a, &rec);
 }

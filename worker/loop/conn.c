@@ -51,12 +51,13 @@ int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx)
 {
     memset(c, 0, sizeof(*c));
     c->pump = p;
-    c->idx = idx;
+    c->x.id = idx;
+    c->x.conn = c;
     c->tp.fd = -1;
-    c->file_fd = -1;
+    c->x.file_fd = -1;
     sl_output_init(&c->tx);
     ev_io_init(&c->io, conn_io_cb, -1, 0);
-    if (pthread_mutex_init(&c->mu, NULL) != 0)
+    if (pthread_mutex_init(&c->x.mu, NULL) != 0)
         return -1;
     return 0;
 }
@@ -70,22 +71,22 @@ static size_t hdrs_size(const sl_conn_t *c)
 
 int sl_conn_hdrs_get(sl_conn_t *c)
 {
-    c->req.hdrs = sl_bufcache_take(&c->pump->bufs, hdrs_size(c));
-    return c->req.hdrs != NULL ? 0 : -1;
+    c->x.req.hdrs = sl_bufcache_take(&c->pump->bufs, hdrs_size(c));
+    return c->x.req.hdrs != NULL ? 0 : -1;
 }
 
 /* Give the request's own memory back: head, header array, forwarded
  * client. Loop thread, no executor on the request. */
 void sl_conn_free_head(sl_conn_t *c)
 {
-    sl_bufcache_put(&c->pump->bufs, &c->req.hbuf);
-    if (c->req.hdrs != NULL) {
-        sl_bufcache_give(&c->pump->bufs, c->req.hdrs, hdrs_size(c));
-        c->req.hdrs = NULL;
+    sl_bufcache_put(&c->pump->bufs, &c->x.req.hbuf);
+    if (c->x.req.hdrs != NULL) {
+        sl_bufcache_give(&c->pump->bufs, c->x.req.hdrs, hdrs_size(c));
+        c->x.req.hdrs = NULL;
     }
-    c->req.nhdrs = 0;
-    if (c->req.client != NULL)
-        sl_forwarded_clear(&c->req);
+    c->x.req.nhdrs = 0;
+    if (c->x.req.client != NULL)
+        sl_forwarded_clear(&c->x.req);
 }
 
 void sl_conn_free_bufs(sl_conn_t *c)
@@ -93,11 +94,11 @@ void sl_conn_free_bufs(sl_conn_t *c)
     sl_bufcache_t *bc = &c->pump->bufs;
 
     sl_conn_free_head(c);
-    pthread_mutex_lock(&c->mu);
-    sl_bufcache_put(bc, &c->body);
-    sl_bufcache_put(bc, &c->out);
-    sl_bufcache_put(bc, &c->resp_head);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    sl_bufcache_put(bc, &c->x.body);
+    sl_bufcache_put(bc, &c->x.out);
+    sl_bufcache_put(bc, &c->x.resp_head);
+    pthread_mutex_unlock(&c->x.mu);
     sl_bufcache_put(bc, &c->rbuf);
     sl_bufcache_put(bc, &c->tx.buf);
 }
@@ -142,9 +143,9 @@ static void credit_back(sl_conn_t *c, size_t written)
 {
     if (written == 0 || (c->state != SL_CONN_SERVING && c->state != SL_CONN_WS))
         return;
-    c->inflight -= written < c->inflight ? written : c->inflight;
-    if (c->inflight + c->out.len <= SL_CONN_CREDIT / 2)
-        sl_conn_wake(c);
+    c->x.inflight -= written < c->x.inflight ? written : c->x.inflight;
+    if (c->x.inflight + c->x.out.len <= SL_CONN_CREDIT / 2)
+        sl_exch_wake(&c->x);
 }
 
 /* Write what C's output holds (its hold ends: what it held goes now);
@@ -168,9 +169,9 @@ int sl_conn_flush(sl_conn_t *c)
 
     if (written > 0 &&
         (c->state == SL_CONN_SERVING || c->state == SL_CONN_WS)) {
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(&c->x.mu);
         credit_back(c, written);
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(&c->x.mu);
     }
     return rc;
 }
@@ -201,10 +202,10 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
     c->state = SL_CONN_READING;
     c->tx.wrote_any = false;
     c->peer_eof = false;
-    c->peer_gone = false;
-    c->aborted = false;
-    c->notified = false;
-    c->waiting = false;
+    c->x.peer_gone = false;
+    c->x.aborted = false;
+    c->x.notified = false;
+    c->x.waiting = false;
     c->rbuf.len = c->rbuf.off = 0;
 }
 
@@ -221,9 +222,9 @@ void sl_conn_close(sl_conn_t *c)
     sl_conn_watch(c, 0);
     sl_output_unhold(&c->tx, &c->pump->holdq);
     sl_output_drop_tail(&c->tx, c->pump->exec->release);
-    pthread_mutex_lock(&c->mu);
-    sl_conn_drop_tail_locked(c);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    sl_exch_drop_tail_locked(&c->x);
+    pthread_mutex_unlock(&c->x.mu);
     c->sess->close(c);
     sl_conn_free_bufs(c);
     sl_transport_close(&c->tp);
@@ -254,9 +255,9 @@ void sl_conn_going_away(sl_conn_t *c, unsigned code)
 
 void sl_conn_abort(sl_conn_t *c)
 {
-    pthread_mutex_lock(&c->mu);
-    c->aborted = true;
-    sl_conn_wake(c);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    c->x.aborted = true;
+    sl_exch_wake(&c->x);
+    pthread_mutex_unlock(&c->x.mu);
     c->sess->abort(c);
 }

@@ -3,11 +3,11 @@
  * The codec (ws.h) turns bytes into events and messages into frames; this
  * file joins it to the connection. The loop thread reads and parses, answers
  * pings, queues whole messages for the executor and runs the close
- * handshake; the executor takes messages and queues frames in c->out, as it
+ * handshake; the executor takes messages and queues frames in c->x.out, as it
  * queues an HTTP response, so output takes the path HTTP output takes
  * (notify, take, flush, credit) with both handoff and on-loop executors.
  *
- * Shared with the executor, under c->mu: the queue, the end, accepted,
+ * Shared with the executor, under c->x.mu: the queue, the end, accepted,
  * close_sent and the writer (the deflater's state). The parser and the
  * timers are the loop's alone.
  *
@@ -91,24 +91,24 @@ static void set_end(sl_conn_ws_t *ws, unsigned code, const char *reason,
 static void queue_close_locked(sl_conn_t *c, unsigned code, const char *reason,
                                size_t n)
 {
-    sl_conn_ws_t *ws = c->ws;
+    sl_conn_ws_t *ws = c->x.ws;
 
     if (ws->close_sent)
         return;
     ws->close_sent = true;
     ws->close_at = ev_now(c->pump->loop);
-    if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0)
-        c->aborted = true;
+    if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0)
+        c->x.aborted = true;
     else if (sl_ws_tx_close(&c->tx.buf, code, reason, n) < 0)
-        c->aborted = true; /* out of memory: the cut says it */
+        c->x.aborted = true; /* out of memory: the cut says it */
 }
 
 /* The connection is over for the app: sends fail, recv says how. */
 static void give_up_locked(sl_conn_t *c, unsigned code)
 {
-    set_end(c->ws, code, NULL, 0);
-    c->aborted = true;
-    sl_conn_wake(c);
+    set_end(c->x.ws, code, NULL, 0);
+    c->x.aborted = true;
+    sl_exch_wake(&c->x);
 }
 
 static void ws_free(sl_conn_ws_t *ws)
@@ -134,7 +134,7 @@ static void ws_free(sl_conn_ws_t *ws)
 /* The request is GEN's, still with the executor, and a WebSocket. */
 static bool live(const sl_conn_t *c, uint32_t gen)
 {
-    return c->gen == gen && c->ws != NULL && !c->resp_done;
+    return c->x.gen == gen && c->x.ws != NULL && !c->x.resp_done;
 }
 
 static bool header_safe(const char *s)
@@ -145,9 +145,10 @@ static bool header_safe(const char *s)
     return true;
 }
 
-int sl_conn_ws_accept(sl_conn_t *c, uint32_t gen, const char *subprotocol,
+int sl_exch_ws_accept(sl_exch_t *x, uint32_t gen, const char *subprotocol,
                       const char *headers, size_t n)
 {
+    sl_conn_t *c = x->conn;
     static const char head[] = "HTTP/1.1 101 Switching Protocols\r\n"
                                "Upgrade: websocket\r\n"
                                "Connection: Upgrade\r\n"
@@ -158,9 +159,9 @@ int sl_conn_ws_accept(sl_conn_t *c, uint32_t gen, const char *subprotocol,
     char line[256];
     int rc = -1;
 
-    pthread_mutex_lock(&c->mu);
-    ws = c->ws;
-    if (!live(c, gen) || c->aborted || ws->accepted || ws->hs == NULL)
+    pthread_mutex_lock(&c->x.mu);
+    ws = c->x.ws;
+    if (!live(c, gen) || c->x.aborted || ws->accepted || ws->hs == NULL)
         goto out_unlock;
     if (subprotocol != NULL &&
         (!header_safe(subprotocol) || strlen(subprotocol) > 200))
@@ -168,55 +169,56 @@ int sl_conn_ws_accept(sl_conn_t *c, uint32_t gen, const char *subprotocol,
     hs = ws->hs;
     ws->rx = sl_ws_rx_new((size_t)c->pump->opt->ws_max_size, &hs->deflate);
     ws->tx = sl_ws_tx_new(&hs->deflate);
-    mark = c->out.len;
+    mark = c->x.out.len;
     if (ws->rx == NULL || ws->tx == NULL ||
-        SL_BUF_APPEND_LIT(&c->out, head) < 0 ||
-        sl_buf_append(&c->out, sl_date_line(), strlen(sl_date_line())) < 0)
+        SL_BUF_APPEND_LIT(&c->x.out, head) < 0 ||
+        sl_buf_append(&c->x.out, sl_date_line(), strlen(sl_date_line())) < 0)
         goto out_oom;
     snprintf(line, sizeof(line), "Sec-WebSocket-Accept: %s\r\n", hs->accept);
-    if (sl_buf_append(&c->out, line, strlen(line)) < 0)
+    if (sl_buf_append(&c->x.out, line, strlen(line)) < 0)
         goto out_oom;
     if (hs->extensions[0] != '\0') {
         snprintf(line, sizeof(line), "Sec-WebSocket-Extensions: %s\r\n",
                  hs->extensions);
-        if (sl_buf_append(&c->out, line, strlen(line)) < 0)
+        if (sl_buf_append(&c->x.out, line, strlen(line)) < 0)
             goto out_oom;
     }
     if (subprotocol != NULL) {
         snprintf(line, sizeof(line), "Sec-WebSocket-Protocol: %s\r\n",
                  subprotocol);
-        if (sl_buf_append(&c->out, line, strlen(line)) < 0)
+        if (sl_buf_append(&c->x.out, line, strlen(line)) < 0)
             goto out_oom;
     }
-    if (sl_buf_append(&c->out, headers, n) < 0 ||
-        SL_BUF_APPEND_LIT(&c->out, "\r\n") < 0)
+    if (sl_buf_append(&c->x.out, headers, n) < 0 ||
+        SL_BUF_APPEND_LIT(&c->x.out, "\r\n") < 0)
         goto out_oom;
-    sl_conn_note_head(c, c->out.data + mark, c->out.len - mark, true);
+    sl_exch_note_head(&c->x, c->x.out.data + mark, c->x.out.len - mark, true);
     ws->accepted = true;
     free(ws->hs);
     ws->hs = NULL;
-    c->pump->exec->notify(c);
+    c->pump->exec->notify(&c->x);
     rc = 0;
     goto out_unlock;
 
 out_oom:
-    c->out.len = mark;
-    c->aborted = true;
-    c->pump->exec->notify(c);
+    c->x.out.len = mark;
+    c->x.aborted = true;
+    c->pump->exec->notify(&c->x);
 out_unlock:
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->x.mu);
     return rc;
 }
 
-int sl_conn_ws_recv(sl_conn_t *c, uint32_t gen, sl_ws_msg_t *msg,
+int sl_exch_ws_recv(sl_exch_t *x, uint32_t gen, sl_ws_msg_t *msg,
                     sl_ws_end_t *end)
 {
+    sl_conn_t *c = x->conn;
     sl_conn_ws_t *ws;
     ws_node_t *node;
     int rc = -1;
 
-    pthread_mutex_lock(&c->mu);
-    ws = c->ws;
+    pthread_mutex_lock(&c->x.mu);
+    ws = c->x.ws;
     if (!live(c, gen) || !ws->accepted) {
         end->code = SL_WS_CLOSE_ABNORMAL;
         end->reason[0] = '\0';
@@ -226,65 +228,69 @@ int sl_conn_ws_recv(sl_conn_t *c, uint32_t gen, sl_ws_msg_t *msg,
             ws->tail = NULL;
         /* the loop stopped reading at a full queue: let it go on */
         if (ws->nq-- == (uint32_t)c->pump->opt->ws_max_queue)
-            c->pump->exec->notify(c);
+            c->pump->exec->notify(&c->x);
         *msg = node->msg;
         free(node);
         rc = 0;
     } else if (ws->ended) {
         *end = ws->end;
-    } else if (c->aborted) {
+    } else if (c->x.aborted) {
         end->code = SL_WS_CLOSE_ABNORMAL;
         end->reason[0] = '\0';
     } else {
-        c->waiting = true;
+        c->x.waiting = true;
         rc = 1;
     }
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->x.mu);
     return rc;
 }
 
-int sl_conn_ws_send(sl_conn_t *c, uint32_t gen, int opcode, const void *data,
+int sl_exch_ws_send(sl_exch_t *x, uint32_t gen, int opcode, const void *data,
                     size_t n)
 {
+    sl_conn_t *c = x->conn;
     sl_conn_ws_t *ws;
     int rc = -1;
 
-    pthread_mutex_lock(&c->mu);
-    ws = c->ws;
-    if (!live(c, gen) || !ws->accepted || ws->close_sent || c->aborted)
+    pthread_mutex_lock(&c->x.mu);
+    ws = c->x.ws;
+    if (!live(c, gen) || !ws->accepted || ws->close_sent || c->x.aborted)
         goto out_unlock;
-    if (sl_ws_tx_frame(ws->tx, &c->out, opcode, data, n) < 0) {
-        c->aborted = true; /* out of memory: the client is cut */
-        c->pump->exec->notify(c);
+    if (sl_ws_tx_frame(ws->tx, &c->x.out, opcode, data, n) < 0) {
+        c->x.aborted = true; /* out of memory: the client is cut */
+        c->pump->exec->notify(&c->x);
         goto out_unlock;
     }
     ws->sent++;
-    c->pump->exec->notify(c);
-    rc = c->aborted ? -1 : c->out.len + c->inflight > SL_CONN_CREDIT ? 1 : 0;
+    c->pump->exec->notify(&c->x);
+    rc = c->x.aborted                                    ? -1
+         : c->x.out.len + c->x.inflight > SL_CONN_CREDIT ? 1
+                                                         : 0;
 out_unlock:
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->x.mu);
     return rc;
 }
 
-int sl_conn_ws_close(sl_conn_t *c, uint32_t gen, unsigned code,
+int sl_exch_ws_close(sl_exch_t *x, uint32_t gen, unsigned code,
                      const char *reason, size_t n)
 {
+    sl_conn_t *c = x->conn;
     sl_conn_ws_t *ws;
     int rc = -1;
 
-    pthread_mutex_lock(&c->mu);
-    ws = c->ws;
-    if (!live(c, gen) || !ws->accepted || c->aborted)
+    pthread_mutex_lock(&c->x.mu);
+    ws = c->x.ws;
+    if (!live(c, gen) || !ws->accepted || c->x.aborted)
         goto out_unlock;
     rc = 0;
     if (ws->close_sent)
         goto out_unlock;
-    if (sl_ws_tx_close(&c->out, code, reason, n) < 0)
-        c->aborted = true;
+    if (sl_ws_tx_close(&c->x.out, code, reason, n) < 0)
+        c->x.aborted = true;
     ws->close_sent = true;
-    c->pump->exec->notify(c);
+    c->pump->exec->notify(&c->x);
 out_unlock:
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->x.mu);
     return rc;
 }
 
@@ -300,23 +306,23 @@ int sl_conn_ws_upgrade(sl_conn_t *c)
         free(ws);
         return 503;
     }
-    status =
-        sl_ws_handshake(&c->req, c->pump->opt->ws_per_message_deflate, ws->hs);
+    status = sl_ws_handshake(&c->x.req, c->pump->opt->ws_per_message_deflate,
+                             ws->hs);
     if (status != 0) {
         ws_free(ws);
         return status;
     }
     sl_conn_ws_free(c); /* none expected: a connection upgrades once */
-    pthread_mutex_lock(&c->mu);
-    c->ws = ws;
-    pthread_mutex_unlock(&c->mu);
-    c->req.websocket = true;
+    pthread_mutex_lock(&c->x.mu);
+    c->x.ws = ws;
+    pthread_mutex_unlock(&c->x.mu);
+    c->x.req.websocket = true;
     return 0;
 }
 
 void sl_conn_ws_take_locked(sl_conn_t *c)
 {
-    sl_conn_ws_t *ws = c->ws;
+    sl_conn_ws_t *ws = c->x.ws;
     sl_pump_t *p = c->pump;
 
     sl_metrics_add(&sl_metrics_self->ws_msgs_out, ws->sent);
@@ -331,14 +337,14 @@ void sl_conn_ws_take_locked(sl_conn_t *c)
         if (p->drain.ws_going_away != 0) {
             set_end(ws, p->drain.ws_going_away, NULL, 0);
             queue_close_locked(c, p->drain.ws_going_away, NULL, 0);
-            sl_conn_wake(c);
+            sl_exch_wake(&c->x);
         }
     }
     if (c->state != SL_CONN_WS)
         return;
     if (ws->close_sent && ws->close_at == 0)
         ws->close_at = ev_now(p->loop);
-    if (c->resp_done && !ws->app_done) {
+    if (c->x.resp_done && !ws->app_done) {
         ws->app_done = true;
         p->inflight--;
         sl_request_done(p, c);
@@ -349,7 +355,7 @@ void sl_conn_ws_take_locked(sl_conn_t *c)
 
 bool sl_conn_ws_app_running(const sl_conn_t *c)
 {
-    return c->ws != NULL && c->ws->accepted && !c->ws->app_done;
+    return c->x.ws != NULL && c->x.ws->accepted && !c->x.ws->app_done;
 }
 
 uint32_t sl_conn_ws_count(sl_pump_t *p)
@@ -365,14 +371,14 @@ uint32_t sl_conn_ws_count(sl_pump_t *p)
 /* Hand the message the parser completed to the queue. */
 static int queue_message(sl_conn_t *c, int opcode)
 {
-    sl_conn_ws_t *ws = c->ws;
+    sl_conn_ws_t *ws = c->x.ws;
     ws_node_t *node = calloc(1, sizeof(*node));
 
     if (node == NULL)
         return -1;
     node->msg.opcode = opcode;
     sl_ws_rx_take(ws->rx, &node->msg.data);
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
     if (ws->tail != NULL)
         ws->tail->next = node;
     else
@@ -380,8 +386,8 @@ static int queue_message(sl_conn_t *c, int opcode)
     ws->tail = node;
     ws->nq++;
     sl_metrics_add(&sl_metrics_self->ws_msgs_in, 1);
-    sl_conn_wake(c);
-    pthread_mutex_unlock(&c->mu);
+    sl_exch_wake(&c->x);
+    pthread_mutex_unlock(&c->x.mu);
     return 0;
 }
 
@@ -389,9 +395,9 @@ static bool queue_full(sl_conn_t *c)
 {
     bool full;
 
-    pthread_mutex_lock(&c->mu);
-    full = c->ws->nq >= (uint32_t)c->pump->opt->ws_max_queue;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    full = c->x.ws->nq >= (uint32_t)c->pump->opt->ws_max_queue;
+    pthread_mutex_unlock(&c->x.mu);
     return full;
 }
 
@@ -407,7 +413,7 @@ static bool out_full(const sl_conn_t *c)
  * leaves one pong and one ping waiting at most (mu held). */
 static void put_control_locked(sl_conn_t *c)
 {
-    sl_conn_ws_t *ws = c->ws;
+    sl_conn_ws_t *ws = c->x.ws;
 
     if (ws->close_sent) {
         ws->pong_due = ws->ping_due = false; /* nothing after a close */
@@ -429,7 +435,7 @@ static void put_control_locked(sl_conn_t *c)
  * app's END is in (sl_conn_ws_process()). */
 static void cut(sl_conn_t *c, const char *why)
 {
-    sl_conn_ws_t *ws = c->ws;
+    sl_conn_ws_t *ws = c->x.ws;
 
     sl_debug("WebSocket on fd %d: %s, cut", c->tp.fd, why);
     ws->cut = true;
@@ -439,17 +445,17 @@ static void cut(sl_conn_t *c, const char *why)
     c->peer_eof = true;
     c->deadline = 0;
     c->tx.buf.off = c->tx.buf.len = 0;
-    pthread_mutex_lock(&c->mu);
-    c->out.off = c->out.len = 0;
+    pthread_mutex_lock(&c->x.mu);
+    c->x.out.off = c->x.out.len = 0;
     give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->x.mu);
     sl_conn_ws_process(c);
 }
 
 /* Act on one event of the parser. */
 static void on_event(sl_conn_t *c, const sl_ws_event_t *ev)
 {
-    sl_conn_ws_t *ws = c->ws;
+    sl_conn_ws_t *ws = c->x.ws;
     unsigned code;
 
     switch (ev->kind) {
@@ -457,11 +463,11 @@ static void on_event(sl_conn_t *c, const sl_ws_event_t *ev)
         if (queue_message(c, ev->opcode) == 0)
             break;
         ws->failed = true;
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(&c->x.mu);
         set_end(ws, SL_WS_CLOSE_INTERNAL, NULL, 0);
         queue_close_locked(c, SL_WS_CLOSE_INTERNAL, NULL, 0);
-        sl_conn_wake(c);
-        pthread_mutex_unlock(&c->mu);
+        sl_exch_wake(&c->x);
+        pthread_mutex_unlock(&c->x.mu);
         ws->rx_done = true;
         break;
     case SL_WS_EV_PING:
@@ -481,23 +487,23 @@ static void on_event(sl_conn_t *c, const sl_ws_event_t *ev)
         ws->peer_closed = true;
         /* echo the code; a close without one is answered without one */
         code = ev->code == SL_WS_CLOSE_NO_STATUS ? 0 : ev->code;
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(&c->x.mu);
         set_end(ws, ev->code, ev->reason, ev->reason_len);
         queue_close_locked(c, code, NULL, 0);
-        sl_conn_wake(c);
-        pthread_mutex_unlock(&c->mu);
+        sl_exch_wake(&c->x);
+        pthread_mutex_unlock(&c->x.mu);
         break;
     case SL_WS_EV_ERROR:
         ws->rx_done = true;
         ws->failed = true;
         sl_debug("WebSocket on fd %d: %s (closing with %u)", c->tp.fd,
                  ev->reason ? ev->reason : "error", ev->code);
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(&c->x.mu);
         set_end(ws, ev->code, NULL, 0);
         queue_close_locked(c, ev->code, ev->reason,
                            ev->reason ? strlen(ev->reason) : 0);
-        sl_conn_wake(c);
-        pthread_mutex_unlock(&c->mu);
+        sl_exch_wake(&c->x);
+        pthread_mutex_unlock(&c->x.mu);
         break;
     default:
         break;
@@ -507,7 +513,7 @@ static void on_event(sl_conn_t *c, const sl_ws_event_t *ev)
 /* Parse what rbuf holds, while the queue has room. */
 static void parse(sl_conn_t *c)
 {
-    sl_conn_ws_t *ws = c->ws;
+    sl_conn_ws_t *ws = c->x.ws;
     sl_buf_t *b = &c->rbuf;
     sl_ws_event_t ev;
     long n;
@@ -533,16 +539,16 @@ static void parse(sl_conn_t *c)
         /* EOF: without a close frame, the end is 1006 */
         ws->rx_done = true;
         ws->peer_closed = true;
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(&c->x.mu);
         set_end(ws, SL_WS_CLOSE_ABNORMAL, NULL, 0);
-        sl_conn_wake(c);
-        pthread_mutex_unlock(&c->mu);
+        sl_exch_wake(&c->x);
+        pthread_mutex_unlock(&c->x.mu);
     }
 }
 
 void sl_conn_ws_read(sl_conn_t *c)
 {
-    sl_conn_ws_t *ws = c->ws;
+    sl_conn_ws_t *ws = c->x.ws;
     sl_buf_t *b = &c->rbuf;
     ssize_t n;
 
@@ -574,7 +580,7 @@ void sl_conn_ws_read(sl_conn_t *c)
 /* Give back the buffers of an idle WebSocket. */
 static void trim(sl_conn_t *c)
 {
-    sl_conn_ws_t *ws = c->ws;
+    sl_conn_ws_t *ws = c->x.ws;
 
     if (sl_buf_pending(&c->rbuf) == 0)
         sl_buf_reset(&c->rbuf, 0);
@@ -582,38 +588,38 @@ static void trim(sl_conn_t *c)
         sl_buf_reset(&c->tx.buf, 0);
     if (ws->rx != NULL && !ws->rx_done)
         sl_ws_rx_trim(ws->rx);
-    pthread_mutex_lock(&c->mu);
-    if (sl_buf_pending(&c->out) == 0)
-        sl_buf_reset(&c->out, 0);
-    sl_buf_reset(&c->body, 0);
+    pthread_mutex_lock(&c->x.mu);
+    if (sl_buf_pending(&c->x.out) == 0)
+        sl_buf_reset(&c->x.out, 0);
+    sl_buf_reset(&c->x.body, 0);
     if (ws->tx != NULL)
         sl_ws_tx_trim(ws->tx);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->x.mu);
 }
 
 void sl_conn_ws_process(sl_conn_t *c)
 {
-    sl_conn_ws_t *ws = c->ws;
+    sl_conn_ws_t *ws = c->x.ws;
     bool done;
     int rc, events = 0;
 
     parse(c);
     rc = 1; /* cut: nothing goes out any more */
     while (!ws->cut) {
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(&c->x.mu);
         put_control_locked(c);
-        if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0)
-            c->aborted = true;
-        pthread_mutex_unlock(&c->mu);
-        rc = c->aborted ? -1 : sl_conn_flush(c);
+        if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0)
+            c->x.aborted = true;
+        pthread_mutex_unlock(&c->x.mu);
+        rc = c->x.aborted ? -1 : sl_conn_flush(c);
         /* a control frame that waited for the buffer to empty goes now */
         if (rc != 1 || !(ws->pong_due || ws->ping_due))
             break;
     }
     if (rc < 0) {
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(&c->x.mu);
         give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(&c->x.mu);
     }
     /* failing: once our close frame is out, the peer gets EOF right
      * behind it instead of waiting for a close handshake we will not
@@ -630,9 +636,9 @@ void sl_conn_ws_process(sl_conn_t *c)
            (rc == 1 && ws->peer_closed && (ws->close_sent || c->peer_eof)) ||
            (rc == 1 && ws->failed && c->peer_eof);
     if (done) {
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(&c->x.mu);
         give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(&c->x.mu);
         if (ws->app_done) {
             sl_conn_close(c);
             return;
@@ -649,7 +655,7 @@ void sl_conn_ws_process(sl_conn_t *c)
 
 void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
 {
-    sl_conn_ws_t *ws = c->ws;
+    sl_conn_ws_t *ws = c->x.ws;
     const sl_options_t *o = c->pump->opt;
 
     if (c->state != SL_CONN_WS || ws == NULL || ws->cut)
@@ -682,12 +688,12 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
                 cut(c, "ping timeout, output unread");
                 return;
             }
-            pthread_mutex_lock(&c->mu);
+            pthread_mutex_lock(&c->x.mu);
             ws->failed = true;
             set_end(ws, SL_WS_CLOSE_INTERNAL, NULL, 0);
             queue_close_locked(c, SL_WS_CLOSE_INTERNAL, "ping timeout", 12);
-            sl_conn_wake(c);
-            pthread_mutex_unlock(&c->mu);
+            sl_exch_wake(&c->x);
+            pthread_mutex_unlock(&c->x.mu);
             sl_conn_ws_process(c);
             return;
         }
@@ -706,13 +712,13 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
 
 void sl_conn_ws_going_away(sl_conn_t *c, unsigned code)
 {
-    if (c->state != SL_CONN_WS || c->ws == NULL)
+    if (c->state != SL_CONN_WS || c->x.ws == NULL)
         return;
-    pthread_mutex_lock(&c->mu);
-    set_end(c->ws, code, NULL, 0);
+    pthread_mutex_lock(&c->x.mu);
+    set_end(c->x.ws, code, NULL, 0);
     queue_close_locked(c, code, NULL, 0);
-    sl_conn_wake(c);
-    pthread_mutex_unlock(&c->mu);
+    sl_exch_wake(&c->x);
+    pthread_mutex_unlock(&c->x.mu);
     sl_conn_ws_process(c);
 }
 
@@ -720,13 +726,13 @@ void sl_conn_ws_free(sl_conn_t *c)
 {
     sl_conn_ws_t *ws;
 
-    pthread_mutex_lock(&c->mu);
-    ws = c->ws;
-    c->ws = NULL;
+    pthread_mutex_lock(&c->x.mu);
+    ws = c->x.ws;
+    c->x.ws = NULL;
     if (ws != NULL)
         sl_metrics_add(&sl_metrics_self->ws_msgs_out, ws->sent);
-    pthread_mutex_unlock(&c->mu);
-    c->req.websocket = false;
+    pthread_mutex_unlock(&c->x.mu);
+    c->x.req.websocket = false;
     if (ws != NULL)
         ws_free(ws);
 }
@@ -745,15 +751,15 @@ static void ws_io(sl_conn_t *c, int ready)
 
 static void ws_complete(sl_conn_t *c)
 {
-    pthread_mutex_lock(&c->mu);
-    c->notified = false;
-    if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0) {
+    pthread_mutex_lock(&c->x.mu);
+    c->x.notified = false;
+    if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0) {
         /* out of memory: those bytes are lost; the app stops */
-        c->aborted = true;
-        sl_conn_wake(c);
+        c->x.aborted = true;
+        sl_exch_wake(&c->x);
     }
     sl_conn_ws_take_locked(c);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->x.mu);
     sl_conn_ws_process(c);
 }
 

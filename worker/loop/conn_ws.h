@@ -5,23 +5,23 @@
  *   1. The loop parses a GET with Upgrade: websocket. When the executor
  *      serves WebSockets (p->exec->websocket), the loop checks the
  *      handshake (ws.h): a bad one is answered 400 or 426 by the loop alone.
- *      A good one sets c->req.websocket and is submitted like any request.
+ *      A good one sets c->x.req.websocket and is submitted like any request.
  *   2. The executor runs the app with a websocket scope. Before accepting,
  *      the request is an HTTP request: a denial (403, or the app's own
- *      response) goes out through sl_conn_send() with SL_SEND_CLOSE.
- *   3. sl_conn_ws_accept() sends 101 and turns the connection into a
+ *      response) goes out through sl_exch_send() with SL_SEND_CLOSE.
+ *   3. sl_exch_ws_accept() sends 101 and turns the connection into a
  *      WebSocket (state SL_CONN_WS): from then on the loop reads frames,
  *      answers pings, queues whole messages for the app (a bounded queue:
  *      reading stops while it is full), pings idle peers, and runs the
  *      close handshake. The app sees only whole messages.
- *   4. The app's end: the executor calls sl_conn_ws_close() (if the app did
- *      not), then sl_conn_send(c, gen, NULL, 0, SL_SEND_END) as for any
+ *   4. The app's end: the executor calls sl_exch_ws_close() (if the app did
+ *      not), then sl_exch_send(c, gen, NULL, 0, SL_SEND_END) as for any
  *      request. The connection closes once the close handshake is done or
  *      its time is up (SL_CONN_WS_CLOSE_WAIT).
  *
- * Waiting works as for HTTP requests (conn.h, sl_conn_await()): the calls
+ * Waiting works as for HTTP requests (conn.h, sl_exch_await()): the calls
  * below answer 1 when the executor must wait, and a SL_TICKET_WAKE for the
- * request comes once something changed. Every call takes c->mu and checks
+ * request comes once something changed. Every call takes c->x.mu and checks
  * GEN, like the rest of conn.h.
  *
  * Drain: after --shutdown-delay each open WebSocket is sent close 1001 (1012
@@ -57,7 +57,7 @@ typedef struct {
     char reason[124]; /* NUL-terminated UTF-8 */
 } sl_ws_end_t;
 
-/* The per-connection WebSocket state (conn_ws.c); c->ws, NULL for HTTP. */
+/* The per-connection WebSocket state (conn_ws.c); c->x.ws, NULL for HTTP. */
 typedef struct sl_conn_ws sl_conn_ws_t;
 
 /* ---- executor side (any thread; with an on-loop executor, the loop) ---- */
@@ -66,33 +66,33 @@ typedef struct sl_conn_ws sl_conn_ws_t;
  * negotiated extensions, SUBPROTOCOL (NULL: none) and HEADERS[0..N), extra
  * header lines already checked and formatted "Name: value\r\n". 0, or -1
  * when stale or gone. */
-int sl_conn_ws_accept(sl_conn_t *c, uint32_t gen, const char *subprotocol,
+int sl_exch_ws_accept(sl_exch_t *x, uint32_t gen, const char *subprotocol,
                       const char *headers, size_t n);
 
 /* Take the next received message into *MSG. 0 when one was taken; 1 when
  * none is queued yet (a SL_TICKET_WAKE comes when one is); -1 when the
  * WebSocket has ended (and no message is left): *END says how. Stale: -1
  * with code 1006. */
-int sl_conn_ws_recv(sl_conn_t *c, uint32_t gen, sl_ws_msg_t *msg,
+int sl_exch_ws_recv(sl_exch_t *x, uint32_t gen, sl_ws_msg_t *msg,
                     sl_ws_end_t *end);
 
 /* Send one message of OPCODE (text or binary). 0, 1 when the unsent
  * output is now over the credit (SL_CONN_CREDIT: wait with
- * sl_conn_await(..., SL_AWAIT_CREDIT) before sending more), or -1 when
+ * sl_exch_await(..., SL_AWAIT_CREDIT) before sending more), or -1 when
  * the WebSocket is closing or gone (the message is dropped). */
-int sl_conn_ws_send(sl_conn_t *c, uint32_t gen, int opcode, const void *data,
+int sl_exch_ws_send(sl_exch_t *x, uint32_t gen, int opcode, const void *data,
                     size_t n);
 
 /* Start the close handshake with CODE and REASON (the app's close, or the
  * executor's 1000/1011 when the app ends without one). Idempotent; 0, or
  * -1 when already closed. */
-int sl_conn_ws_close(sl_conn_t *c, uint32_t gen, unsigned code,
+int sl_exch_ws_close(sl_exch_t *x, uint32_t gen, unsigned code,
                      const char *reason, size_t n);
 
 /* ---- loop thread: conn*.c, drain.c ---- */
 
 /* A parsed head is a WebSocket handshake the executor will take: check it,
- * set c->req.websocket, keep the handshake's answer. 0 to submit; or the
+ * set c->x.req.websocket, keep the handshake's answer. 0 to submit; or the
  * HTTP status to answer at once (400, 426). */
 int sl_conn_ws_upgrade(sl_conn_t *c);
 

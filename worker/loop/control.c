@@ -28,8 +28,8 @@ void sl_drain_ctl(sl_pump_t *p, uint32_t type)
     m.busy_lanes = p->inflight < m.lanes ? p->inflight : m.lanes;
     for (c = p->pool.active.next; c != &p->pool.active; c = c->next) {
         m.websockets += c->state == SL_CONN_WS;
-        if (c->state == SL_CONN_SERVING && now - c->req.start > m.oldest)
-            m.oldest = now - c->req.start;
+        if (c->state == SL_CONN_SERVING && now - c->x.req.start > m.oldest)
+            m.oldest = now - c->x.req.start;
     }
     if (sl_ctl_send(p->drain.ctl_fd, &m) < 0 && errno != EAGAIN)
         sl_log_errno(SL_LOG_DEBUG, "send() on the control channel failed");

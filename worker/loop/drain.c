@@ -90,9 +90,9 @@ static void drain_finish(sl_pump_t *p, bool forced)
     for (c = p->pool.active.next; c != &p->pool.active; c = next) {
         next = c->next;
         if (c->state == SL_CONN_SERVING || c->state == SL_CONN_WRITING) {
-            sl_http_log_name(&c->req, what, sizeof(what));
+            sl_http_log_name(&c->x.req, what, sizeof(what));
             sl_warn("drain: abandoning request %s after %.1fs", what,
-                    now - c->req.start);
+                    now - c->x.req.start);
         }
         sl_conn_abort(c);
     }
@@ -269,15 +269,15 @@ void sl_drain_signals(sl_pump_t *p)
         sl_log_errno(SL_LOG_WARNING, "sigaction(SIGTERM) failed");
 }
 
-void sl_drain_note_running(const sl_conn_t *c)
+void sl_drain_note_running(const sl_exch_t *x)
 {
     /* the handler shows nothing while the copy changes (on this thread;
      * one that fires elsewhere at that moment may show it half made) */
     atomic_store(&running_len, 0);
     atomic_signal_fence(memory_order_seq_cst);
-    if (c == NULL)
+    if (x == NULL)
         return;
-    atomic_store(&running_len, (int)sl_http_log_name(&c->req, running_what,
+    atomic_store(&running_len, (int)sl_http_log_name(&x->req, running_what,
                                                      sizeof(running_what)));
 }
 

@@ -18,6 +18,7 @@
 
 typedef struct sl_pump sl_pump_t;
 typedef struct sl_conn sl_conn_t;
+typedef struct sl_exch sl_exch_t;
 
 typedef struct sl_drain {
     int ctl_fd;   /* control channel to the supervisor, -1 = none; owned */
@@ -90,7 +91,7 @@ static inline bool sl_drain_closing(const sl_drain_t *d)
 
 /* The request the loop thread itself is running (an on-loop executor;
  * NULL: none), for the backstop's log line. */
-void sl_drain_note_running(const sl_conn_t *c);
+void sl_drain_note_running(const sl_exch_t *x);
 
 /* SIGINT/SIGQUIT: close everything now and leave the loop. */
 void sl_drain_fast(sl_pump_t *p);

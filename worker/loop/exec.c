@@ -14,30 +14,30 @@
 
 /* ---- the two queues between the loop and the executor ---- */
 
-void sl_exec_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind)
+void sl_exec_queue_ticket(sl_pump_t *p, sl_exch_t *x, uint32_t kind)
 {
     sl_ticket_t *t;
 
     if (p->npending == p->npending_cap) {
         sl_error("executor batch overflow: dropping a ticket for conn %u",
-                 c->idx);
+                 x->id);
         return;
     }
     t = &p->pending[p->npending++];
-    t->idx = c->idx;
-    t->gen = c->gen;
+    t->idx = x->id;
+    t->gen = x->gen;
     t->kind = kind;
 }
 
-void sl_exec_submit(sl_pump_t *p, sl_conn_t *c)
+void sl_exec_submit(sl_pump_t *p, sl_exch_t *x)
 {
-    sl_exec_queue_ticket(p, c, SL_TICKET_SUBMIT);
+    sl_exec_queue_ticket(p, x, SL_TICKET_SUBMIT);
     p->inflight++;
 }
 
-void sl_exec_post(sl_pump_t *p, sl_conn_t *c)
+void sl_exec_post(sl_pump_t *p, sl_exch_t *x)
 {
-    sl_ticket_t t = {.idx = c->idx, .gen = c->gen};
+    sl_ticket_t t = {.idx = x->id, .gen = x->gen};
 
     sl_queue_push(&p->done, &t, 1);
     ev_async_send(p->loop, &p->wake);
@@ -51,12 +51,12 @@ void sl_exec_hand_over_queue(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
         sl_error("executor queue overflow: %u tickets", n);
 }
 
-void sl_exec_notify_handoff(sl_conn_t *c)
+void sl_exec_notify_handoff(sl_exch_t *x)
 {
-    if (c->notified)
+    if (x->notified)
         return;
-    c->notified = true;
-    sl_exec_post(c->pump, c);
+    x->notified = true;
+    sl_exec_post(x->conn->pump, x);
 }
 
 /* The condition variable a lane thread waits on, whatever connection it
@@ -64,32 +64,32 @@ void sl_exec_notify_handoff(sl_conn_t *c)
  * connection's mu. */
 static __thread pthread_cond_t lane_cv = PTHREAD_COND_INITIALIZER;
 
-void sl_exec_wake_cv(sl_conn_t *c)
+void sl_exec_wake_cv(sl_exch_t *x)
 {
-    if (c->waiter != NULL)
-        pthread_cond_signal(c->waiter);
+    if (x->waiter != NULL)
+        pthread_cond_signal(x->waiter);
 }
 
-void sl_exec_wake_ticket(sl_conn_t *c)
+void sl_exec_wake_ticket(sl_exch_t *x)
 {
-    c->waiting = false;
-    sl_exec_queue_ticket(c->pump, c, SL_TICKET_WAKE);
+    x->waiting = false;
+    sl_exec_queue_ticket(x->conn->pump, x, SL_TICKET_WAKE);
 }
 
-int sl_exec_wait_cv(sl_conn_t *c, int what)
+int sl_exec_wait_cv(sl_exch_t *x, int what)
 {
     (void)what;
-    c->waiting = true;
-    c->waiter = &lane_cv;
-    pthread_cond_wait(&lane_cv, &c->mu);
-    c->waiter = NULL;
-    c->waiting = false;
+    x->waiting = true;
+    x->waiter = &lane_cv;
+    pthread_cond_wait(&lane_cv, &x->mu);
+    x->waiter = NULL;
+    x->waiting = false;
     return 0;
 }
 
-int sl_exec_wait_never(sl_conn_t *c, int what)
+int sl_exec_wait_never(sl_exch_t *x, int what)
 {
-    (void)c;
+    (void)x;
     sl_error("executor error: a blocking wait (%d) from an executor that "
              "must not block",
              what);
@@ -101,7 +101,13 @@ void sl_exec_finish_nothing(sl_pump_t *p)
     (void)p;
 }
 
-void sl_exec_loop_runs_anyway(sl_conn_t *c)
+void sl_exec_loop_runs_anyway(sl_exch_t *x)
 {
-    (void)c;
+    (void)x;
+}
+
+void sl_exec_complete(sl_exch_t *x)
+{
+    if (x->conn->state != SL_CONN_FREE)
+        sl_conn_complete(x->conn);
 }

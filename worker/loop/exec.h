@@ -25,7 +25,7 @@
 #include "common/queue.h"
 
 typedef struct sl_pump sl_pump_t;
-typedef struct sl_conn sl_conn_t;
+typedef struct sl_exch sl_exch_t;
 
 typedef struct sl_exec {
     const char *name; /* "WSGI lanes", ... for the log */
@@ -50,37 +50,37 @@ typedef struct sl_exec {
      * end of the pass; T is only valid during the call. Loop thread. */
     void (*hand_over)(sl_pump_t *p, const sl_ticket_t *t, uint32_t n);
 
-    /* The executor queued something for the loop on C (output, END, a body
-     * window to reopen). Called by the executor side with c->mu held. */
-    void (*notify)(sl_conn_t *c);
+    /* The executor queued something for the loop on X (output, END, a body
+     * window to reopen). Called by the executor side with x->mu held. */
+    void (*notify)(sl_exch_t *x);
 
-    /* Something the executor waits for on C may have changed (body bytes,
-     * credit, the client leaving). Loop thread, c->mu held, c->waiting set. */
-    void (*wake)(sl_conn_t *c);
+    /* Something the executor waits for on X may have changed (body bytes,
+     * credit, the client leaving). Loop thread, x->mu held, x->waiting set. */
+    void (*wake)(sl_exch_t *x);
 
-    /* Block until C's request may have what SL_AWAIT_* WHAT asks for; c->mu
+    /* Block until X's request may have what SL_AWAIT_* WHAT asks for; x->mu
      * held (released while waiting). 0, or -1: stop waiting, the client is
      * gone. Never called by executors that cannot block (ASGI). */
-    int (*wait)(sl_conn_t *c, int what);
+    int (*wait)(sl_exch_t *x, int what);
 
-    /* The executor needs the loop to look at C soon: it is about to wait
-     * for something there without blocking (sl_conn_await() said 1, no
-     * WebSocket message yet), or it changed C by a call that may not have
+    /* The executor needs the loop to look at X soon: it is about to wait
+     * for something there without blocking (sl_exch_await() said 1, no
+     * WebSocket message yet), or it changed X by a call that may not have
      * notified (one refused as stale). An executor on the loop thread must
      * have the loop run for it; for one on a thread of its own the loop
-     * runs anyway (sl_exec_loop_runs_anyway()). Executor side, c->mu not
+     * runs anyway (sl_exec_loop_runs_anyway()). Executor side, x->mu not
      * held. */
-    void (*need_loop)(sl_conn_t *c);
+    void (*need_loop)(sl_exch_t *x);
 
-    /* Give back OWNER, of bytes lent by sl_conn_sendmem(), once they are
-     * written or dropped. Loop thread, any locks held (c->mu among them):
+    /* Give back OWNER, of bytes lent by sl_exch_sendmem(), once they are
+     * written or dropped. Loop thread, any locks held (x->mu among them):
      * it must only note the owner for later. */
     void (*release)(void *owner);
 
-    /* On-loop executors (on_loop): run C's request now, on the loop
+    /* On-loop executors (on_loop): run X's request now, on the loop
      * thread. Not called for handoff executors, whose requests are
      * submitted as tickets. */
-    void (*run)(sl_conn_t *c);
+    void (*run)(sl_exch_t *x);
 
     /* Drain finish: cancel what still runs (its clients are being closed).
      * Loop thread. */
@@ -107,43 +107,48 @@ typedef struct sl_exec {
 
 /* Loop side: queue a ticket of KIND for C, sent with this pass's batch
  * (exec->hand_over, at the end of the pass). */
-void sl_exec_queue_ticket(sl_pump_t *p, sl_conn_t *c, uint32_t kind);
+void sl_exec_queue_ticket(sl_pump_t *p, sl_exch_t *x, uint32_t kind);
 
-/* Loop side: hand C's request to the executor (a SL_TICKET_SUBMIT). */
-void sl_exec_submit(sl_pump_t *p, sl_conn_t *c);
+/* Loop side: hand X's request to the executor (a SL_TICKET_SUBMIT). */
+void sl_exec_submit(sl_pump_t *p, sl_exch_t *x);
 
-/* Executor side: C has something for the loop: it goes to the pump's
+/* Executor side: X has something for the loop: it goes to the pump's
  * inbox, and the loop wakes. Thread-safe. */
-void sl_exec_post(sl_pump_t *p, sl_conn_t *c);
+void sl_exec_post(sl_pump_t *p, sl_exch_t *x);
+
+/* On-loop executors: apply now what the executor queued for X (its
+ * connection's completion), unless the connection closed meanwhile. Loop
+ * thread. */
+void sl_exec_complete(sl_exch_t *x);
 
 /* ---- shared implementations ---- */
 
 /* hand_over for lane threads: push the tickets to p->work. */
 void sl_exec_hand_over_queue(sl_pump_t *p, const sl_ticket_t *t, uint32_t n);
 
-/* notify for handoff executors: C goes to the pump's inbox once per
- * completion (thread-safe; coalesced by c->notified). */
-void sl_exec_notify_handoff(sl_conn_t *c);
+/* notify for handoff executors: X goes to the pump's inbox once per
+ * completion (thread-safe; coalesced by x->notified). */
+void sl_exec_notify_handoff(sl_exch_t *x);
 
 /* wake for executors that sleep in sl_exec_wait_cv() (WSGI lanes). */
-void sl_exec_wake_cv(sl_conn_t *c);
+void sl_exec_wake_cv(sl_exch_t *x);
 
-/* wake for executors that await (ASGI): a SL_TICKET_WAKE for C travels
+/* wake for executors that await (ASGI): a SL_TICKET_WAKE for X travels
  * with this pass's batch. */
-void sl_exec_wake_ticket(sl_conn_t *c);
+void sl_exec_wake_ticket(sl_exch_t *x);
 
 /* wait for lane threads: sleep on the thread's own condition variable,
- * named in c->waiter, until woken. */
-int sl_exec_wait_cv(sl_conn_t *c, int what);
+ * named in x->waiter, until woken. */
+int sl_exec_wait_cv(sl_exch_t *x, int what);
 
 /* wait for executors that never block: refuses (-1). */
-int sl_exec_wait_never(sl_conn_t *c, int what);
+int sl_exec_wait_never(sl_exch_t *x, int what);
 
 /* finish for executors with nothing to cancel. */
 void sl_exec_finish_nothing(sl_pump_t *p);
 
 /* need_loop for executors on a thread of their own (or that block on the
  * socket instead, WSGI inline): the loop runs anyway. */
-void sl_exec_loop_runs_anyway(sl_conn_t *c);
+void sl_exec_loop_runs_anyway(sl_exch_t *x);
 
 #endif

@@ -592,18 +592,18 @@ void sl_forwarded_apply(sl_conn_t *c)
     char b1[JOIN_MAX], b2[JOIN_MAX], b3[JOIN_MAX], b4[JOIN_MAX], b5[JOIN_MAX];
     bool any;
 
-    /* c->req.client was cleared when the request began */
-    sl_forwarded_clear(&c->req);
-    if (!may_forward(&c->req) ||
+    /* c->x.req.client was cleared when the request began */
+    sl_forwarded_clear(&c->x.req);
+    if (!may_forward(&c->x.req) ||
         !sl_allow_match(trust, (const struct sockaddr *)&c->peer))
         return;
-    any = field(&c->req, "forwarded", b1, &h.forwarded, &h.forwarded_len);
-    any |= field(&c->req, "x-forwarded-for", b2, &h.xff, &h.xff_len);
-    any |= field(&c->req, "x-forwarded-proto", b3, &h.xfp, &h.xfp_len);
-    any |= field(&c->req, "x-forwarded-host", b4, &h.xfh, &h.xfh_len);
-    any |= field(&c->req, "x-forwarded-port", b5, &h.xfport, &h.xfport_len);
+    any = field(&c->x.req, "forwarded", b1, &h.forwarded, &h.forwarded_len);
+    any |= field(&c->x.req, "x-forwarded-for", b2, &h.xff, &h.xff_len);
+    any |= field(&c->x.req, "x-forwarded-proto", b3, &h.xfp, &h.xfp_len);
+    any |= field(&c->x.req, "x-forwarded-host", b4, &h.xfh, &h.xfh_len);
+    any |= field(&c->x.req, "x-forwarded-port", b5, &h.xfport, &h.xfport_len);
     if (any)
-        set_req_client(&c->req, trust, &h);
+        set_req_client(&c->x.req, trust, &h);
 }
 
 void sl_forwarded_clear(sl_req_t *r)

@@ -4,7 +4,7 @@
  * believed only from a peer on --forwarded-allow-ips; the loop thread weighs
  * them once per request, when its head is complete, and keeps the verdict in
  * the request (sl_req_t.client), where both executors and the access log
- * read it through sl_conn_client() and sl_conn_scheme().
+ * read it through sl_exch_client() and sl_exch_scheme().
  */
 #ifndef SL_FORWARDED_H
 #define SL_FORWARDED_H

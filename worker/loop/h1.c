@@ -67,37 +67,37 @@ static void conn_reset_request(sl_conn_t *c)
     c->msg_done = false;
     c->in_msg = false;
     c->http_error = 0;
-    c->req.url_len = 0;
-    c->req.has_body = false;
+    c->x.req.url_len = 0;
+    c->x.req.has_body = false;
     if (busy) {
-        c->req.nhdrs = 0;
-        sl_buf_reset(&c->req.hbuf, SL_CONN_BUF_KEEP);
-        if (c->req.client != NULL)
-            sl_forwarded_clear(&c->req);
+        c->x.req.nhdrs = 0;
+        sl_buf_reset(&c->x.req.hbuf, SL_CONN_BUF_KEEP);
+        if (c->x.req.client != NULL)
+            sl_forwarded_clear(&c->x.req);
     } else {
         sl_conn_free_head(c);
     }
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
     if (busy) {
-        sl_buf_reset(&c->body, SL_CONN_BUF_KEEP);
-        sl_buf_reset(&c->out, SL_CONN_BUF_KEEP);
-        sl_buf_reset(&c->resp_head, SL_CONN_BUF_KEEP);
+        sl_buf_reset(&c->x.body, SL_CONN_BUF_KEEP);
+        sl_buf_reset(&c->x.out, SL_CONN_BUF_KEEP);
+        sl_buf_reset(&c->x.resp_head, SL_CONN_BUF_KEEP);
     } else {
-        sl_bufcache_put(bc, &c->body);
-        sl_bufcache_put(bc, &c->out);
-        sl_bufcache_put(bc, &c->resp_head);
+        sl_bufcache_put(bc, &c->x.body);
+        sl_bufcache_put(bc, &c->x.out);
+        sl_bufcache_put(bc, &c->x.resp_head);
     }
-    c->body_done = false;
-    c->body_paused = false;
-    c->body_total = 0;
-    c->resp_done = false;
-    c->close_after = false;
-    c->inflight = 0;
-    c->picked = 0;
-    c->resp_status = 0;
-    c->resp_body = 0;
-    pthread_mutex_unlock(&c->mu);
-    c->req.start = 0;
+    c->x.body_done = false;
+    c->x.body_paused = false;
+    c->x.body_total = 0;
+    c->x.resp_done = false;
+    c->x.close_after = false;
+    c->x.inflight = 0;
+    c->x.picked = 0;
+    c->x.resp_status = 0;
+    c->x.resp_body = 0;
+    pthread_mutex_unlock(&c->x.mu);
+    c->x.req.start = 0;
     sl_buf_compact(&c->rbuf);
     if (!busy)
         conn_free_idle_io(c);
@@ -126,16 +126,16 @@ static void conn_error_response(sl_conn_t *c, int status)
     size_t mark = c->tx.buf.len;
 
     if (c->state == SL_CONN_READING)
-        c->req.start = ev_now(c->pump->loop); /* never dispatched */
+        c->x.req.start = ev_now(c->pump->loop); /* never dispatched */
     sl_conn_buf_ready(c, &c->tx.buf);
     (void)sl_http_error_head(&c->tx.buf, status);
     /* the access log and the metrics tell this answer, not the one it replaces
      */
-    c->resp_status = 0;
-    c->resp_head.len = 0;
-    sl_conn_note_head(c, c->tx.buf.data + mark, c->tx.buf.len - mark, true);
-    c->close_after = true;
-    c->resp_done = true;
+    c->x.resp_status = 0;
+    c->x.resp_head.len = 0;
+    sl_exch_note_head(&c->x, c->tx.buf.data + mark, c->tx.buf.len - mark, true);
+    c->x.close_after = true;
+    c->x.resp_done = true;
     c->state = SL_CONN_WRITING;
     c->deadline = 0; /* the header deadline: from here, the send timeout */
 }
@@ -158,7 +158,7 @@ static void conn_linger(sl_conn_t *c)
 static void conn_finish_request(sl_conn_t *c)
 {
     /* after the client's EOF, requests it pipelined before it still count */
-    bool keep = c->req.keep_alive && !c->close_after &&
+    bool keep = c->x.req.keep_alive && !c->x.close_after &&
                 !c->pump->drain.draining && c->msg_done &&
                 (!c->peer_eof || sl_buf_pending(&c->rbuf) > 0);
 
@@ -187,19 +187,19 @@ static void conn_dispatch(sl_conn_t *c)
     c->state = SL_CONN_SERVING;
     c->tx.wrote_any = false;
     c->tx.interim = sl_buf_pending(&c->tx.buf); /* answers held (conn_hold()) */
-    c->req.start = ev_now(c->pump->loop);
-    pthread_mutex_lock(&c->mu);
-    c->gen++; /* under mu: a stale executor compares it there */
-    c->body_done = !c->req.has_body || c->msg_done;
+    c->x.req.start = ev_now(c->pump->loop);
+    pthread_mutex_lock(&c->x.mu);
+    c->x.gen++; /* under mu: a stale executor compares it there */
+    c->x.body_done = !c->x.req.has_body || c->msg_done;
     /* what the executor writes goes into cached blocks: in its thread an
      * append would malloc */
-    sl_conn_buf_ready(c, &c->out);
+    sl_conn_buf_ready(c, &c->x.out);
     if (sl_accesslog_wants_head(c->pump->alog))
-        sl_conn_buf_ready(c, &c->resp_head);
-    pthread_mutex_unlock(&c->mu);
+        sl_conn_buf_ready(c, &c->x.resp_head);
+    pthread_mutex_unlock(&c->x.mu);
     /* out of memory, no interim answer: the client sends the body after
      * its own wait; the response's first bytes must not count as it */
-    if (c->req.expect_continue && c->req.has_body) {
+    if (c->x.req.expect_continue && c->x.req.has_body) {
         sl_conn_buf_ready(c, &c->tx.buf);
         if (sl_buf_append(&c->tx.buf, cont, sizeof(cont) - 1) == 0)
             c->tx.interim += sizeof(cont) - 1; /* not part of the response */
@@ -207,19 +207,19 @@ static void conn_dispatch(sl_conn_t *c)
     if (c->pump->exec->on_loop) {
         /* a 100 Continue goes now (the client waits for it); answers held
          * for pipelining go with this request's */
-        if (c->tx.interim > 0 && c->req.expect_continue && c->req.has_body &&
-            sl_conn_flush(c) < 0)
-            c->aborted = true;
+        if (c->tx.interim > 0 && c->x.req.expect_continue &&
+            c->x.req.has_body && sl_conn_flush(c) < 0)
+            c->x.aborted = true;
         c->pump->inflight++;
-        c->picked = c->req.start; /* no queue: it runs now, here */
-        c->pump->exec->run(c);
+        c->x.picked = c->x.req.start; /* no queue: it runs now, here */
+        c->pump->exec->run(&c->x);
         /* the app held the loop: deadlines set from here on need the real
          * time, not the time the pass began */
         ev_now_update(c->pump->loop);
         conn_take(c);
         return;
     }
-    sl_exec_submit(c->pump, c);
+    sl_exec_submit(c->pump, &c->x);
 }
 
 /* Where a connection without a read buffer reads: only what comes is
@@ -329,7 +329,7 @@ static void on_readable(sl_conn_t *c)
             (c->in_msg ? c->req_start : c->rbuf.off) + max_head(c->pump->opt);
         rc = conn_read(c, SL_CONN_READ_CHUNK, limit, &got);
         if (rc == 0 && c->rbuf.len >= limit) {
-            c->http_error = c->req.nhdrs > 0 ? 431 : 414;
+            c->http_error = c->x.req.nhdrs > 0 ? 431 : 414;
             conn_error_response(c, c->http_error);
             break;
         }
@@ -341,24 +341,24 @@ static void on_readable(sl_conn_t *c)
     default: /* SERVING or WRITING: body bytes, pipelined requests, EOF */
         rc = conn_read_serving(c);
         if (rc < 0 && !c->peer_eof) {
-            pthread_mutex_lock(&c->mu);
-            c->aborted = true;
-            sl_conn_wake(c);
-            pthread_mutex_unlock(&c->mu);
+            pthread_mutex_lock(&c->x.mu);
+            c->x.aborted = true;
+            sl_exch_wake(&c->x);
+            pthread_mutex_unlock(&c->x.mu);
         } else if (rc < 0 && !c->msg_done) {
             /* the client hung up half way through its body */
-            pthread_mutex_lock(&c->mu);
-            c->aborted = true;
-            sl_conn_wake(c);
-            pthread_mutex_unlock(&c->mu);
+            pthread_mutex_lock(&c->x.mu);
+            c->x.aborted = true;
+            sl_exch_wake(&c->x);
+            pthread_mutex_unlock(&c->x.mu);
         } else if (rc < 0) {
             /* EOF after a whole request: a WSGI response still goes out
              * (the client may have only half-closed), but an ASGI app
              * awaiting http.disconnect hears of it, as under uvicorn */
-            pthread_mutex_lock(&c->mu);
-            c->peer_gone = true;
-            sl_conn_wake(c);
-            pthread_mutex_unlock(&c->mu);
+            pthread_mutex_lock(&c->x.mu);
+            c->x.peer_gone = true;
+            sl_exch_wake(&c->x);
+            pthread_mutex_unlock(&c->x.mu);
         }
         break;
     }
@@ -368,36 +368,36 @@ static void on_readable(sl_conn_t *c)
 /* Take what the executor queued: output, END, and its close request. */
 static void conn_take(sl_conn_t *c)
 {
-    pthread_mutex_lock(&c->mu);
-    c->notified = false;
-    if (sl_buf_pending(&c->out) > 0 && sl_conn_take_out(c) < 0) {
+    pthread_mutex_lock(&c->x.mu);
+    c->x.notified = false;
+    if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0) {
         /* out of memory: those bytes are lost, so nothing after them may
          * go out either; the executor stops, END closes the connection */
-        c->aborted = true;
-        sl_conn_wake(c);
+        c->x.aborted = true;
+        sl_exch_wake(&c->x);
     }
-    if (c->resp_done && c->file_fd >= 0) {
-        c->tx.file_fd = c->file_fd;
-        c->tx.file_off = c->file_off;
-        c->tx.file_len = c->file_len;
-        c->file_fd = -1;
+    if (c->x.resp_done && c->x.file_fd >= 0) {
+        c->tx.file_fd = c->x.file_fd;
+        c->tx.file_off = c->x.file_off;
+        c->tx.file_len = c->x.file_len;
+        c->x.file_fd = -1;
     }
-    if (c->resp_done && c->mem != NULL) {
-        c->tx.mem = c->mem;
-        c->tx.mem_len = c->mem_len;
-        c->tx.mem_owner = c->mem_owner;
-        c->mem = NULL;
-        c->mem_owner = NULL;
+    if (c->x.resp_done && c->x.mem != NULL) {
+        c->tx.mem = c->x.mem;
+        c->tx.mem_len = c->x.mem_len;
+        c->tx.mem_owner = c->x.mem_owner;
+        c->x.mem = NULL;
+        c->x.mem_owner = NULL;
     }
-    if (c->ws != NULL)
+    if (c->x.ws != NULL)
         sl_conn_ws_take_locked(c);
-    if (c->resp_done && c->state == SL_CONN_SERVING) {
+    if (c->x.resp_done && c->state == SL_CONN_SERVING) {
         c->state = SL_CONN_WRITING;
         c->pump->inflight--;
-        if (c->aborted)
-            c->close_after = true; /* the client left */
+        if (c->x.aborted)
+            c->x.close_after = true; /* the client left */
     }
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->x.mu);
     if (c->state == SL_CONN_WRITING && c->http_error && !c->tx.wrote_any) {
         /* the body was bad and the app's answer never left: say so */
         if (c->tx.interim == 0) /* keep what is not this response's */
@@ -406,9 +406,9 @@ static void conn_take(sl_conn_t *c)
             c->tx.buf.len = c->tx.buf.off + c->tx.interim;
         sl_output_drop_tail(&c->tx, c->pump->exec->release);
         conn_error_response(c, c->http_error);
-        c->aborted = false;
+        c->x.aborted = false;
     }
-    if (c->aborted && c->state == SL_CONN_WRITING) {
+    if (c->x.aborted && c->state == SL_CONN_WRITING) {
         sl_request_done(c->pump, c);
         sl_conn_close(c);
         return;
@@ -427,8 +427,9 @@ static void conn_take(sl_conn_t *c)
  * anything. */
 static bool conn_hold(const sl_conn_t *c)
 {
-    return c->msg_done && !c->close_after && !c->aborted && c->req.keep_alive &&
-           !c->pump->drain.draining && c->tx.file_fd < 0 && c->tx.mem == NULL &&
+    return c->msg_done && !c->x.close_after && !c->x.aborted &&
+           c->x.req.keep_alive && !c->pump->drain.draining &&
+           c->tx.file_fd < 0 && c->tx.mem == NULL &&
            sl_buf_pending(&c->rbuf) > 0 &&
            sl_buf_pending(&c->tx.buf) <= SL_CONN_HOLD_MAX;
 }
@@ -448,7 +449,7 @@ static void conn_process(sl_conn_t *c)
             }
             /* a body already here is checked before the app sees it, so
              * a bad chunk in the first packet never reaches the app */
-            if (c->head_done && c->req.has_body && sl_conn_parse(c) < 0) {
+            if (c->head_done && c->x.req.has_body && sl_conn_parse(c) < 0) {
                 conn_error_response(c, c->http_error);
                 continue;
             }
@@ -456,13 +457,13 @@ static void conn_process(sl_conn_t *c)
                 size_t mark = c->tx.buf.len;
                 /* out of memory, no answer: close rather than leave the
                  * client waiting on a kept-alive connection */
-                c->req.start = ev_now(c->pump->loop);
+                c->x.req.start = ev_now(c->pump->loop);
                 sl_conn_buf_ready(c, &c->tx.buf);
                 if (sl_http_health_head(&c->tx.buf, c) < 0)
-                    c->close_after = true;
-                sl_conn_note_head(c, c->tx.buf.data + mark,
+                    c->x.close_after = true;
+                sl_exch_note_head(&c->x, c->tx.buf.data + mark,
                                   c->tx.buf.len - mark, true);
-                c->resp_done = true;
+                c->x.resp_done = true;
                 c->state = SL_CONN_WRITING;
                 continue;
             }
@@ -494,27 +495,28 @@ static void conn_process(sl_conn_t *c)
         case SL_CONN_SERVING:
             /* pump mode: stream the body in, the response out */
             if (!c->msg_done && sl_conn_parse(c) < 0) {
-                pthread_mutex_lock(&c->mu);
-                c->aborted = true;
-                sl_conn_wake(c);
-                pthread_mutex_unlock(&c->mu);
+                pthread_mutex_lock(&c->x.mu);
+                c->x.aborted = true;
+                sl_exch_wake(&c->x);
+                pthread_mutex_unlock(&c->x.mu);
             }
             rc = sl_output_holding(&c->tx) ? 1 : sl_conn_flush(c);
             if (rc < 0) {
-                pthread_mutex_lock(&c->mu);
-                c->aborted = true;
-                sl_conn_wake(c);
-                pthread_mutex_unlock(&c->mu);
+                pthread_mutex_lock(&c->x.mu);
+                c->x.aborted = true;
+                sl_exch_wake(&c->x);
+                pthread_mutex_unlock(&c->x.mu);
                 sl_conn_watch(c, 0);
                 return;
             }
             events = rc == 0 ? EV_WRITE : 0;
-            pthread_mutex_lock(&c->mu);
-            c->body_paused = sl_buf_pending(&c->body) >= SL_CONN_BODY_WINDOW ||
-                             sl_buf_pending(&c->rbuf) >= SL_CONN_BODY_WINDOW;
-            if (!c->body_paused && !c->peer_eof && !c->aborted)
+            pthread_mutex_lock(&c->x.mu);
+            c->x.body_paused =
+                sl_buf_pending(&c->x.body) >= SL_CONN_BODY_WINDOW ||
+                sl_buf_pending(&c->rbuf) >= SL_CONN_BODY_WINDOW;
+            if (!c->x.body_paused && !c->peer_eof && !c->x.aborted)
                 events |= EV_READ;
-            pthread_mutex_unlock(&c->mu);
+            pthread_mutex_unlock(&c->x.mu);
             sl_conn_watch(c, events);
             return;
 
@@ -537,9 +539,9 @@ static void conn_process(sl_conn_t *c)
                 return;
             }
             /* a body the app did not read: drop it, then go on */
-            if (!c->msg_done && !c->close_after && !c->aborted) {
+            if (!c->msg_done && !c->x.close_after && !c->x.aborted) {
                 if (sl_conn_parse(c) < 0) {
-                    c->close_after = true;
+                    c->x.close_after = true;
                 } else if (!c->msg_done) {
                     if (c->peer_eof) {
                         sl_request_done(c->pump, c);

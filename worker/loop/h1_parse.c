@@ -28,7 +28,7 @@ static int fail(sl_conn_t *c, int status)
 static int on_message_begin(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
-    sl_req_t *r = &c->req;
+    sl_req_t *r = &c->x.req;
 
     r->url_len = 0;
     r->nhdrs = 0;
@@ -56,7 +56,7 @@ static bool field_too_big(sl_conn_t *c, const sl_hdr_t *hd)
 static int on_header_field(llhttp_t *h, const char *at, size_t len)
 {
     sl_conn_t *c = h->data;
-    sl_req_t *r = &c->req;
+    sl_req_t *r = &c->x.req;
     sl_hdr_t *hd;
 
     if (c->head_done) {
@@ -87,7 +87,7 @@ static int on_header_field(llhttp_t *h, const char *at, size_t len)
 static int on_header_value(llhttp_t *h, const char *at, size_t len)
 {
     sl_conn_t *c = h->data;
-    sl_hdr_t *hd = &c->req.hdrs[c->req.nhdrs - 1];
+    sl_hdr_t *hd = &c->x.req.hdrs[c->x.req.nhdrs - 1];
     size_t i;
 
     if (c->head_done)
@@ -121,8 +121,8 @@ static int on_header_field_complete(llhttp_t *h)
     sl_conn_t *c = h->data;
 
     if (c->head_done)
-        return sl_http_trailer_end(&c->req) ? fail(c, 400) : 0;
-    if (c->req.nhdrs == 0 || c->req.hdrs[c->req.nhdrs - 1].name_len == 0)
+        return sl_http_trailer_end(&c->x.req) ? fail(c, 400) : 0;
+    if (c->x.req.nhdrs == 0 || c->x.req.hdrs[c->x.req.nhdrs - 1].name_len == 0)
         return fail(c, 400);
     return 0;
 }
@@ -134,8 +134,8 @@ static int on_headers_complete(llhttp_t *h)
 
     /* the head's copy takes a cached block (it fits: the head lies
      * between req_start and the end of what was read) */
-    if (c->req.hbuf.data == NULL &&
-        sl_bufcache_get(&c->pump->bufs, &c->req.hbuf,
+    if (c->x.req.hbuf.data == NULL &&
+        sl_bufcache_get(&c->pump->bufs, &c->x.req.hbuf,
                         c->rbuf.len - c->req_start) < 0)
         return fail(c, 503);
     status = sl_http_head_complete(c);
@@ -147,18 +147,18 @@ static int on_headers_complete(llhttp_t *h)
      * ordinary request, and the connection closes after its response:
      * what the client sends after it is in another protocol */
     if (c->parser.upgrade)
-        c->req.keep_alive = false;
-    if (c->pump->exec->websocket && sl_ws_is_upgrade(&c->req)) {
+        c->x.req.keep_alive = false;
+    if (c->pump->exec->websocket && sl_ws_is_upgrade(&c->x.req)) {
         status = sl_conn_ws_upgrade(c);
         if (status != 0)
             return fail(c, status);
     }
     c->head_done = true;
-    c->req.chunk_line = c->req.chunked;
+    c->x.req.chunk_line = c->x.req.chunked;
     c->deadline = 0;
     /* With a body, stop here so the request is handed over before its body
      * is parsed; without one, message_complete follows at once. */
-    return c->req.has_body ? HPE_PAUSED : 0;
+    return c->x.req.has_body ? HPE_PAUSED : 0;
 }
 
 static int on_body(llhttp_t *h, const char *at, size_t len)
@@ -167,24 +167,24 @@ static int on_body(llhttp_t *h, const char *at, size_t len)
     long long limit = c->pump->opt->limit_request_body;
     int rc = 0;
 
-    pthread_mutex_lock(&c->mu);
-    c->body_total += len;
-    if (limit > 0 && c->body_total > (unsigned long long)limit &&
-        c->req.chunked) {
+    pthread_mutex_lock(&c->x.mu);
+    c->x.body_total += len;
+    if (limit > 0 && c->x.body_total > (unsigned long long)limit &&
+        c->x.req.chunked) {
         /* a chunked body only shows its size as it arrives */
-        c->aborted = true;
+        c->x.aborted = true;
         rc = -1;
-    } else if (c->resp_done) {
+    } else if (c->x.resp_done) {
         /* answered already: the rest of the body is read and dropped so
          * the connection can carry the next request */
-    } else if ((c->body.data == NULL &&
-                sl_bufcache_get(&c->pump->bufs, &c->body, len) < 0) ||
-               sl_buf_append(&c->body, at, len) < 0) {
-        c->aborted = true;
+    } else if ((c->x.body.data == NULL &&
+                sl_bufcache_get(&c->pump->bufs, &c->x.body, len) < 0) ||
+               sl_buf_append(&c->x.body, at, len) < 0) {
+        c->x.aborted = true;
         rc = -1;
     }
-    sl_conn_wake(c);
-    pthread_mutex_unlock(&c->mu);
+    sl_exch_wake(&c->x);
+    pthread_mutex_unlock(&c->x.mu);
     return rc < 0 ? fail(c, 413) : 0;
 }
 
@@ -193,10 +193,10 @@ static int on_message_complete(llhttp_t *h)
     sl_conn_t *c = h->data;
 
     c->msg_done = true;
-    pthread_mutex_lock(&c->mu);
-    c->body_done = true;
-    sl_conn_wake(c);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->x.mu);
+    c->x.body_done = true;
+    sl_exch_wake(&c->x);
+    pthread_mutex_unlock(&c->x.mu);
     return HPE_PAUSED;
 }
 
@@ -206,9 +206,9 @@ static int on_chunk_complete(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
 
-    if (c->req.chunk_last)
+    if (c->x.req.chunk_last)
         return 0;
-    c->req.chunk_line = true;
+    c->x.req.chunk_line = true;
     return HPE_PAUSED;
 }
 
@@ -240,7 +240,7 @@ void sl_conn_parser_init(sl_conn_t *c)
 static int start_line(sl_conn_t *c)
 {
     sl_buf_t *b = &c->rbuf;
-    sl_req_t *r = &c->req;
+    sl_req_t *r = &c->x.req;
     const char *p;
     size_t pos, mlen, tlen = 0;
     int method, rc;
@@ -310,8 +310,8 @@ static int chunk_line(sl_conn_t *c)
         return rc;
     for (i = 0; i < digits && p[i] == '0'; i++)
         ;
-    c->req.chunk_last = i == digits;
-    c->req.chunk_line = false;
+    c->x.req.chunk_last = i == digits;
+    c->x.req.chunk_line = false;
     if (llhttp_execute(&c->parser, p, digits) != HPE_OK ||
         llhttp_execute(&c->parser, "\r\n", 2) != HPE_OK)
         return -1;
@@ -339,7 +339,7 @@ int sl_conn_parse(sl_conn_t *c)
             if (rc == 0)
                 break;
         }
-        if (c->req.chunk_line) {
+        if (c->x.req.chunk_line) {
             rc = chunk_line(c);
             if (rc < 0)
                 goto out_bad;
@@ -371,7 +371,7 @@ out_bad:
     if (c->http_error == 0)
         c->http_error = 400;
     sl_debug("bad request from fd %d: %s", c->tp.fd,
-             c->req.chunk_line ? "bad chunk size line"
-                               : llhttp_get_error_reason(&c->parser));
+             c->x.req.chunk_line ? "bad chunk size line"
+                                 : llhttp_get_error_reason(&c->parser));
     return -1;
 }

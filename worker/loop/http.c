@@ -214,7 +214,7 @@ static void trim_value(const char *base, sl_hdr_t *hd)
 /* Copy the URL and headers out of the read buffer, rebasing the offsets. */
 static int copy_head(sl_conn_t *c)
 {
-    sl_req_t *r = &c->req;
+    sl_req_t *r = &c->x.req;
     uint32_t lo = r->method_len > 0 ? r->method_off : r->url_off;
     uint32_t hi = r->url_off + r->url_len;
     int i;
@@ -287,7 +287,7 @@ static int te_status(const te_walk_t *w, const sl_req_t *r)
  * requests get smuggled). Before the values are trimmed. */
 static bool crlf_ends(const sl_conn_t *c)
 {
-    const sl_req_t *r = &c->req;
+    const sl_req_t *r = &c->x.req;
     const char *base = c->rbuf.data;
     size_t end;
     const sl_hdr_t *hd;
@@ -309,7 +309,7 @@ static bool crlf_ends(const sl_conn_t *c)
 int sl_http_head_complete(sl_conn_t *c)
 {
     llhttp_t *h = &c->parser;
-    sl_req_t *r = &c->req;
+    sl_req_t *r = &c->x.req;
     const char *base = c->rbuf.data;
     long long limit = c->pump->opt->limit_request_body;
     te_walk_t te = {0};
@@ -509,7 +509,7 @@ int sl_http_error_head(sl_buf_t *b, int status)
 bool sl_http_is_health(const sl_conn_t *c)
 {
     const char *path = c->pump->opt->health_path;
-    const sl_req_t *r = &c->req;
+    const sl_req_t *r = &c->x.req;
     size_t n;
 
     if (path == NULL || r->has_body ||
@@ -543,10 +543,10 @@ int sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
                  "%s",
                  ok ? "200 OK" : "503 Service Unavailable", sl_date_line(),
                  strlen(body),
-                 !c->req.keep_alive  ? "Connection: close\r\n"
-                 : c->req.minor == 0 ? "Connection: keep-alive\r\n"
-                                     : "",
-                 c->req.head ? "" : body);
+                 !c->x.req.keep_alive  ? "Connection: close\r\n"
+                 : c->x.req.minor == 0 ? "Connection: keep-alive\r\n"
+                                       : "",
+                 c->x.req.head ? "" : body);
     if (n <= 0 || (size_t)n >= sizeof(head))
         return -1; /* cannot happen: the head is fixed text */
     return sl_buf_append(b, head, (size_t)n);

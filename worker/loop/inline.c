@@ -34,19 +34,20 @@ static bool poll_socket(sl_conn_t *c, int what)
     return poll(&pfd, 1, ms > 0 ? ms : -1) > 0;
 }
 
-void sl_inline_notify(sl_conn_t *c)
+void sl_inline_notify(sl_exch_t *x)
 {
+    sl_conn_t *c = x->conn;
     /* the end of the response waits for the dispatch to take it, which
      * may still replace it with an error answer (a bad body) */
-    if (c->aborted || c->resp_done || sl_buf_pending(&c->out) == 0)
+    if (c->x.aborted || c->x.resp_done || sl_buf_pending(&c->x.out) == 0)
         return;
     if (sl_conn_take_out(c) < 0 || sl_conn_flush_locked(c) < 0)
-        c->aborted = true;
+        c->x.aborted = true;
 }
 
-void sl_inline_wake(sl_conn_t *c)
+void sl_inline_wake(sl_exch_t *x)
 {
-    (void)c;
+    (void)x;
 }
 
 /* Write out everything queued, waiting on the socket. A client that
@@ -67,7 +68,7 @@ static int drain_out(sl_conn_t *c)
     return 0;
 
 out_gone:
-    c->aborted = true;
+    c->x.aborted = true;
     return -1;
 }
 
@@ -79,14 +80,15 @@ static int pull_body(sl_conn_t *c)
     ssize_t n;
     int rc;
 
-    while (sl_buf_pending(&c->body) == 0 && !c->body_done && !c->aborted) {
+    while (sl_buf_pending(&c->x.body) == 0 && !c->x.body_done &&
+           !c->x.aborted) {
         /* what a parse leaves (part of a chunk's size line) waits for
          * more bytes: parse again only once some came */
         if (sl_buf_pending(&c->rbuf) > 0 && !want_more) {
             want_more = true;
-            pthread_mutex_unlock(&c->mu);
+            pthread_mutex_unlock(&c->x.mu);
             rc = sl_conn_parse(c);
-            pthread_mutex_lock(&c->mu);
+            pthread_mutex_lock(&c->x.mu);
             if (rc < 0)
                 return -1;
             continue;
@@ -102,22 +104,23 @@ static int pull_body(sl_conn_t *c)
             sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
         } else if (n == 0) {
             c->peer_eof = true;
-            c->aborted = true;
+            c->x.aborted = true;
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
             /* answers held for pipelining (conn.c: conn_hold()) go out
              * first: the client may wait for them before sending more */
             if (sl_buf_pending(&c->tx.buf) > 0 && drain_out(c) < 0)
                 return -1;
             if (!poll_socket(c, EV_READ))
-                c->aborted = true;
+                c->x.aborted = true;
         } else if (errno != EINTR) {
-            c->aborted = true;
+            c->x.aborted = true;
         }
     }
-    return c->aborted && sl_buf_pending(&c->body) == 0 ? -1 : 0;
+    return c->x.aborted && sl_buf_pending(&c->x.body) == 0 ? -1 : 0;
 }
 
-int sl_inline_wait(sl_conn_t *c, int what)
+int sl_inline_wait(sl_exch_t *x, int what)
 {
+    sl_conn_t *c = x->conn;
     return what == SL_AWAIT_BODY ? pull_body(c) : drain_out(c);
 }

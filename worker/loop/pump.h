@@ -115,4 +115,80 @@ static inline void sl_pump_io_start(sl_pump_t *p, ev_io *w)
     p->unsettled = true;
 }
 
+/* ---- for the executor side and worker life: what they may read of the
+ * pump, without reaching into its fields ---- */
+
+static inline const sl_options_t *sl_pump_options(const sl_pump_t *p)
+{
+    return p->opt;
+}
+
+static inline const sl_exec_t *sl_pump_exec(const sl_pump_t *p)
+{
+    return p->exec;
+}
+
+static inline struct ev_loop *sl_pump_loop(const sl_pump_t *p)
+{
+    return p->loop;
+}
+
+/* The queue lane threads take their tickets from (handoff executors). */
+static inline sl_queue_t *sl_pump_work(sl_pump_t *p)
+{
+    return &p->work;
+}
+
+/* libev's epoll fd, for a loop that drives the pump from its own
+ * (sl_pump_run_once()); -1 when the backend is not epoll. */
+static inline int sl_pump_backend_fd(const sl_pump_t *p)
+{
+    return p->backend_fd;
+}
+
+/* The drain has finished: the executor stops too. Any thread. */
+static inline bool sl_pump_stopping(sl_pump_t *p)
+{
+    return atomic_load(&p->drain.stopping);
+}
+
+/* The worker's exit status, once the drain has finished. */
+static inline int sl_pump_exit_status(const sl_pump_t *p)
+{
+    return p->drain.exit_status;
+}
+
+/* Whether the drain has begun, and when (*SINCE, loop time). */
+static inline bool sl_pump_draining_since(sl_pump_t *p, ev_tstamp *since)
+{
+    *since = p->drain.started;
+    return atomic_load(&p->drain.draining);
+}
+
+static inline int sl_pump_nlisteners(const sl_pump_t *p)
+{
+    return p->nlisteners;
+}
+
+/* Listener K (below sl_pump_nlisteners()): its server name and port. */
+static inline const sl_pump_listener_t *sl_pump_listener(const sl_pump_t *p,
+                                                         int k)
+{
+    return &p->listeners[k];
+}
+
+/* Executor side: the exchange a ticket names (its id). Any thread: the
+ * pool does not move. */
+static inline sl_exch_t *sl_pump_exch(sl_pump_t *p, uint32_t id)
+{
+    return &p->pool.conns[id].x;
+}
+
+/* How many exchanges the executor may see at once, at most: what it sizes
+ * its per-exchange tables by (ids are below it). */
+static inline uint32_t sl_pump_exch_max(const sl_pump_t *p)
+{
+    return p->pool.nconns;
+}
+
 #endif

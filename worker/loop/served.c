@@ -39,9 +39,10 @@ static int method_class(int method)
 static void metrics_request(sl_pump_t *p, const sl_conn_t *c)
 {
     sl_metrics_slot_t *m = sl_metrics_self;
-    ev_tstamp start = c->req.start;
-    int method = c->head_done ? method_class(c->req.method) : SL_METRICS_OTHER;
-    int status = c->resp_status;
+    ev_tstamp start = c->x.req.start;
+    int method =
+        c->head_done ? method_class(c->x.req.method) : SL_METRICS_OTHER;
+    int status = c->x.resp_status;
     int code =
         status >= 100 && status < 600 ? status / 100 - 1 : SL_METRICS_NONE;
 
@@ -49,8 +50,8 @@ static void metrics_request(sl_pump_t *p, const sl_conn_t *c)
     if (start <= 0)
         return; /* refused before it began (a bad head) */
     sl_metrics_observe(&m->duration, ev_now(p->loop) - start);
-    if (c->picked > 0)
-        sl_metrics_observe(&m->queue, c->picked - start);
+    if (c->x.picked > 0)
+        sl_metrics_observe(&m->queue, c->x.picked - start);
 }
 
 void sl_request_done(sl_pump_t *p, sl_conn_t *c)

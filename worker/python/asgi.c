@@ -27,7 +27,7 @@
 
 int sl_asgi_loop_create(sl_asgi_t *x)
 {
-    x->loop = sl_asgi_lifespan_loop(x->p->opt->loop, &x->loop_name);
+    x->loop = sl_asgi_lifespan_loop(sl_pump_options(x->p)->loop, &x->loop_name);
     if (x->loop == NULL)
         return -1;
     x->base_ctx = PyContext_CopyCurrent();
@@ -45,8 +45,8 @@ out_pyerr:
 
 int sl_asgi_loop_startup(sl_asgi_t *x)
 {
-    return sl_asgi_lifespan_startup(x->loop, x->app, x->p->opt->lifespan,
-                                    &x->state);
+    return sl_asgi_lifespan_startup(x->loop, x->app,
+                                    sl_pump_options(x->p)->lifespan, &x->state);
 }
 
 void sl_asgi_loop_shutdown(sl_asgi_t *x)
@@ -80,8 +80,10 @@ double sl_asgi_shutdown_budget(sl_pump_t *p)
 {
     double left = LIFESPAN_BUDGET;
 
-    if (p->drain.draining) {
-        left = p->drain.started + p->opt->graceful_timeout + 0.8 - ev_time();
+    ev_tstamp since;
+
+    if (sl_pump_draining_since(p, &since)) {
+        left = since + sl_pump_options(p)->graceful_timeout + 0.8 - ev_time();
         if (left > LIFESPAN_BUDGET)
             left = LIFESPAN_BUDGET;
         if (left < 0.5)
@@ -92,7 +94,7 @@ double sl_asgi_shutdown_budget(sl_pump_t *p)
 
 int sl_asgi_start(sl_pump_t *p)
 {
-    int rc = p->exec->start(p);
+    int rc = sl_pump_exec(p)->start(p);
 
     sl_asgi_of(p)->started = rc == 0;
     return rc;
@@ -129,9 +131,9 @@ int sl_asgi_init(PyObject *app, sl_pump_t *p)
 
     x->p = p;
     x->app = Py_NewRef(app);
-    x->slots = calloc(p->pool.nconns, sizeof(*x->slots));
+    x->slots = calloc(sl_pump_exch_max(p), sizeof(*x->slots));
     if (x->slots == NULL) {
-        sl_error("out of memory for %u connections", p->pool.nconns);
+        sl_error("out of memory for %u connections", sl_pump_exch_max(p));
         return -1;
     }
     if (sl_asgi_done_init() < 0 || sl_asgi_names_init() < 0 ||

@@ -89,7 +89,7 @@ static PyObject *proto_fail(sl_asgi_req_t *r, PyObject *exc, const char *fmt,
  * exception when they must be waited for or the client left. */
 static PyObject *read_body(sl_asgi_req_t *r)
 {
-    const sl_req_t *q = &r->c->req; /* read-only until END */
+    const sl_req_t *q = &r->ex->req; /* read-only until END */
     size_t want, have = 0;
     PyObject *b;
     bool end = false;
@@ -107,7 +107,7 @@ static PyObject *read_body(sl_asgi_req_t *r)
     if (b == NULL)
         return NULL;
     while (have < want) {
-        n = sl_conn_read_body(r->c, r->gen, PyBytes_AS_STRING(b) + have,
+        n = sl_exch_read_body(r->ex, r->gen, PyBytes_AS_STRING(b) + have,
                               want - have, false, false);
         if (n > 0) {
             have += (size_t)n;
@@ -151,9 +151,9 @@ static PyObject *recv_try(sl_asgi_req_t *r)
                 return m;
             if (r->gone)
                 continue;
-            rc = sl_conn_await(r->c, r->gen, SL_AWAIT_BODY);
+            rc = sl_exch_await(r->ex, r->gen, SL_AWAIT_BODY);
         } else {
-            rc = sl_conn_await(r->c, r->gen, SL_AWAIT_DISCONNECT);
+            rc = sl_exch_await(r->ex, r->gen, SL_AWAIT_DISCONNECT);
             if (rc == 0)
                 r->gone = true;
         }
@@ -161,7 +161,7 @@ static PyObject *recv_try(sl_asgi_req_t *r)
             r->gone = true;
         if (rc == 1) {
             /* inline: the loop must run to see the bytes or the EOF */
-            r->c->pump->exec->need_loop(r->c);
+            sl_exch_need_loop(r->ex);
             return NULL;
         }
     }

@@ -31,7 +31,7 @@
 
 /* The driver's state. */
 static struct {
-    sl_conn_t **dirty; /* owned: connections with output or a window to
+    sl_exch_t **dirty; /* owned: connections with output or a window to
                           reopen (borrowed each) */
     bool *is_dirty;    /* owned: per connection */
     uint32_t ndirty;
@@ -65,16 +65,16 @@ static void kick(sl_asgi_t *x)
 
 /* C has output, a body window to reopen, or the app waits for it: run
  * libev soon. */
-static void mark_dirty(sl_conn_t *c)
+static void mark_dirty(sl_exch_t *c)
 {
-    if (driver.is_dirty[c->idx])
+    if (driver.is_dirty[c->id])
         return;
-    driver.is_dirty[c->idx] = true;
+    driver.is_dirty[c->id] = true;
     driver.dirty[driver.ndirty++] = c;
     /* a first step run from libev's pass (inside ev_drive()) is flushed
      * by the drive's next round */
     if (!driver.driving)
-        kick(sl_asgi_of(c->pump));
+        kick(sl_asgi_of(sl_exch_pump(c)));
 }
 
 /* Hand the executor's output of every dirty connection to the loop. */
@@ -83,17 +83,16 @@ static void flush_dirty(void)
     uint32_t i;
 
     for (i = 0; i < driver.ndirty; i++) {
-        sl_conn_t *c = driver.dirty[i];
-        driver.is_dirty[c->idx] = false;
-        if (c->state != SL_CONN_FREE)
-            sl_conn_complete(c);
+        sl_exch_t *c = driver.dirty[i];
+        driver.is_dirty[c->id] = false;
+        sl_exec_complete(c);
     }
     driver.ndirty = 0;
 }
 
 /* notify and need_loop (exec.h) of the inline executor: the connection
  * is dirty. */
-static void inline_notify(sl_conn_t *c)
+static void inline_notify(sl_exch_t *c)
 {
     mark_dirty(c);
 }
@@ -128,7 +127,7 @@ static void ev_drive(sl_asgi_t *x)
     driver.driving = false;
     if (driver.ndirty > 0 || !sl_pump_settled(x->p))
         kick(x); /* left for the next pass */
-    if (x->p->drain.stopping) {
+    if (sl_pump_stopping(x->p)) {
         PyObject *res;
         sl_asgi_req_cancel_all(x);
         x->stopping = true;
@@ -168,9 +167,9 @@ static PyMethodDef on_ev_def = {"sluice_ev", on_ev, METH_NOARGS, NULL};
 
 static PyMethodDef on_tick_def = {"sluice_tick", on_tick, METH_NOARGS, NULL};
 
-static void run_inline(sl_conn_t *c)
+static void run_inline(sl_exch_t *c)
 {
-    sl_asgi_req_start(sl_asgi_of(c->pump), c, c->gen);
+    sl_asgi_req_start(sl_asgi_of(sl_exch_pump(c)), c, c->gen);
 }
 
 int sl_asgi_run_inline(sl_pump_t *p)
@@ -180,7 +179,7 @@ int sl_asgi_run_inline(sl_pump_t *p)
     int bfd;
 
     sl_pump_start(p);
-    bfd = p->backend_fd;
+    bfd = sl_pump_backend_fd(p);
     if (bfd < 0) {
         sl_error("ASGI inline mode needs libev's epoll backend");
         return SL_EXIT_FAIL;
@@ -204,7 +203,7 @@ int sl_asgi_run_inline(sl_pump_t *p)
     if (res == NULL)
         goto out_fail;
     Py_DECREF(res);
-    return p->drain.exit_status;
+    return sl_pump_exit_status(p);
 
 out_fail:
     sl_py_log_exception("ASGI: the inline event loop failed");
@@ -218,10 +217,10 @@ int sl_asgi_inline_start(sl_pump_t *p)
     sl_asgi_t *x = sl_asgi_of(p);
     PyObject *self;
 
-    driver.dirty = calloc(p->pool.nconns, sizeof(*driver.dirty));
-    driver.is_dirty = calloc(p->pool.nconns, sizeof(*driver.is_dirty));
+    driver.dirty = calloc(sl_pump_exch_max(p), sizeof(*driver.dirty));
+    driver.is_dirty = calloc(sl_pump_exch_max(p), sizeof(*driver.is_dirty));
     if (driver.dirty == NULL || driver.is_dirty == NULL) {
-        sl_error("out of memory for %u connections", p->pool.nconns);
+        sl_error("out of memory for %u connections", sl_pump_exch_max(p));
         return -1;
     }
     self = PyCapsule_New(x, NULL, NULL);

@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
-#include "worker/loop/conn.h"
+#include "worker/loop/exchange.h"
 #include "worker/loop/conn_ws.h"
 #include "worker/loop/pump.h"
 #include "worker/python/asgi.h"
@@ -57,7 +57,7 @@ typedef struct {
     int kind;         /* SL_ASGI_HTTP or SL_ASGI_WS: send()'s routes */
     const char *name; /* "an http", "a websocket": for errors */
     /* the scope of C's request (STATE: the lifespan state, or NULL) */
-    PyObject *(*scope)(const sl_conn_t *c, PyObject *state);
+    PyObject *(*scope)(const sl_exch_t *c, PyObject *state);
     /* receive()'s next message: a new reference; NULL without an exception
      * when a WAKE will come (the wait is armed); NULL with one */
     PyObject *(*recv_try)(sl_asgi_req_t *r);
@@ -82,7 +82,7 @@ struct sl_asgi_req {
     PyObject_HEAD
     sl_asgi_t *x;               /* borrowed: the executor's context */
     const sl_asgi_kind_t *kind; /* its scope's operations */
-    sl_conn_t *c;               /* borrowed: pool slots outlive requests */
+    sl_exch_t *ex;              /* borrowed: exchanges outlive requests */
     uint32_t gen;
     struct sl_asgi_req *prev, *next; /* the live list, which holds a
                                         reference */
@@ -179,7 +179,7 @@ int sl_asgi_req_init(void);
 
 /* Start request GEN of C: scope, receive and send, the app's coroutine,
  * its first step. Errors answer the client (500, 501) and are logged. */
-void sl_asgi_req_start(sl_asgi_t *x, sl_conn_t *c, uint32_t gen);
+void sl_asgi_req_start(sl_asgi_t *x, sl_exch_t *c, uint32_t gen);
 
 /* Act on ticket T: start a request, or wake the one it names. */
 void sl_asgi_req_ticket(sl_asgi_t *x, const sl_ticket_t *t);

@@ -60,8 +60,8 @@ void sl_asgi_io_release(sl_asgi_req_t *r)
     Py_ssize_t i;
 
     /* the connection's slot no longer names R */
-    if (r->on_slot && r->x->slots[r->c->idx] == r)
-        r->x->slots[r->c->idx] = NULL;
+    if (r->on_slot && r->x->slots[r->ex->id] == r)
+        r->x->slots[r->ex->id] = NULL;
     r->on_slot = false;
     r->recv_waiters = NULL;
     if (list != NULL) {
@@ -240,7 +240,7 @@ static int feed_rest(sl_asgi_req_t *r)
     int rc;
 
     for (;;) {
-        rc = sl_conn_await(r->c, r->gen, SL_AWAIT_CREDIT);
+        rc = sl_exch_await(r->ex, r->gen, SL_AWAIT_CREDIT);
         if (rc == 1)
             return 1;
         if (rc < 0)

@@ -59,7 +59,7 @@ static PyObject *on_tickets(PyObject *self, PyObject *unused)
     (void)unused;
     if (read(lane.efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
         sl_log_errno(SL_LOG_ERROR, "read() of the ASGI lane's eventfd");
-    while ((n = sl_queue_pop_all(&x->p->work, batch, TICKET_BATCH)) > 0)
+    while ((n = sl_queue_pop_all(sl_pump_work(x->p), batch, TICKET_BATCH)) > 0)
         for (i = 0; i < n; i++)
             sl_asgi_req_ticket(x, &batch[i]);
     if (atomic_exchange(&lane.finish_asked, false))

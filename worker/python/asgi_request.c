@@ -360,7 +360,7 @@ static PyObject *chan_new(sl_asgi_req_t *r, bool send)
 /* starting a request                                                 */
 
 /* Answer request GEN of C with STATUS without starting it. */
-static void refuse(sl_asgi_t *x, sl_conn_t *c, uint32_t gen, int status)
+static void refuse(sl_asgi_t *x, sl_exch_t *c, uint32_t gen, int status)
 {
     sl_writer_t w;
 
@@ -368,7 +368,7 @@ static void refuse(sl_asgi_t *x, sl_conn_t *c, uint32_t gen, int status)
     sl_writer_fail(&w, status);
 }
 
-static sl_asgi_req_t *req_new(sl_asgi_t *x, sl_conn_t *c, uint32_t gen)
+static sl_asgi_req_t *req_new(sl_asgi_t *x, sl_exch_t *c, uint32_t gen)
 {
     sl_asgi_req_t *r = PyObject_New(sl_asgi_req_t, &req_type);
     const sl_req_t *q = &c->req;
@@ -377,7 +377,7 @@ static sl_asgi_req_t *req_new(sl_asgi_t *x, sl_conn_t *c, uint32_t gen)
         return NULL;
     memset((char *)r + sizeof(PyObject), 0, sizeof(*r) - sizeof(PyObject));
     r->x = x;
-    r->c = c;
+    r->ex = c;
     r->gen = gen;
     sl_writer_init(&r->w, &sl_writer_asgi, &x->scratch, c, gen);
     r->body_left = q->chunked ? 0 : q->content_length;
@@ -449,7 +449,7 @@ static int first_step(sl_asgi_req_t *r)
     return 0;
 }
 
-void sl_asgi_req_start(sl_asgi_t *x, sl_conn_t *c, uint32_t gen)
+void sl_asgi_req_start(sl_asgi_t *x, sl_exch_t *c, uint32_t gen)
 {
     PyObject *args[3] = {NULL, NULL, NULL}, *aw;
     sl_asgi_req_t *r = req_new(x, c, gen);
@@ -477,7 +477,7 @@ void sl_asgi_req_start(sl_asgi_t *x, sl_conn_t *c, uint32_t gen)
     Py_CLEAR(args[0]);
     Py_CLEAR(args[1]);
     Py_CLEAR(args[2]);
-    x->slots[c->idx] = r;
+    x->slots[c->id] = r;
     r->on_slot = true;
     if (first_step(r) < 0) {
         PyObject *t, *v, *tb, *res;
@@ -500,11 +500,11 @@ out_fail:
 
 void sl_asgi_req_ticket(sl_asgi_t *x, const sl_ticket_t *t)
 {
-    sl_conn_t *c = &x->p->pool.conns[t->idx];
+    sl_exch_t *c = sl_pump_exch(x->p, t->idx);
     sl_asgi_req_t *r;
 
     if (t->kind == SL_TICKET_SUBMIT) {
-        sl_conn_started(c, t->gen); /* queue time ends */
+        sl_exch_started(c, t->gen); /* queue time ends */
         sl_asgi_req_start(x, c, t->gen);
     } else {
         r = x->slots[t->idx];

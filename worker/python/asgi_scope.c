@@ -127,7 +127,7 @@ static PyObject *scope_headers(const sl_req_t *q)
     return list;
 }
 
-static PyObject *scope_client(const sl_conn_t *c)
+static PyObject *scope_client(const sl_exch_t *c)
 {
     PyObject *client;
 
@@ -139,10 +139,10 @@ static PyObject *scope_client(const sl_conn_t *c)
 }
 
 /* The listener's (host, port), or the one a trusted proxy names. */
-static PyObject *scope_server(const sl_conn_t *c)
+static PyObject *scope_server(const sl_exch_t *c)
 {
     const sl_client_t *cl = sl_req_client(&c->req);
-    PyObject *server = parts.server[c->listener];
+    PyObject *server = parts.server[sl_exch_listener(c)];
 
     if (cl->server_port == 0)
         return Py_NewRef(server);
@@ -157,7 +157,7 @@ static PyObject *scope_server(const sl_conn_t *c)
 }
 
 /* A copy of PROTO with the parts of C's request both scope types have. */
-static PyObject *scope_common(PyObject *proto, const sl_conn_t *c,
+static PyObject *scope_common(PyObject *proto, const sl_exch_t *c,
                               PyObject *state)
 {
     const sl_req_t *q = &c->req;
@@ -189,7 +189,7 @@ static PyObject *scope_common(PyObject *proto, const sl_conn_t *c,
     return scope;
 }
 
-PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state)
+PyObject *sl_asgi_scope_new(const sl_exch_t *c, PyObject *state)
 {
     PyObject *scope = scope_common(parts.proto, c, state);
 
@@ -244,7 +244,7 @@ static PyObject *subprotocols(const sl_req_t *q)
     return list;
 }
 
-PyObject *sl_asgi_scope_new_ws(const sl_conn_t *c, PyObject *state)
+PyObject *sl_asgi_scope_new_ws(const sl_exch_t *c, PyObject *state)
 {
     PyObject *scope = scope_common(parts.ws_proto, c, state);
 
@@ -283,7 +283,7 @@ static PyObject *make_proto(const sl_pump_t *p, int type, int scheme, int own,
         set_steal(d, names[K_ASGI], asgi) < 0 ||
         PyDict_SetItem(d, names[K_SCHEME], names[scheme]) < 0 ||
         set_steal(d, names[K_ROOT_PATH],
-                  PyUnicode_FromString(p->opt->root_path)) < 0 ||
+                  PyUnicode_FromString(sl_pump_options(p)->root_path)) < 0 ||
         set_steal(d, names[K_EXTENSIONS], ext) < 0 ||
         PyDict_SetItem(d, names[own], Py_None) < 0) {
         Py_DECREF(d);
@@ -315,12 +315,13 @@ static int init_proto(const sl_pump_t *p)
         Py_BuildValue("{s{}}", "websocket.http.response"));
     if (parts.proto == NULL || parts.ws_proto == NULL)
         return -1;
-    for (k = 0; k < p->nlisteners; k++) {
-        if (p->listeners[k].unix_sock)
+    for (k = 0; k < sl_pump_nlisteners(p); k++) {
+        if (sl_pump_listener(p, k)->unix_sock)
             parts.server[k] = Py_NewRef(Py_None);
         else
-            parts.server[k] = Py_BuildValue("(si)", p->listeners[k].server_name,
-                                            atoi(p->listeners[k].server_port));
+            parts.server[k] =
+                Py_BuildValue("(si)", sl_pump_listener(p, k)->server_name,
+                              atoi(sl_pump_listener(p, k)->server_port));
         if (parts.server[k] == NULL)
             return -1;
     }

@@ -6,7 +6,7 @@
 #include <Python.h>
 #include <stdbool.h>
 
-#include "worker/loop/conn.h"
+#include "worker/loop/exchange.h"
 #include "worker/loop/pump.h"
 
 /* Build the names and the prototype scope for pump P (--root-path, its
@@ -15,10 +15,10 @@ int sl_asgi_scope_init(const sl_pump_t *p);
 
 /* The http scope of C's request: a new dict, or NULL with an exception.
  * STATE, the lifespan state or NULL, goes in as a shallow copy. GIL held. */
-PyObject *sl_asgi_scope_new(const sl_conn_t *c, PyObject *state);
+PyObject *sl_asgi_scope_new(const sl_exch_t *c, PyObject *state);
 
 /* The websocket scope of C's request (a WebSocket handshake), the same
  * way: scheme "ws", subprotocols from Sec-WebSocket-Protocol. */
-PyObject *sl_asgi_scope_new_ws(const sl_conn_t *c, PyObject *state);
+PyObject *sl_asgi_scope_new_ws(const sl_exch_t *c, PyObject *state);
 
 #endif

@@ -138,12 +138,12 @@ static PyObject *recv_try(sl_asgi_req_t *r)
         return disconnect_msg(r);
     if (r->ws_state == WS_CONNECTING) {
         /* nothing to receive before the accept; only the client leaving */
-        rc = sl_conn_await(r->c, r->gen, SL_AWAIT_DISCONNECT);
+        rc = sl_exch_await(r->ex, r->gen, SL_AWAIT_DISCONNECT);
         if (rc != 1)
             return disconnect_msg(r);
     } else {
         memset(&msg, 0, sizeof(msg));
-        rc = sl_conn_ws_recv(r->c, r->gen, &msg, &end);
+        rc = sl_exch_ws_recv(r->ex, r->gen, &msg, &end);
         if (rc == 0)
             return receive_msg(&msg);
         if (rc < 0) {
@@ -152,7 +152,7 @@ static PyObject *recv_try(sl_asgi_req_t *r)
         }
     }
     /* inline: the loop must run to read the frames or see the EOF */
-    r->c->pump->exec->need_loop(r->c);
+    sl_exch_need_loop(r->ex);
     return NULL;
 }
 
@@ -195,8 +195,8 @@ static PyObject *ws_error(sl_asgi_req_t *r)
     if (r->ws_misuse == NULL && v != NULL)
         r->ws_misuse = Py_NewRef(v);
     if (r->ws_state == WS_OPEN) {
-        sl_conn_ws_close(r->c, r->gen, SL_WS_CLOSE_INTERNAL, NULL, 0);
-        r->c->pump->exec->need_loop(r->c);
+        sl_exch_ws_close(r->ex, r->gen, SL_WS_CLOSE_INTERNAL, NULL, 0);
+        sl_exch_need_loop(r->ex);
         r->ws_state = WS_CLOSED;
     } else if (r->ws_state == WS_CONNECTING) {
         sl_asgi_io_fail(r, 500);
@@ -326,10 +326,10 @@ PyObject *sl_asgi_ws_accept(sl_asgi_req_t *r, PyObject *msg)
         return ws_error(r);
     }
     Py_DECREF(seq);
-    rc = sl_conn_ws_accept(r->c, r->gen, sub, b->data, b->len);
+    rc = sl_exch_ws_accept(r->ex, r->gen, sub, b->data, b->len);
     b->len = b->off = 0;
     r->ws_state = WS_OPEN;
-    r->c->pump->exec->need_loop(r->c);
+    sl_exch_need_loop(r->ex);
     if (rc < 0) {
         ws_end(r, NULL);
         return disconnected(r, "websocket.accept");
@@ -387,7 +387,7 @@ PyObject *sl_asgi_ws_send(sl_asgi_req_t *r, PyObject *msg)
                           Py_TYPE(text)->tp_name);
         if ((p = PyUnicode_AsUTF8AndSize(text, &n)) == NULL)
             return ws_error(r);
-        rc = sl_conn_ws_send(r->c, r->gen, SL_WS_OP_TEXT, p, (size_t)n);
+        rc = sl_exch_ws_send(r->ex, r->gen, SL_WS_OP_TEXT, p, (size_t)n);
     } else {
         if (PyUnicode_Check(bytes) ||
             PyObject_GetBuffer(bytes, &view, PyBUF_SIMPLE) < 0) {
@@ -397,11 +397,11 @@ PyObject *sl_asgi_ws_send(sl_asgi_req_t *r, PyObject *msg)
                           "%s",
                           Py_TYPE(bytes)->tp_name);
         }
-        rc = sl_conn_ws_send(r->c, r->gen, SL_WS_OP_BINARY, view.buf,
+        rc = sl_exch_ws_send(r->ex, r->gen, SL_WS_OP_BINARY, view.buf,
                              (size_t)view.len);
         PyBuffer_Release(&view);
     }
-    r->c->pump->exec->need_loop(r->c);
+    sl_exch_need_loop(r->ex);
     if (rc < 0) /* receive() will say how it ended */
         return disconnected(r, "websocket.send");
     return rc == 1 ? sl_asgi_io_wait_credit(r) : sl_asgi_done_none();
@@ -477,8 +477,8 @@ PyObject *sl_asgi_ws_close(sl_asgi_req_t *r, PyObject *msg)
         break;
     case WS_OPEN:
         if (!r->ws_ended && !r->gone)
-            sl_conn_ws_close(r->c, r->gen, code, reason, (size_t)n);
-        r->c->pump->exec->need_loop(r->c);
+            sl_exch_ws_close(r->ex, r->gen, code, reason, (size_t)n);
+        sl_exch_need_loop(r->ex);
         r->ws_state = WS_CLOSED;
         break;
     default:
@@ -636,11 +636,11 @@ static void finish(sl_asgi_req_t *r, bool raised)
         if (raised)
             code = r->cancelled ? SL_WS_CLOSE_GOING_AWAY : SL_WS_CLOSE_INTERNAL;
         if (!r->ws_ended)
-            sl_conn_ws_close(r->c, r->gen, code, NULL, 0);
+            sl_exch_ws_close(r->ex, r->gen, code, NULL, 0);
         /* fall through */
     case WS_CLOSED:
-        sl_conn_send(r->c, r->gen, NULL, 0, SL_SEND_END);
-        r->c->pump->exec->need_loop(r->c);
+        sl_exch_send(r->ex, r->gen, NULL, 0, SL_SEND_END);
+        sl_exch_need_loop(r->ex);
         r->w.ended = r->w.gone = true;
         r->ws_state = WS_OVER;
         sl_asgi_io_ended(r);

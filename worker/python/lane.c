@@ -52,16 +52,17 @@ static void *lane_main(void *arg)
         goto out;
     }
     for (;;) {
-        if (!sl_queue_try_pop(&p->work, &t)) {
+        if (!sl_queue_try_pop(sl_pump_work(p), &t)) {
             Py_BEGIN_ALLOW_THREADS
-            ok = sl_queue_pop_wait(&p->work, &t);
+            ok = sl_queue_pop_wait(sl_pump_work(p), &t);
             Py_END_ALLOW_THREADS
             if (!ok)
                 break;
         }
         if (t.kind == SL_TICKET_SUBMIT) {
-            sl_conn_started(&p->pool.conns[t.idx], t.gen); /* queue time ends */
-            sl_wsgi_handle(wl, &p->pool.conns[t.idx], t.gen);
+            sl_exch_started(sl_pump_exch(p, t.idx),
+                            t.gen); /* queue time ends */
+            sl_wsgi_handle(wl, sl_pump_exch(p, t.idx), t.gen);
         }
     }
     sl_wsgi_lane_free(wl);
@@ -109,7 +110,7 @@ static int lane_stop(sl_pump_t *p, double timeout)
     struct timespec ts;
     int i, left;
 
-    sl_queue_close(&p->work);
+    sl_queue_close(sl_pump_work(p));
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += (time_t)timeout;
     ts.tv_nsec += (long)((timeout - (double)(time_t)timeout) * 1e9);
@@ -135,11 +136,11 @@ int sl_lane_start_inline(sl_pump_t *p)
         sl_py_log_exception("cannot set up the inline lane");
         return -1;
     }
-    sl_py_release_gil_in_poll(p->loop);
+    sl_py_release_gil_in_poll(sl_pump_loop(p));
     return 0;
 }
 
-static void inline_run(sl_conn_t *c)
+static void inline_run(sl_exch_t *c)
 {
     sl_drain_note_running(c);
     sl_wsgi_handle(inline_lane, c, c->gen);
@@ -158,7 +159,7 @@ static int inline_stop(sl_pump_t *p, double timeout)
 /* start (exec.h) of pump mode: --threads lanes. */
 static int lanes_start(sl_pump_t *p)
 {
-    return sl_lane_start(p, p->opt->threads);
+    return sl_lane_start(p, sl_pump_options(p)->threads);
 }
 
 const sl_exec_t sl_lane_exec = {

@@ -279,7 +279,7 @@ static PyObject *addr_object(const char *text)
 }
 
 /* Fill PC for C. 0, or -1 with a Python exception. */
-static int peer_fill(struct peer_cache *pc, const sl_conn_t *c, bool fwd)
+static int peer_fill(struct peer_cache *pc, const sl_exch_t *c, bool fwd)
 {
     char text[SL_CLIENT_ADDR_MAX];
 
@@ -289,37 +289,37 @@ static int peer_fill(struct peer_cache *pc, const sl_conn_t *c, bool fwd)
     pc->serial = 0;
     pc->forwarded = fwd;
     pc->gen = c->gen;
-    sl_conn_client(c, text, sizeof(text), &pc->num);
+    sl_exch_client(c, text, sizeof(text), &pc->num);
     pc->addr = addr_object(text);
     if (pc->addr == NULL)
         return -1;
-    pc->serial = c->serial;
+    pc->serial = sl_exch_serial(c);
     return 0;
 }
 
-int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
+int sl_py_peer(const sl_exch_t *c, PyObject **addr, PyObject **port,
                PyObject **client)
 {
     struct peer_cache *pc;
     bool fwd;
 
     if (peers == NULL) {
-        peers = calloc(c->pump->pool.nconns, sizeof(*peers));
+        peers = calloc(sl_pump_exch_max(sl_exch_pump(c)), sizeof(*peers));
         if (peers == NULL) {
             PyErr_NoMemory();
             return -1;
         }
-        npeers = c->pump->pool.nconns;
+        npeers = sl_pump_exch_max(sl_exch_pump(c));
     }
-    if (c->idx >= npeers) {
+    if (c->id >= npeers) {
         PyErr_SetString(PyExc_SystemError, "connection outside the pool");
         return -1;
     }
-    pc = &peers[c->idx];
+    pc = &peers[c->id];
     fwd = sl_req_client(&c->req)->addr[0] != '\0';
     /* serials start at 1: 0 is "none"; a forwarded client is the
      * request's, not the connection's */
-    if ((pc->serial != c->serial || pc->forwarded != fwd ||
+    if ((pc->serial != sl_exch_serial(c) || pc->forwarded != fwd ||
          (fwd && pc->gen != c->gen)) &&
         peer_fill(pc, c, fwd) < 0)
         return -1;

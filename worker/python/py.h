@@ -6,7 +6,7 @@
 #include <ev.h>
 
 #include "common/options.h"
-#include "worker/loop/conn.h"
+#include "worker/loop/exchange.h"
 
 /* Start CPython for O (venv, --pythonpath, --chdir) without Python's own
  * signal handlers. 0, or -1 after one clear log line. */
@@ -34,7 +34,7 @@ int sl_py_serve_released(sl_pump_t *p, void **released);
  * of it in libev's poll, sl_py_release_gil_in_poll()). */
 int sl_py_serve_holding(sl_pump_t *p, void **released);
 
-/* C's client (sl_conn_client()) as Python objects, made once per
+/* C's client (sl_exch_client()) as Python objects, made once per
  * connection (every keep-alive request shares them) unless a forwarding
  * header names it, then once per request: ADDR the address and PORT the port as
  * str (WSGI's REMOTE_ADDR/REMOTE_PORT), CLIENT the (address, port) tuple
@@ -42,13 +42,12 @@ int sl_py_serve_holding(sl_pump_t *p, void **released);
  * references, good until C's slot takes another connection. 0, or -1 with
  * a Python exception. GIL held; C must have a client (sl_py_has_client()). */
 /* Has C a client address to show (an IP peer, or a forwarded client)? */
-static inline bool sl_py_has_client(const sl_conn_t *c)
+static inline bool sl_py_has_client(const sl_exch_t *c)
 {
-    return c->peer.ss_family == AF_INET || c->peer.ss_family == AF_INET6 ||
-           sl_req_client(&c->req)->addr[0] != '\0';
+    return sl_exch_peer_is_ip(c) || sl_req_client(&c->req)->addr[0] != '\0';
 }
 
-int sl_py_peer(const sl_conn_t *c, PyObject **addr, PyObject **port,
+int sl_py_peer(const sl_exch_t *c, PyObject **addr, PyObject **port,
                PyObject **client);
 
 /* A request path percent-decoded, as str: UTF-8 with bad bytes replaced

@@ -6,7 +6,7 @@
  * a response that both interfaces drive: nothing sent, head waiting, body
  * under way, ended. The head is never queued on its own when a body part
  * follows at once: it waits in the scratch buffer and leaves in the same
- * sl_conn_send() as the first part, so a small response is one write.
+ * sl_exch_send() as the first part, so a small response is one write.
  */
 #include "config.h"
 
@@ -138,20 +138,20 @@ int sl_writer_check_headers(PyObject *headers, const char *what)
 /* the response                                                       */
 
 void sl_writer_init(sl_writer_t *w, const sl_writer_iface_t *iface,
-                    sl_buf_t *scratch, sl_conn_t *c, uint32_t gen)
+                    sl_buf_t *scratch, sl_exch_t *c, uint32_t gen)
 {
     sl_writer_lent_collect();
     memset(w, 0, sizeof(*w));
     w->iface = iface;
     w->scratch = scratch;
-    w->c = c;
+    w->ex = c;
     w->gen = gen;
 }
 
 int sl_writer_start(sl_writer_t *w, int status, const char *line, size_t ln,
                     PyObject *headers, long long known, bool trailers)
 {
-    const sl_req_t *req = &w->c->req;
+    const sl_req_t *req = &w->ex->req;
     sl_buf_t *b = w->scratch;
     Py_ssize_t i, n = PySequence_Fast_GET_SIZE(headers);
     field_t f;
@@ -174,7 +174,7 @@ int sl_writer_start(sl_writer_t *w, int status, const char *line, size_t ln,
             goto out_nomem;
     }
     if (sl_response_end(&w->rs, b, req, known, trailers,
-                        sl_conn_must_close(w->c, w->gen)) < 0)
+                        sl_exch_must_close(w->ex, w->gen)) < 0)
         goto out_nomem;
     w->trailers = trailers;
     w->started = w->headed = true;
@@ -193,8 +193,8 @@ static int queue(sl_writer_t *w, const struct iovec *iov, int n, int flags)
     /* the access log's body count: a response in one part is counted by
      * the loop, which saves this a lock */
     if ((flags & SL_SEND_END) && w->sent && w->started)
-        sl_conn_note_body(w->c, w->gen, w->rs.sent);
-    rc = sl_conn_send(w->c, w->gen, iov, n, flags);
+        sl_exch_note_body(w->ex, w->gen, w->rs.sent);
+    rc = sl_exch_send(w->ex, w->gen, iov, n, flags);
 
     if (n > 0)
         w->sent = true;
@@ -304,7 +304,7 @@ static int tail_head(sl_writer_t *w, uint64_t len)
         return -1;
     }
     w->rs.sent += len;
-    sl_conn_note_body(w->c, w->gen, w->rs.sent);
+    sl_exch_note_body(w->ex, w->gen, w->rs.sent);
     return 0;
 }
 
@@ -334,7 +334,7 @@ int sl_writer_lend(sl_writer_t *w, PyObject *bytes)
     if (tail_head(w, len) < 0)
         return -1;
     Py_INCREF(bytes);
-    rc = sl_conn_sendmem(w->c, w->gen, PyBytes_AS_STRING(bytes), len, bytes,
+    rc = sl_exch_sendmem(w->ex, w->gen, PyBytes_AS_STRING(bytes), len, bytes,
                          end_flags(w));
     if (rc < 0)
         Py_DECREF(bytes); /* nothing was lent */
@@ -420,7 +420,7 @@ int sl_writer_sendfile(sl_writer_t *w, int fd, off_t off, uint64_t len)
         close(fd);
         return -1;
     }
-    rc = sl_conn_sendfile(w->c, w->gen, fd, off, (size_t)len, end_flags(w));
+    rc = sl_exch_sendfile(w->ex, w->gen, fd, off, (size_t)len, end_flags(w));
     return tail_done(w, rc);
 }
 

@@ -17,7 +17,7 @@
 #include <sys/types.h>
 
 #include "common/buf.h"
-#include "worker/loop/conn.h"
+#include "worker/loop/exchange.h"
 #include "worker/loop/response.h"
 
 /* How an interface's header list holds its pairs (writer.c). */
@@ -34,7 +34,7 @@ extern const sl_writer_iface_t sl_writer_asgi;
 /* One response. Its fields are read-only outside writer.c. */
 typedef struct {
     const sl_writer_iface_t *iface; /* borrowed: static */
-    sl_conn_t *c;                   /* borrowed: pool slots outlive requests */
+    sl_exch_t *ex;                  /* borrowed: exchanges outlive requests */
     uint32_t gen;                   /* the request's generation */
     sl_buf_t *scratch; /* borrowed: where the head, an error answer or the
                           trailers are built; the caller's, reused */
@@ -51,7 +51,7 @@ typedef struct {
  * SCRATCH (which must outlive the calls below; it is emptied by them).
  * Drops the lent bytes the loop gave back meanwhile. GIL held. */
 void sl_writer_init(sl_writer_t *w, const sl_writer_iface_t *iface,
-                    sl_buf_t *scratch, sl_conn_t *c, uint32_t gen);
+                    sl_buf_t *scratch, sl_exch_t *c, uint32_t gen);
 
 /* Build the head into the scratch, to go out with the next body(), end()
  * or sendfile(): STATUS (100..999) with LINE[0..LN) as the app wrote the
@@ -74,7 +74,7 @@ int sl_writer_start(sl_writer_t *w, int status, const char *line, size_t ln,
 /* Queue LEN body bytes at DATA (the head first when it waits). LAST: they
  * are the body's last, and the response ends with them unless trailers
  * were announced (then end() sends them). Never blocks. 0; 1 when more
- * than the credit is queued now (the caller waits: sl_conn_wait_credit()
+ * than the credit is queued now (the caller waits: sl_exch_wait_credit()
  * or SL_AWAIT_CREDIT); -1 when the client is gone (stop producing). */
 int sl_writer_body(sl_writer_t *w, const void *data, size_t len, bool last);
 

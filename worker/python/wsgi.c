@@ -71,7 +71,7 @@ int sl_wsgi_emit(sl_wsgi_lane_t *l, const char *data, size_t len, bool end)
         rc = sl_writer_body(&l->w, data, n, end && n == len);
         if (rc == 1) {
             Py_BEGIN_ALLOW_THREADS
-            rc = sl_conn_wait_credit(l->w.c, l->w.gen);
+            rc = sl_exch_wait_credit(l->w.ex, l->w.gen);
             Py_END_ALLOW_THREADS
         }
         if (rc < 0)
@@ -251,7 +251,7 @@ static void call_close(sl_wsgi_lane_t *l, PyObject *result)
     r = PyObject_CallNoArgs(close);
     Py_DECREF(close);
     if (r == NULL) {
-        sl_http_log_name(&l->w.c->req, what, sizeof(what));
+        sl_http_log_name(&l->w.ex->req, what, sizeof(what));
         sl_py_log_exception("error closing the result of %s", what);
     }
     Py_XDECREF(r);
@@ -261,11 +261,11 @@ static void log_app_error(sl_wsgi_lane_t *l)
 {
     char what[512];
 
-    sl_http_log_name(&l->w.c->req, what, sizeof(what));
+    sl_http_log_name(&l->w.ex->req, what, sizeof(what));
     sl_py_log_exception("error handling %s", what);
 }
 
-void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen)
+void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_exch_t *c, uint32_t gen)
 {
     PyObject *env, *result, *args[2];
     int rc;

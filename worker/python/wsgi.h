@@ -5,7 +5,7 @@
 #include <Python.h>
 
 #include "common/buf.h"
-#include "worker/loop/conn.h"
+#include "worker/loop/exchange.h"
 #include "worker/loop/pump.h"
 
 /* One executor lane's WSGI state; one request at a time. */
@@ -23,6 +23,6 @@ void sl_wsgi_lane_free(sl_wsgi_lane_t *l);
 /* Serve request GEN of C from start to END: environ, the app, the
  * response, close(). Never raises: errors become a 500 or a closed
  * connection, with the traceback in the log. GIL held. */
-void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_conn_t *c, uint32_t gen);
+void sl_wsgi_handle(sl_wsgi_lane_t *l, sl_exch_t *c, uint32_t gen);
 
 #endif

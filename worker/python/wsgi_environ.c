@@ -241,14 +241,14 @@ static int set_forwarded_host(PyObject *env, const sl_client_t *cl)
     return 0;
 }
 
-PyObject *sl_wsgi_environ_new(sl_conn_t *c, uint32_t gen)
+PyObject *sl_wsgi_environ_new(sl_exch_t *c, uint32_t gen)
 {
     const sl_req_t *r = &c->req;
     const char *url = r->hbuf.data + r->url_off;
     size_t n = r->url_len;
     sl_target_t t;
     PyObject *env, *input, *v;
-    int li = c->listener;
+    int li = sl_exch_listener(c);
 
     env = PyDict_Copy(proto);
     if (env == NULL)
@@ -336,9 +336,11 @@ int sl_wsgi_environ_init(sl_pump_t *p)
             return -1;
         PyUnicode_InternInPlace(&common_keys[i]);
     }
-    for (k = 0; k < p->nlisteners; k++) {
-        listener_name[k] = PyUnicode_FromString(p->listeners[k].server_name);
-        listener_port[k] = PyUnicode_FromString(p->listeners[k].server_port);
+    for (k = 0; k < sl_pump_nlisteners(p); k++) {
+        listener_name[k] =
+            PyUnicode_FromString(sl_pump_listener(p, k)->server_name);
+        listener_port[k] =
+            PyUnicode_FromString(sl_pump_listener(p, k)->server_port);
         if (listener_name[k] == NULL || listener_port[k] == NULL)
             return -1;
     }
@@ -352,10 +354,10 @@ int sl_wsgi_environ_init(sl_pump_t *p)
     if (proto_set("wsgi.version", Py_BuildValue("(ii)", 1, 0)) < 0 ||
         proto_set("wsgi.url_scheme", PyUnicode_FromString("http")) < 0 ||
         proto_set("wsgi.errors", errors) < 0 ||
-        proto_set("wsgi.multithread", PyBool_FromLong(p->opt->threads > 1)) <
-            0 ||
-        proto_set("wsgi.multiprocess", PyBool_FromLong(p->opt->workers > 1)) <
-            0 ||
+        proto_set("wsgi.multithread",
+                  PyBool_FromLong(sl_pump_options(p)->threads > 1)) < 0 ||
+        proto_set("wsgi.multiprocess",
+                  PyBool_FromLong(sl_pump_options(p)->workers > 1)) < 0 ||
         proto_set("wsgi.run_once", PyBool_FromLong(0)) < 0 ||
         proto_set("wsgi.input_terminated", PyBool_FromLong(1)) < 0 ||
         proto_set("SCRIPT_NAME", PyUnicode_FromString("")) < 0 ||

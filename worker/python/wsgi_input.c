@@ -12,7 +12,7 @@
 
 typedef struct {
     PyObject_HEAD
-    sl_conn_t *conn; /* borrowed: pool slots outlive every request */
+    sl_exch_t *ex; /* borrowed: exchanges outlive every request */
     uint32_t gen;
 } input_t;
 
@@ -23,11 +23,11 @@ static PyTypeObject input_type;
 /* Read up to N bytes into DST: count, 0 at the end, -1 with an exception. */
 static long input_fill(input_t *in, char *dst, size_t n, bool line)
 {
-    long rc = sl_conn_read_body(in->conn, in->gen, dst, n, line, false);
+    long rc = sl_exch_read_body(in->ex, in->gen, dst, n, line, false);
 
     if (rc == -2) {
         Py_BEGIN_ALLOW_THREADS
-        rc = sl_conn_read_body(in->conn, in->gen, dst, n, line, true);
+        rc = sl_exch_read_body(in->ex, in->gen, dst, n, line, true);
         Py_END_ALLOW_THREADS
     }
     if (rc < 0) {
@@ -182,13 +182,13 @@ int sl_wsgi_input_init(void)
     return PyType_Ready(&input_type);
 }
 
-PyObject *sl_wsgi_input_new(sl_conn_t *c, uint32_t gen)
+PyObject *sl_wsgi_input_new(sl_exch_t *c, uint32_t gen)
 {
     input_t *in = PyObject_New(input_t, &input_type);
 
     if (in == NULL)
         return NULL;
-    in->conn = c;
+    in->ex = c;
     in->gen = gen;
     return (PyObject *)in;
 }

@@ -5,12 +5,12 @@
 
 #include <Python.h>
 
-#include "worker/loop/conn.h"
+#include "worker/loop/exchange.h"
 
 /* Ready the type. 0, or -1 with a Python exception. GIL held. */
 int sl_wsgi_input_init(void);
 
 /* A new wsgi.input for request GEN of C (new reference, NULL on error). */
-PyObject *sl_wsgi_input_new(sl_conn_t *c, uint32_t gen);
+PyObject *sl_wsgi_input_new(sl_exch_t *c, uint32_t gen);
 
 #endif

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 
 #include "common/buf.h"
-#include "worker/loop/conn.h"
+#include "worker/loop/exchange.h"
 #include "worker/loop/pump.h"
 #include "worker/python/writer.h"
 #include "worker/python/wsgi.h"
@@ -57,7 +57,7 @@ int sl_wsgi_environ_init(sl_pump_t *p);
 
 /* The environ of request GEN of C: a new reference, or NULL with an
  * exception. */
-PyObject *sl_wsgi_environ_new(sl_conn_t *c, uint32_t gen);
+PyObject *sl_wsgi_environ_new(sl_exch_t *c, uint32_t gen);
 
 /* ---- wsgi_objects.c ---- */
 
