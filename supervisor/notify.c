@@ -3,10 +3,10 @@
  *
  * sd.c sends them; this file decides the exact text, so that the
  * sequence systemd (or a test that owns NOTIFY_SOCKET) sees is the one
- * DESIGN §2 promises. STATUS= lines ride along with the state changes and
- * are otherwise sent only when they change, because the supervisor
- * refreshes its status every second and systemd need not hear the same
- * line again.
+ * docs/architecture.md ("Processes and threads") promises. STATUS= lines
+ * ride along with the state changes and are otherwise sent only when they
+ * change, because the supervisor refreshes its status every second and
+ * systemd need not hear the same line again.
  */
 #include "config.h"
 

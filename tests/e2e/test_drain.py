@@ -1,4 +1,5 @@
-"""Drain and rolling restarts that drop nothing (issue 4; DESIGN.md §4-§5).
+"""Drain and rolling restarts that drop nothing (issue 4; docs/architecture.md,
+"The drain" and "Rolling restart").
 
 Worker side, in pump mode, inline mode and pump mode with four lanes:
 

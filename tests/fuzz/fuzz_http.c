@@ -1,5 +1,5 @@
 /* fuzz_http.c - a libFuzzer target for the request parser as the loop
- * thread runs it: llhttp with the connection's callbacks (conn_parse.c),
+ * thread runs it: llhttp with the connection's callbacks (h1_parse.c),
  * the head's judge (http.c, forwarded.c, the WebSocket handshake), over a
  * real sl_conn_t, pipelined requests included.
  *
@@ -100,12 +100,12 @@ typedef struct {
     sl_buf_t head;  /* the request being served, told when it ends */
 } run_t;
 
-static void exec_notify(sl_conn_t *c)
+static void exec_notify(sl_exch_t *c)
 {
     (void)c;
 }
 
-static int exec_wait(sl_conn_t *c, int what)
+static int exec_wait(sl_exch_t *c, int what)
 {
     (void)c;
     (void)what;
@@ -164,7 +164,7 @@ static void tell_num(sl_buf_t *b, char tag, unsigned long long v)
 static void tell_slice(run_t *r, sl_buf_t *b, char tag, uint32_t off,
                        uint32_t len)
 {
-    const sl_req_t *q = &r->c->req;
+    const sl_req_t *q = &r->c->x.req;
 
     CHECK((size_t)off + len <= q->hbuf.len);
     tell_num(b, tag, len);
@@ -178,17 +178,17 @@ static void reset_request(sl_conn_t *c)
     c->msg_done = false;
     c->in_msg = false;
     c->http_error = 0;
-    c->req.nhdrs = 0;
-    c->req.url_len = 0;
-    c->req.has_body = false;
-    sl_buf_reset(&c->req.hbuf, SL_CONN_BUF_KEEP);
-    sl_buf_reset(&c->body, SL_CONN_BUF_KEEP);
-    c->body_done = false;
-    c->body_total = 0;
-    c->resp_done = false;
-    c->close_after = false;
-    if (c->req.client != NULL)
-        sl_forwarded_clear(&c->req);
+    c->x.req.nhdrs = 0;
+    c->x.req.url_len = 0;
+    c->x.req.has_body = false;
+    sl_buf_reset(&c->x.req.hbuf, SL_CONN_BUF_KEEP);
+    sl_buf_reset(&c->x.body, SL_CONN_BUF_KEEP);
+    c->x.body_done = false;
+    c->x.body_total = 0;
+    c->x.resp_done = false;
+    c->x.close_after = false;
+    if (c->x.req.client != NULL)
+        sl_forwarded_clear(&c->x.req);
     sl_buf_compact(&c->rbuf);
     sl_conn_ws_free(c);
 }
@@ -197,12 +197,12 @@ static void reset_request(sl_conn_t *c)
 static void dispatch(run_t *r)
 {
     sl_conn_t *c = r->c;
-    const sl_req_t *q = &c->req;
+    const sl_req_t *q = &c->x.req;
     const sl_client_t *cl = sl_req_client(q);
     int i;
 
     c->state = SL_CONN_SERVING;
-    c->body_done = !q->has_body || c->msg_done;
+    c->x.body_done = !q->has_body || c->msg_done;
     r->head.len = 0;
     tell_num(&r->head, 'M', (unsigned)q->method);
     if (q->method_len > 0)
@@ -212,7 +212,7 @@ static void dispatch(run_t *r)
     tell_num(&r->head, 'F',
              q->has_body * 1u + q->chunked * 2u + q->expect_continue * 4u +
                  q->head * 8u + q->websocket * 16u +
-                 sl_http_is_health(c) * 32u);
+                 sl_http_is_health(&c->x.req, c->pump->opt->health_path) * 32u);
     if (q->has_body && !q->chunked)
         tell_num(&r->head, 'L', q->content_length);
     tell_slice(r, &r->head, 'U', q->url_off, q->url_len);
@@ -235,10 +235,10 @@ static void request_over(run_t *r, bool whole)
     sl_conn_t *c = r->c;
 
     tell(&r->story->text, r->head.data, r->head.len);
-    tell_num(&r->story->text, whole ? 'B' : 'b', sl_buf_pending(&c->body));
-    if (c->body.data != NULL)
-        tell(&r->story->text, c->body.data + c->body.off,
-             sl_buf_pending(&c->body));
+    tell_num(&r->story->text, whole ? 'B' : 'b', sl_buf_pending(&c->x.body));
+    if (c->x.body.data != NULL)
+        tell(&r->story->text, c->x.body.data + c->x.body.off,
+             sl_buf_pending(&c->x.body));
     r->head.len = 0;
 }
 
@@ -267,14 +267,14 @@ static void process(run_t *r)
                 fail(r);
                 return;
             }
-            if (c->head_done && c->req.has_body && sl_conn_parse(c) < 0) {
+            if (c->head_done && c->x.req.has_body && sl_conn_parse(c) < 0) {
                 fail(r);
                 return;
             }
             if (!c->head_done)
                 return; /* more to read */
             dispatch(r);
-            if (c->req.websocket) {
+            if (c->x.req.websocket) {
                 /* what follows is frames, for conn_ws.c */
                 tell(&r->head, "W", 1);
                 request_over(r, false);
@@ -290,11 +290,11 @@ static void process(run_t *r)
         }
         if (!c->msg_done)
             return;
-        CHECK(c->body_total == c->body.len);
+        CHECK(c->x.body_total == c->x.body.len);
         /* a whole message carries exactly the length it announced */
-        CHECK(c->req.chunked || c->body.len == c->req.content_length);
+        CHECK(c->x.req.chunked || c->x.body.len == c->x.req.content_length);
         request_over(r, true);
-        if (!c->req.keep_alive) {
+        if (!c->x.req.keep_alive) {
             r->state = RUN_OVER;
             return;
         }
@@ -331,8 +331,8 @@ static void run_begin(run_t *r, profile_t *p, story_t *story)
     story->error = 0;
     c->rbuf.len = c->rbuf.off = 0;
     c->state = SL_CONN_READING;
-    c->aborted = false;
-    c->waiting = false;
+    c->x.aborted = false;
+    c->x.waiting = false;
     sl_conn_parser_init(c);
     reset_request(c);
     memset(&c->peer, 0, sizeof(c->peer));

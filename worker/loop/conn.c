@@ -8,7 +8,7 @@
  * session shares and calls none of them by name: the watcher's readiness,
  * a completion, the housekeeping, the drain and a close each go to the
  * current session's operation. The calls an executor makes are in
- * conn_exec.c; the output's bytes and its hold in output.c.
+ * exchange.c; the output's bytes and its hold in output.c.
  */
 #include "config.h"
 

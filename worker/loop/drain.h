@@ -70,7 +70,8 @@ void sl_drain_begin(sl_pump_t *p);
 void sl_drain_prepare(sl_pump_t *p);
 
 /* Done when nothing is active or the graceful timeout has passed; called by
- * the cadence and whenever a request or connection ends. */
+ * the cadence (every 100 ms and the 1 Hz tick) and, through the pool's
+ * changed(), once a connection is given back. */
 void sl_drain_step(sl_pump_t *p);
 
 /* Take over SIGTERM's handler (after libev set its own): a flag that a

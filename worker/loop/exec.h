@@ -28,7 +28,7 @@ typedef struct sl_pump sl_pump_t;
 typedef struct sl_exch sl_exch_t;
 
 typedef struct sl_exec {
-    const char *name; /* "WSGI lanes", ... for the log */
+    const char *name; /* "pump" or "inline", for the log */
 
     /* The app runs on the loop thread (inline mode): a complete head is
      * run at once (run), never submitted as a ticket, and a pipelining

@@ -21,10 +21,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "worker/loop/conn.h"
 #include "worker/loop/forwarded.h"
 #include "worker/loop/http.h"
-#include "worker/loop/pump.h"
 
 const sl_client_t sl_client_none;
 
@@ -585,25 +583,24 @@ static void set_req_client(sl_req_t *r, const sl_allow_t *trust,
     r->client = own;
 }
 
-void sl_forwarded_apply(sl_conn_t *c)
+void sl_forwarded_apply(sl_req_t *r, const sl_allow_t *trust,
+                        const struct sockaddr *peer)
 {
-    const sl_allow_t *trust = &c->pump->opt->forwarded_allow;
     sl_forwarded_hdrs_t h = {0};
     char b1[JOIN_MAX], b2[JOIN_MAX], b3[JOIN_MAX], b4[JOIN_MAX], b5[JOIN_MAX];
     bool any;
 
-    /* c->x.req.client was cleared when the request began */
-    sl_forwarded_clear(&c->x.req);
-    if (!may_forward(&c->x.req) ||
-        !sl_allow_match(trust, (const struct sockaddr *)&c->peer))
+    /* r->client was cleared when the request began */
+    sl_forwarded_clear(r);
+    if (!may_forward(r) || !sl_allow_match(trust, peer))
         return;
-    any = field(&c->x.req, "forwarded", b1, &h.forwarded, &h.forwarded_len);
-    any |= field(&c->x.req, "x-forwarded-for", b2, &h.xff, &h.xff_len);
-    any |= field(&c->x.req, "x-forwarded-proto", b3, &h.xfp, &h.xfp_len);
-    any |= field(&c->x.req, "x-forwarded-host", b4, &h.xfh, &h.xfh_len);
-    any |= field(&c->x.req, "x-forwarded-port", b5, &h.xfport, &h.xfport_len);
+    any = field(r, "forwarded", b1, &h.forwarded, &h.forwarded_len);
+    any |= field(r, "x-forwarded-for", b2, &h.xff, &h.xff_len);
+    any |= field(r, "x-forwarded-proto", b3, &h.xfp, &h.xfp_len);
+    any |= field(r, "x-forwarded-host", b4, &h.xfh, &h.xfh_len);
+    any |= field(r, "x-forwarded-port", b5, &h.xfport, &h.xfport_len);
     if (any)
-        set_req_client(&c->x.req, trust, &h);
+        set_req_client(r, trust, &h);
 }
 
 void sl_forwarded_clear(sl_req_t *r)

@@ -14,8 +14,6 @@
 #include "common/allow.h"
 #include "worker/loop/request.h"
 
-typedef struct sl_conn sl_conn_t;
-
 /* The forwarding headers of one request, each NULL when absent (a field
  * sent more than once is given joined with commas, as RFC 9110 allows). */
 typedef struct {
@@ -48,12 +46,13 @@ typedef struct {
 void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
                        sl_client_t *out);
 
-/* Loop thread, at head complete: set C's request's client from its
- * headers, if C's peer is trusted (--forwarded-allow-ips) and they name
- * anything (then it is allocated: owned by the request); else leave it
- * as the request's start cleared it (the peer is the client). Out of
- * memory, the headers are ignored. */
-void sl_forwarded_apply(sl_conn_t *c);
+/* At head complete: set request R's client from its headers, if PEER is
+ * in TRUST (--forwarded-allow-ips) and they name anything (then it is
+ * allocated: owned by the request); else leave it as the request's start
+ * cleared it (the peer is the client). Out of memory, the headers are
+ * ignored. */
+void sl_forwarded_apply(sl_req_t *r, const sl_allow_t *trust,
+                        const struct sockaddr *peer);
 
 /* Free R's forwarded client, if it has one (R's client is NULL after). */
 void sl_forwarded_clear(sl_req_t *r);

@@ -19,7 +19,7 @@
  *
  * The parser's callbacks live in h1_parse.c; what the connection is below
  * any session (its socket, buffers, watcher, writing) in conn.c; the calls
- * an executor makes in conn_exec.c. A request that upgrades to a WebSocket
+ * an executor makes in exchange.c. A request that upgrades to a WebSocket
  * hands the connection to that session (conn_ws.c) once the app accepts.
  */
 #include "config.h"
@@ -453,13 +453,19 @@ static void conn_process(sl_conn_t *c)
                 conn_error_response(c, c->http_error);
                 continue;
             }
-            if (c->head_done && sl_http_is_health(c)) {
+            if (c->head_done &&
+                sl_http_is_health(&c->x.req, c->pump->opt->health_path)) {
                 size_t mark = c->tx.buf.len;
                 /* out of memory, no answer: close rather than leave the
                  * client waiting on a kept-alive connection */
                 c->x.req.start = ev_now(c->pump->loop);
                 sl_conn_buf_ready(c, &c->tx.buf);
-                if (sl_http_health_head(&c->tx.buf, c) < 0)
+                /* 503 tells a load balancer this host is going away;
+                 * a worker stopping for a rolling restart (or a
+                 * retirement) is not */
+                if (sl_http_health_head(&c->tx.buf, &c->x.req,
+                                        !c->pump->drain.terminating ||
+                                            c->pump->drain.restart) < 0)
                     c->x.close_after = true;
                 sl_exch_note_head(&c->x, c->tx.buf.data + mark,
                                   c->tx.buf.len - mark, true);

@@ -1,8 +1,8 @@
-/* conn_parse.c - llhttp's callbacks for a connection.
+/* h1_parse.c - the HTTP/1.1 session's parser: llhttp's callbacks.
  *
  * The callbacks record offsets and flags, never act: a head is a set of
  * offsets into the read buffer until it is complete, then copied once
- * (sl_http_head_complete()); the state machine in conn.c decides what
+ * (sl_http_head_complete()); the state machine in h1.c decides what
  * happens next. The parser pauses after every head that has a body and
  * after every message, which is what keeps pipelined responses in order.
  */
@@ -138,10 +138,12 @@ static int on_headers_complete(llhttp_t *h)
         sl_bufcache_get(&c->pump->bufs, &c->x.req.hbuf,
                         c->rbuf.len - c->req_start) < 0)
         return fail(c, 503);
-    status = sl_http_head_complete(c);
+    status = sl_http_head_complete(&c->parser, &c->x.req, &c->rbuf,
+                                   c->pump->opt->limit_request_body);
     if (status != 0)
         return fail(c, status);
-    sl_forwarded_apply(c);
+    sl_forwarded_apply(&c->x.req, &c->pump->opt->forwarded_allow,
+                       (const struct sockaddr *)&c->peer);
     /* a WebSocket handshake for an executor that serves them: checked
      * here, answered here when bad; any other upgrade (or WSGI) is an
      * ordinary request, and the connection closes after its response:

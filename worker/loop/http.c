@@ -13,7 +13,6 @@
 
 #include "common/date.h"
 #include "worker/loop/http.h"
-#include "worker/loop/pump.h"
 #include "worker/loop/reqline.h"
 
 /* Called per header against tables of names: it stops at the first
@@ -212,9 +211,8 @@ static void trim_value(const char *base, sl_hdr_t *hd)
 }
 
 /* Copy the URL and headers out of the read buffer, rebasing the offsets. */
-static int copy_head(sl_conn_t *c)
+static int copy_head(sl_req_t *r, const sl_buf_t *rbuf)
 {
-    sl_req_t *r = &c->x.req;
     uint32_t lo = r->method_len > 0 ? r->method_off : r->url_off;
     uint32_t hi = r->url_off + r->url_len;
     int i;
@@ -233,7 +231,7 @@ static int copy_head(sl_conn_t *c)
             lo = hd->name_off;
     }
     sl_buf_reset(&r->hbuf, 64 * 1024);
-    if (sl_buf_append(&r->hbuf, c->rbuf.data + lo, hi - lo) < 0)
+    if (sl_buf_append(&r->hbuf, rbuf->data + lo, hi - lo) < 0)
         return -1;
     r->method_off -= lo;
     r->url_off -= lo;
@@ -285,10 +283,9 @@ static int te_status(const te_walk_t *w, const sl_req_t *r)
  * though not of a field line: we want CRLF throughout (RFC 9112 §2.2 lets
  * a server refuse; one that is lenient where another is not is how
  * requests get smuggled). Before the values are trimmed. */
-static bool crlf_ends(const sl_conn_t *c)
+static bool crlf_ends(const sl_req_t *r, const sl_buf_t *rbuf)
 {
-    const sl_req_t *r = &c->x.req;
-    const char *base = c->rbuf.data;
+    const char *base = rbuf->data;
     size_t end;
     const sl_hdr_t *hd;
 
@@ -300,24 +297,22 @@ static bool crlf_ends(const sl_conn_t *c)
         hd = &r->hdrs[r->nhdrs - 1];
         end = hd->val_len > 0 ? hd->val_off + hd->val_len
                               : hd->name_off + hd->name_len + 1;
-        while (end < c->rbuf.len && (base[end] == ' ' || base[end] == '\t'))
+        while (end < rbuf->len && (base[end] == ' ' || base[end] == '\t'))
             end++;
     }
-    return end + 4 <= c->rbuf.len && memcmp(base + end, "\r\n\r\n", 4) == 0;
+    return end + 4 <= rbuf->len && memcmp(base + end, "\r\n\r\n", 4) == 0;
 }
 
-int sl_http_head_complete(sl_conn_t *c)
+int sl_http_head_complete(llhttp_t *h, sl_req_t *r, const sl_buf_t *rbuf,
+                          long long limit)
 {
-    llhttp_t *h = &c->parser;
-    sl_req_t *r = &c->x.req;
-    const char *base = c->rbuf.data;
-    long long limit = c->pump->opt->limit_request_body;
+    const char *base = rbuf->data;
     te_walk_t te = {0};
     const char *auth;
     size_t alen = 0;
     int host = -1, i, status;
 
-    /* r->method was taken from the request line (conn_parse.c): llhttp
+    /* r->method was taken from the request line (h1_parse.c): llhttp
      * parsed a stand-in */
     r->major = llhttp_get_http_major(h);
     r->minor = llhttp_get_http_minor(h);
@@ -332,7 +327,7 @@ int sl_http_head_complete(sl_conn_t *c)
         return 505;
     if (r->url_len == 0)
         return 400;
-    if (!crlf_ends(c))
+    if (!crlf_ends(r, rbuf))
         return 400;
     status = sl_reqline_check_target(r, base, &auth, &alen);
     if (status != 0)
@@ -365,7 +360,7 @@ int sl_http_head_complete(sl_conn_t *c)
     }
     if (limit > 0 && !r->chunked && r->content_length > (uint64_t)limit)
         return 413;
-    if (copy_head(c) < 0)
+    if (copy_head(r, rbuf) < 0)
         return 500;
     return 0;
 }
@@ -506,10 +501,8 @@ int sl_http_error_head(sl_buf_t *b, int status)
     return sl_buf_append(b, head, (size_t)n);
 }
 
-bool sl_http_is_health(const sl_conn_t *c)
+bool sl_http_is_health(const sl_req_t *r, const char *path)
 {
-    const char *path = c->pump->opt->health_path;
-    const sl_req_t *r = &c->x.req;
     size_t n;
 
     if (path == NULL || r->has_body ||
@@ -519,7 +512,7 @@ bool sl_http_is_health(const sl_conn_t *c)
     return r->url_len == n && memcmp(r->hbuf.data + r->url_off, path, n) == 0;
 }
 
-int sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
+int sl_http_health_head(sl_buf_t *b, const sl_req_t *r, bool ok)
 {
     char head[256];
     /* 503 tells a load balancer this host is going away. A worker stopping
@@ -527,7 +520,6 @@ int sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
      * READY on the same sockets, and a 503 from it during --shutdown-delay
      * would take the whole host out (every host at once, on a fleet-wide
      * HUP) */
-    bool ok = !c->pump->drain.terminating || c->pump->drain.restart;
     const char *body = ok ? "OK\n" : "draining\n";
     int n;
 
@@ -543,10 +535,10 @@ int sl_http_health_head(sl_buf_t *b, const sl_conn_t *c)
                  "%s",
                  ok ? "200 OK" : "503 Service Unavailable", sl_date_line(),
                  strlen(body),
-                 !c->x.req.keep_alive  ? "Connection: close\r\n"
-                 : c->x.req.minor == 0 ? "Connection: keep-alive\r\n"
-                                       : "",
-                 c->x.req.head ? "" : body);
+                 !r->keep_alive  ? "Connection: close\r\n"
+                 : r->minor == 0 ? "Connection: keep-alive\r\n"
+                                 : "",
+                 r->head ? "" : body);
     if (n <= 0 || (size_t)n >= sizeof(head))
         return -1; /* cannot happen: the head is fixed text */
     return sl_buf_append(b, head, (size_t)n);

@@ -7,16 +7,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "llhttp.h"
 #include "common/buf.h"
 #include "worker/loop/request.h"
 
-typedef struct sl_conn sl_conn_t;
-
-/* Finish the head of C's request once llhttp has parsed it: derive method,
- * version, keep-alive and body framing, enforce Host and the body limit, and
- * copy the head into the request's own buffer. Returns 0, or the HTTP status
- * to answer with instead of serving. Loop thread. */
-int sl_http_head_complete(sl_conn_t *c);
+/* Finish the head of request R once llhttp H has parsed it from RBUF (R's
+ * offsets point into it): derive method, version, keep-alive and body
+ * framing, enforce Host and the body LIMIT (--limit-request-body, 0: none),
+ * and copy the head into the request's own buffer. Returns 0, or the HTTP
+ * status to answer with instead of serving. */
+int sl_http_head_complete(llhttp_t *h, sl_req_t *r, const sl_buf_t *rbuf,
+                          long long limit);
 
 /* The reason phrase for STATUS ("Unknown" when we have none). */
 const char *sl_http_reason(int status);
@@ -64,12 +65,12 @@ extern const char *const sl_http_common_names[SL_HTTP_NCOMMON];
  * or -1. */
 int sl_http_common_index(const char *p, size_t n);
 
-/* Is C's request for --health-path (GET or HEAD, no body)? */
-bool sl_http_is_health(const sl_conn_t *c);
+/* Is request R for PATH (--health-path; GET or HEAD, no body)? */
+bool sl_http_is_health(const sl_req_t *r, const char *path);
 
-/* Append the health answer: 200 while serving, 503 once TERM arrived.
- * 0, or -1 when out of memory (nothing appended). */
-int sl_http_health_head(sl_buf_t *b, const sl_conn_t *c);
+/* Append the health answer to R: 200 when OK, else 503 (the host is going
+ * away). 0, or -1 when out of memory (nothing appended). */
+int sl_http_health_head(sl_buf_t *b, const sl_req_t *r, bool ok);
 
 /* A request target cut into its parts: the path (in absolute-form, what
  * follows the authority, "/" when nothing does) and the query after '?'

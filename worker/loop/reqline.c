@@ -4,7 +4,7 @@
  * refuses bytes 0x80-0xFF in a target; RFC 9110 allows any token for a
  * method, and PEP 3333 (nginx, gunicorn) any target byte but controls,
  * space and DEL. So the loop reads "method SP target SP" itself, once
- * however it arrives (conn_parse.c), and hands llhttp a stand-in with the
+ * however it arrives (h1_parse.c), and hands llhttp a stand-in with the
  * same framing. What llhttp's URL parser also did, telling the target's
  * four forms apart (RFC 9112 §3.2) and checking an authority, is here
  * too, run once the head is complete (http.c).
@@ -12,7 +12,7 @@
  * A chunked body's size lines are read here too. llhttp 8.1 refuses
  * whitespace around a chunk extension's ';' and '=', which RFC 9112
  * §7.1.1 allows (BWS), and a value that ends on ';'; the loop checks the
- * whole line itself and hands llhttp the size digits alone (conn_parse.c),
+ * whole line itself and hands llhttp the size digits alone (h1_parse.c),
  * so llhttp never sees an extension.
  */
 #include "config.h"

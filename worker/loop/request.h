@@ -54,7 +54,7 @@ typedef struct {
                             it (any RFC 9110 token) */
     uint32_t method_len; /* 0: none (a request made up in a test) */
     uint32_t url_off;    /* into hbuf; until the request line is whole,
-                            the method's length once seen (conn_parse.c) */
+                            the method's length once seen (h1_parse.c) */
     uint32_t url_len;    /* until the line is whole, how much of it was
                             checked */
     sl_hdr_t *hdrs;      /* owned, capacity limit_request_fields + 1; NULL
@@ -70,11 +70,11 @@ typedef struct {
     bool chunked;
     bool websocket; /* a valid WebSocket handshake (conn_ws.h) */
     /* loop thread, while chunked trailers are parsed: the forbidden
-     * names (conn_parse.c) the current trailer name may still be, and how
+     * names (h1_parse.c) the current trailer name may still be, and how
      * much of it has been seen */
     bool trailer_prefix_hit;
     bool chunk_line; /* loop thread: a chunk's size line is next, read by
-                        the loop (conn_parse.c), not llhttp */
+                        the loop (h1_parse.c), not llhttp */
     bool chunk_last; /* loop thread: the chunk being read is the last */
     uint16_t trailer_pos;
     uint32_t trailer_mask;
