@@ -23,7 +23,6 @@
 #include "worker/python/lane.h"
 #include "worker/python/modules.h"
 #include "worker/python/py.h"
-#include "worker/python/wsgi.h"
 #include "worker/worker.h"
 
 static void reset_signals(void)
@@ -58,23 +57,16 @@ static const sl_exec_t *const executors[2][2] = {
 
 /* Set the executor up and take APP (its reference is passed on): the
  * lanes, or the event loop and lifespan startup. The exit status to leave
- * with on failure (a failed ASGI boot is the app's, not a crash), else 0. */
-static int exec_start(sl_pump_t *p, PyObject *app, bool asgi)
+ * with on failure, else 0. */
+static int exec_start(sl_pump_t *p, PyObject *app)
 {
-    int rc;
+    const sl_exec_t *exec = sl_pump_exec(p);
+    int rc = exec->adopt(p, app);
 
-    if (asgi) {
-        rc = sl_asgi_init(app, p);
-        Py_DECREF(app);
-        if (rc < 0)
-            return SL_EXIT_FAIL;
-        return sl_asgi_start(p) < 0 ? SL_EXIT_APPLOAD : 0;
-    }
-    rc = sl_wsgi_init(app, p);
     Py_DECREF(app);
     if (rc < 0)
         return SL_EXIT_FAIL;
-    return sl_pump_exec(p)->start(p) < 0 ? SL_EXIT_FAIL : 0;
+    return exec->start(p) < 0 ? exec->start_failed_exit : 0;
 }
 
 /* --reload: where the supervisor wants the module list (SLUICE_RELOAD_DIR),
@@ -92,7 +84,7 @@ static void take_report_dir(const sl_options_t *o, char *dir, size_t size)
 int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
                    int worker_id, int ctl_fd)
 {
-    char report_dir[PATH_MAX];
+    char report_dir[PATH_MAX], what[128];
     static sl_pump_t pump;
     void *released = NULL;
     PyObject *app;
@@ -119,20 +111,13 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     if (sl_pump_init(&pump, o, executors[asgi][o->inline_mode], listen_fds,
                      nfds) < 0)
         return SL_EXIT_FAIL;
-    /* one asyncio lane runs many requests: a long request is not a stuck
-     * lane, so only a missing heartbeat may call it hung */
-    pump.lanes = asgi ? 0 : o->threads;
-    status = exec_start(&pump, app, asgi);
+    status = exec_start(&pump, app);
     if (status != 0)
         return status;
     sl_drain_set_ctl(&pump, ctl_fd);
     sl_drain_ctl(&pump, SL_CTL_READY);
-    if (asgi)
-        sl_info("worker %d serving %s (ASGI on %s, %s mode)", worker_id, o->app,
-                sl_asgi_loop_name(&pump), pump.exec->name);
-    else
-        sl_info("worker %d serving %s (%s mode, %d lane%s)", worker_id, o->app,
-                pump.exec->name, o->threads, o->threads == 1 ? "" : "s");
+    pump.exec->describe(&pump, what, sizeof(what));
+    sl_info("worker %d serving %s (%s)", worker_id, o->app, what);
 
     /* until drained: lane threads need the GIL given up meanwhile, which
      * the worker takes back once they stopped (exec.h: serve) */

@@ -20,6 +20,7 @@
 #define SL_EXEC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/queue.h"
@@ -86,10 +87,28 @@ typedef struct sl_exec {
      * Loop thread. */
     void (*finish)(sl_pump_t *p);
 
-    /* Worker life, not the loop side. Start serving P (the lanes, or the
-     * event loop and the lifespan startup), the app already set up: 0 or
-     * -1 (logged). */
+    /* One lane runs many requests at once (an event loop): the metrics
+     * count one lane, and the supervisor's hang check counts none, since a
+     * long request there is no stuck lane. */
+    bool shares_lane;
+
+    /* Worker life, not the loop side: take APP (the app object, borrowed;
+     * opaque here) and set up what serves it (WSGI's environ prototype,
+     * ASGI's context), before start. 0 or -1 (logged). */
+    int (*adopt)(sl_pump_t *p, void *app);
+
+    /* Worker life. Start serving P (the lanes, or the event loop and the
+     * lifespan startup), the app adopted: 0 or -1 (logged). */
     int (*start)(sl_pump_t *p);
+
+    /* The worker's exit status when start fails: SL_EXIT_APPLOAD when it
+     * ran the app's own start-up (ASGI lifespan), which the supervisor
+     * must not answer with a tight respawn loop; else SL_EXIT_FAIL. */
+    int start_failed_exit;
+
+    /* Worker life: what the worker's "serving" line says of P's executor
+     * ("pump mode, 4 lanes", "ASGI on uvloop, inline mode") into BUF. */
+    void (*describe)(sl_pump_t *p, char *buf, size_t n);
 
     /* Worker life: run P's loop until the drain ends; its exit status.
      * What it released for the lanes (the GIL's thread state) is left in

@@ -224,7 +224,7 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
     sl_drain_init(p);
     if (sl_accesslog_open(&p->alog, p->loop, o) < 0)
         return -1;
-    p->lanes = o->threads;
+    p->lanes = exec->shares_lane ? 0 : o->threads;
     return 0;
 }
 

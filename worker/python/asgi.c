@@ -94,10 +94,24 @@ double sl_asgi_shutdown_budget(sl_pump_t *p)
 
 int sl_asgi_start(sl_pump_t *p)
 {
-    int rc = sl_pump_exec(p)->start(p);
+    return sl_pump_exec(p)->start(p);
+}
 
+int sl_asgi_adopt(sl_pump_t *p, void *app)
+{
+    return sl_asgi_init(app, p);
+}
+
+int sl_asgi_started(sl_pump_t *p, int rc)
+{
     sl_asgi_of(p)->started = rc == 0;
     return rc;
+}
+
+void sl_asgi_describe(sl_pump_t *p, char *buf, size_t n)
+{
+    snprintf(buf, n, "ASGI on %s, %s mode", sl_asgi_loop_name(p),
+             sl_pump_exec(p)->name);
 }
 
 const char *sl_asgi_loop_name(const sl_pump_t *p)

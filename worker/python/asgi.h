@@ -7,6 +7,8 @@
 #ifndef SL_ASGI_H
 #define SL_ASGI_H
 
+#include <stddef.h>
+
 #include "worker/loop/exec.h"
 #include "worker/loop/pump.h"
 
@@ -41,6 +43,16 @@ int sl_asgi_init(struct _object *app, sl_pump_t *p);
  * (inline mode). 0 when the worker may serve, -1 after logging the reason
  * (a failed boot). */
 int sl_asgi_start(sl_pump_t *p);
+
+/* adopt (exec.h) of both ASGI executors: sl_asgi_init(). */
+int sl_asgi_adopt(sl_pump_t *p, void *app);
+
+/* For the ASGI executors' start: note that P's start returned RC (0: the
+ * worker serves, and its stop must run lifespan shutdown); RC again. */
+int sl_asgi_started(sl_pump_t *p, int rc);
+
+/* describe (exec.h) of both ASGI executors. */
+void sl_asgi_describe(sl_pump_t *p, char *buf, size_t n);
 
 /* "uvloop" or "asyncio", once P's executor started. */
 const char *sl_asgi_loop_name(const sl_pump_t *p);

@@ -235,7 +235,7 @@ int sl_asgi_inline_start(sl_pump_t *p)
     }
     if (sl_asgi_loop_create(x) < 0)
         return -1;
-    return sl_asgi_loop_startup(x);
+    return sl_asgi_started(p, sl_asgi_loop_startup(x));
 }
 
 /* stop (exec.h) of the inline executor: the event loop has stopped (the
@@ -269,6 +269,7 @@ const sl_asgi_exec_t sl_asgi_inline_exec = {
             .name = "inline",
             .on_loop = true,
             .websocket = true,
+            .shares_lane = true,
             .hand_over = inline_hand_over,
             .notify = inline_notify,
             .need_loop = inline_notify,
@@ -277,7 +278,10 @@ const sl_asgi_exec_t sl_asgi_inline_exec = {
             .wait = sl_exec_wait_never,
             .run = run_inline,
             .finish = sl_exec_finish_nothing,
+            .adopt = sl_asgi_adopt,
             .start = sl_asgi_inline_start,
+            .start_failed_exit = SL_EXIT_APPLOAD,
+            .describe = sl_asgi_describe,
             .serve = inline_serve,
             .stop = inline_stop,
         },

@@ -152,7 +152,7 @@ static void *lane_main(void *arg)
 
 /* start (exec.h) of pump mode: start the lane thread and wait for its
  * event loop to boot. 0 or -1. */
-static int lane_start(sl_pump_t *p)
+static int lane_begin(sl_pump_t *p)
 {
     sigset_t all, old;
     int rc;
@@ -230,6 +230,12 @@ static int lane_stop(sl_pump_t *p, double timeout)
     return rc;
 }
 
+/* start (exec.h) of pump mode: the lane thread and lifespan startup. */
+static int lane_start(sl_pump_t *p)
+{
+    return sl_asgi_started(p, lane_begin(p));
+}
+
 /* pump mode's context */
 static sl_asgi_t lane_asgi;
 
@@ -238,6 +244,7 @@ const sl_asgi_exec_t sl_asgi_lane_exec = {
         {
             .name = "pump",
             .websocket = true,
+            .shares_lane = true,
             .hand_over = lane_hand_over,
             .notify = sl_exec_notify_handoff,
             .need_loop = sl_exec_loop_runs_anyway,
@@ -245,7 +252,10 @@ const sl_asgi_exec_t sl_asgi_lane_exec = {
             .wake = sl_exec_wake_ticket,
             .wait = sl_exec_wait_never,
             .finish = lane_finish,
+            .adopt = sl_asgi_adopt,
             .start = lane_start,
+            .start_failed_exit = SL_EXIT_APPLOAD,
+            .describe = sl_asgi_describe,
             .serve = sl_py_serve_released,
             .stop = lane_stop,
         },

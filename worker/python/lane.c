@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "common/log.h"
@@ -156,6 +157,21 @@ static int inline_stop(sl_pump_t *p, double timeout)
     return 0;
 }
 
+/* adopt (exec.h) of both WSGI executors. */
+static int wsgi_adopt(sl_pump_t *p, void *app)
+{
+    return sl_wsgi_init(app, p);
+}
+
+/* describe (exec.h) of both WSGI executors. */
+static void wsgi_describe(sl_pump_t *p, char *buf, size_t n)
+{
+    int threads = sl_pump_options(p)->threads;
+
+    snprintf(buf, n, "%s mode, %d lane%s", sl_pump_exec(p)->name, threads,
+             threads == 1 ? "" : "s");
+}
+
 /* start (exec.h) of pump mode: --threads lanes. */
 static int lanes_start(sl_pump_t *p)
 {
@@ -171,7 +187,10 @@ const sl_exec_t sl_lane_exec = {
     .wake = sl_exec_wake_cv,
     .wait = sl_exec_wait_cv,
     .finish = sl_exec_finish_nothing,
+    .adopt = wsgi_adopt,
     .start = lanes_start,
+    .start_failed_exit = SL_EXIT_FAIL,
+    .describe = wsgi_describe,
     .serve = sl_py_serve_released,
     .stop = lane_stop,
 };
@@ -188,7 +207,10 @@ const sl_exec_t sl_lane_inline_exec = {
     .wait = sl_inline_wait,
     .run = inline_run,
     .finish = sl_exec_finish_nothing,
+    .adopt = wsgi_adopt,
     .start = sl_lane_start_inline,
+    .start_failed_exit = SL_EXIT_FAIL,
+    .describe = wsgi_describe,
     .serve = sl_py_serve_holding,
     .stop = inline_stop,
 };
