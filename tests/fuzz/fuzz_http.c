@@ -174,10 +174,10 @@ static void tell_slice(run_t *r, sl_buf_t *b, char tag, uint32_t off,
 /* What conn.c's conn_reset_request() resets that the parser reads. */
 static void reset_request(sl_conn_t *c)
 {
-    c->head_done = false;
-    c->msg_done = false;
-    c->in_msg = false;
-    c->http_error = 0;
+    c->h1.head_done = false;
+    c->h1.msg_done = false;
+    c->h1.in_msg = false;
+    c->h1.http_error = 0;
     c->x.req.nhdrs = 0;
     c->x.req.url_len = 0;
     c->x.req.has_body = false;
@@ -202,7 +202,7 @@ static void dispatch(run_t *r)
     int i;
 
     c->state = SL_CONN_SERVING;
-    c->x.body_done = !q->has_body || c->msg_done;
+    c->x.body_done = !q->has_body || c->h1.msg_done;
     r->head.len = 0;
     tell_num(&r->head, 'M', (unsigned)q->method);
     if (q->method_len > 0)
@@ -246,12 +246,12 @@ static void fail(run_t *r)
 {
     sl_conn_t *c = r->c;
 
-    CHECK(c->http_error >= 400 && c->http_error <= 599);
+    CHECK(c->h1.http_error >= 400 && c->h1.http_error <= 599);
     /* the loop's answer names it */
-    CHECK(strcmp(sl_http_reason(c->http_error), "Unknown") != 0);
+    CHECK(strcmp(sl_http_reason(c->h1.http_error), "Unknown") != 0);
     r->head.len = 0; /* the app's answer, if any, is replaced */
     tell(&r->story->text, "E", 1);
-    r->story->error = c->http_error;
+    r->story->error = c->h1.http_error;
     r->state = RUN_OVER;
 }
 
@@ -267,11 +267,11 @@ static void process(run_t *r)
                 fail(r);
                 return;
             }
-            if (c->head_done && c->x.req.has_body && sl_conn_parse(c) < 0) {
+            if (c->h1.head_done && c->x.req.has_body && sl_conn_parse(c) < 0) {
                 fail(r);
                 return;
             }
-            if (!c->head_done)
+            if (!c->h1.head_done)
                 return; /* more to read */
             dispatch(r);
             if (c->x.req.websocket) {
@@ -284,11 +284,11 @@ static void process(run_t *r)
             continue;
         }
         /* SERVING: the body streams in */
-        if (!c->msg_done && sl_conn_parse(c) < 0) {
+        if (!c->h1.msg_done && sl_conn_parse(c) < 0) {
             fail(r);
             return;
         }
-        if (!c->msg_done)
+        if (!c->h1.msg_done)
             return;
         CHECK(c->x.body_total == c->x.body.len);
         /* a whole message carries exactly the length it announced */
@@ -313,7 +313,7 @@ static void feed(run_t *r, const uint8_t *p, size_t n)
         return;
     if (b->off == b->len && c->state != SL_CONN_READING)
         b->off = b->len = 0;
-    if (c->state == SL_CONN_READING && b->off == b->len && !c->in_msg)
+    if (c->state == SL_CONN_READING && b->off == b->len && !c->h1.in_msg)
         sl_buf_compact(b);
     CHECK(sl_buf_append(b, p, n) == 0);
     process(r);
@@ -350,7 +350,7 @@ static void run_end(run_t *r)
     if (r->state == RUN_ON) {
         if (c->state == SL_CONN_SERVING)
             request_over(r, false);
-        tell_num(&r->story->text, 'Z', c->in_msg);
+        tell_num(&r->story->text, 'Z', c->h1.in_msg);
     }
     sl_buf_free(&r->head);
     reset_request(c);

@@ -36,7 +36,7 @@ static bool parsed_all(void *arg)
         return true;
     ck_assert_int_eq(ioctl(c->tp.fd, FIONREAD, &unread), 0);
     return unread == 0 && c->rbuf.len > 0 &&
-           (!c->in_msg || c->rbuf.off == c->rbuf.len);
+           (!c->h1.in_msg || c->rbuf.off == c->rbuf.len);
 }
 
 /* ------------------------------------------------------------------ */

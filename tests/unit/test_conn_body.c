@@ -209,7 +209,7 @@ START_TEST(test_streamed_chunked_body_over_limit)
     while ((n = sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false,
                                   false)) > 0)
         total += n;
-    ck_assert_msg(c->http_error == 413,
+    ck_assert_msg(c->h1.http_error == 413,
                   "a %ld-byte chunked body passed --limit-request-body 10",
                   total);
 }

@@ -214,7 +214,7 @@ END_TEST
 
 static bool in_msg(void *arg)
 {
-    return ((sl_conn_t *)arg)->in_msg;
+    return ((sl_conn_t *)arg)->h1.in_msg;
 }
 
 /* Half a head is kept (it is no idle connection); the rest completes it. */

@@ -270,7 +270,7 @@ static bool has_error(void *arg)
 {
     sl_conn_t *c = arg;
 
-    return c->http_error != 0;
+    return c->h1.http_error != 0;
 }
 
 /* A bad chunk after the app began: it sees the body end with an error,
@@ -291,7 +291,7 @@ START_TEST(test_bad_later_chunk_is_400)
         sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false, false), 3);
     h_sends(&client, "zz\r\n");
     ck_assert(h_run_until(&pump, has_error, c));
-    ck_assert_int_eq(c->http_error, 400);
+    ck_assert_int_eq(c->h1.http_error, 400);
     ck_assert(c->x.aborted);
     ck_assert_int_eq(
         sl_exch_read_body(&c->x, t.gen, buf, sizeof(buf), false, false), -1);

@@ -234,7 +234,7 @@ START_TEST(test_get_head)
     ck_assert(!req()->chunked);
     ck_assert(!req()->head);
     ck_assert(!req()->expect_continue);
-    ck_assert_int_eq(client.conn->http_error, 0);
+    ck_assert_int_eq(client.conn->h1.http_error, 0);
 }
 END_TEST
 

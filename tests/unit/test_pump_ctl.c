@@ -126,7 +126,7 @@ START_TEST(test_request_done_counts_metrics)
     h_options(&opt, NULL);
     h_pump_up(&pump, &opt);
     c = &pump.pool.conns[0];
-    c->head_done = true;
+    c->h1.head_done = true;
     c->x.req.method = HTTP_POST;
     c->x.resp_status = 503;
     c->x.req.start = ev_now(pump.loop) - 0.2;
@@ -142,7 +142,7 @@ START_TEST(test_request_done_counts_metrics)
     ck_assert_uint_eq(
         sl_metrics_self->duration.bucket[8] - before.duration.bucket[8], 1);
 
-    c->head_done = false;
+    c->h1.head_done = false;
     c->x.resp_status = 0;
     c->x.req.start = 0;
     before = *sl_metrics_self;

@@ -191,7 +191,7 @@ void sl_accesslog_request(sl_accesslog_t *a, sl_conn_t *c)
 {
     char peer[64];
     sl_accesslog_rec_t rec = {
-        .req = c->head_done ? &c->x.req : NULL,
+        .req = c->h1.head_done ? &c->x.req : NULL,
         .peer = sl_accesslog_remote(c, peer, sizeof(peer)),
         .status = c->x.resp_status,
         .body = c->x.resp_body,

@@ -87,16 +87,19 @@ struct sl_conn {
     /* the PROXY session's (conn_proxy.c) */
     bool proxy_pending; /* its header is due */
 
-    /* the HTTP/1.1 session's (h1.c, h1_parse.c) */
-    int http_error;  /* status to answer instead of serving, 0 = none */
-    bool in_value;   /* llhttp: last header callback was a value */
-    bool head_done;  /* headers complete for the current request */
-    bool msg_done;   /* message complete for the current request */
-    bool in_msg;     /* a message has begun and is not yet served */
-    bool head_clock; /* deadline is the head's: armed once per head */
-    llhttp_t parser;
-    sl_buf_t rbuf;    /* owned: bytes read, rbuf.off = parsed up to */
-    size_t req_start; /* offset in rbuf where the current head began */
+    sl_buf_t rbuf; /* owned: bytes read, rbuf.off = parsed up to */
+
+    /* the HTTP/1.1 session's state (h1.c, h1_parse.c) */
+    struct {
+        uint16_t http_error; /* status to answer instead of serving, 0: none */
+        bool in_value;       /* llhttp: last header callback was a value */
+        bool head_done;      /* headers complete for the current request */
+        bool msg_done;       /* message complete for the current request */
+        bool in_msg;         /* a message has begun and is not yet served */
+        bool head_clock;     /* deadline is the head's: armed once per head */
+        llhttp_t parser;
+        size_t req_start; /* offset in rbuf where the current head began */
+    } h1;
 
     /* The exchange it carries (exchange.h): on HTTP/1.1 one at a time,
      * its id the connection's index in the pool. */

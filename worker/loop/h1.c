@@ -49,7 +49,7 @@ static void conn_take(sl_conn_t *c);
  * makes an idle connection cost its pool entry alone. */
 static void conn_free_idle_io(sl_conn_t *c)
 {
-    if (sl_buf_pending(&c->rbuf) == 0 && !c->in_msg)
+    if (sl_buf_pending(&c->rbuf) == 0 && !c->h1.in_msg)
         sl_bufcache_put(&c->pump->bufs, &c->rbuf);
     if (sl_buf_pending(&c->tx.buf) == 0)
         sl_bufcache_put(&c->pump->bufs, &c->tx.buf);
@@ -63,10 +63,10 @@ static void conn_reset_request(sl_conn_t *c)
     sl_bufcache_t *bc = &c->pump->bufs;
     bool busy = sl_buf_pending(&c->rbuf) > 0;
 
-    c->head_done = false;
-    c->msg_done = false;
-    c->in_msg = false;
-    c->http_error = 0;
+    c->h1.head_done = false;
+    c->h1.msg_done = false;
+    c->h1.in_msg = false;
+    c->h1.http_error = 0;
     c->x.req.url_len = 0;
     c->x.req.has_body = false;
     if (busy) {
@@ -159,7 +159,7 @@ static void conn_finish_request(sl_conn_t *c)
 {
     /* after the client's EOF, requests it pipelined before it still count */
     bool keep = c->x.req.keep_alive && !c->x.close_after &&
-                !c->pump->drain.draining && c->msg_done &&
+                !c->pump->drain.draining && c->h1.msg_done &&
                 (!c->peer_eof || sl_buf_pending(&c->rbuf) > 0);
 
     sl_request_done(c->pump, c);
@@ -171,7 +171,7 @@ static void conn_finish_request(sl_conn_t *c)
     c->state = SL_CONN_READING;
     c->idle_since = ev_now(c->pump->loop);
     c->deadline = c->idle_since + c->pump->opt->keep_alive;
-    c->head_clock = false;
+    c->h1.head_clock = false;
     /* idle: evictable when the pool runs out (pump.h); a pipelined request
      * already read makes it busy at once */
     if (sl_buf_pending(&c->rbuf) == 0)
@@ -190,7 +190,7 @@ static void conn_dispatch(sl_conn_t *c)
     c->x.req.start = ev_now(c->pump->loop);
     pthread_mutex_lock(&c->x.mu);
     c->x.gen++; /* under mu: a stale executor compares it there */
-    c->x.body_done = !c->x.req.has_body || c->msg_done;
+    c->x.body_done = !c->x.req.has_body || c->h1.msg_done;
     /* what the executor writes goes into cached blocks: in its thread an
      * append would malloc */
     sl_conn_buf_ready(c, &c->x.out);
@@ -262,7 +262,7 @@ static int conn_read(sl_conn_t *c, size_t room, size_t limit, size_t *got)
     *got = 0;
     if (b->off == b->len && c->state != SL_CONN_READING)
         b->off = b->len = 0;
-    if (c->state == SL_CONN_READING && b->off == b->len && !c->in_msg)
+    if (c->state == SL_CONN_READING && b->off == b->len && !c->h1.in_msg)
         sl_buf_compact(b);
     if (b->len + room > limit)
         room = limit > b->len ? limit - b->len : 0;
@@ -295,7 +295,7 @@ static int conn_read_serving(sl_conn_t *c)
     size_t limit = c->rbuf.off + SL_CONN_BODY_WINDOW, got;
     int rc, more;
 
-    if (c->msg_done)
+    if (c->h1.msg_done)
         return conn_read(c, SL_CONN_READ_CHUNK, limit, &got);
     rc = conn_read(c, SL_CONN_BODY_READ, limit, &got);
     while (rc == 1 && got == SL_CONN_BODY_READ) {
@@ -325,12 +325,12 @@ static void on_readable(sl_conn_t *c)
         return;
     }
     case SL_CONN_READING:
-        limit =
-            (c->in_msg ? c->req_start : c->rbuf.off) + max_head(c->pump->opt);
+        limit = (c->h1.in_msg ? c->h1.req_start : c->rbuf.off) +
+                max_head(c->pump->opt);
         rc = conn_read(c, SL_CONN_READ_CHUNK, limit, &got);
         if (rc == 0 && c->rbuf.len >= limit) {
-            c->http_error = c->x.req.nhdrs > 0 ? 431 : 414;
-            conn_error_response(c, c->http_error);
+            c->h1.http_error = c->x.req.nhdrs > 0 ? 431 : 414;
+            conn_error_response(c, c->h1.http_error);
             break;
         }
         if (rc < 0 && !c->peer_eof) {
@@ -345,7 +345,7 @@ static void on_readable(sl_conn_t *c)
             c->x.aborted = true;
             sl_exch_wake(&c->x);
             pthread_mutex_unlock(&c->x.mu);
-        } else if (rc < 0 && !c->msg_done) {
+        } else if (rc < 0 && !c->h1.msg_done) {
             /* the client hung up half way through its body */
             pthread_mutex_lock(&c->x.mu);
             c->x.aborted = true;
@@ -398,14 +398,14 @@ static void conn_take(sl_conn_t *c)
             c->x.close_after = true; /* the client left */
     }
     pthread_mutex_unlock(&c->x.mu);
-    if (c->state == SL_CONN_WRITING && c->http_error && !c->tx.wrote_any) {
+    if (c->state == SL_CONN_WRITING && c->h1.http_error && !c->tx.wrote_any) {
         /* the body was bad and the app's answer never left: say so */
         if (c->tx.interim == 0) /* keep what is not this response's */
             sl_buf_reset(&c->tx.buf, SL_CONN_BUF_KEEP);
         else
             c->tx.buf.len = c->tx.buf.off + c->tx.interim;
         sl_output_drop_tail(&c->tx, c->pump->exec->release);
-        conn_error_response(c, c->http_error);
+        conn_error_response(c, c->h1.http_error);
         c->x.aborted = false;
     }
     if (c->x.aborted && c->state == SL_CONN_WRITING) {
@@ -427,7 +427,7 @@ static void conn_take(sl_conn_t *c)
  * anything. */
 static bool conn_hold(const sl_conn_t *c)
 {
-    return c->msg_done && !c->x.close_after && !c->x.aborted &&
+    return c->h1.msg_done && !c->x.close_after && !c->x.aborted &&
            c->x.req.keep_alive && !c->pump->drain.draining &&
            c->tx.file_fd < 0 && c->tx.mem == NULL &&
            sl_buf_pending(&c->rbuf) > 0 &&
@@ -444,16 +444,16 @@ static void conn_process(sl_conn_t *c)
         switch (c->state) {
         case SL_CONN_READING:
             if (sl_conn_parse(c) < 0) {
-                conn_error_response(c, c->http_error);
+                conn_error_response(c, c->h1.http_error);
                 continue;
             }
             /* a body already here is checked before the app sees it, so
              * a bad chunk in the first packet never reaches the app */
-            if (c->head_done && c->x.req.has_body && sl_conn_parse(c) < 0) {
-                conn_error_response(c, c->http_error);
+            if (c->h1.head_done && c->x.req.has_body && sl_conn_parse(c) < 0) {
+                conn_error_response(c, c->h1.http_error);
                 continue;
             }
-            if (c->head_done &&
+            if (c->h1.head_done &&
                 sl_http_is_health(&c->x.req, c->pump->opt->health_path)) {
                 size_t mark = c->tx.buf.len;
                 /* out of memory, no answer: close rather than leave the
@@ -473,7 +473,7 @@ static void conn_process(sl_conn_t *c)
                 c->state = SL_CONN_WRITING;
                 continue;
             }
-            if (c->head_done) {
+            if (c->h1.head_done) {
                 conn_dispatch(c);
                 if (c->state == SL_CONN_FREE)
                     return;
@@ -500,7 +500,7 @@ static void conn_process(sl_conn_t *c)
 
         case SL_CONN_SERVING:
             /* pump mode: stream the body in, the response out */
-            if (!c->msg_done && sl_conn_parse(c) < 0) {
+            if (!c->h1.msg_done && sl_conn_parse(c) < 0) {
                 pthread_mutex_lock(&c->x.mu);
                 c->x.aborted = true;
                 sl_exch_wake(&c->x);
@@ -545,10 +545,10 @@ static void conn_process(sl_conn_t *c)
                 return;
             }
             /* a body the app did not read: drop it, then go on */
-            if (!c->msg_done && !c->x.close_after && !c->x.aborted) {
+            if (!c->h1.msg_done && !c->x.close_after && !c->x.aborted) {
                 if (sl_conn_parse(c) < 0) {
                     c->x.close_after = true;
-                } else if (!c->msg_done) {
+                } else if (!c->h1.msg_done) {
                     if (c->peer_eof) {
                         sl_request_done(c->pump, c);
                         sl_conn_close(c);
@@ -580,7 +580,7 @@ static void h1_sweep(sl_conn_t *c, ev_tstamp now)
     switch (c->state) {
     case SL_CONN_READING:
         c->deadline = 0;
-        if (c->in_msg || c->rbuf.len > c->rbuf.off) {
+        if (c->h1.in_msg || c->rbuf.len > c->rbuf.off) {
             conn_error_response(c, 408);
             conn_process(c);
         } else {
@@ -610,7 +610,7 @@ static bool h1_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
 
     /* busy ones: conn_finish_request() sees pump->drain.draining and closes */
     if (c->state != SL_CONN_READING || c->rbuf.off != c->rbuf.len ||
-        c->in_msg || sl_buf_pending(&c->tx.buf) > 0)
+        c->h1.in_msg || sl_buf_pending(&c->tx.buf) > 0)
         return false;
     /* a request may sit in the kernel, read but for us: serve it */
     rc = conn_read(c, SL_CONN_READ_CHUNK, c->rbuf.off + max_head(c->pump->opt),
@@ -647,7 +647,7 @@ void sl_h1_start(sl_conn_t *c)
     conn_reset_request(c);
     c->idle_since = ev_now(c->pump->loop);
     c->deadline = c->idle_since + c->pump->opt->header_timeout;
-    c->head_clock = true;
+    c->h1.head_clock = true;
     sl_conn_watch(c, EV_READ);
 }
 

@@ -20,8 +20,8 @@
 
 static int fail(sl_conn_t *c, int status)
 {
-    if (c->http_error == 0)
-        c->http_error = status;
+    if (c->h1.http_error == 0)
+        c->h1.http_error = status;
     return HPE_USER;
 }
 
@@ -34,11 +34,11 @@ static int on_message_begin(llhttp_t *h)
     r->nhdrs = 0;
     r->chunk_line = false;
     r->chunk_last = false;
-    c->in_value = false;
-    c->head_done = false;
-    c->msg_done = false;
-    c->in_msg = true;
-    c->req_start = c->rbuf.off;
+    c->h1.in_value = false;
+    c->h1.head_done = false;
+    c->h1.msg_done = false;
+    c->h1.in_msg = true;
+    c->h1.req_start = c->rbuf.off;
     /* the last request's forwarded client must not stick to an error
      * answered before this head is complete */
     sl_forwarded_clear(r);
@@ -59,13 +59,13 @@ static int on_header_field(llhttp_t *h, const char *at, size_t len)
     sl_req_t *r = &c->x.req;
     sl_hdr_t *hd;
 
-    if (c->head_done) {
+    if (c->h1.head_done) {
         /* chunked trailers: the executor is reading the head, so they
          * are never headers; only their names are checked */
         sl_http_trailer_feed(r, at, len);
         return 0;
     }
-    if (r->nhdrs == 0 || c->in_value) {
+    if (r->nhdrs == 0 || c->h1.in_value) {
         if (r->nhdrs >= c->pump->opt->limit_request_fields)
             return fail(c, 431);
         if (r->hdrs == NULL && sl_conn_hdrs_get(c) < 0)
@@ -75,7 +75,7 @@ static int on_header_field(llhttp_t *h, const char *at, size_t len)
         hd->name_len = 0;
         hd->val_off = 0;
         hd->val_len = 0;
-        c->in_value = false;
+        c->h1.in_value = false;
     }
     hd = &r->hdrs[r->nhdrs - 1];
     if (at != c->rbuf.data + hd->name_off + hd->name_len)
@@ -90,14 +90,14 @@ static int on_header_value(llhttp_t *h, const char *at, size_t len)
     sl_hdr_t *hd = &c->x.req.hdrs[c->x.req.nhdrs - 1];
     size_t i;
 
-    if (c->head_done)
+    if (c->h1.head_done)
         return 0; /* trailers, ignored as above */
     for (i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)at[i];
         if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
             return fail(c, 400);
     }
-    if (!c->in_value) {
+    if (!c->h1.in_value) {
         /* the first piece: an empty value folded onto the next line
          * ("Name:\r\n value") would start after a line break (llhttp
          * gives an empty value as an empty piece past the line's end) */
@@ -107,7 +107,7 @@ static int on_header_value(llhttp_t *h, const char *at, size_t len)
                 return fail(c, 400);
         hd->val_off = (uint32_t)(at - c->rbuf.data);
         hd->val_len = 0;
-        c->in_value = true;
+        c->h1.in_value = true;
     } else if (at != c->rbuf.data + hd->val_off + hd->val_len) {
         return fail(c, 400); /* a piece after a gap: obs-fold */
     }
@@ -120,7 +120,7 @@ static int on_header_field_complete(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
 
-    if (c->head_done)
+    if (c->h1.head_done)
         return sl_http_trailer_end(&c->x.req) ? fail(c, 400) : 0;
     if (c->x.req.nhdrs == 0 || c->x.req.hdrs[c->x.req.nhdrs - 1].name_len == 0)
         return fail(c, 400);
@@ -136,9 +136,9 @@ static int on_headers_complete(llhttp_t *h)
      * between req_start and the end of what was read) */
     if (c->x.req.hbuf.data == NULL &&
         sl_bufcache_get(&c->pump->bufs, &c->x.req.hbuf,
-                        c->rbuf.len - c->req_start) < 0)
+                        c->rbuf.len - c->h1.req_start) < 0)
         return fail(c, 503);
-    status = sl_http_head_complete(&c->parser, &c->x.req, &c->rbuf,
+    status = sl_http_head_complete(&c->h1.parser, &c->x.req, &c->rbuf,
                                    c->pump->opt->limit_request_body);
     if (status != 0)
         return fail(c, status);
@@ -148,14 +148,14 @@ static int on_headers_complete(llhttp_t *h)
      * here, answered here when bad; any other upgrade (or WSGI) is an
      * ordinary request, and the connection closes after its response:
      * what the client sends after it is in another protocol */
-    if (c->parser.upgrade)
+    if (c->h1.parser.upgrade)
         c->x.req.keep_alive = false;
     if (c->pump->exec->websocket && sl_ws_is_upgrade(&c->x.req)) {
         status = sl_conn_ws_upgrade(c);
         if (status != 0)
             return fail(c, status);
     }
-    c->head_done = true;
+    c->h1.head_done = true;
     c->x.req.chunk_line = c->x.req.chunked;
     c->deadline = 0;
     /* With a body, stop here so the request is handed over before its body
@@ -194,7 +194,7 @@ static int on_message_complete(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
 
-    c->msg_done = true;
+    c->h1.msg_done = true;
     pthread_mutex_lock(&c->x.mu);
     c->x.body_done = true;
     sl_exch_wake(&c->x);
@@ -227,8 +227,8 @@ static llhttp_settings_t settings = {
 
 void sl_conn_parser_init(sl_conn_t *c)
 {
-    llhttp_init(&c->parser, HTTP_REQUEST, &settings);
-    c->parser.data = c;
+    llhttp_init(&c->h1.parser, HTTP_REQUEST, &settings);
+    c->h1.parser.data = c;
 }
 
 /* At a message's start, take the request line's method and target
@@ -265,8 +265,8 @@ static int start_line(sl_conn_t *c)
     /* the head's clock starts once: at accept for a connection's first
      * request, at the line's first byte for a later one (until then the
      * keep-alive timeout runs); it is never re-armed within a head */
-    if (!c->head_clock && pos > 0) {
-        c->head_clock = true;
+    if (!c->h1.head_clock && pos > 0) {
+        c->h1.head_clock = true;
         c->deadline = ev_now(c->pump->loop) + c->pump->opt->header_timeout;
     }
     if (rc == 0) {
@@ -275,17 +275,18 @@ static int start_line(sl_conn_t *c)
         return 0;
     }
     if (rc != 1) {
-        c->http_error = rc;
+        c->h1.http_error = rc;
         return -1;
     }
     method = sl_reqline_method_of(p, mlen);
     if (method == HTTP_CONNECT)
-        rc = llhttp_execute(&c->parser, via_connect, sizeof(via_connect) - 1);
+        rc =
+            llhttp_execute(&c->h1.parser, via_connect, sizeof(via_connect) - 1);
     else
-        rc = llhttp_execute(&c->parser, via_get, sizeof(via_get) - 1);
+        rc = llhttp_execute(&c->h1.parser, via_get, sizeof(via_get) - 1);
     if (rc != HPE_OK) {
-        if (c->http_error == 0)
-            c->http_error = 400;
+        if (c->h1.http_error == 0)
+            c->h1.http_error = 400;
         return -1;
     }
     r->method = method;
@@ -314,8 +315,8 @@ static int chunk_line(sl_conn_t *c)
         ;
     c->x.req.chunk_last = i == digits;
     c->x.req.chunk_line = false;
-    if (llhttp_execute(&c->parser, p, digits) != HPE_OK ||
-        llhttp_execute(&c->parser, "\r\n", 2) != HPE_OK)
+    if (llhttp_execute(&c->h1.parser, p, digits) != HPE_OK ||
+        llhttp_execute(&c->h1.parser, "\r\n", 2) != HPE_OK)
         return -1;
     b->off += len;
     return 1;
@@ -331,8 +332,8 @@ int sl_conn_parse(sl_conn_t *c)
     bool had_head;
     int rc;
 
-    while (sl_buf_pending(b) > 0 && !c->msg_done) {
-        if (!c->in_msg) {
+    while (sl_buf_pending(b) > 0 && !c->h1.msg_done) {
+        if (!c->h1.in_msg) {
             rc = start_line(c);
             if (rc < 0) {
                 sl_debug("bad request line from fd %d", c->tp.fd);
@@ -349,31 +350,31 @@ int sl_conn_parse(sl_conn_t *c)
                 break;
             continue;
         }
-        had_head = c->head_done;
+        had_head = c->h1.head_done;
         start = b->data + b->off;
-        err = llhttp_execute(&c->parser, start, sl_buf_pending(b));
+        err = llhttp_execute(&c->h1.parser, start, sl_buf_pending(b));
         if (err == HPE_OK) {
             b->off = b->len;
             break;
         }
         if (err != HPE_PAUSED && err != HPE_PAUSED_UPGRADE)
             goto out_bad;
-        pos = llhttp_get_error_pos(&c->parser);
+        pos = llhttp_get_error_pos(&c->h1.parser);
         b->off = (size_t)(pos - b->data);
         /* HPE_PAUSED_UPGRADE: on_headers_complete took the request as
          * not keep-alive already */
         if (err == HPE_PAUSED)
-            llhttp_resume(&c->parser);
-        if (!had_head && c->head_done && c->state == SL_CONN_READING)
+            llhttp_resume(&c->h1.parser);
+        if (!had_head && c->h1.head_done && c->state == SL_CONN_READING)
             return 0; /* a head to dispatch */
     }
     return 0;
 
 out_bad:
-    if (c->http_error == 0)
-        c->http_error = 400;
+    if (c->h1.http_error == 0)
+        c->h1.http_error = 400;
     sl_debug("bad request from fd %d: %s", c->tp.fd,
              c->x.req.chunk_line ? "bad chunk size line"
-                                 : llhttp_get_error_reason(&c->parser));
+                                 : llhttp_get_error_reason(&c->h1.parser));
     return -1;
 }

@@ -105,7 +105,7 @@ sl_conn_t *sl_pool_victim(sl_pool_t *pool)
         c = pool->idle_tail;
         /* the list is kept by the connections; a stale entry is only
          * dropped */
-        if (c->state != SL_CONN_READING || c->in_msg ||
+        if (c->state != SL_CONN_READING || c->h1.in_msg ||
             sl_buf_pending(&c->rbuf) > 0) {
             sl_pool_idle_remove(pool, c);
             continue;

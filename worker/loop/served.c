@@ -41,7 +41,7 @@ static void metrics_request(sl_pump_t *p, const sl_conn_t *c)
     sl_metrics_slot_t *m = sl_metrics_self;
     ev_tstamp start = c->x.req.start;
     int method =
-        c->head_done ? method_class(c->x.req.method) : SL_METRICS_OTHER;
+        c->h1.head_done ? method_class(c->x.req.method) : SL_METRICS_OTHER;
     int status = c->x.resp_status;
     int code =
         status >= 100 && status < 600 ? status / 100 - 1 : SL_METRICS_NONE;
