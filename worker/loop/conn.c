@@ -1,7 +1,6 @@
 /* conn.c - one connection below its session: the socket (through its
  * transport), the watcher, the buffers, writing, closing.
  *
- *
  * What a connection does with its bytes is its session's (sl_session_ops_t
  * in conn.h): the PROXY header's (conn_proxy.c), then HTTP/1.1's (h1.c),
  * after an upgrade a WebSocket's (conn_ws.c). This file holds what every
@@ -12,14 +11,9 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "common/log.h"
-#include "common/metrics.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/exec.h"
 #include "worker/loop/forwarded.h"
