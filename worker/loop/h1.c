@@ -185,8 +185,7 @@ static void conn_dispatch(sl_conn_t *c)
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
     c->state = SL_CONN_SERVING;
-    c->tx.wrote_any = false;
-    c->tx.interim = sl_buf_pending(&c->tx.buf); /* answers held (conn_hold()) */
+    sl_output_begin(&c->tx); /* what it holds: answers held (conn_hold()) */
     c->x.req.start = ev_now(c->pump->loop);
     pthread_mutex_lock(&c->x.mu);
     c->x.gen++; /* under mu: a stale executor compares it there */
@@ -376,16 +375,10 @@ static void conn_take(sl_conn_t *c)
         c->x.aborted = true;
         sl_exch_wake(&c->x);
     }
-    if (c->x.resp_done && c->x.file_fd >= 0) {
-        c->tx.file_fd = c->x.file_fd;
-        c->tx.file_off = c->x.file_off;
-        c->tx.file_len = c->x.file_len;
+    if (c->x.resp_done && (c->x.file_fd >= 0 || c->x.mem != NULL)) {
+        sl_output_take_tail(&c->tx, c->x.file_fd, c->x.file_off, c->x.file_len,
+                            c->x.mem, c->x.mem_len, c->x.mem_owner);
         c->x.file_fd = -1;
-    }
-    if (c->x.resp_done && c->x.mem != NULL) {
-        c->tx.mem = c->x.mem;
-        c->tx.mem_len = c->x.mem_len;
-        c->tx.mem_owner = c->x.mem_owner;
         c->x.mem = NULL;
         c->x.mem_owner = NULL;
     }
@@ -429,8 +422,7 @@ static bool conn_hold(const sl_conn_t *c)
 {
     return c->h1.msg_done && !c->x.close_after && !c->x.aborted &&
            c->x.req.keep_alive && !c->pump->drain.draining &&
-           c->tx.file_fd < 0 && c->tx.mem == NULL &&
-           sl_buf_pending(&c->rbuf) > 0 &&
+           !sl_output_has_tail(&c->tx) && sl_buf_pending(&c->rbuf) > 0 &&
            sl_buf_pending(&c->tx.buf) <= SL_CONN_HOLD_MAX;
 }
 
