@@ -30,6 +30,9 @@ int sl_asgi_loop_create(sl_asgi_t *x)
     x->loop = sl_asgi_lifespan_loop(sl_pump_options(x->p)->loop, &x->loop_name);
     if (x->loop == NULL)
         return -1;
+    x->loop_hash = PyObject_Hash(x->loop); /* current tasks are keyed by it */
+    if (x->loop_hash == -1)
+        goto out_pyerr;
     x->base_ctx = PyContext_CopyCurrent();
     if (x->base_ctx == NULL)
         goto out_pyerr;

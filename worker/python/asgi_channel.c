@@ -170,7 +170,7 @@ static PyObject *recv_try(sl_asgi_req_t *r)
 /* ------------------------------------------------------------------ */
 /* send()                                                             */
 
-PyObject *sl_asgi_http_start(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_http_start(sl_asgi_req_t *r, const sl_asgi_msg_t *m)
 {
     PyObject *status, *headers, *seq, *trailers;
     long code;
@@ -181,7 +181,7 @@ PyObject *sl_asgi_http_start(sl_asgi_req_t *r, PyObject *msg)
                           "ASGI: http.response.start sent twice, or after "
                           "the body began (%s)",
                           r->what);
-    status = PyDict_GetItemWithError(msg, sl_asgi_names[N_STATUS]);
+    status = m->v[N_STATUS];
     if (status == NULL || !PyLong_CheckExact(status))
         return PyErr_Occurred()
                    ? proto_error(r)
@@ -195,7 +195,7 @@ PyObject *sl_asgi_http_start(sl_asgi_req_t *r, PyObject *msg)
                           "ASGI: http.response.start: status %ld is not a "
                           "final HTTP status (200-599)",
                           code);
-    headers = PyDict_GetItemWithError(msg, sl_asgi_names[N_HEADERS]);
+    headers = m->v[N_HEADERS];
     if (headers == NULL && PyErr_Occurred())
         return proto_error(r);
     seq = PySequence_Fast(headers ? headers : r->x->empty_tuple,
@@ -207,7 +207,7 @@ PyObject *sl_asgi_http_start(sl_asgi_req_t *r, PyObject *msg)
         Py_DECREF(seq);
         return proto_error(r);
     }
-    trailers = PyDict_GetItemWithError(msg, sl_asgi_names[N_TRAILERS]);
+    trailers = m->v[N_TRAILERS];
     t = trailers ? PyObject_IsTrue(trailers) : 0;
     if (t < 0 || PyErr_Occurred()) {
         Py_DECREF(seq);
@@ -220,7 +220,7 @@ PyObject *sl_asgi_http_start(sl_asgi_req_t *r, PyObject *msg)
     return sl_asgi_done_none();
 }
 
-PyObject *sl_asgi_http_body(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_http_body(sl_asgi_req_t *r, const sl_asgi_msg_t *m)
 {
     PyObject *body, *more;
     Py_buffer view;
@@ -233,8 +233,8 @@ PyObject *sl_asgi_http_body(sl_asgi_req_t *r, PyObject *msg)
             : r->state == RS_TRAILERS ? "after the last body message"
                                       : "after the response was complete",
             r->what);
-    body = PyDict_GetItemWithError(msg, sl_asgi_names[N_BODY]);
-    more = PyDict_GetItemWithError(msg, sl_asgi_names[N_MORE_BODY]);
+    body = m->v[N_BODY];
+    more = m->v[N_MORE_BODY];
     if (PyErr_Occurred())
         return proto_error(r);
     if (body == NULL)
@@ -290,7 +290,7 @@ PyObject *sl_asgi_http_body(sl_asgi_req_t *r, PyObject *msg)
     return sl_asgi_done_none();
 }
 
-PyObject *sl_asgi_http_trailers(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_http_trailers(sl_asgi_req_t *r, const sl_asgi_msg_t *m)
 {
     PyObject *headers, *more, *seq;
     int more_t;
@@ -302,8 +302,8 @@ PyObject *sl_asgi_http_trailers(sl_asgi_req_t *r, PyObject *msg)
                                            : "without trailers: True in "
                                              "http.response.start",
                           r->what);
-    headers = PyDict_GetItemWithError(msg, sl_asgi_names[N_HEADERS]);
-    more = PyDict_GetItemWithError(msg, sl_asgi_names[N_MORE_TRAILERS]);
+    headers = m->v[N_HEADERS];
+    more = m->v[N_MORE_TRAILERS];
     if (PyErr_Occurred())
         return proto_error(r);
     seq = PySequence_Fast(headers ? headers : r->x->empty_tuple,
@@ -336,7 +336,7 @@ out_fail:
 }
 
 /* http.response.pathsend: the head, then the file by sendfile(2). */
-PyObject *sl_asgi_http_pathsend(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_http_pathsend(sl_asgi_req_t *r, const sl_asgi_msg_t *m)
 {
     PyObject *path, *fs = NULL;
     struct stat st;
@@ -347,7 +347,7 @@ PyObject *sl_asgi_http_pathsend(sl_asgi_req_t *r, PyObject *msg)
                           "ASGI: http.response.pathsend must come right "
                           "after http.response.start (%s)",
                           r->what);
-    path = PyDict_GetItemWithError(msg, sl_asgi_names[N_PATH]);
+    path = m->v[N_PATH];
     if (path == NULL || !PyUnicode_Check(path))
         return PyErr_Occurred()
                    ? proto_error(r)

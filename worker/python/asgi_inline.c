@@ -104,8 +104,10 @@ static void inline_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
     sl_asgi_t *x = sl_asgi_of(p);
     uint32_t i;
 
+    sl_asgi_task_batch(x, true);
     for (i = 0; i < n; i++)
         sl_asgi_req_ticket(x, &t[i]);
+    sl_asgi_task_batch(x, false);
 }
 
 /* Run libev until the dirty connections' output is handed over and libev

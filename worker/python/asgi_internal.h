@@ -73,9 +73,9 @@ typedef struct {
 
 enum { SL_ASGI_HTTP, SL_ASGI_WS };
 
-/* A handler of one message type of send(), for R: an awaitable, or NULL
- * with the exception the app sees. */
-typedef PyObject *(*sl_asgi_send_fn)(sl_asgi_req_t *r, PyObject *msg);
+/* A handler of one message type of send(), for R, given the message's
+ * keys: an awaitable, or NULL with the exception the app sees. */
+typedef PyObject *(*sl_asgi_send_fn)(sl_asgi_req_t *r, const sl_asgi_msg_t *m);
 
 /* One request: its app's coroutine and the state of its response. */
 struct sl_asgi_req {
@@ -143,6 +143,10 @@ struct sl_asgi {
     sl_buf_t scratch;      /* the writers' heads, errors, trailers */
     const char *loop_name; /* "uvloop" or "asyncio" */
     double budget;         /* for lifespan shutdown */
+    Py_hash_t loop_hash;   /* loop's: current tasks are keyed by it */
+    bool task_batch;       /* in a batch of steps (sl_asgi_task_batch) */
+    bool task_stale;       /* the current task is a finished step's, which
+                              stands for none until the batch's end */
     bool started;          /* sl_asgi_start() succeeded */
     bool stopping;         /* the event loop is being stopped */
 };
@@ -223,13 +227,20 @@ int sl_asgi_task_init(void);
  * reference, or NULL with an exception. */
 PyObject *sl_asgi_task_new(sl_asgi_req_t *r);
 
-/* Make TASK what current_task() returns on LOOP; *PREV gets what it was
- * (a new reference, or NULL) for sl_asgi_task_leave(). 0, or -1 with an
- * exception. */
-int sl_asgi_task_enter(PyObject *loop, PyObject *task, PyObject **prev);
+/* Make TASK what current_task() returns on X's loop; *PREV gets what it
+ * was (a new reference, or NULL) for sl_asgi_task_leave(). 0, or -1 with
+ * an exception. */
+int sl_asgi_task_enter(sl_asgi_t *x, PyObject *task, PyObject **prev);
 
-/* Put PREV (stolen; NULL: none) back as LOOP's current task. */
-void sl_asgi_task_leave(PyObject *loop, PyObject *prev);
+/* Put PREV (stolen; NULL: none) back as X's loop's current task. Within
+ * a batch, "none" is left for the batch's next step or its end to
+ * settle: the entry costs a dict delete and insert per step otherwise. */
+void sl_asgi_task_leave(sl_asgi_t *x, PyObject *prev);
+
+/* A batch of steps begins (ON) or ends: the tickets of one pass, which
+ * run one after the other with no Task, no loop callback and no other
+ * Python code between them. At its end no task is current. */
+void sl_asgi_task_batch(sl_asgi_t *x, bool on);
 
 /* TASK's name ("GET /path" unless set): a new reference, or NULL with an
  * exception. */
@@ -251,10 +262,10 @@ int sl_asgi_channel_init(void);
 extern const sl_asgi_kind_t sl_asgi_http;
 
 /* send()'s http messages (sl_asgi_send_fn). */
-PyObject *sl_asgi_http_start(sl_asgi_req_t *r, PyObject *msg);
-PyObject *sl_asgi_http_body(sl_asgi_req_t *r, PyObject *msg);
-PyObject *sl_asgi_http_trailers(sl_asgi_req_t *r, PyObject *msg);
-PyObject *sl_asgi_http_pathsend(sl_asgi_req_t *r, PyObject *msg);
+PyObject *sl_asgi_http_start(sl_asgi_req_t *r, const sl_asgi_msg_t *m);
+PyObject *sl_asgi_http_body(sl_asgi_req_t *r, const sl_asgi_msg_t *m);
+PyObject *sl_asgi_http_trailers(sl_asgi_req_t *r, const sl_asgi_msg_t *m);
+PyObject *sl_asgi_http_pathsend(sl_asgi_req_t *r, const sl_asgi_msg_t *m);
 
 /* ---- asgi_ws.c: the websocket scope's messages ---- */
 
@@ -264,11 +275,11 @@ int sl_asgi_ws_init(void);
 extern const sl_asgi_kind_t sl_asgi_ws;
 
 /* send()'s websocket messages (sl_asgi_send_fn). */
-PyObject *sl_asgi_ws_accept(sl_asgi_req_t *r, PyObject *msg);
-PyObject *sl_asgi_ws_send(sl_asgi_req_t *r, PyObject *msg);
-PyObject *sl_asgi_ws_close(sl_asgi_req_t *r, PyObject *msg);
-PyObject *sl_asgi_ws_denial_start(sl_asgi_req_t *r, PyObject *msg);
-PyObject *sl_asgi_ws_denial_body(sl_asgi_req_t *r, PyObject *msg);
+PyObject *sl_asgi_ws_accept(sl_asgi_req_t *r, const sl_asgi_msg_t *m);
+PyObject *sl_asgi_ws_send(sl_asgi_req_t *r, const sl_asgi_msg_t *m);
+PyObject *sl_asgi_ws_close(sl_asgi_req_t *r, const sl_asgi_msg_t *m);
+PyObject *sl_asgi_ws_denial_start(sl_asgi_req_t *r, const sl_asgi_msg_t *m);
+PyObject *sl_asgi_ws_denial_body(sl_asgi_req_t *r, const sl_asgi_msg_t *m);
 
 /* ---- asgi_io.c: both scopes' waits, output and end ---- */
 

@@ -59,9 +59,11 @@ static PyObject *on_tickets(PyObject *self, PyObject *unused)
     (void)unused;
     if (read(lane.efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
         sl_log_errno(SL_LOG_ERROR, "read() of the ASGI lane's eventfd");
+    sl_asgi_task_batch(x, true);
     while ((n = sl_queue_pop_all(sl_pump_work(x->p), batch, TICKET_BATCH)) > 0)
         for (i = 0; i < n; i++)
             sl_asgi_req_ticket(x, &batch[i]);
+    sl_asgi_task_batch(x, false);
     if (atomic_exchange(&lane.finish_asked, false))
         sl_asgi_req_cancel_all(x);
     if (atomic_load(&lane.stop_asked) && !x->stopping) {

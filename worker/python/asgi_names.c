@@ -21,6 +21,11 @@ static const char *const name_text[N_COUNT] = {
     "status",
     "trailers",
     "more_trailers",
+    "text",
+    "bytes",
+    "code",
+    "reason",
+    "subprotocol",
     "http.request",
     "http.disconnect",
     "http.response.start",
@@ -32,11 +37,6 @@ static const char *const name_text[N_COUNT] = {
     "cancel",
     "throw",
     "close",
-    "text",
-    "bytes",
-    "code",
-    "reason",
-    "subprotocol",
     "websocket.connect",
     "websocket.receive",
     "websocket.disconnect",
@@ -76,4 +76,36 @@ bool sl_asgi_str_is(PyObject *s, PyObject *key)
                memcmp(PyUnicode_DATA(s), PyUnicode_DATA(key),
                       (size_t)PyUnicode_GET_LENGTH(s)) == 0;
     return PyUnicode_Compare(s, key) == 0;
+}
+
+int sl_asgi_msg_read(PyObject *msg, sl_asgi_msg_t *m)
+{
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    bool lookup = false;
+    int i;
+
+    memset(m, 0, sizeof(*m));
+    while (PyDict_Next(msg, &pos, &k, &v)) {
+        for (i = 0; i < N_MSG_KEYS; i++)
+            if (k == sl_asgi_names[i])
+                break;
+        if (i == N_MSG_KEYS && PyUnicode_CheckExact(k))
+            for (i = 0; i < N_MSG_KEYS; i++)
+                if (sl_asgi_str_is(k, sl_asgi_names[i]))
+                    break;
+        if (i < N_MSG_KEYS)
+            m->v[i] = v;
+        else if (!PyUnicode_CheckExact(k))
+            lookup = true; /* a key that may compare equal to a name */
+    }
+    if (!lookup)
+        return 0;
+    for (i = 0; i < N_MSG_KEYS; i++)
+        if (m->v[i] == NULL &&
+            (m->v[i] = PyDict_GetItemWithError(msg, sl_asgi_names[i])) ==
+                NULL &&
+            PyErr_Occurred())
+            return -1;
+    return 0;
 }

@@ -15,7 +15,13 @@ enum {
     N_STATUS,
     N_TRAILERS,
     N_MORE_TRAILERS,
-    N_HTTP_REQUEST,
+    N_TEXT,
+    N_BYTES,
+    N_CODE,
+    N_REASON,
+    N_SUBPROTOCOL,
+    N_MSG_KEYS, /* the keys above are those send()'s messages have */
+    N_HTTP_REQUEST = N_MSG_KEYS,
     N_HTTP_DISCONNECT,
     N_RESPONSE_START,
     N_RESPONSE_BODY,
@@ -26,11 +32,6 @@ enum {
     N_CANCEL,
     N_THROW,
     N_CLOSE,
-    N_TEXT,
-    N_BYTES,
-    N_CODE,
-    N_REASON,
-    N_SUBPROTOCOL,
     N_WS_CONNECT,
     N_WS_RECEIVE,
     N_WS_DISCONNECT,
@@ -55,5 +56,17 @@ int sl_asgi_names_init(void);
 
 /* Is S the interned string KEY (or equal to it)? */
 bool sl_asgi_str_is(PyObject *s, PyObject *key);
+
+/* A message the app gave send(): the values of its keys N_TYPE ..
+ * N_SUBPROTOCOL (borrowed from the dict; NULL when missing). */
+typedef struct {
+    PyObject *v[N_MSG_KEYS];
+} sl_asgi_msg_t;
+
+/* Read dict MSG's keys into M in one pass: apps write them as literals,
+ * which are the interned names, so a key is found by its address; only
+ * a key that is not falls back to comparing text, or (not a str) to a
+ * lookup of each name. 0, or -1 with an exception. */
+int sl_asgi_msg_read(PyObject *msg, sl_asgi_msg_t *m);
 
 #endif

@@ -101,7 +101,7 @@ static void req_finish(sl_asgi_req_t *r, bool raised)
 static bool req_enter(sl_asgi_req_t *r, PyObject **prev)
 {
     if (PyContext_Enter(r->ctx) == 0) {
-        if (sl_asgi_task_enter(r->x->loop, r->ptask, prev) == 0)
+        if (sl_asgi_task_enter(r->x, r->ptask, prev) == 0)
             return true;
         if (PyContext_Exit(r->ctx) < 0)
             PyErr_Clear(); /* the enter's error is the one to log */
@@ -112,7 +112,7 @@ static bool req_enter(sl_asgi_req_t *r, PyObject **prev)
 
 static void req_leave(sl_asgi_req_t *r, PyObject *prev)
 {
-    sl_asgi_task_leave(r->x->loop, prev);
+    sl_asgi_task_leave(r->x, prev);
     if (PyContext_Exit(r->ctx) < 0)
         sl_py_log_exception("ASGI: leaving the context of %s", r->what);
 }
@@ -269,6 +269,7 @@ static PyObject *send_fail(sl_asgi_req_t *r, PyObject *exc, const char *fmt,
 
 static PyObject *req_send(sl_asgi_req_t *r, PyObject *msg)
 {
+    sl_asgi_msg_t m;
     PyObject *type;
     size_t i;
 
@@ -280,16 +281,16 @@ static PyObject *req_send(sl_asgi_req_t *r, PyObject *msg)
         return send_fail(r, PyExc_TypeError,
                          "ASGI: send() takes a dict message, not %s",
                          Py_TYPE(msg)->tp_name);
-    type = PyDict_GetItemWithError(msg, sl_asgi_names[N_TYPE]);
+    if (sl_asgi_msg_read(msg, &m) < 0)
+        return r->kind->error(r);
+    type = m.v[N_TYPE];
     if (type == NULL)
-        return PyErr_Occurred() ? r->kind->error(r)
-                                : send_fail(r, PyExc_KeyError,
-                                            "ASGI: send(): the message has "
-                                            "no 'type'");
+        return send_fail(r, PyExc_KeyError,
+                         "ASGI: send(): the message has no 'type'");
     for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
         if (routes[i].kind == r->kind->kind &&
             sl_asgi_str_is(type, sl_asgi_names[routes[i].name]))
-            return routes[i].fn(r, msg);
+            return routes[i].fn(r, &m);
     return send_fail(r, PyExc_ValueError,
                      "ASGI: send(): unexpected message type %R for %s scope",
                      type, r->kind->name);

@@ -412,27 +412,57 @@ static PyTypeObject task_type = {
     .tp_methods = task_methods,
 };
 
-int sl_asgi_task_enter(PyObject *loop, PyObject *task, PyObject **prev)
+int sl_asgi_task_enter(sl_asgi_t *x, PyObject *task, PyObject **prev)
 {
-    *prev = PyDict_GetItemWithError(current_tasks, loop);
+    Py_hash_t h = x->loop_hash;
+
+    *prev = NULL;
+    if (x->task_stale) {
+        /* what the batch's last step left, which stands for none */
+        if (_PyDict_SetItem_KnownHash(current_tasks, x->loop, task, h) < 0)
+            return -1;
+        x->task_stale = false;
+        return 0;
+    }
+    *prev = _PyDict_GetItem_KnownHash(current_tasks, x->loop, h);
     if (*prev == NULL && PyErr_Occurred())
         return -1;
     Py_XINCREF(*prev);
-    if (PyDict_SetItem(current_tasks, loop, task) < 0) {
+    if (_PyDict_SetItem_KnownHash(current_tasks, x->loop, task, h) < 0) {
         Py_CLEAR(*prev);
         return -1;
     }
     return 0;
 }
 
-void sl_asgi_task_leave(PyObject *loop, PyObject *prev)
+/* Take LOOP's entry out: no task is current. */
+static void task_unset(sl_asgi_t *x)
 {
-    int rc = prev ? PyDict_SetItem(current_tasks, loop, prev)
-                  : PyDict_DelItem(current_tasks, loop);
-
-    if (rc < 0)
+    if (_PyDict_DelItem_KnownHash(current_tasks, x->loop, x->loop_hash) < 0)
         sl_py_log_exception("ASGI: restoring the current task");
-    Py_XDECREF(prev);
+}
+
+void sl_asgi_task_leave(sl_asgi_t *x, PyObject *prev)
+{
+    if (prev != NULL) {
+        if (_PyDict_SetItem_KnownHash(current_tasks, x->loop, prev,
+                                      x->loop_hash) < 0)
+            sl_py_log_exception("ASGI: restoring the current task");
+        Py_DECREF(prev);
+    } else if (x->task_batch) {
+        x->task_stale = true; /* the batch's end, or its next step */
+    } else {
+        task_unset(x);
+    }
+}
+
+void sl_asgi_task_batch(sl_asgi_t *x, bool on)
+{
+    x->task_batch = on;
+    if (!on && x->task_stale) {
+        x->task_stale = false;
+        task_unset(x);
+    }
 }
 
 PyObject *sl_asgi_task_new(sl_asgi_req_t *r)

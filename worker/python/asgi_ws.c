@@ -206,14 +206,11 @@ static PyObject *ws_error(sl_asgi_req_t *r)
     return NULL;
 }
 
-/* MSG[KEY] (borrowed), NULL when missing or None; -1 into *ERR with an
- * exception on a lookup error. */
-static PyObject *field(PyObject *msg, int key, bool *err)
+/* M's KEY (borrowed), NULL when missing or None. */
+static PyObject *field(const sl_asgi_msg_t *m, int key)
 {
-    PyObject *v = PyDict_GetItemWithError(msg, sl_asgi_names[key]);
+    PyObject *v = m->v[key];
 
-    if (v == NULL && PyErr_Occurred())
-        *err = true;
     return v == Py_None ? NULL : v;
 }
 
@@ -265,15 +262,12 @@ static int format_headers(PyObject *seq, sl_buf_t *b)
 }
 
 /* The subprotocol of an accept: NULL for none, else a token. */
-static int accept_subprotocol(PyObject *msg, const char **sub)
+static int accept_subprotocol(const sl_asgi_msg_t *m, const char **sub)
 {
-    bool err = false;
-    PyObject *v = field(msg, N_SUBPROTOCOL, &err);
+    PyObject *v = field(m, N_SUBPROTOCOL);
     Py_ssize_t n;
 
     *sub = NULL;
-    if (err)
-        return -1;
     if (v == NULL)
         return 0;
     if (!PyUnicode_Check(v)) {
@@ -295,11 +289,10 @@ static int accept_subprotocol(PyObject *msg, const char **sub)
     return 0;
 }
 
-PyObject *sl_asgi_ws_accept(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_ws_accept(sl_asgi_req_t *r, const sl_asgi_msg_t *m)
 {
     const char *sub;
     PyObject *headers, *seq;
-    bool err = false;
     sl_buf_t *b = &r->x->scratch;
     int rc;
 
@@ -309,11 +302,9 @@ PyObject *sl_asgi_ws_accept(sl_asgi_req_t *r, PyObject *msg)
                           ? "after websocket.http.response.start"
                           : "sent twice, or after the WebSocket ended",
                       r->what);
-    if (accept_subprotocol(msg, &sub) < 0)
+    if (accept_subprotocol(m, &sub) < 0)
         return ws_error(r);
-    headers = field(msg, N_HEADERS, &err);
-    if (err)
-        return ws_error(r);
+    headers = field(m, N_HEADERS);
     seq = PySequence_Fast(headers ? headers : r->x->empty_tuple,
                           "ASGI: websocket.accept: 'headers' must be a list "
                           "of [name, value] pairs");
@@ -357,22 +348,19 @@ static const char *cannot_send(const sl_asgi_req_t *r)
     return NULL;
 }
 
-PyObject *sl_asgi_ws_send(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_ws_send(sl_asgi_req_t *r, const sl_asgi_msg_t *m)
 {
     PyObject *bytes, *text;
     Py_buffer view;
     const char *why = cannot_send(r), *p;
     Py_ssize_t n;
-    bool err = false;
     int rc;
 
     if (why != NULL)
         return misuse(r, PyExc_RuntimeError, "ASGI: websocket.send %s (%s)",
                       why, r->what);
-    bytes = field(msg, N_BYTES, &err);
-    text = field(msg, N_TEXT, &err);
-    if (err)
-        return ws_error(r);
+    bytes = field(m, N_BYTES);
+    text = field(m, N_TEXT);
     if ((bytes == NULL) == (text == NULL))
         return misuse(r, PyExc_ValueError,
                       "ASGI: websocket.send needs exactly one of 'bytes' "
@@ -409,18 +397,15 @@ PyObject *sl_asgi_ws_send(sl_asgi_req_t *r, PyObject *msg)
 
 /* The code and reason of a close: CODE (default 1000) one an endpoint
  * may send, REASON str or None. */
-static int close_args(sl_asgi_req_t *r, PyObject *msg, unsigned *code,
+static int close_args(sl_asgi_req_t *r, const sl_asgi_msg_t *m, unsigned *code,
                       const char **reason, Py_ssize_t *n)
 {
-    bool err = false;
-    PyObject *c = field(msg, N_CODE, &err), *why = field(msg, N_REASON, &err);
+    PyObject *c = field(m, N_CODE), *why = field(m, N_REASON);
     long v;
 
     *code = SL_WS_CLOSE_NORMAL;
     *reason = "";
     *n = 0;
-    if (err)
-        return -1;
     if (c != NULL) {
         if (!PyLong_Check(c) || PyBool_Check(c)) {
             misuse(r, PyExc_TypeError,
@@ -453,12 +438,12 @@ static int close_args(sl_asgi_req_t *r, PyObject *msg, unsigned *code,
     return 0;
 }
 
-PyObject *sl_asgi_ws_close(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_ws_close(sl_asgi_req_t *r, const sl_asgi_msg_t *m)
 {
     unsigned code;
     const char *reason;
     Py_ssize_t n;
-    int rc = close_args(r, msg, &code, &reason, &n);
+    int rc = close_args(r, m, &code, &reason, &n);
 
     if (rc == -2)
         return NULL;
@@ -490,10 +475,9 @@ PyObject *sl_asgi_ws_close(sl_asgi_req_t *r, PyObject *msg)
 /* ------------------------------------------------------------------ */
 /* the denial response                                                */
 
-PyObject *sl_asgi_ws_denial_start(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_ws_denial_start(sl_asgi_req_t *r, const sl_asgi_msg_t *m)
 {
     PyObject *status, *headers, *seq;
-    bool err = false;
     long code;
 
     if (r->ws_state != WS_CONNECTING || r->state != RS_INIT)
@@ -502,10 +486,8 @@ PyObject *sl_asgi_ws_denial_start(sl_asgi_req_t *r, PyObject *msg)
                       r->ws_state == WS_CONNECTING ? "sent twice"
                                                    : "after the accept",
                       r->what);
-    status = field(msg, N_STATUS, &err);
-    headers = field(msg, N_HEADERS, &err);
-    if (err)
-        return ws_error(r);
+    status = field(m, N_STATUS);
+    headers = field(m, N_HEADERS);
     if (status == NULL || !PyLong_CheckExact(status))
         return misuse(r, PyExc_TypeError,
                       "ASGI: websocket.http.response.start needs an int "
@@ -533,11 +515,10 @@ PyObject *sl_asgi_ws_denial_start(sl_asgi_req_t *r, PyObject *msg)
     return sl_asgi_done_none();
 }
 
-PyObject *sl_asgi_ws_denial_body(sl_asgi_req_t *r, PyObject *msg)
+PyObject *sl_asgi_ws_denial_body(sl_asgi_req_t *r, const sl_asgi_msg_t *m)
 {
     PyObject *body, *more;
     Py_buffer view;
-    bool err = false;
     int last, rc;
 
     if (r->ws_state != WS_CONNECTING ||
@@ -548,10 +529,8 @@ PyObject *sl_asgi_ws_denial_body(sl_asgi_req_t *r, PyObject *msg)
             : r->state == RS_INIT ? "before websocket.http.response.start"
                                   : "after the response was complete",
             r->what);
-    body = field(msg, N_BODY, &err);
-    more = field(msg, N_MORE_BODY, &err);
-    if (err)
-        return ws_error(r);
+    body = field(m, N_BODY);
+    more = field(m, N_MORE_BODY);
     if (body == NULL)
         body = r->x->empty;
     if (PyUnicode_Check(body) ||
