@@ -447,6 +447,22 @@ async def cancel_own(scope, receive, send):
     await text(send, body)
 
 
+async def between_steps(scope, receive, send):
+    """What a loop callback, and a Task the app starts, see as the current
+    task once the request's step is over: none, and the Task itself (a
+    request's task left current would make asyncio refuse to step it)."""
+    mark = query(scope)["m"]
+    loop = asyncio.get_running_loop()
+
+    async def child():
+        record("BETWEENTASK %s %s" % (mark, asyncio.current_task() is me))
+
+    loop.call_soon(lambda: record("BETWEENCB %s %s" % (
+        mark, asyncio.current_task())))
+    me = asyncio.ensure_future(child())
+    await text(send, b"ok\n")
+
+
 ROUTES = {
     "": hello, "hello": hello, "__ready": hello, "scope": scope_route,
     "echo": echo, "receive-twice": receive_twice, "stream": stream,
@@ -460,7 +476,7 @@ ROUTES = {
     "task-state": task_state, "timeout": timeout_route,
     "task-group": task_group, "cancel-own": cancel_own,
     "task-done-callback": task_done_callback,
-    "lent": lent, "lent-refs": lent_refs,
+    "lent": lent, "lent-refs": lent_refs, "between-steps": between_steps,
 }
 
 

@@ -451,6 +451,20 @@ def test_context_not_inherited_by_the_next_request(server):
             assert json.loads(c.read_response().body)["before"] is None
 
 
+def test_no_request_task_current_between_steps(server):
+    """Pipelined requests are one batch of first steps: after it, a loop
+    callback sees no current task, and the Tasks the apps started run."""
+    marks = ["b%d-%d" % (time.monotonic_ns(), i) for i in range(8)]
+    with server.connect() as c:
+        c.send(b"".join(build_request("GET", "/between-steps?m=" + m)
+                        for m in marks))
+        for _ in marks:
+            assert c.read_response().body == b"ok\n"
+    for m in marks:
+        server.wait_for_call("BETWEENCB %s None" % m)
+        server.wait_for_call("BETWEENTASK %s True" % m)
+
+
 def test_awaits_at_once_and_real_waits_mixed(server):
     """A receive() and send()s answered at once, then a bare yield and a
     Future resolved by the loop later, then more send()s: one Task all
