@@ -138,6 +138,30 @@ def test_http_10(server):
         assert json.loads(r.body)["http_version"] == "1.0"
 
 
+def test_scope_method_query_and_version_per_request(server):
+    """Most requests start from a scope already holding GET, no query and
+    the connection's version: every other value must replace those, on
+    one connection, in any order."""
+    with server.connect() as c:
+        for method, target, version, query in [
+                ("POST", "/scope?x=1", "HTTP/1.1", "x=1"),
+                ("GET", "/scope", "HTTP/1.1", ""),
+                ("PURGE", "/scope", "HTTP/1.1", ""),
+                ("DELETE", "/scope?", "HTTP/1.1", ""),
+                ("GET", "/scope?y=2", "HTTP/1.1", "y=2"),
+                ("HEAD", "/scope", "HTTP/1.1", None),
+                ("GET", "/scope", "HTTP/1.0", "")]:
+            r = c.request(method, target, version=version,
+                          headers=[("Connection", "keep-alive")]
+                          if version == "HTTP/1.0" else ())
+            if query is None:  # HEAD: no body to read the scope from
+                assert r.status == 200
+                continue
+            s = json.loads(r.body)
+            assert (s["method"], s["query_string"], s["http_version"]) == \
+                (method, query, version[5:]), target
+
+
 def test_state_is_a_copy_per_request(server):
     a = json.loads(get(server, "/scope").body)["state"]
     b = json.loads(get(server, "/scope").body)["state"]

@@ -65,7 +65,11 @@ static struct {
     PyObject *proto;                    /* owned: the http prototype */
     PyObject *ws_proto;                 /* owned: the websocket prototype */
     PyObject *server[SL_MAX_LISTENERS]; /* owned: (host, port) or None */
-    PyObject *empty;                    /* owned: b"" */
+    /* owned: the http prototype as most requests to listener L over
+     * HTTP/1.M fill it in: its server, its http_version, method GET and
+     * an empty query string already set, so a request sets fewer keys */
+    PyObject *http[SL_MAX_LISTENERS][2];
+    PyObject *empty; /* owned: b"" */
 } parts;
 
 static int set_steal(PyObject *d, PyObject *key, PyObject *v)
@@ -156,9 +160,10 @@ static PyObject *scope_server(const sl_exch_t *c)
     return Py_BuildValue("(Oi)", PyTuple_GET_ITEM(server, 0), cl->server_port);
 }
 
-/* A copy of PROTO with the parts of C's request both scope types have. */
+/* A copy of PROTO with the parts of C's request both scope types have;
+ * PRESET: PROTO is one of parts.http, for C's listener and version. */
 static PyObject *scope_common(PyObject *proto, const sl_exch_t *c,
-                              PyObject *state)
+                              PyObject *state, bool preset)
 {
     const sl_req_t *q = &c->req;
     sl_target_t t;
@@ -167,20 +172,22 @@ static PyObject *scope_common(PyObject *proto, const sl_exch_t *c,
     if (scope == NULL)
         return NULL;
     sl_http_target(q->hbuf.data + q->url_off, q->url_len, &t);
-    if (PyDict_SetItem(scope, names[K_HTTP_VERSION],
-                       names[q->minor ? K_1_1 : K_1_0]) < 0 ||
+    if ((!preset && PyDict_SetItem(scope, names[K_HTTP_VERSION],
+                                   names[q->minor ? K_1_1 : K_1_0]) < 0) ||
         set_steal(scope, names[K_PATH],
                   sl_py_unquote_path(t.path, t.path_len, true)) < 0 ||
         set_steal(scope, names[K_RAW_PATH],
                   PyBytes_FromStringAndSize(t.path, (Py_ssize_t)t.path_len)) <
             0 ||
-        set_steal(scope, names[K_QUERY_STRING],
-                  t.query ? PyBytes_FromStringAndSize(t.query,
-                                                      (Py_ssize_t)t.query_len)
-                          : Py_NewRef(parts.empty)) < 0 ||
+        ((t.query || !preset) &&
+         set_steal(scope, names[K_QUERY_STRING],
+                   t.query ? PyBytes_FromStringAndSize(t.query,
+                                                       (Py_ssize_t)t.query_len)
+                           : Py_NewRef(parts.empty)) < 0) ||
         set_steal(scope, names[K_HEADERS], scope_headers(q)) < 0 ||
         set_steal(scope, names[K_CLIENT], scope_client(c)) < 0 ||
-        set_steal(scope, names[K_SERVER], scope_server(c)) < 0 ||
+        ((!preset || sl_req_client(q)->server_port != 0) &&
+         set_steal(scope, names[K_SERVER], scope_server(c)) < 0) ||
         (state != NULL &&
          set_steal(scope, names[K_STATE], PyDict_Copy(state)) < 0)) {
         Py_DECREF(scope);
@@ -191,11 +198,14 @@ static PyObject *scope_common(PyObject *proto, const sl_exch_t *c,
 
 PyObject *sl_asgi_scope_new(const sl_exch_t *c, PyObject *state)
 {
-    PyObject *scope = scope_common(parts.proto, c, state);
+    const sl_req_t *q = &c->req;
+    PyObject *scope = scope_common(
+        parts.http[sl_exch_listener(c)][q->minor ? 1 : 0], c, state, true);
 
     if (scope != NULL &&
-        (sl_py_set_method(scope, names[K_METHOD], &c->req) < 0 ||
-         (sl_req_client(&c->req)->https &&
+        ((q->method != HTTP_GET &&
+          sl_py_set_method(scope, names[K_METHOD], q) < 0) ||
+         (sl_req_client(q)->https &&
           PyDict_SetItem(scope, names[K_SCHEME], names[K_HTTPS]) < 0)))
         Py_CLEAR(scope);
     return scope;
@@ -246,7 +256,7 @@ static PyObject *subprotocols(const sl_req_t *q)
 
 PyObject *sl_asgi_scope_new_ws(const sl_exch_t *c, PyObject *state)
 {
-    PyObject *scope = scope_common(parts.ws_proto, c, state);
+    PyObject *scope = scope_common(parts.ws_proto, c, state, false);
 
     if (scope != NULL &&
         (set_steal(scope, names[K_SUBPROTOCOLS], subprotocols(&c->req)) < 0 ||
@@ -297,10 +307,26 @@ static PyObject *make_proto(const sl_pump_t *p, int type, int scheme, int own,
     return d;
 }
 
+/* parts.http[L][MINOR], from parts.proto and parts.server[L]. */
+static PyObject *make_http_proto(int l, int minor)
+{
+    PyObject *d = PyDict_Copy(parts.proto);
+    sl_req_t get = {.method = HTTP_GET};
+
+    if (d != NULL &&
+        (PyDict_SetItem(d, names[K_SERVER], parts.server[l]) < 0 ||
+         PyDict_SetItem(d, names[K_HTTP_VERSION],
+                        names[minor ? K_1_1 : K_1_0]) < 0 ||
+         sl_py_set_method(d, names[K_METHOD], &get) < 0 ||
+         PyDict_SetItem(d, names[K_QUERY_STRING], parts.empty) < 0))
+        Py_CLEAR(d);
+    return d;
+}
+
 /* The parts of every scope that never change. */
 static int init_proto(const sl_pump_t *p)
 {
-    int k;
+    int k, m;
 
     parts.proto = make_proto(
         p, K_HTTP, K_HTTP, K_METHOD,
@@ -324,6 +350,9 @@ static int init_proto(const sl_pump_t *p)
                               atoi(sl_pump_listener(p, k)->server_port));
         if (parts.server[k] == NULL)
             return -1;
+        for (m = 0; m < 2; m++)
+            if ((parts.http[k][m] = make_http_proto(k, m)) == NULL)
+                return -1;
     }
     return 0;
 }
