@@ -10,17 +10,18 @@
  *
  * So a request's first step runs at once, from C, on a carrier: a real
  * Task, kept from request to request, whose coroutine is the carrier
- * object below. The request (asgi_request.c, which takes a carrier, runs
- * that step and hands the request over) is a coroutine to the carrier: it
+ * object below. The request (asgi_request.c, which runs that step and,
+ * only if the app waits, takes a carrier and hands the request over) is a
+ * coroutine to the carrier: it
  * drives it through PyIter_Send() and its throw() and close(), and calls
  * nothing of the request's file. For that step the request's own task
  * object (asgi_task.c) is made current (asyncio's _current_tasks[loop],
  * what current_task() reads) and the request's own context entered, so
  * current_task(), asyncio.timeout(), TaskGroup, anyio's cancel scopes and
  * contextvars see what a Task of its own would show them. If the step ends
- * the request, the carrier is free at once for the next one; no Task was
- * made, nothing was scheduled. If the app awaits something not complete,
- * the request stays with that carrier: the carrier's Task is woken and its
+ * the request, no carrier was taken; no Task was made, nothing was
+ * scheduled. If the app awaits something not complete, the request goes
+ * to an idle carrier (or a new one): the carrier's Task is woken and its
  * next step yields what the app's step yielded; from then on the Task
  * drives the request as any Task drives its coroutine, cancellation
  * included (the request's task object passes cancel() on to it), until the

@@ -30,6 +30,9 @@
 
 static void req_finish(sl_asgi_req_t *r, bool raised);
 
+static sl_asgi_free_t req_free;  /* request objects */
+static sl_asgi_free_t chan_free; /* receive and send callables */
+
 /* ------------------------------------------------------------------ */
 /* the live list                                                      */
 
@@ -69,7 +72,8 @@ static void req_dealloc(sl_asgi_req_t *r)
     Py_XDECREF(r->ws_misuse);
     Py_XDECREF(r->ctx);
     Py_XDECREF(r->ptask);
-    PyObject_Free(r);
+    if (!sl_asgi_free_push(&req_free, (PyObject *)r))
+        PyObject_Free(r);
 }
 
 /* The app's coroutine came to an end (RAISED: with the exception set). */
@@ -320,7 +324,8 @@ static PyObject *send_vc(PyObject *self, PyObject *const *args, size_t nargsf,
 static void chan_dealloc(chan_t *ch)
 {
     Py_XDECREF(ch->req);
-    PyObject_Free(ch);
+    if (!sl_asgi_free_push(&chan_free, (PyObject *)ch))
+        PyObject_Free(ch);
 }
 
 static PyTypeObject receive_type = {
@@ -347,7 +352,11 @@ static PyTypeObject send_type = {
  * with an exception. */
 static PyObject *chan_new(sl_asgi_req_t *r, bool send)
 {
-    chan_t *ch = PyObject_New(chan_t, send ? &send_type : &receive_type);
+    PyTypeObject *tp = send ? &send_type : &receive_type;
+    chan_t *ch = (chan_t *)sl_asgi_free_pop(&chan_free, tp);
+
+    if (ch == NULL)
+        ch = PyObject_New(chan_t, tp);
 
     if (ch == NULL)
         return NULL;
@@ -371,9 +380,11 @@ static void refuse(sl_asgi_t *x, sl_exch_t *c, uint32_t gen, int status)
 
 static sl_asgi_req_t *req_new(sl_asgi_t *x, sl_exch_t *c, uint32_t gen)
 {
-    sl_asgi_req_t *r = PyObject_New(sl_asgi_req_t, &req_type);
+    sl_asgi_req_t *r = (sl_asgi_req_t *)sl_asgi_free_pop(&req_free, &req_type);
     const sl_req_t *q = &c->req;
 
+    if (r == NULL)
+        r = PyObject_New(sl_asgi_req_t, &req_type);
     if (r == NULL)
         return NULL;
     memset((char *)r + sizeof(PyObject), 0, sizeof(*r) - sizeof(PyObject));
@@ -430,22 +441,26 @@ static void req_handed(sl_asgi_req_t *r)
     }
 }
 
-/* R's first step, at once, as a carrier Task's (asgi_carrier.c); if the
- * app awaits, that Task carries R on. 0, or -1 with an exception (R not
- * stepped). */
+/* R's first step, at once; if the app awaits something not complete, a
+ * carrier's Task (asgi_carrier.c) carries R on, taken only then: most
+ * requests never wait. 0, or -1 with an exception (R waits, no carrier
+ * took it). */
 static int first_step(sl_asgi_req_t *r)
 {
-    sl_asgi_carrier_t *k = sl_asgi_carrier_take(r->x);
+    sl_asgi_carrier_t *k;
     PyObject *res;
 
-    if (k == NULL)
-        return -1;
-    if (req_step(r, Py_None, &res) == PYGEN_NEXT) {
-        sl_asgi_carrier_hold(k, r, res);
-        req_handed(r);
-    } else {
+    if (req_step(r, Py_None, &res) != PYGEN_NEXT) {
         Py_XDECREF(res);
+        return 0;
     }
+    k = sl_asgi_carrier_take(r->x);
+    if (k == NULL) {
+        Py_DECREF(res);
+        return -1;
+    }
+    sl_asgi_carrier_hold(k, r, res);
+    req_handed(r);
     sl_asgi_carrier_put(k);
     return 0;
 }
