@@ -48,8 +48,14 @@ out_pyerr:
 
 int sl_asgi_loop_startup(sl_asgi_t *x)
 {
-    return sl_asgi_lifespan_startup(x->loop, x->app,
-                                    sl_pump_options(x->p)->lifespan, &x->state);
+    if (sl_asgi_lifespan_startup(
+            x->loop, x->app, sl_pump_options(x->p)->lifespan, &x->state) < 0)
+        return -1;
+    if (x->state != NULL && sl_asgi_scope_state() < 0) {
+        sl_py_log_exception("ASGI: cannot set up the scopes' state");
+        return -1;
+    }
+    return 0;
 }
 
 void sl_asgi_loop_shutdown(sl_asgi_t *x)

@@ -20,6 +20,7 @@
 
 #include "worker/python/asgi_scope.h"
 #include "worker/loop/http.h"
+#include "worker/python/dict_fill.h"
 #include "worker/python/py.h"
 
 /* Interned names, built once from this table. */
@@ -70,7 +71,17 @@ static struct {
      * an empty query string already set, so a request sets fewer keys */
     PyObject *http[SL_MAX_LISTENERS][2];
     PyObject *empty; /* owned: b"" */
+    /* where each key's entry is in the http prototypes and their copies
+     * (sl_py_dict_slot(); -1: not known) */
+    Py_ssize_t slot[K_COUNT];
 } parts;
+
+/* SCOPE[names[K]] = V (stolen), SCOPE a copy of a prototype nobody else
+ * has seen yet. 0, or -1 with an exception (V NULL: one is set). */
+static int put(PyObject *scope, int k, PyObject *v)
+{
+    return sl_py_dict_put(scope, parts.slot[k], names[k], v);
+}
 
 static int set_steal(PyObject *d, PyObject *key, PyObject *v)
 {
@@ -172,24 +183,21 @@ static PyObject *scope_common(PyObject *proto, const sl_exch_t *c,
     if (scope == NULL)
         return NULL;
     sl_http_target(q->hbuf.data + q->url_off, q->url_len, &t);
-    if ((!preset && PyDict_SetItem(scope, names[K_HTTP_VERSION],
-                                   names[q->minor ? K_1_1 : K_1_0]) < 0) ||
-        set_steal(scope, names[K_PATH],
-                  sl_py_unquote_path(t.path, t.path_len, true)) < 0 ||
-        set_steal(scope, names[K_RAW_PATH],
-                  PyBytes_FromStringAndSize(t.path, (Py_ssize_t)t.path_len)) <
-            0 ||
+    if ((!preset && put(scope, K_HTTP_VERSION,
+                        Py_NewRef(names[q->minor ? K_1_1 : K_1_0])) < 0) ||
+        put(scope, K_PATH, sl_py_unquote_path(t.path, t.path_len, true)) < 0 ||
+        put(scope, K_RAW_PATH,
+            PyBytes_FromStringAndSize(t.path, (Py_ssize_t)t.path_len)) < 0 ||
         ((t.query || !preset) &&
-         set_steal(scope, names[K_QUERY_STRING],
-                   t.query ? PyBytes_FromStringAndSize(t.query,
-                                                       (Py_ssize_t)t.query_len)
-                           : Py_NewRef(parts.empty)) < 0) ||
-        set_steal(scope, names[K_HEADERS], scope_headers(q)) < 0 ||
-        set_steal(scope, names[K_CLIENT], scope_client(c)) < 0 ||
+         put(scope, K_QUERY_STRING,
+             t.query
+                 ? PyBytes_FromStringAndSize(t.query, (Py_ssize_t)t.query_len)
+                 : Py_NewRef(parts.empty)) < 0) ||
+        put(scope, K_HEADERS, scope_headers(q)) < 0 ||
+        put(scope, K_CLIENT, scope_client(c)) < 0 ||
         ((!preset || sl_req_client(q)->server_port != 0) &&
-         set_steal(scope, names[K_SERVER], scope_server(c)) < 0) ||
-        (state != NULL &&
-         set_steal(scope, names[K_STATE], PyDict_Copy(state)) < 0)) {
+         put(scope, K_SERVER, scope_server(c)) < 0) ||
+        (state != NULL && put(scope, K_STATE, PyDict_Copy(state)) < 0)) {
         Py_DECREF(scope);
         return NULL;
     }
@@ -307,6 +315,15 @@ static PyObject *make_proto(const sl_pump_t *p, int type, int scheme, int own,
     return d;
 }
 
+/* Where the keys are in parts.proto, and so in its copies. */
+static void find_slots(void)
+{
+    int k;
+
+    for (k = 0; k < K_COUNT; k++)
+        parts.slot[k] = sl_py_dict_slot(parts.proto, names[k]);
+}
+
 /* parts.http[L][MINOR], from parts.proto and parts.server[L]. */
 static PyObject *make_http_proto(int l, int minor)
 {
@@ -341,6 +358,7 @@ static int init_proto(const sl_pump_t *p)
         Py_BuildValue("{s{}}", "websocket.http.response"));
     if (parts.proto == NULL || parts.ws_proto == NULL)
         return -1;
+    find_slots();
     for (k = 0; k < sl_pump_nlisteners(p); k++) {
         if (sl_pump_listener(p, k)->unix_sock)
             parts.server[k] = Py_NewRef(Py_None);
@@ -373,6 +391,24 @@ static int init_names(void)
         return -1;
     parts.empty = PyBytes_FromStringAndSize(NULL, 0);
     return parts.empty != NULL ? 0 : -1;
+}
+
+int sl_asgi_scope_state(void)
+{
+    int l, m;
+
+    /* every prototype gets the key at its end, where find_slots() sees it
+     * in parts.proto */
+    if (PyDict_SetItem(parts.proto, names[K_STATE], Py_None) < 0 ||
+        PyDict_SetItem(parts.ws_proto, names[K_STATE], Py_None) < 0)
+        return -1;
+    for (l = 0; l < SL_MAX_LISTENERS; l++)
+        for (m = 0; m < 2; m++)
+            if (parts.http[l][m] != NULL &&
+                PyDict_SetItem(parts.http[l][m], names[K_STATE], Py_None) < 0)
+                return -1;
+    find_slots();
+    return 0;
 }
 
 int sl_asgi_scope_init(const sl_pump_t *p)

@@ -13,6 +13,10 @@
  * listeners). 0, or -1 with a Python exception. GIL held. */
 int sl_asgi_scope_init(const sl_pump_t *p);
 
+/* The lifespan gave a state: every scope will have "state" (its copy),
+ * which the prototypes now hold too. 0, or -1 with an exception. */
+int sl_asgi_scope_state(void);
+
 /* The http scope of C's request: a new dict, or NULL with an exception.
  * STATE, the lifespan state or NULL, goes in as a shallow copy. GIL held. */
 PyObject *sl_asgi_scope_new(const sl_exch_t *c, PyObject *state);
