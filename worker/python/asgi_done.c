@@ -11,6 +11,7 @@
 #include <Python.h>
 
 #include "worker/python/asgi_done.h"
+#include "worker/python/freelist.h"
 
 /* An awaitable that is already complete: `await` returns VALUE at once. */
 typedef struct {
@@ -20,6 +21,7 @@ typedef struct {
 
 static PyTypeObject done_type;
 static PyObject *done_none; /* owned: the completed awaitable of None */
+static sl_py_free_t done_free;
 
 PyObject *sl_asgi_done_new(PyObject *value)
 {
@@ -31,7 +33,9 @@ PyObject *sl_asgi_done_new(PyObject *value)
         Py_DECREF(value);
         return sl_asgi_done_none();
     }
-    d = PyObject_New(done_t, &done_type);
+    d = (done_t *)sl_py_free_pop(&done_free, &done_type);
+    if (d == NULL)
+        d = PyObject_New(done_t, &done_type);
     if (d == NULL) {
         Py_DECREF(value);
         return NULL;
@@ -43,7 +47,8 @@ PyObject *sl_asgi_done_new(PyObject *value)
 static void done_dealloc(done_t *d)
 {
     Py_XDECREF(d->value);
-    PyObject_Free(d);
+    if (!sl_py_free_push(&done_free, (PyObject *)d))
+        PyObject_Free(d);
 }
 
 static PyObject *done_await(done_t *d)

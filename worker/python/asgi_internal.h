@@ -43,6 +43,7 @@
 #include "worker/loop/pump.h"
 #include "worker/python/asgi.h"
 #include "worker/python/asgi_names.h"
+#include "worker/python/freelist.h"
 #include "worker/python/writer.h"
 
 /* Where a request's response stands. */
@@ -159,30 +160,6 @@ static inline sl_asgi_t *sl_asgi_of(const sl_pump_t *p)
 
 /* Time cancelled request tasks get to unwind at shutdown. */
 #define SL_ASGI_CANCEL_SECS 1.0
-
-/* Freed objects of one type kept for the next ones of the same size: an
- * allocation and a free less for each of a request's own objects. GIL
- * held; a GC type's are untracked while kept. */
-#define SL_ASGI_FREE_MAX 64
-typedef struct {
-    PyObject *o[SL_ASGI_FREE_MAX];
-    int n;
-} sl_asgi_free_t;
-
-/* A kept object made an object of TP anew (one reference), or NULL. */
-static inline PyObject *sl_asgi_free_pop(sl_asgi_free_t *f, PyTypeObject *tp)
-{
-    return f->n > 0 ? PyObject_Init(f->o[--f->n], tp) : NULL;
-}
-
-/* Keep O, freed (its members released); false when F is full. */
-static inline bool sl_asgi_free_push(sl_asgi_free_t *f, PyObject *o)
-{
-    if (f->n == SL_ASGI_FREE_MAX)
-        return false;
-    f->o[f->n++] = o;
-    return true;
-}
 
 /* ---- asgi.c: the event loop's life ---- */
 

@@ -30,8 +30,8 @@
 
 static void req_finish(sl_asgi_req_t *r, bool raised);
 
-static sl_asgi_free_t req_free;  /* request objects */
-static sl_asgi_free_t chan_free; /* receive and send callables */
+static sl_py_free_t req_free;  /* request objects */
+static sl_py_free_t chan_free; /* receive and send callables */
 
 /* ------------------------------------------------------------------ */
 /* the live list                                                      */
@@ -72,7 +72,7 @@ static void req_dealloc(sl_asgi_req_t *r)
     Py_XDECREF(r->ws_misuse);
     Py_XDECREF(r->ctx);
     Py_XDECREF(r->ptask);
-    if (!sl_asgi_free_push(&req_free, (PyObject *)r))
+    if (!sl_py_free_push(&req_free, (PyObject *)r))
         PyObject_Free(r);
 }
 
@@ -258,6 +258,12 @@ static const struct {
     {SL_ASGI_WS, N_WS_RESPONSE_BODY, sl_asgi_ws_denial_body},
 };
 
+#define NROUTES (sizeof(routes) / sizeof(routes[0]))
+
+/* The last type str each route matched (owned): apps send the same
+ * literal each time, found again by its address. */
+static PyObject *route_seen[NROUTES];
+
 /* An error in what the app sent: raise EXC in the app, and let R's kind
  * end what must be. NULL. */
 static PyObject *send_fail(sl_asgi_req_t *r, PyObject *exc, const char *fmt,
@@ -291,10 +297,16 @@ static PyObject *req_send(sl_asgi_req_t *r, PyObject *msg)
     if (type == NULL)
         return send_fail(r, PyExc_KeyError,
                          "ASGI: send(): the message has no 'type'");
-    for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-        if (routes[i].kind == r->kind->kind &&
-            sl_asgi_str_is(type, sl_asgi_names[routes[i].name]))
+    for (i = 0; i < NROUTES; i++)
+        if (type == route_seen[i] && routes[i].kind == r->kind->kind)
             return routes[i].fn(r, &m);
+    for (i = 0; i < NROUTES; i++)
+        if (routes[i].kind == r->kind->kind &&
+            sl_asgi_str_is(type, sl_asgi_names[routes[i].name])) {
+            if (PyUnicode_CheckExact(type))
+                Py_XSETREF(route_seen[i], Py_NewRef(type));
+            return routes[i].fn(r, &m);
+        }
     return send_fail(r, PyExc_ValueError,
                      "ASGI: send(): unexpected message type %R for %s scope",
                      type, r->kind->name);
@@ -324,7 +336,7 @@ static PyObject *send_vc(PyObject *self, PyObject *const *args, size_t nargsf,
 static void chan_dealloc(chan_t *ch)
 {
     Py_XDECREF(ch->req);
-    if (!sl_asgi_free_push(&chan_free, (PyObject *)ch))
+    if (!sl_py_free_push(&chan_free, (PyObject *)ch))
         PyObject_Free(ch);
 }
 
@@ -353,7 +365,7 @@ static PyTypeObject send_type = {
 static PyObject *chan_new(sl_asgi_req_t *r, bool send)
 {
     PyTypeObject *tp = send ? &send_type : &receive_type;
-    chan_t *ch = (chan_t *)sl_asgi_free_pop(&chan_free, tp);
+    chan_t *ch = (chan_t *)sl_py_free_pop(&chan_free, tp);
 
     if (ch == NULL)
         ch = PyObject_New(chan_t, tp);
@@ -380,7 +392,7 @@ static void refuse(sl_asgi_t *x, sl_exch_t *c, uint32_t gen, int status)
 
 static sl_asgi_req_t *req_new(sl_asgi_t *x, sl_exch_t *c, uint32_t gen)
 {
-    sl_asgi_req_t *r = (sl_asgi_req_t *)sl_asgi_free_pop(&req_free, &req_type);
+    sl_asgi_req_t *r = (sl_asgi_req_t *)sl_py_free_pop(&req_free, &req_type);
     const sl_req_t *q = &c->req;
 
     if (r == NULL)

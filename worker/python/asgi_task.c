@@ -48,7 +48,7 @@ typedef struct sl_asgi_task {
 } task_t;
 
 static PyTypeObject task_type;
-static sl_asgi_free_t task_free; /* task objects, untracked */
+static sl_py_free_t task_free; /* task objects, untracked */
 
 static PyObject *current_tasks; /* owned: asyncio's _current_tasks dict */
 static PyObject *kw_context;    /* owned: ("context",) */
@@ -375,7 +375,7 @@ static void task_dealloc(task_t *t)
     if (t->weakrefs != NULL)
         PyObject_ClearWeakRefs((PyObject *)t);
     task_clear(t);
-    if (!sl_asgi_free_push(&task_free, (PyObject *)t))
+    if (!sl_py_free_push(&task_free, (PyObject *)t))
         PyObject_GC_Del(t);
 }
 
@@ -469,7 +469,7 @@ void sl_asgi_task_batch(sl_asgi_t *x, bool on)
 
 PyObject *sl_asgi_task_new(sl_asgi_req_t *r)
 {
-    task_t *t = (task_t *)sl_asgi_free_pop(&task_free, &task_type);
+    task_t *t = (task_t *)sl_py_free_pop(&task_free, &task_type);
 
     if (t == NULL)
         t = PyObject_GC_New(task_t, &task_type);
