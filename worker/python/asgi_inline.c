@@ -120,12 +120,14 @@ static void ev_drive(sl_asgi_t *x)
     if (x->stopping)
         return;
     driver.driving = true;
+    sl_asgi_task_batch(x, true); /* a loop callback: no task is current */
     for (round = 0; round < 4; round++) {
         flush_dirty();
         if (!sl_pump_run_once(x->p) ||
             (driver.ndirty == 0 && sl_pump_settled(x->p)))
             break;
     }
+    sl_asgi_task_batch(x, false);
     driver.driving = false;
     if (driver.ndirty > 0 || !sl_pump_settled(x->p))
         kick(x); /* left for the next pass */

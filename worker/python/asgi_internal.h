@@ -145,7 +145,8 @@ struct sl_asgi {
     const char *loop_name; /* "uvloop" or "asyncio" */
     double budget;         /* for lifespan shutdown */
     Py_hash_t loop_hash;   /* loop's: current tasks are keyed by it */
-    bool task_batch;       /* in a batch of steps (sl_asgi_task_batch) */
+    int task_batch;        /* batches of steps begun and not ended (they
+                              nest: sl_asgi_task_batch) */
     bool task_stale;       /* the current task is a finished step's, which
                               stands for none until the batch's end */
     bool started;          /* sl_asgi_start() succeeded */
@@ -239,9 +240,10 @@ int sl_asgi_task_enter(sl_asgi_t *x, PyObject *task, PyObject **prev);
  * settle: the entry costs a dict delete and insert per step otherwise. */
 void sl_asgi_task_leave(sl_asgi_t *x, PyObject *prev);
 
-/* A batch of steps begins (ON) or ends: the tickets of one pass, which
- * run one after the other with no Task, no loop callback and no other
- * Python code between them. At its end no task is current. */
+/* A batch of steps begins (ON) or ends: the tickets of one pass, or the
+ * requests one libev pass starts in inline mode, which run one after the
+ * other with no Task, no loop callback and no other Python code between
+ * them. Batches nest; at the outermost one's end no task is current. */
 void sl_asgi_task_batch(sl_asgi_t *x, bool on);
 
 /* TASK's name ("GET /path" unless set): a new reference, or NULL with an

@@ -451,7 +451,7 @@ void sl_asgi_task_leave(sl_asgi_t *x, PyObject *prev)
                                       x->loop_hash) < 0)
             sl_py_log_exception("ASGI: restoring the current task");
         Py_DECREF(prev);
-    } else if (x->task_batch) {
+    } else if (x->task_batch > 0) {
         x->task_stale = true; /* the batch's end, or its next step */
     } else {
         task_unset(x);
@@ -460,8 +460,8 @@ void sl_asgi_task_leave(sl_asgi_t *x, PyObject *prev)
 
 void sl_asgi_task_batch(sl_asgi_t *x, bool on)
 {
-    x->task_batch = on;
-    if (!on && x->task_stale) {
+    x->task_batch += on ? 1 : -1;
+    if (x->task_batch == 0 && x->task_stale) {
         x->task_stale = false;
         task_unset(x);
     }
