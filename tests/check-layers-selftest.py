@@ -108,6 +108,35 @@ CASES = [
 ]
 
 
+# Socket calls outside the transports: one on a client's socket fails;
+# one marked as no client's, one in a comment or a string, and the
+# transport's own pass.
+SOCKETS = {
+    "worker/loop/transport.c": ("long sl_t_read(int fd, void *b)\n{\n"
+                                "    return recv(fd, b, 1, 0);\n}\n"),
+    "worker/loop/log.c": ("long sl_l_write(int fd, const void *b)\n{\n"
+                          "    /* send(fd) */\n    return send(fd, b, 1, 0)"
+                          "; /* not a client socket: a log */\n}\n"),
+    "worker/python/msg.c": ('const char *sl_m = "send() takes one";\n'),
+    "worker/loop/bad.c": ("long sl_bad(int fd, const void *b)\n{\n"
+                          "    return sendmsg(fd, b, 0);\n}\n"),
+}
+
+
+def check_socket_io(tmp):
+    root = os.path.join(tmp, "sockets")
+    write_tree(root, dict(CLEAN, **SOCKETS))
+    rc, found, lines = run(root)
+    problems = []
+    if rc != 1:
+        problems.append("a socket call outside the transport passed (exit %d)"
+                        % rc)
+    if len(found) != 1 or not found[0].startswith(
+            "worker/loop/bad.c:3: calls sendmsg()"):
+        problems.append("not one violation line for bad.c's sendmsg() alone")
+    return problems, lines
+
+
 def write_tree(root, files):
     for path, text in files.items():
         full = os.path.join(root, path)
@@ -201,7 +230,9 @@ def main():
         results = [("clean tree passes", check_clean(tmp)),
                    ("missing tree is a hard error", check_no_root(tmp)),
                    ("call-graph circles over 3 files",
-                    check_call_circle(tmp))]
+                    check_call_circle(tmp)),
+                   ("socket calls outside the transport",
+                    check_socket_io(tmp))]
         for number, (name, files, expected) in enumerate(CASES):
             results.append((name, check_case(tmp, number, files, expected)))
         for name, (problems, lines) in results:

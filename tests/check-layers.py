@@ -28,7 +28,17 @@ calls that file) is checked too: calls go down through the layers and
 come back up through callbacks (docs/architecture.md, "The connection in
 layers"), so no circle of files may be larger than MAX_CIRCLE. Each larger
 circle is a violation, one line, "call-graph circle of N files: ...", with
-a shortest cycle through it and a name for each step. ROOT defaults to SLUICE_SRCDIR (make check exports it), then srcdir,
+a shortest cycle through it and a name for each step.
+
+Bytes to and from a client go through the connection's transport: no .c
+file of worker/ but the transports (TRANSPORTS) calls recv, send,
+sendmsg, writev, sendfile or their kin. A call on a socket that is no
+client's says so on its line or the line above, in a comment holding
+"not a client socket"
+(the access log's stdout, say). Each other call is a violation,
+"FILE:LINE: calls NAME(): ...".
+
+ROOT defaults to SLUICE_SRCDIR (make check exports it), then srcdir,
 then the tree this script sits in; a missing ROOT exits 99 (a hard error to
 automake's test harness).
 
@@ -61,6 +71,13 @@ GLOBAL_DEF = re.compile(r"^(?!static\b|typedef\b|extern\b|struct\b[^;=]*\{|"
                         r"\b([A-Za-z_]\w*)\s*(?:\[[^\]\n]*\])?\s*[=;]",
                         re.M)
 WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+
+# The files that may do a client socket's I/O, and the calls that do it.
+TRANSPORTS = ("worker/loop/transport.c", "worker/loop/tls.c")
+SOCKET_IO = re.compile(r"(?<![\w.>])(recv|recvfrom|recvmsg|recvmmsg|send|sendto|"
+                       r"sendmsg|sendmmsg|writev|readv|sendfile|splice)\s*\(")
+STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
+NOT_CLIENT = "not a client socket"
 
 LAYERS = "common <- worker/loop <- worker/python <- worker/"
 
@@ -396,6 +413,26 @@ def call_circles(files):
     return out
 
 
+def socket_io(files):
+    """One line per client-socket call outside the transports."""
+    out = []
+    for path, text in sorted(files.items()):
+        if (not path.startswith("worker/") or not path.endswith(".c") or
+                path in TRANSPORTS):
+            continue
+        code = STRING.sub('""', strip_comments(text)).split("\n")
+        lines = text.split("\n")
+        for i, line in enumerate(code):
+            for m in SOCKET_IO.finditer(line):
+                if NOT_CLIENT in lines[i] or (i > 0 and
+                                              NOT_CLIENT in lines[i - 1]):
+                    continue
+                out.append("%s:%d: calls %s(): a client's bytes go through "
+                           "its transport (%s)" % (path, i + 1, m.group(1),
+                                                   ", ".join(TRANSPORTS)))
+    return out
+
+
 def default_root():
     for var in ("SLUICE_SRCDIR", "srcdir"):
         if os.environ.get(var):
@@ -416,6 +453,7 @@ def main(argv):
     files = scan(root)
     incs = includes(root, files)
     bad = layer_violations(incs) + cycle_violations(incs)
+    bad += socket_io(files)
     circles = call_circles(files)
     for line in long_files(files):
         print(line)

@@ -68,7 +68,7 @@ static ssize_t write_once(sl_accesslog_t *a, const char *p, size_t n)
 {
     ssize_t w;
 
-    do
+    do /* send(): not a client socket, the log's stdout */
         w = a->sock ? send(a->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL)
                     : write(a->fd, p, n);
     while (w < 0 && errno == EINTR);
