@@ -786,6 +786,9 @@ def main():
     places = {str(ROOT): "$REPO", logdir: "$LOGDIR"}
     if ctx_base["sluice_before"]:
         places[str(Path(ctx_base["sluice_before"]).parent)] = "$BEFORE"
+    after = Path(ctx_base["sluice"]).resolve().parent
+    if not str(after).startswith(str(ROOT)):  # a build outside the tree
+        places[str(after)] = "$AFTER"
     doc = report.scrub(doc, places)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
