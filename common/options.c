@@ -429,7 +429,7 @@ static const opt_def_t *find_def(int c)
  * the default: --print-config writes the defaults, and its output must
  * read back), and a client certificate cannot be checked without CAs.
  * What needs the files (readable, a key that matches) is
- * common/tlsctx.c's, at start. */
+ * worker/loop/tlsctx.c's, at start. */
 static int check_tls(const sl_options_t *o)
 {
     const char *lone = o->ca_certs != NULL                    ? "ca-certs"

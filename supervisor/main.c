@@ -20,14 +20,13 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "common/startup.h"
-#include "common/tlsctx.h"
 #include "supervisor/listen.h"
 #include "supervisor/nofile.h"
 #include "supervisor/spawn.h"
 #include "supervisor/supervisor.h"
 
 static int run_supervisor(sl_options_t *o, char **args, char **eff);
-static int check_config(const sl_options_t *o);
+static int check_config(const sl_options_t *o, char **eff);
 static int open_listeners(sl_options_t *o, sl_listener_t *ls);
 static int tell_tls(const sl_listener_t *ls, int n);
 static void give_files(const sl_options_t *o, const sl_listener_t *ls, int n);
@@ -51,7 +50,7 @@ int main(int argc, char **argv)
         return fflush(stdout) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
     }
     if (o.check_config) {
-        return check_config(&o);
+        return check_config(&o, eff);
     }
     if (sl_spawn_set_identity(o.user, o.group) == -1) {
         return SL_EXIT_USAGE;
@@ -62,8 +61,10 @@ int main(int argc, char **argv)
 /* --check-config: what the options alone cannot tell (the --bind
  * addresses' shape, the user and group, the TLS certificate and key),
  * without binding or importing. */
-static int check_config(const sl_options_t *o)
+static int check_config(const sl_options_t *o, char **eff)
 {
+    static char worker_exe[PATH_MAX];
+
     sl_addr_t a;
 
     for (int i = 0; i < o->nbinds; i++) {
@@ -76,9 +77,17 @@ static int check_config(const sl_options_t *o)
             return SL_EXIT_USAGE;
         }
     }
-    if (sl_spawn_set_identity(o->user, o->group) == -1 ||
-        sl_tlsctx_check(o) == -1) {
+    if (sl_spawn_set_identity(o->user, o->group) == -1) {
         return SL_EXIT_USAGE;
+    }
+    if (o->certfile != NULL) {
+        if (sl_spawn_find_worker(worker_exe, sizeof(worker_exe)) == -1) {
+            return SL_EXIT_USAGE;
+        }
+        int rc = sl_spawn_check_tls(worker_exe, eff);
+        if (rc != SL_EXIT_OK) {
+            return rc;
+        }
     }
     printf("sluice: configuration OK\n");
     return fflush(stdout) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
@@ -100,8 +109,14 @@ static int run_supervisor(sl_options_t *o, char **args, char **eff)
     if (sl_spawn_find_worker(worker_exe, sizeof(worker_exe)) == -1) {
         return SL_EXIT_USAGE;
     }
-    if (check_access_log(o) == -1 || sl_tlsctx_check(o) == -1) {
+    if (check_access_log(o) == -1) {
         return SL_EXIT_USAGE;
+    }
+    if (o->certfile != NULL) {
+        int rc = sl_spawn_check_tls(worker_exe, eff);
+        if (rc != SL_EXIT_OK) {
+            return rc;
+        }
     }
     sl_info("Starting sluice %s (workers: %s)", PACKAGE_VERSION, worker_exe);
     int n = open_listeners(o, ls);

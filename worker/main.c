@@ -22,6 +22,7 @@
 #include "common/options.h"
 #include "common/proctitle.h"
 #include "common/startup.h"
+#include "worker/loop/tlsctx.h"
 #include "worker/worker.h"
 
 static bool same_handoff(void);
@@ -39,6 +40,10 @@ int main(int argc, char **argv)
     tune_malloc();
     if (!sl_startup(argc, argv, &o, &args, &status)) {
         return status;
+    }
+    if (getenv("SLUICE_CHECK_TLS") != NULL) {
+        /* the supervisor's check at start (supervisor/spawn.h) */
+        return sl_tlsctx_check(&o) == 0 ? SL_EXIT_OK : SL_EXIT_USAGE;
     }
     const char *worker_id = getenv("SLUICE_WORKER_ID");
     if (worker_id == NULL) {

@@ -16,10 +16,10 @@
 
 #include "common/ctl.h"
 #include "common/log.h"
-#include "common/tlsctx.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/listen.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/tlsctx.h"
 #include "worker/python/asgi.h"
 #include "worker/python/asgi_lifespan.h"
 #include "worker/python/lane.h"

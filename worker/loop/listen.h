@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 typedef struct sl_pump sl_pump_t;
+struct ssl_ctx_st; /* OpenSSL's SSL_CTX */
 
 /* Take FDS[0..NFDS) as P's listeners (at most SL_MAX_LISTENERS; the
  * caller checked). */

@@ -30,7 +30,7 @@
 #include <openssl/x509.h>
 
 #include "common/log.h"
-#include "common/tlsctx.h"
+#include "worker/loop/tlsctx.h"
 
 /* ALPN, the wire's form: a length byte before each name, the server's
  * preference first. */

@@ -1,9 +1,11 @@
 /* tlsctx.h - the TLS context of the listeners, built from the options.
  *
- * Both processes build one: the supervisor at start and for
- * --check-config, to refuse what could not serve before anything is bound
- * (then it frees it), and every worker its own to serve with (an SSL_CTX
- * cannot cross the exec that makes a worker).
+ * Only the worker executable links OpenSSL (mapping libcrypto would more
+ * than double the supervisor's memory). Every worker builds its own
+ * context to serve with (an SSL_CTX cannot cross the exec that makes a
+ * worker); the supervisor, at start and for --check-config, runs
+ * sluice-worker with SLUICE_CHECK_TLS=1 to build one and throw it away, so
+ * that what could not serve is refused before anything is bound.
  */
 #ifndef SL_TLSCTX_H
 #define SL_TLSCTX_H
@@ -22,9 +24,9 @@ typedef struct ssl_ctx_st SSL_CTX;
  * in ERR[SIZE] ("--keyfile k.pem does not match --certfile c.pem"). */
 SSL_CTX *sl_tlsctx_new(const sl_options_t *o, char *err, size_t size);
 
-/* At the supervisor's start and for --check-config: 0 when O asks for no
- * TLS or its context builds (an expired certificate is a warning), -1
- * after one "sluice: error: ..." line. */
+/* SLUICE_CHECK_TLS's check: 0 when O asks for no TLS or its context
+ * builds (an expired certificate is a warning), -1 after one
+ * "sluice: error: ..." line. */
 int sl_tlsctx_check(const sl_options_t *o);
 
 #endif
