@@ -3,6 +3,8 @@
  * A worker is exec'd with the supervisor's argv and, in its environment:
  *   SLUICE_WORKER_ID=N        its slot number in the supervisor's table
  *   SLUICE_LISTEN_FDS=3,4,... the inherited listening sockets
+ *   SLUICE_TLS_FDS=3,...      those of them that speak TLS ("" for none;
+ *                             set once by the supervisor, inherited)
  *   SLUICE_CTL_FD=N           its end of the control socketpair (optional)
  *   SLUICE_METRICS_FD=N       the shared metrics segment (common/metrics.h;
  *                             only with --metrics-bind)
@@ -27,7 +29,7 @@
 
 /* Bump when anything above, the layout of sl_ctl_msg_t (common/ctl.h) or
  * that of the metrics segment changes. */
-#define SL_HANDOFF_VERSION 4
+#define SL_HANDOFF_VERSION 5
 
 /* Listening sockets per server: at most SL_MAX_BINDS from --bind, but
  * systemd (LISTEN_FDS) and a binary upgrade may pass up to this many. */

@@ -46,6 +46,9 @@ const opt_def_t sl_options_defs[] = {
     {"bind", 'b', OPT_SPECIAL, NOFIELD, 0, 0, "ADDR",
      "listen on ADDR: HOST:PORT, [IPV6]:PORT, unix:PATH or fd://N;"
      " repeatable [127.0.0.1:8000]"},
+    {"insecure-bind", 0, OPT_SPECIAL, NOFIELD, 0, 0, "ADDR",
+     "listen on ADDR without TLS, beside the TLS --bind listeners; the"
+     " forms of --bind; repeatable [none]"},
     {"workers", 'w', OPT_INT, FIELD(workers), 1, MAX_WORKERS, "N",
      "worker processes [1]"},
     {"threads", 0, OPT_INT, FIELD(threads), 1, MAX_THREADS, "N",
@@ -142,6 +145,23 @@ const opt_def_t sl_options_defs[] = {
     {"proxy-allow-from", 0, OPT_SPECIAL, NOFIELD, 0, 0, "IPS",
      "peers allowed to send a PROXY protocol header (same syntax as"
      " --forwarded-allow-ips) [127.0.0.1,::1]"},
+    /* TLS (gunicorn's names; worker/loop/tls.c) */
+    {"certfile", 0, OPT_STRING, FIELD(certfile), 0, 0, "FILE",
+     "serve TLS on every --bind with the certificate chain in FILE (PEM);"
+     " needs --keyfile [none: plain HTTP]"},
+    {"keyfile", 0, OPT_STRING, FIELD(keyfile), 0, 0, "FILE",
+     "the private key of --certfile (PEM, not encrypted) [none]"},
+    {"ca-certs", 0, OPT_STRING, FIELD(ca_certs), 0, 0, "FILE",
+     "CA certificates (PEM) that client certificates are checked against"
+     " [none]"},
+    {"cert-reqs", 0, OPT_SPECIAL, NOFIELD, 0, 0, "MODE",
+     "client certificates: none (0), optional (1) or required (2);"
+     " optional and required need --ca-certs [none]"},
+    {"ciphers", 0, OPT_STRING, FIELD(ciphers), 0, 0, "LIST",
+     "TLS 1.2 cipher suites, in OpenSSL's syntax; TLS 1.3 keeps OpenSSL's"
+     " suites [Mozilla's intermediate list, its ECDHE suites]"},
+    {"ssl-min-version", 0, OPT_SPECIAL, NOFIELD, 0, 0, "VERSION",
+     "oldest TLS version accepted: TLSv1.2 or TLSv1.3 [TLSv1.2]"},
     {"access-logfile", 0, OPT_STRING, FIELD(access_logfile), 0, 0, "FILE",
      "write the access log to FILE, '-' for stdout [none: no access log]"},
     {"access-logformat", 0, OPT_STRING, FIELD(access_logformat), 0, 0, "FMT",
@@ -191,7 +211,16 @@ const opt_def_t sl_options_defs[] = {
 
 const size_t sl_options_ndefs = NOPTS;
 
+/* Mozilla's "intermediate" configuration (server-side TLS guidelines,
+ * version 5.7), its ECDHE suites: forward secrecy with no DH parameters
+ * to manage; AES-GCM and ChaCha20 only. */
+static const char tls_ciphers[] =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
 static void set_defaults(sl_options_t *o);
+static int check_tls(const sl_options_t *o);
 static void build_getopt_tables(struct option *longopts, char *shortopts);
 static void report_getopt_error(int c, char **argv);
 static int finish(sl_options_t *o, int argc, char **argv);
@@ -295,8 +324,11 @@ static int finish(sl_options_t *o, int argc, char **argv)
     }
     o->app = argv[optind];
 
-    if (o->nbinds == 0) {
+    if (o->nbinds == 0 && o->ninsecure_binds == 0) {
         o->binds[o->nbinds++] = "127.0.0.1:8000";
+    }
+    if (check_tls(o) == -1) {
+        return -1;
     }
     /* 0 means "the largest allowed", as --help says */
     if (o->limit_request_line == 0) {
@@ -370,6 +402,9 @@ static void set_defaults(sl_options_t *o)
         .ws_per_message_deflate = true,
         .error_logfile = NULL, /* stderr */
         .log_level = SL_LOG_INFO,
+        .cert_reqs = SL_CERT_NONE,
+        .ciphers = tls_ciphers,
+        .tls_min = SL_TLS_1_2,
     };
     o->forwarded_allow_text = o->proxy_allow_text = "127.0.0.1,::1";
     (void)sl_allow_parse(&o->forwarded_allow, "127.0.0.1,::1", NULL, 0);
@@ -387,6 +422,42 @@ static const opt_def_t *find_def(int c)
         }
     }
     return NULL;
+}
+
+/* The TLS settings that need one another: a certificate and its key go
+ * together, the rest mean something only with them (a value other than
+ * the default: --print-config writes the defaults, and its output must
+ * read back), and a client certificate cannot be checked without CAs.
+ * What needs the files (readable, a key that matches) is
+ * worker/loop/tlsctx.c's, at start. */
+static int check_tls(const sl_options_t *o)
+{
+    const char *lone = o->ca_certs != NULL                    ? "ca-certs"
+                       : o->cert_reqs != SL_CERT_NONE         ? "cert-reqs"
+                       : strcmp(o->ciphers, tls_ciphers) != 0 ? "ciphers"
+                       : o->tls_min != SL_TLS_1_2 ? "ssl-min-version"
+                                                  : NULL;
+
+    if ((o->certfile == NULL) != (o->keyfile == NULL)) {
+        sl_log_usage("argument --%s: TLS needs both --certfile and"
+                     " --keyfile",
+                     o->certfile == NULL ? "keyfile" : "certfile");
+        return -1;
+    }
+    if (o->certfile == NULL && lone != NULL) {
+        sl_log_usage("argument --%s: only means something with --certfile"
+                     " and --keyfile",
+                     lone);
+        return -1;
+    }
+    if (o->cert_reqs != SL_CERT_NONE && o->ca_certs == NULL) {
+        sl_log_usage("argument --cert-reqs: %s needs --ca-certs, the CAs"
+                     " client certificates are checked against",
+                     o->cert_reqs == SL_CERT_REQUIRED ? "required"
+                                                      : "optional");
+        return -1;
+    }
+    return 0;
 }
 
 /* --access-logformat: a format that does not compile is a usage error
@@ -466,7 +537,8 @@ sl_optarg_t sl_options_lookup(const char *name, const char **canon)
         return SL_OPTARG_FLAG;
     }
     if (strcmp(d->name, "bind") == 0 || strcmp(d->name, "pythonpath") == 0 ||
-        strcmp(d->name, "reload-extra-file") == 0) {
+        strcmp(d->name, "reload-extra-file") == 0 ||
+        strcmp(d->name, "insecure-bind") == 0) {
         return SL_OPTARG_LIST;
     }
     return SL_OPTARG_ONE;

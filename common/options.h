@@ -44,6 +44,19 @@ typedef enum {
     SL_LIFESPAN_OFF,
 } sl_lifespan_t;
 
+/* --cert-reqs: gunicorn's 0, 1, 2 (Python's ssl.CERT_*). */
+typedef enum {
+    SL_CERT_NONE = 0,
+    SL_CERT_OPTIONAL = 1,
+    SL_CERT_REQUIRED = 2,
+} sl_cert_reqs_t;
+
+/* --ssl-min-version */
+typedef enum {
+    SL_TLS_1_2 = 0,
+    SL_TLS_1_3,
+} sl_tls_version_t;
+
 typedef struct {
     /* what to serve */
     const char *app; /* "module:callable", borrowed from argv */
@@ -63,6 +76,18 @@ typedef struct {
     int nbinds;
     int backlog;
     int umask; /* for unix: sockets, -1 when not given */
+    /* --insecure-bind: listeners TLS does not apply to */
+    const char *insecure_binds[SL_MAX_BINDS];
+    int ninsecure_binds;
+
+    /* TLS (gunicorn's names): with certfile and keyfile, every --bind
+     * listener speaks TLS */
+    const char *certfile;     /* PEM certificate chain, or NULL */
+    const char *keyfile;      /* PEM private key, or NULL */
+    const char *ca_certs;     /* PEM CAs for client certificates */
+    sl_cert_reqs_t cert_reqs; /* client certificates */
+    const char *ciphers;      /* TLS 1.2 suites, OpenSSL's syntax */
+    sl_tls_version_t tls_min; /* --ssl-min-version */
 
     /* processes and executor */
     int workers;

@@ -169,12 +169,19 @@ static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
     static const char *const ifaces[] = {"auto", "wsgi", "asgi"};
     static const char *const loops[] = {"auto", "asyncio", "uvloop"};
     static const char *const lifespans[] = {"auto", "on", "off"};
+    static const char *const reqs[] = {"none", "optional", "required"};
     static const char *const levels[] = {"debug", "info", "warning", "error",
                                          "critical"};
     const char *n = d->name;
 
     if (strcmp(n, "bind") == 0) {
         print_list(d, o->binds, o->nbinds, out);
+    } else if (strcmp(n, "insecure-bind") == 0) {
+        print_list(d, o->insecure_binds, o->ninsecure_binds, out);
+    } else if (strcmp(n, "cert-reqs") == 0) {
+        print_value(d, reqs[o->cert_reqs], out);
+    } else if (strcmp(n, "ssl-min-version") == 0) {
+        print_value(d, o->tls_min == SL_TLS_1_3 ? "TLSv1.3" : "TLSv1.2", out);
     } else if (strcmp(n, "pythonpath") == 0) {
         print_list(d, o->pythonpath, o->npythonpath, out);
     } else if (strcmp(n, "reload-extra-file") == 0) {

@@ -26,6 +26,8 @@ static bool parse_number(opt_kind_t kind, const char *arg, double *v);
 static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg);
 static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
                              const char *arg);
+static int apply_tls_choice(sl_options_t *o, const opt_def_t *d,
+                            const char *arg);
 static int add_pythonpath(sl_options_t *o, const char *arg);
 static int add_word(const char **list, int *n, int max, const char *name,
                     const char *what, const char *arg);
@@ -147,8 +149,16 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
         return add_word(o->binds, &o->nbinds, SL_MAX_BINDS, "-b/--bind",
                         "addresses", arg);
     }
+    if (strcmp(d->name, "insecure-bind") == 0) {
+        return add_word(o->insecure_binds, &o->ninsecure_binds, SL_MAX_BINDS,
+                        "--insecure-bind", "addresses", arg);
+    }
     if (strcmp(d->name, "pythonpath") == 0) {
         return add_pythonpath(o, arg);
+    }
+    if (strcmp(d->name, "cert-reqs") == 0 ||
+        strcmp(d->name, "ssl-min-version") == 0) {
+        return apply_tls_choice(o, d, arg);
     }
     if (strcmp(d->name, "interface") == 0) {
         if (strcmp(arg, "auto") == 0) {
@@ -250,6 +260,39 @@ static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
     sl_log_usage("argument --%s: invalid choice: '%s' (choose from %s, %s,"
                  " %s)",
                  d->name, arg, words[0], words[1], words[2]);
+    return -1;
+}
+
+/* --cert-reqs (gunicorn's numbers, or their names) and --ssl-min-version
+ * (OpenSSL's and Python's spelling of the versions, any case). */
+static int apply_tls_choice(sl_options_t *o, const opt_def_t *d,
+                            const char *arg)
+{
+    static const char *const reqs[] = {"none", "optional", "required"};
+    static const char *const nums[] = {"0", "1", "2"};
+
+    if (strcmp(d->name, "ssl-min-version") == 0) {
+        if (strcasecmp(arg, "TLSv1.2") == 0) {
+            o->tls_min = SL_TLS_1_2;
+        } else if (strcasecmp(arg, "TLSv1.3") == 0) {
+            o->tls_min = SL_TLS_1_3;
+        } else {
+            sl_log_usage("argument --ssl-min-version: invalid choice: '%s'"
+                         " (choose from TLSv1.2, TLSv1.3)",
+                         arg);
+            return -1;
+        }
+        return 0;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (strcasecmp(arg, reqs[i]) == 0 || strcmp(arg, nums[i]) == 0) {
+            o->cert_reqs = (sl_cert_reqs_t)i;
+            return 0;
+        }
+    }
+    sl_log_usage("argument --cert-reqs: invalid choice: '%s' (choose from"
+                 " none, optional, required, or 0, 1, 2)",
+                 arg);
     return -1;
 }
 

@@ -32,7 +32,7 @@
 
 static int parse_tcp(const char *spec, sl_addr_t *a);
 static int parse_port(const char *spec, const char *s, int *port);
-static int open_systemd(sl_listener_t *ls, int max);
+static int open_systemd(sl_listener_t *ls, int max, bool tls);
 static int open_tcp(const sl_options_t *o, const char *spec,
                     const sl_addr_t *a);
 static int open_unix(const sl_options_t *o, const char *spec,
@@ -123,22 +123,51 @@ static int parse_tcp(const char *spec, sl_addr_t *a)
     return 0;
 }
 
+/* A TLS listener says so in its name: "https://127.0.0.1:8443". */
+static void mark_tls(sl_listener_t *l)
+{
+    char name[sizeof(l->name)];
+
+    l->tls = true;
+    if (strncmp(l->name, "http://", 7) == 0) {
+        snprintf(name, sizeof(name), "https://%s", l->name + 7);
+        snprintf(l->name, sizeof(l->name), "%s", name);
+    }
+}
+
+/* Bind the N addresses SPECS after the *COUNT listeners of LS (MAX at
+ * most), TLS ones when TLS. 0, or -1 after one line. */
+static int bind_list(const sl_options_t *o, const char *const *specs, int n,
+                     bool tls, sl_listener_t *ls, int *count, int max)
+{
+    for (int i = 0; i < n; i++) {
+        if (*count == max) {
+            sl_log_usage("too many addresses to bind (at most %d)", max);
+            return -1;
+        }
+        if (sl_listen_bind(o, specs[i], &ls[*count]) == -1) {
+            return -1;
+        }
+        if (tls) {
+            mark_tls(&ls[*count]);
+        }
+        (*count)++;
+    }
+    return 0;
+}
+
 int sl_listen_open(const sl_options_t *o, sl_listener_t *ls, int max)
 {
-    int n = open_systemd(ls, max);
+    int n = open_systemd(ls, max, o->certfile != NULL);
     if (n != 0) {
         return n; /* -1, or the sockets systemd passed */
     }
 
-    for (int i = 0; i < o->nbinds; i++) {
-        if (i == max) {
-            sl_log_usage("too many addresses to bind (at most %d)", max);
-            goto out_close;
-        }
-        if (sl_listen_bind(o, o->binds[i], &ls[n]) == -1) {
-            goto out_close;
-        }
-        n++;
+    if (bind_list(o, o->binds, o->nbinds, o->certfile != NULL, ls, &n, max) ==
+            -1 ||
+        bind_list(o, o->insecure_binds, o->ninsecure_binds, false, ls, &n,
+                  max) == -1) {
+        goto out_close;
     }
     for (int i = 0; i < n; i++) {
         sl_info("Listening at: %s (%ld)", ls[i].name, (long)getpid());
@@ -186,8 +215,9 @@ int sl_listen_fdlist(const sl_listener_t *ls, int n, char *buf, size_t size)
 
     buf[0] = '\0';
     for (int i = 0; i < n; i++) {
-        int w = snprintf(buf + len, size - len, "%s%s%d", i ? "," : "",
-                         ls[i].unlink ? "u" : "", ls[i].fd);
+        int w =
+            snprintf(buf + len, size - len, "%s%s%s%d", i ? "," : "",
+                     ls[i].tls ? "t" : "", ls[i].unlink ? "u" : "", ls[i].fd);
         if (w < 0 || (size_t)w >= size - len) {
             return -1;
         }
@@ -196,12 +226,33 @@ int sl_listen_fdlist(const sl_listener_t *ls, int n, char *buf, size_t size)
     return 0;
 }
 
-/* "u5" or "5": an inherited listener; with 'u', one whose unix socket file
- * is ours to remove at the final exit. */
+int sl_listen_tls_fdlist(const sl_listener_t *ls, int n, char *buf, size_t size)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (!ls[i].tls) {
+            continue;
+        }
+        int w =
+            snprintf(buf + len, size - len, "%s%d", len ? "," : "", ls[i].fd);
+        if (w < 0 || (size_t)w >= size - len) {
+            return -1;
+        }
+        len += (size_t)w;
+    }
+    return 0;
+}
+
+/* "u5", "t6" or "5": an inherited listener; with 'u', one whose unix socket
+ * file is ours to remove at the final exit; with 't', one that speaks
+ * TLS. */
 static int inherit_one(const char *tok, sl_listener_t *l)
 {
-    bool ours = tok[0] == 'u';
-    const char *num = ours ? tok + 1 : tok;
+    bool tls = tok[0] == 't';
+    bool ours = tok[tls] == 'u';
+    const char *num = tok + tls + ours;
 
     if (num[0] == '\0' || strspn(num, "0123456789") != strlen(num) ||
         strlen(num) > 9) {
@@ -222,6 +273,9 @@ static int inherit_one(const char *tok, sl_listener_t *l)
         strlen(l->name + 5) < sizeof(l->path)) {
         l->unlink = true;
         strcpy(l->path, l->name + 5);
+    }
+    if (tls) {
+        mark_tls(l);
     }
     return 0;
 }
@@ -254,7 +308,7 @@ static int parse_port(const char *spec, const char *s, int *port)
 /* Socket activation. Returns how many sockets systemd passed (0 when it
  * passed none, the usual case), or -1. LISTEN_* are removed from the
  * environment so that workers do not take them for their own. */
-static int open_systemd(sl_listener_t *ls, int max)
+static int open_systemd(sl_listener_t *ls, int max, bool tls)
 {
     char **names = NULL;
     int n = sl_sd_listen_fds(&names);
@@ -284,6 +338,9 @@ static int open_systemd(sl_listener_t *ls, int max)
         }
         ls[i] = (sl_listener_t){.fd = fd, .unlink = false};
         name_socket(fd, ls[i].name, sizeof(ls[i].name));
+        if (tls) {
+            mark_tls(&ls[i]);
+        }
         sl_info("Listening at: %s (%ld), from systemd as %s", ls[i].name,
                 (long)getpid(), names ? names[i] : "?");
     }

@@ -26,8 +26,9 @@
 #include "supervisor/supervisor.h"
 
 static int run_supervisor(sl_options_t *o, char **args, char **eff);
-static int check_config(const sl_options_t *o);
+static int check_config(const sl_options_t *o, char **eff);
 static int open_listeners(sl_options_t *o, sl_listener_t *ls);
+static int tell_tls(const sl_listener_t *ls, int n);
 static void give_files(const sl_options_t *o, const sl_listener_t *ls, int n);
 static int check_access_log(const sl_options_t *o);
 
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
         return fflush(stdout) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
     }
     if (o.check_config) {
-        return check_config(&o);
+        return check_config(&o, eff);
     }
     if (sl_spawn_set_identity(o.user, o.group) == -1) {
         return SL_EXIT_USAGE;
@@ -58,9 +59,12 @@ int main(int argc, char **argv)
 }
 
 /* --check-config: what the options alone cannot tell (the --bind
- * addresses' shape, the user and group), without binding or importing. */
-static int check_config(const sl_options_t *o)
+ * addresses' shape, the user and group, the TLS certificate and key),
+ * without binding or importing. */
+static int check_config(const sl_options_t *o, char **eff)
 {
+    static char worker_exe[PATH_MAX];
+
     sl_addr_t a;
 
     for (int i = 0; i < o->nbinds; i++) {
@@ -68,8 +72,22 @@ static int check_config(const sl_options_t *o)
             return SL_EXIT_USAGE;
         }
     }
+    for (int i = 0; i < o->ninsecure_binds; i++) {
+        if (sl_listen_parse(o->insecure_binds[i], &a) == -1) {
+            return SL_EXIT_USAGE;
+        }
+    }
     if (sl_spawn_set_identity(o->user, o->group) == -1) {
         return SL_EXIT_USAGE;
+    }
+    if (o->certfile != NULL) {
+        if (sl_spawn_find_worker(worker_exe, sizeof(worker_exe)) == -1) {
+            return SL_EXIT_USAGE;
+        }
+        int rc = sl_spawn_check_tls(worker_exe, eff);
+        if (rc != SL_EXIT_OK) {
+            return rc;
+        }
     }
     printf("sluice: configuration OK\n");
     return fflush(stdout) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
@@ -94,9 +112,19 @@ static int run_supervisor(sl_options_t *o, char **args, char **eff)
     if (check_access_log(o) == -1) {
         return SL_EXIT_USAGE;
     }
+    if (o->certfile != NULL) {
+        int rc = sl_spawn_check_tls(worker_exe, eff);
+        if (rc != SL_EXIT_OK) {
+            return rc;
+        }
+    }
     sl_info("Starting sluice %s (workers: %s)", PACKAGE_VERSION, worker_exe);
     int n = open_listeners(o, ls);
     if (n == -1) {
+        return SL_EXIT_USAGE;
+    }
+    if (tell_tls(ls, n) == -1) {
+        sl_listen_close(ls, n, true);
         return SL_EXIT_USAGE;
     }
     give_files(o, ls, n);
@@ -119,6 +147,21 @@ static int open_listeners(sl_options_t *o, sl_listener_t *ls)
     snprintf(list, sizeof(list), "%s", inherited);
     unsetenv("SLUICE_UPGRADE_FDS");
     return sl_listen_inherit(list, ls, SL_MAX_LISTENERS);
+}
+
+/* Which listeners speak TLS, for every worker (they inherit the
+ * environment: common/handoff.h); set again by a binary upgrade's new
+ * supervisor, from what the old one passed. */
+static int tell_tls(const sl_listener_t *ls, int n)
+{
+    char list[1024];
+
+    if (sl_listen_tls_fdlist(ls, n, list, sizeof(list)) == -1 ||
+        setenv("SLUICE_TLS_FDS", list, 1) == -1) {
+        sl_log_usage("cannot pass the TLS listeners to the workers");
+        return -1;
+    }
+    return 0;
 }
 
 /* With --user/--group, what the workers must be able to open by name is

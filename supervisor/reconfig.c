@@ -142,6 +142,10 @@ static int kept_settings(const sl_options_t *old, const sl_options_t *o,
     if (!same_list(old->binds, old->nbinds, o->binds, o->nbinds)) {
         add_name(names, size, "bind");
     }
+    if (!same_list(old->insecure_binds, old->ninsecure_binds, o->insecure_binds,
+                   o->ninsecure_binds)) {
+        add_name(names, size, "insecure_bind");
+    }
     if (!same(old->pidfile, o->pidfile)) {
         add_name(names, size, "pid");
     }
@@ -213,6 +217,8 @@ static void keep_start_only(const sl_options_t *old, sl_options_t *o)
 {
     memcpy(o->binds, old->binds, sizeof(o->binds));
     o->nbinds = old->nbinds;
+    memcpy(o->insecure_binds, old->insecure_binds, sizeof(o->insecure_binds));
+    o->ninsecure_binds = old->ninsecure_binds;
     o->pidfile = old->pidfile;
     o->user = old->user;
     o->group = old->group;

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/handoff.h"
@@ -223,6 +224,37 @@ pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
         sl_log_errno(SL_LOG_ERROR, "fork() failed for worker %d", worker_id);
     }
     return pid;
+}
+
+int sl_spawn_check_tls(const char *exe, char *const argv[])
+{
+    int status;
+    pid_t pid = fork();
+
+    if (pid == -1) {
+        sl_log_errno(SL_LOG_ERROR, "fork() failed for the TLS check");
+        return SL_EXIT_FAIL;
+    }
+    if (pid == 0) {
+        if (setenv("SLUICE_CHECK_TLS", "1", 1) == -1 || drop_identity() == -1) {
+            _exit(SL_EXIT_USAGE);
+        }
+        execv(exe, argv);
+        sl_log_errno(SL_LOG_ERROR, "execv(\"%s\") failed", exe);
+        _exit(SL_EXIT_FAIL);
+    }
+    while (waitpid(pid, &status, 0) == -1) {
+        if (errno != EINTR) {
+            sl_log_errno(SL_LOG_ERROR, "waitpid() failed for the TLS check");
+            return SL_EXIT_FAIL;
+        }
+    }
+    if (WIFEXITED(status)) {
+        return WEXITSTATUS(status);
+    }
+    sl_error("the TLS check (%s) was killed by signal %d", exe,
+             WTERMSIG(status));
+    return SL_EXIT_FAIL;
 }
 
 pid_t sl_spawn_supervisor(const char *exe, char *const argv[], const int *keep,

@@ -57,6 +57,13 @@ bool sl_spawn_identity(uid_t *uid, gid_t *gid);
 pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
                       int nfds, int worker_id, int ctl_fd, int metrics_fd);
 
+/* With --certfile, build the TLS context as a worker will, in EXE (the
+ * worker, which links OpenSSL: the supervisor does not) run with ARGV,
+ * SLUICE_CHECK_TLS=1 and the workers' identity, and wait for it: 0 when it
+ * builds (an expired certificate warned of), or its exit status after the
+ * one line it wrote (SL_EXIT_USAGE for a file that cannot serve). */
+int sl_spawn_check_tls(const char *exe, char *const argv[]);
+
 /* Fork and exec EXE with ARGV as a new supervisor: KEEP[0..NKEEP) stay open
  * across the exec, ENV (NULL-terminated "NAME=VALUE" strings) is added to
  * the environment, and WATCHDOG_PID, when set, becomes the child's own pid.

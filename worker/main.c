@@ -22,6 +22,7 @@
 #include "common/options.h"
 #include "common/proctitle.h"
 #include "common/startup.h"
+#include "worker/loop/tlsctx.h"
 #include "worker/worker.h"
 
 static bool same_handoff(void);
@@ -39,6 +40,10 @@ int main(int argc, char **argv)
     tune_malloc();
     if (!sl_startup(argc, argv, &o, &args, &status)) {
         return status;
+    }
+    if (getenv("SLUICE_CHECK_TLS") != NULL) {
+        /* the supervisor's check at start (supervisor/spawn.h) */
+        return sl_tlsctx_check(&o) == 0 ? SL_EXIT_OK : SL_EXIT_USAGE;
     }
     const char *worker_id = getenv("SLUICE_WORKER_ID");
     if (worker_id == NULL) {
@@ -75,9 +80,10 @@ static bool same_handoff(void)
  * the SLUICE_* variables for the same reason. */
 static int run_worker(const sl_options_t *o, const char *id)
 {
-    int fds[SL_MAX_LISTENERS];
+    int fds[SL_MAX_LISTENERS], tls_fds[SL_MAX_LISTENERS];
     int worker_id, ctl_fd = -1;
     const char *list = getenv("SLUICE_LISTEN_FDS");
+    const char *tls = getenv("SLUICE_TLS_FDS");
     const char *ctl = getenv("SLUICE_CTL_FD");
 
     if (sl_startup_int(id, &worker_id) == -1) {
@@ -91,6 +97,13 @@ static int run_worker(const sl_options_t *o, const char *id)
                  list ? list : "", SL_MAX_LISTENERS);
         return SL_EXIT_FAIL;
     }
+    int ntls = parse_fd_list(tls ? tls : "", tls_fds, SL_MAX_LISTENERS);
+    if (ntls < 0) {
+        sl_error("SLUICE_TLS_FDS='%s' is not a list of at most %d open"
+                 " descriptors",
+                 tls, SL_MAX_LISTENERS);
+        return SL_EXIT_FAIL;
+    }
     if (ctl != NULL && (parse_fd_list(ctl, &ctl_fd, 1) != 1)) {
         sl_error("SLUICE_CTL_FD='%s' is not an open descriptor", ctl);
         return SL_EXIT_FAIL;
@@ -98,11 +111,12 @@ static int run_worker(const sl_options_t *o, const char *id)
     attach_metrics(worker_id);
     unsetenv("SLUICE_WORKER_ID");
     unsetenv("SLUICE_LISTEN_FDS");
+    unsetenv("SLUICE_TLS_FDS");
     unsetenv("SLUICE_CTL_FD");
 
     const char *name = o->proc_name ? o->proc_name : "sluice";
     sl_proctitle_set(name, "%s: worker %d [%s]", name, worker_id, o->app);
-    return sl_worker_main(o, fds, n, worker_id, ctl_fd);
+    return sl_worker_main(o, fds, n, tls_fds, ntls, worker_id, ctl_fd);
 }
 
 /* The metrics segment, when the supervisor passed one. A worker that

@@ -17,7 +17,9 @@
 #include "common/ctl.h"
 #include "common/log.h"
 #include "worker/loop/drain.h"
+#include "worker/loop/listen.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/tlsctx.h"
 #include "worker/python/asgi.h"
 #include "worker/python/asgi_lifespan.h"
 #include "worker/python/lane.h"
@@ -81,9 +83,29 @@ static void take_report_dir(const sl_options_t *o, char *dir, size_t size)
     unsetenv("SLUICE_RELOAD_DIR");
 }
 
-int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
-                   int worker_id, int ctl_fd)
+/* The context of the TLS listeners the supervisor marked: built before
+ * --chdir, so that a relative --certfile names the file the supervisor
+ * checked at start. NULL after one error line. */
+static SSL_CTX *tls_load(const sl_options_t *o)
 {
+    char err[1024];
+    SSL_CTX *ctx;
+
+    if (o->certfile == NULL) {
+        sl_error("listeners speak TLS (decided when sluice started), but the"
+                 " settings name no --certfile and --keyfile");
+        return NULL;
+    }
+    ctx = sl_tlsctx_new(o, err, sizeof(err));
+    if (ctx == NULL)
+        sl_error("%s", err);
+    return ctx;
+}
+
+int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
+                   const int *tls_fds, int ntls, int worker_id, int ctl_fd)
+{
+    SSL_CTX *tls = NULL;
     char report_dir[PATH_MAX], what[128];
     static sl_pump_t pump;
     void *released = NULL;
@@ -94,6 +116,9 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     take_report_dir(o, report_dir, sizeof(report_dir));
     if (sl_log_fd() != STDERR_FILENO)
         dup2(sl_log_fd(), STDERR_FILENO); /* Python's tracebacks: the log */
+    /* a certificate that cannot serve will not on the next try either */
+    if (ntls > 0 && (tls = tls_load(o)) == NULL)
+        return SL_EXIT_APPLOAD;
     if (o->chdir != NULL && chdir(o->chdir) < 0) {
         sl_log_errno(SL_LOG_ERROR, "chdir(%s) failed", o->chdir);
         return SL_EXIT_APPLOAD;
@@ -111,6 +136,8 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     if (sl_pump_init(&pump, o, executors[asgi][o->inline_mode], listen_fds,
                      nfds) < 0)
         return SL_EXIT_FAIL;
+    if (tls != NULL)
+        (void)sl_listen_tls(&pump, tls, tls_fds, ntls);
     status = exec_start(&pump, app);
     if (status != 0)
         return status;

@@ -9,10 +9,12 @@
 
 #include "common/options.h"
 
-/* Run a worker until it has drained; returns the process exit status
- * (SL_EXIT_OK, SL_EXIT_FAIL, or SL_EXIT_APPLOAD when the app could not be
- * imported, after one clear error line in the log). */
+/* Run a worker on the listening sockets LISTEN_FDS[0..NFDS), those among
+ * TLS_FDS[0..NTLS) speaking TLS, until it has drained; returns the process
+ * exit status (SL_EXIT_OK, SL_EXIT_FAIL, or SL_EXIT_APPLOAD when the app
+ * could not be imported or the TLS certificate not loaded, after one clear
+ * error line in the log). */
 int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
-                   int worker_id, int ctl_fd);
+                   const int *tls_fds, int ntls, int worker_id, int ctl_fd);
 
 #endif

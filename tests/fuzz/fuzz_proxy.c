@@ -84,7 +84,7 @@ static void fuzz_forwarded(const uint8_t *d, size_t n)
             break;
         p = z + 1;
     }
-    sl_forwarded_eval(&trust, &h, &cl);
+    sl_forwarded_eval(&trust, &h, false, &cl);
     CHECK(memchr(cl.addr, '\0', sizeof(cl.addr)) != NULL);
     CHECK(cl.port >= 0 && cl.port <= 65535);
     CHECK(memchr(cl.host, '\0', sizeof(cl.host)) != NULL);

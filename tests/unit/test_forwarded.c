@@ -43,7 +43,7 @@ static void eval5(const char *fwd, const char *xff, const char *xfp,
     };
 
     memset(&cl, 0x55, sizeof(cl)); /* eval must set every field */
-    sl_forwarded_eval(&trust, &h, &cl);
+    sl_forwarded_eval(&trust, &h, false, &cl);
 }
 
 static void eval(const char *fwd, const char *xff, const char *xfp)

@@ -141,7 +141,7 @@ static void start(const char *app, ...)
         close(pair[1]);
         if (sl_log_open(logpath) < 0)
             _exit(99);
-        _exit(sl_worker_main(&opt, &lfd, 1, 7, pair[0]));
+        _exit(sl_worker_main(&opt, &lfd, 1, NULL, 0, 7, pair[0]));
     }
     close(pair[0]);
     ctl = pair[1];

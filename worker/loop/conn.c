@@ -19,6 +19,7 @@
 #include "worker/loop/forwarded.h"
 #include "worker/loop/pool.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/tls.h"
 
 static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents);
 
@@ -188,7 +189,13 @@ int sl_conn_flush_locked(sl_conn_t *c)
 void sl_conn_start(sl_conn_t *c, int fd, int listener,
                    const struct sockaddr *sa, socklen_t salen)
 {
-    sl_transport_start(&c->tp, &sl_transport_plain, fd);
+    bool tls = c->pump->listeners[listener].tls;
+
+    if (tls)
+        sl_tls_start(&c->tp, c->pump->tls_ctx, fd);
+    else
+        sl_transport_start(&c->tp, &sl_transport_plain, fd);
+    c->x.req.tls = tls;
     c->serial++;
     c->listener = listener;
     memcpy(&c->peer, sa, salen);

@@ -141,7 +141,8 @@ const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port);
 int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx);
 
 /* Set C up for an accepted socket, before its first session starts
- * (sl_h1_start(), sl_conn_proxy_start()). */
+ * (sl_h1_start(), sl_conn_proxy_start()): the TLS transport when its
+ * listener speaks TLS, else the plain one. */
 void sl_conn_start(sl_conn_t *c, int fd, int listener,
                    const struct sockaddr *sa, socklen_t salen);
 

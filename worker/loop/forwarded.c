@@ -25,6 +25,7 @@
 #include "worker/loop/http.h"
 
 const sl_client_t sl_client_none;
+const sl_client_t sl_client_tls = {.https = true};
 
 /* A node as written: "[2001:db8::1]:4711" is the longest real one. */
 #define NODE_MAX 72
@@ -475,18 +476,20 @@ static void xf_host(sl_client_t *out, const sl_forwarded_hdrs_t *h, int i,
 }
 
 void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
-                       sl_client_t *out)
+                       bool https, sl_client_t *out)
 {
     hop_t hops[SL_FORWARDED_HOPS], protos[SL_FORWARDED_HOPS];
     int n = -1, np = -1, i;
 
     memset(out, 0, sizeof(*out));
+    out->https = https;
     if (h->forwarded != NULL)
         n = fwd_parse(h->forwarded, h->forwarded_len, hops);
     if (n > 0) {
         i = pick(trust, hops, n);
         set_client(out, &hops[i]);
-        out->https = hops[i].proto == 1;
+        if (hops[i].proto >= 0)
+            out->https = hops[i].proto == 1;
         fwd_host(out, h->forwarded, h->forwarded_len, &hops[i]);
         return;
     }
@@ -570,11 +573,12 @@ static bool may_forward(const sl_req_t *r)
 static void set_req_client(sl_req_t *r, const sl_allow_t *trust,
                            const sl_forwarded_hdrs_t *h)
 {
+    const sl_client_t *none = r->tls ? &sl_client_tls : &sl_client_none;
     sl_client_t cl = {0};
     sl_client_t *own;
 
-    sl_forwarded_eval(trust, h, &cl);
-    if (memcmp(&cl, &sl_client_none, sizeof(cl)) == 0)
+    sl_forwarded_eval(trust, h, r->tls, &cl);
+    if (memcmp(&cl, none, sizeof(cl)) == 0)
         return;
     own = malloc(sizeof(*own));
     if (own == NULL)

@@ -9,6 +9,7 @@
 #ifndef SL_FORWARDED_H
 #define SL_FORWARDED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/allow.h"
@@ -34,17 +35,17 @@ typedef struct {
 
 /* The pure part: given the headers H of a request whose peer is trusted,
  * fill *OUT with the client they name (addr "" when they name none), its
- * scheme, and the host and port it asked for (host "" and server_port 0
- * when not forwarded; server_port is X-Forwarded-Port, else the host's
- * port, else 443 or 80 by the scheme when a host came without one).
- * Forwarded wins over X-Forwarded-* as a whole; a chain gives the
- * right-most hop not on TRUST (the left-most when all are, or with '*'),
- * and a per-hop list (proto, host, port) that hop's entry when it is as
- * long as the chain, else its right-most. A malformed header is ignored (a
+ * scheme (HTTPS, the connection's own, when they name none), and the host and
+ * port it asked for (host "" and server_port 0 when not forwarded; server_port
+ * is X-Forwarded-Port, else the host's port, else 443 or 80 by the scheme when
+ * a host came without one). Forwarded wins over X-Forwarded-* as a whole; a
+ * chain gives the right-most hop not on TRUST (the left-most when all are, or
+ * with '*'), and a per-hop list (proto, host, port) that hop's entry when it is
+ * as long as the chain, else its right-most. A malformed header is ignored (a
  * malformed Forwarded lets X-Forwarded-* apply), and so is a host that is
  * no host[:port] or a port that is not 1..65535. Never fails. */
 void sl_forwarded_eval(const sl_allow_t *trust, const sl_forwarded_hdrs_t *h,
-                       sl_client_t *out);
+                       bool https, sl_client_t *out);
 
 /* At head complete: set request R's client from its headers, if PEER is
  * in TRUST (--forwarded-allow-ips) and they name anything (then it is

@@ -332,6 +332,11 @@ static void on_readable(sl_conn_t *c)
             conn_error_response(c, c->h1.http_error);
             break;
         }
+        if (rc < 0 && !c->peer_eof && errno == SL_TRANSPORT_EPLAIN) {
+            /* HTTP to a TLS port: the transport is plain now */
+            conn_error_response(c, SL_HTTP_PLAIN_TO_TLS);
+            break;
+        }
         if (rc < 0 && !c->peer_eof) {
             sl_conn_close(c);
             return;

@@ -476,13 +476,18 @@ int sl_http_status_of(const char *p, size_t n)
 int sl_http_error_head(sl_buf_t *b, int status)
 {
     char head[512];
-    const char *reason = sl_http_reason(status);
+    bool plain = status == SL_HTTP_PLAIN_TO_TLS;
+    const char *reason = sl_http_reason(plain ? 400 : status);
     /* the loop's one 426 refuses a WebSocket version: it names ours */
     bool ws = status == 426;
-    const char *text =
-        ws ? "WebSocket version 13 is the one supported" : reason;
+    const char *text = ws      ? "WebSocket version 13 is the one supported"
+                       : plain ? "The plain HTTP request was sent to HTTPS"
+                                 " port"
+                               : reason;
     int n;
 
+    if (plain)
+        status = 400;
     n = snprintf(head, sizeof(head),
                  "HTTP/1.1 %d %s\r\n"
                  "Server: sluice\r\n"

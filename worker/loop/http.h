@@ -26,8 +26,13 @@ const char *sl_http_reason(int status);
  * ("HTTP/1.x NNN "), or 0 when it does not begin with one. */
 int sl_http_status_of(const char *p, size_t n);
 
-/* Append a complete error response for STATUS with Connection: close.
- * 0, or -1 when out of memory (nothing appended). */
+/* Not a status on the wire: the 400 answering plain HTTP sent to a TLS
+ * listener, which says so (nginx's 497). */
+#define SL_HTTP_PLAIN_TO_TLS 497
+
+/* Append a complete error response for STATUS (or SL_HTTP_PLAIN_TO_TLS)
+ * with Connection: close. 0, or -1 when out of memory (nothing
+ * appended). */
 int sl_http_error_head(sl_buf_t *b, int status);
 
 /* Feed the next bytes P[0..N) of a chunked trailer's field name into R's

@@ -5,7 +5,8 @@
  * memory; the pool's changed() (sl_listen_room()) starts it again. A new
  * connection gets a pool entry (pool.h), closing the longest-idle
  * keep-alive one when there is no free entry, and starts its first
- * session (sl_conn_start()).
+ * session (sl_conn_start(): the plain or the TLS transport, as its
+ * listener speaks).
  */
 #include "config.h"
 
@@ -17,6 +18,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <openssl/ssl.h>
 
 #include "common/log.h"
 #include "common/metrics.h"
@@ -222,6 +225,26 @@ static void listener_describe(sl_pump_listener_t *l)
     } else {
         l->unix_sock = true;
     }
+}
+
+int sl_listen_tls(sl_pump_t *p, struct ssl_ctx_st *ctx, const int *tls_fds,
+                  int n)
+{
+    int i, k, count = 0;
+
+    for (i = 0; i < p->nlisteners; i++)
+        for (k = 0; k < n; k++)
+            if (p->listeners[i].fd == tls_fds[k]) {
+                p->listeners[i].tls = true;
+                count++;
+            }
+    if (count == 0) {
+        SSL_CTX_free(ctx);
+        return 0;
+    }
+    SSL_CTX_free(p->tls_ctx);
+    p->tls_ctx = ctx;
+    return count;
 }
 
 void sl_listen_room(sl_pump_t *p, bool released)

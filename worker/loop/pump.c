@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+
 #include "common/ctl.h"
 #include "common/date.h"
 #include "common/log.h"
@@ -277,6 +279,8 @@ void sl_pump_destroy(sl_pump_t *p)
     free(p->handing);
     sl_queue_destroy(&p->work);
     sl_queue_destroy(&p->done);
+    SSL_CTX_free(p->tls_ctx);
+    p->tls_ctx = NULL;
     if (p->loop != NULL)
         ev_loop_destroy(p->loop);
 }

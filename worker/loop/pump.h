@@ -33,6 +33,7 @@ typedef struct {
     char server_name[64]; /* SERVER_NAME when no Host header */
     char server_port[8];
     bool unix_sock;
+    bool tls; /* its connections speak TLS (the pump's tls_ctx) */
 } sl_pump_listener_t;
 
 struct sl_pump {
@@ -40,6 +41,8 @@ struct sl_pump {
     const sl_options_t *opt; /* borrowed */
     sl_pump_listener_t listeners[SL_MAX_LISTENERS];
     int nlisteners; /* every socket handed over: init fails beyond the max */
+    struct ssl_ctx_st *tls_ctx; /* owned: the TLS listeners' context, NULL
+                                   when none speaks TLS (listen.h) */
     bool accepting;
     bool accept_paused;    /* accept4() ran out of descriptors or memory:
                               the listeners wait for accept_timer, or for

@@ -36,6 +36,9 @@ typedef struct {
 /* All empty: the peer is the client (defined in forwarded.c). */
 extern const sl_client_t sl_client_none;
 
+/* The same, over TLS: https. */
+extern const sl_client_t sl_client_tls;
+
 typedef struct {
     uint32_t name_off, name_len; /* into sl_req_t.hbuf */
     uint32_t val_off, val_len;
@@ -65,7 +68,9 @@ typedef struct {
     bool keep_alive; /* as the client asked */
     bool has_body;
     bool expect_continue;
-    bool head;               /* HEAD: no response body */
+    bool head; /* HEAD: no response body */
+    bool tls;  /* came over TLS (the connection's): the scheme is https
+                  unless a trusted proxy says otherwise */
     uint64_t content_length; /* valid when has_body and !chunked */
     bool chunked;
     bool websocket; /* a valid WebSocket handshake (conn_ws.h) */
@@ -89,7 +94,9 @@ typedef struct {
 /* R's client as forwarding headers name it: never NULL. */
 static inline const sl_client_t *sl_req_client(const sl_req_t *r)
 {
-    return r->client != NULL ? r->client : &sl_client_none;
+    if (r->client != NULL)
+        return r->client;
+    return r->tls ? &sl_client_tls : &sl_client_none;
 }
 
 #endif

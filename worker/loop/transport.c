@@ -6,9 +6,9 @@
  * sendmsg() for more, so a response's head and its body's first bytes
  * leave in one segment; MSG_NOSIGNAL on every write (sendfile(2) has no
  * such flag: the worker ignores SIGPIPE); MSG_MORE when the caller says a
- * file follows. errno is the kernel's. The one call outside a table,
- * sl_transport_waiting(), peeks at the kernel, which is the same socket
- * under any transport.
+ * file follows. errno is the kernel's. The calls outside a table,
+ * sl_transport_waiting() and the PROXY header's peek and take, use the
+ * socket itself, which is the same under any transport.
  */
 #include "config.h"
 
@@ -91,4 +91,14 @@ bool sl_transport_waiting(const sl_transport_t *t)
         return true;
     return recv(t->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != -1 ||
            (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+ssize_t sl_transport_peek(const sl_transport_t *t, void *buf, size_t n)
+{
+    return recv(t->fd, buf, n, MSG_PEEK);
+}
+
+ssize_t sl_transport_take(sl_transport_t *t, void *buf, size_t n)
+{
+    return recv(t->fd, buf, n, 0);
 }

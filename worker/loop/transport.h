@@ -1,11 +1,11 @@
-/* transport.h - the bytes under a connection: plain socket, later TLS.
+/* transport.h - the bytes under a connection: plain socket or TLS.
  *
  * Every read, write, sendfile and shutdown of a client socket goes through
  * the connection's transport, a const table of operations chosen when the
  * socket is accepted; nothing above it names recv(2) or send(2) and nothing
  * above it asks which table it holds. The plain table is a thin coat over
- * the socket calls. A TLS table (OpenSSL, non-blocking, on the loop thread)
- * is meant to plug in under the same callers, and the contract below is
+ * the socket calls; the TLS one (tls.h: OpenSSL, non-blocking, on the loop
+ * thread) plugs in under the same callers, and the contract below is
  * written for it as much as for the plain one:
  *
  * - An operation that cannot go on now fails with errno EAGAIN, as a
@@ -33,6 +33,7 @@
 #ifndef SL_TRANSPORT_H
 #define SL_TRANSPORT_H
 
+#include <errno.h>
 #include <ev.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,6 +42,12 @@
 #include <sys/uio.h>
 
 typedef struct sl_transport sl_transport_t;
+
+/* errno of a read that found the peer speaking plain where the transport
+ * expects its own protocol (HTTP sent to a TLS port): the transport is
+ * the plain one from then on, so the caller may answer in plain, and
+ * closes after. */
+#define SL_TRANSPORT_EPLAIN EPROTONOSUPPORT
 
 /* Flags for writev(). */
 enum {
@@ -107,6 +114,16 @@ void sl_transport_start(sl_transport_t *t, const sl_transport_ops_t *ops,
 /* Is a read due without waiting: bytes held by T (pending()), or bytes,
  * an EOF or an error in the kernel? Never blocks, never consumes. */
 bool sl_transport_waiting(const sl_transport_t *t);
+
+/* What comes before the transport's own protocol, on the socket itself
+ * (a PROXY protocol header, before a TLS handshake): up to N bytes into
+ * BUF without taking them (MSG_PEEK). The count, 0 at EOF, -1 with errno
+ * (EAGAIN: wait for EV_READ). Call it before the transport's first read. */
+ssize_t sl_transport_peek(const sl_transport_t *t, void *buf, size_t n);
+
+/* Take N bytes that sl_transport_peek() showed off the socket, into BUF:
+ * the count, or -1 with errno. */
+ssize_t sl_transport_take(sl_transport_t *t, void *buf, size_t n);
 
 /* The socket events (EV_READ | EV_WRITE) to wait for, for a caller that
  * wants to do the operations WANT (EV_READ: read, EV_WRITE: write). */

@@ -44,14 +44,32 @@ enum {
     K_URL_SCHEME,
     K_HTTPS,
     K_HTTP_HOST,
+    K_HTTPS_VAR,
+    K_ON,
     K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
-    "REQUEST_METHOD",  "SCRIPT_NAME",    "PATH_INFO",   "QUERY_STRING",
-    "CONTENT_TYPE",    "CONTENT_LENGTH", "SERVER_NAME", "SERVER_PORT",
-    "SERVER_PROTOCOL", "REMOTE_ADDR",    "REMOTE_PORT", "RAW_URI",
-    "wsgi.input",      "HTTP/1.0",       "HTTP/1.1",    "",
-    "wsgi.url_scheme", "https",          "HTTP_HOST",
+    "REQUEST_METHOD",
+    "SCRIPT_NAME",
+    "PATH_INFO",
+    "QUERY_STRING",
+    "CONTENT_TYPE",
+    "CONTENT_LENGTH",
+    "SERVER_NAME",
+    "SERVER_PORT",
+    "SERVER_PROTOCOL",
+    "REMOTE_ADDR",
+    "REMOTE_PORT",
+    "RAW_URI",
+    "wsgi.input",
+    "HTTP/1.0",
+    "HTTP/1.1",
+    "",
+    "wsgi.url_scheme",
+    "https",
+    "HTTP_HOST",
+    "HTTPS",
+    "on",
 };
 static PyObject *keys[K_COUNT];
 
@@ -276,9 +294,13 @@ PyObject *sl_wsgi_environ_new(sl_exch_t *c, uint32_t gen)
         goto out_fail;
     }
 
-    /* the prototype says "http"; a trusted proxy may say otherwise */
+    /* the prototype says "http"; TLS or a trusted proxy may say otherwise */
     if (sl_req_client(r)->https &&
         PyDict_SetItem(env, keys[K_URL_SCHEME], keys[K_HTTPS]) < 0)
+        goto out_fail;
+    /* HTTPS=on says the connection itself is TLS, as CGI servers and
+     * nginx's $https mean it: not said on a proxy's word */
+    if (r->tls && PyDict_SetItem(env, keys[K_HTTPS_VAR], keys[K_ON]) < 0)
         goto out_fail;
     if (sl_py_has_client(c)) {
         PyObject *addr, *port;

@@ -1,0 +1,366 @@
+"""HTTPS: the TLS transport, its options and what apps see of it.
+
+Certificates are the test's own, made by trustme (Debian's
+python3-trustme): a CA, and a server certificate for localhost and
+127.0.0.1 signed by it. Clients are real ones: curl, openssl s_client and
+Python's ssl module under RawConn, which reads exactly what comes back.
+What runs through TLS is what the plain suites check on a smaller scale:
+keep-alive, pipelining, an upload, a streamed response, a file through
+wsgi.file_wrapper (the transport's pread-then-SSL_write path, as this
+kernel has no kernel TLS), the drain. And what is TLS's own: the versions,
+ALPN, plain HTTP on the TLS port, the handshake within --header-timeout,
+a PROXY header before the handshake, the files refused at start.
+"""
+
+import contextlib
+import datetime
+import hashlib
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import time
+
+import pytest
+
+import helpers
+from e2e_data import pattern
+
+pytestmark = pytest.mark.sluice_only
+
+trustme = pytest.importorskip("trustme")
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """{ca, cert, key, other_key, expired_cert, expired_key}: paths."""
+    d = tmp_path_factory.mktemp("pki")
+    ca = trustme.CA()
+    leaf = ca.issue_cert("localhost", "127.0.0.1")
+    out = {"ca": d / "ca.pem", "cert": d / "cert.pem", "key": d / "key.pem",
+           "other_key": d / "other-key.pem"}
+    ca.cert_pem.write_to_path(str(out["ca"]))
+    for i, blob in enumerate(leaf.cert_chain_pems):
+        blob.write_to_path(str(out["cert"]), append=i > 0)
+    leaf.private_key_pem.write_to_path(str(out["key"]))
+    ca.issue_cert("localhost").private_key_pem.write_to_path(
+        str(out["other_key"]))
+    old = ca.issue_cert("localhost",
+                        not_after=datetime.datetime(2020, 1, 1))
+    out["expired_cert"] = d / "expired.pem"
+    out["expired_key"] = d / "expired-key.pem"
+    old.cert_chain_pems[0].write_to_path(str(out["expired_cert"]))
+    old.private_key_pem.write_to_path(str(out["expired_key"]))
+    return out
+
+
+def client_context(pki):
+    ctx = ssl.create_default_context(cafile=str(pki["ca"]))
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def tls_args(pki):
+    return ["--certfile", pki["cert"], "--keyfile", pki["key"]]
+
+
+class TLSServer(helpers.Server):
+    """A Server whose first --bind speaks TLS: connect() shakes hands."""
+
+    def __init__(self, workdir, pki, app="wsgi_app:app", args=(), **kw):
+        super().__init__(workdir, app, args=tls_args(pki) + list(args), **kw)
+        self.ctx = client_context(pki)
+
+    def connect(self, timeout=helpers.IO_TIMEOUT):
+        raw = helpers.RawConn.tcp(self.host, self.port, timeout)
+        raw.sock = self.ctx.wrap_socket(raw.sock, server_hostname="localhost")
+        raw.sock.settimeout(timeout)
+        return raw
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, pki):
+    s = TLSServer(tmp_path_factory.mktemp("tls"), pki,
+                  args=["--header-timeout", "2"])
+    yield from helpers.serving(s)
+
+
+@pytest.fixture(scope="module")
+def asgi_server(tmp_path_factory, pki):
+    s = TLSServer(tmp_path_factory.mktemp("tls-asgi"), pki,
+                  app="asgi_app:app")
+    yield from helpers.serving(s)
+
+
+# a started Server for a with-block; its stop problems fail the test
+served = contextlib.contextmanager(helpers.serving)
+
+
+def url(s, path):
+    return "https://localhost:%d%s" % (s.port, path)
+
+
+# ------------------------------------------------------------ requests
+
+
+def test_curl_get(server, pki):
+    r = subprocess.run(["curl", "-sS", "--cacert", str(pki["ca"]),
+                        "-w", "\n%{http_code} %{http_version} %{scheme}",
+                        url(server, "/hello")],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    body, _, status = r.stdout.rpartition("\n")
+    assert status.split() == ["200", "1.1", "HTTPS"], r.stdout
+    assert body
+
+
+def test_keep_alive(server):
+    with server.connect() as c:
+        ports = set()
+        for i in range(5):
+            r = c.request("GET", "/hello?i=%d" % i)
+            assert r.status == 200
+            ports.add(c.local_port)
+        assert len(ports) == 1
+
+
+def test_pipelining(server):
+    n = 8
+    with server.connect() as c:
+        c.send(b"".join(helpers.build_request("GET", "/status?body=r%d" % i)
+                        for i in range(n)))
+        for i in range(n):
+            r = c.read_response()
+            assert (r.status, r.body) == (200, b"r%d" % i)
+
+
+def test_upload(server):
+    body = os.urandom(3 * 1024 * 1024 + 5)
+    with server.connect() as c:
+        r = c.request("POST", "/echo?sha=1", body=body)
+    assert r.status == 200
+    assert r.json() == {"len": len(body),
+                        "sha256": hashlib.sha256(body).hexdigest()}
+
+
+def test_streamed_response(server):
+    with server.connect() as c:
+        r = c.request("GET", "/chunks?n=40&size=50000")
+    assert r.status == 200
+    assert r.header("Transfer-Encoding") == "chunked"
+    assert r.body == pattern(40 * 50000)
+
+
+def test_file_wrapper(server, tmp_path):
+    data = pattern(5 * 1024 * 1024 + 3)
+    path = tmp_path / "big.bin"
+    path.write_bytes(data)
+    with server.connect() as c:
+        r = c.request("GET", "/file?path=%s" % path)
+        assert r.status == 200 and r.body == data
+        # the connection goes on after a file
+        assert c.request("GET", "/hello").status == 200
+
+
+def test_wsgi_environ(server):
+    with server.connect() as c:
+        env = c.request("GET", "/environ").json()
+    assert env["wsgi.url_scheme"]["value"] == "https"
+    assert env["HTTPS"]["value"] == "on"
+
+
+def test_forwarded_proto_still_wins(server):
+    with server.connect() as c:
+        env = c.request("GET", "/environ",
+                        headers=[("X-Forwarded-Proto", "http")]).json()
+    assert env["wsgi.url_scheme"]["value"] == "http"
+
+
+def test_asgi_scheme(asgi_server):
+    with asgi_server.connect() as c:
+        scope = c.request("GET", "/scope").json()
+    assert scope["scheme"] == "https"
+
+
+# ------------------------------------------------------ TLS's own
+
+
+def s_client(port, *args, data=b"GET /hello HTTP/1.1\r\nHost: x\r\n"
+             b"Connection: close\r\n\r\n"):
+    r = subprocess.run(["openssl", "s_client", "-connect",
+                        "127.0.0.1:%d" % port, "-servername", "localhost",
+                        "-ign_eof"] + list(args),
+                       input=data, capture_output=True, timeout=30)
+    return r.returncode, r.stdout.decode(errors="replace") + \
+        r.stderr.decode(errors="replace")
+
+
+@pytest.mark.parametrize("version", ["1_2", "1_3"])
+def test_versions_and_alpn(server, pki, version):
+    rc, out = s_client(server.port, "-tls" + version, "-alpn", "http/1.1",
+                       "-CAfile", str(pki["ca"]))
+    assert rc == 0, out
+    assert "Protocol  : TLSv%s" % version.replace("_", ".") in out, out
+    assert "ALPN protocol: http/1.1" in out, out
+    assert "Verify return code: 0 (ok)" in out, out
+    assert "HTTP/1.1 200" in out, out
+    if version == "1_2":
+        assert "Cipher is ECDHE-" in out, out
+
+
+def test_tls_1_1_refused(server):
+    rc, out = s_client(server.port, "-tls1_1", "-cipher",
+                       "DEFAULT@SECLEVEL=0", data=b"")
+    assert rc != 0, out
+    assert "alert protocol version" in out, out
+
+
+def test_plain_http_to_tls_port(server):
+    with helpers.RawConn.tcp(server.host, server.port) as c:
+        c.send(helpers.build_request("GET", "/hello"))
+        r = c.read_response()
+        assert r.status == 400
+        assert b"The plain HTTP request was sent to HTTPS port" in r.body
+        assert r.has_token("Connection", "close")
+        c.expect_eof()
+
+
+def test_stalled_handshake_closed_at_header_timeout(server):
+    with helpers.RawConn.tcp(server.host, server.port) as c:
+        c.send(b"\x16\x03\x01\x02\x00\x01")  # a ClientHello that stops
+        t0 = time.monotonic()
+        c.expect_eof(timeout=8)
+        took = time.monotonic() - t0
+    assert 1.5 <= took < 6, took  # --header-timeout 2, checked at 1 Hz
+
+
+def test_insecure_bind_beside_tls(tmp_path, pki):
+    tls_port, plain_port = helpers.free_ports(2)
+    s = TLSServer(tmp_path, pki, binds=["127.0.0.1:%d" % tls_port],
+                  args=["--insecure-bind", "127.0.0.1:%d" % plain_port])
+    with served(s):
+        with helpers.RawConn.tcp("127.0.0.1", plain_port) as c:
+            env = c.request("GET", "/environ").json()
+            assert env["wsgi.url_scheme"]["value"] == "http"
+            assert "HTTPS" not in env
+        with s.connect() as c:
+            env = c.request("GET", "/environ").json()
+            assert env["wsgi.url_scheme"]["value"] == "https"
+        log = s.error_log_text()
+        assert "Listening at: https://127.0.0.1:%d" % tls_port in log
+        assert "Listening at: http://127.0.0.1:%d" % plain_port in log
+
+
+def test_proxy_header_then_tls(tmp_path, pki):
+    s = TLSServer(tmp_path, pki, args=["--proxy-protocol"])
+    # the ready check: a connection accepted is enough, as it sends no
+    # PROXY header to go before a handshake
+    s.ready_path = None
+    s.connect = lambda timeout=2: helpers.RawConn.tcp(s.host, s.port, timeout)
+    with served(s):
+        for header in (b"PROXY TCP4 192.0.2.7 127.0.0.1 4711 443\r\n",
+                       b"PROXY TCP4 192.0.2.8 127.0.0.1 4712 443\r\n"):
+            raw = helpers.RawConn.tcp(s.host, s.port)
+            with raw:
+                raw.sock.sendall(header)
+                raw.sock = s.ctx.wrap_socket(raw.sock,
+                                             server_hostname="localhost")
+                env = raw.request("GET", "/environ").json()
+            assert env["REMOTE_ADDR"]["value"] == header.split()[2].decode()
+            assert env["wsgi.url_scheme"]["value"] == "https"
+
+
+def test_drain_completes_a_request_in_flight(tmp_path, pki):
+    s = TLSServer(tmp_path, pki)
+    s.start()
+    try:
+        with s.connect() as c:
+            c.send(helpers.build_request("GET", "/slow?t=1"))
+            s.wait_for_call("GET /slow")
+            os.kill(s.pid, signal.SIGTERM)
+            r = c.read_response()
+            assert r.status == 200 and r.body.startswith(b"slept 1")
+        s.proc.wait(helpers.STOP_TIMEOUT)
+        assert s.proc.returncode == 0, s.diagnostics()
+    finally:
+        problems = s.stop()
+    assert not problems, problems
+
+
+# ------------------------------------------------ refused at start
+
+
+def refusal(args, check):
+    argv = (["--check-config"] if check else
+            ["-b", "127.0.0.1:%d" % helpers.free_port()]) + \
+        [str(a) for a in args] + ["wsgi_app:app"]
+    return helpers.run_cli(argv, cwd=str(helpers.APPS))
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["start", "check"])
+@pytest.mark.parametrize("case", ["missing", "mismatch", "not-pem",
+                                  "key-alone", "reqs-without-ca"])
+def test_refused_at_start(pki, tmp_path, case, check):
+    args, want = {
+        "missing": (["--certfile", tmp_path / "nope.pem", "--keyfile",
+                     pki["key"]], "cannot read --certfile"),
+        "mismatch": (["--certfile", pki["cert"], "--keyfile",
+                      pki["other_key"]], "does not match --certfile"),
+        "not-pem": (["--certfile", pki["key"], "--keyfile", pki["key"]],
+                    "no PEM certificate"),
+        "key-alone": (["--keyfile", pki["key"]],
+                      "TLS needs both --certfile and --keyfile"),
+        "reqs-without-ca": (tls_args(pki) + ["--cert-reqs", "2"],
+                            "required needs --ca-certs"),
+    }[case]
+    rc, out, err = refusal(args, check)
+    assert rc == 2, (rc, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sluice: error: "), err
+    assert want in lines[0], err
+
+
+def test_expired_certificate_warned(pki):
+    rc, out, err = refusal(["--certfile", pki["expired_cert"], "--keyfile",
+                            pki["expired_key"]], True)
+    assert rc == 0, err
+    assert "expired on 2020-01-01" in err, err
+    assert "configuration OK" in out
+
+
+def test_print_config_round_trip(pki, tmp_path):
+    rc, out, err = helpers.run_cli(
+        ["--print-config", "--cert-reqs", "optional", "--ca-certs",
+         pki["ca"], "--ssl-min-version", "TLSv1.3", "--insecure-bind",
+         "127.0.0.1:9"] + tls_args(pki) + ["wsgi_app:app"])
+    assert rc == 0, err
+    for line in ("certfile = %s" % pki["cert"], "cert_reqs = optional",
+                 "ssl_min_version = TLSv1.3", "insecure_bind = 127.0.0.1:9"):
+        assert line in out.splitlines(), out
+    conf = tmp_path / "sluice.conf"
+    conf.write_text(out)
+    rc, out2, err = helpers.run_cli(["--print-config", "-c", conf,
+                                     "wsgi_app:app"])
+    assert rc == 0, err
+    assert out2 == out
+
+
+def test_tls_1_3_only(tmp_path, pki):
+    s = TLSServer(tmp_path, pki, args=["--ssl-min-version", "TLSv1.3"])
+    with served(s):
+        rc, out = s_client(s.port, "-tls1_2", data=b"")
+        assert rc != 0 and "alert protocol version" in out, out
+        rc, out = s_client(s.port, "-tls1_3")
+        assert rc == 0 and "HTTP/1.1 200" in out, out
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="no curl")
+def test_curl_http11_many(server, pki):
+    """One curl, several URLs: one connection, kept alive."""
+    r = subprocess.run(["curl", "-sS", "-v", "--cacert", str(pki["ca"]),
+                        url(server, "/hello"), url(server, "/hello"),
+                        url(server, "/hello")],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("Re-using existing connection") == 2, r.stderr

@@ -1,0 +1,306 @@
+/* tls.c - the TLS transport: the contract of transport.h over OpenSSL.
+ *
+ * OpenSSL does the socket I/O itself (a socket BIO on the connection's
+ * fd, non-blocking) and says what it waits for: SSL_ERROR_WANT_READ and
+ * WANT_WRITE become EAGAIN with read_wait or write_wait set to EV_READ or
+ * EV_WRITE, and the caller's watcher turns them into the events to poll
+ * (a read may wait for the socket to be writable mid-handshake). The
+ * handshake itself is never called for: the SSL is in accept state and
+ * the first SSL_read runs it, inside the header timeout of the session
+ * reading.
+ *
+ * One thing comes before OpenSSL sees a byte: the first one is peeked at.
+ * A TLS connection opens with a handshake record (0x16); a letter is a
+ * plain HTTP request sent to the TLS port, and rather than the alert
+ * OpenSSL would send to a client that cannot read it, the transport turns
+ * plain (its table becomes sl_transport_plain) and fails the read with
+ * SL_TRANSPORT_EPLAIN, so the HTTP session answers 400 in HTTP. Only then
+ * does the SSL get its socket.
+ *
+ * Writes. OpenSSL holds on to a record it could not send, and the next
+ * SSL_write must offer at least the bytes the failed one did, which the
+ * output does: it retries from where it stopped, with its bytes only ever
+ * growing behind (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER lets them move).
+ * Small pieces (a head, a short body) are copied into one record, so a
+ * response is not a record per iovec; a piece of a record or more goes to
+ * SSL_write where it lies. A file is read (pread) into the same buffer,
+ * a bounded copy, then written, until the socket is full: this kernel has
+ * no TLS offload (kTLS) to hand sendfile(2) to.
+ *
+ * The copy buffer is one per process: the loop thread is the only caller,
+ * and nothing is kept in it between calls that OpenSSL has not taken.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "common/log.h"
+#include "worker/loop/tls.h"
+
+/* Bytes of one TLS record's payload, at most: pieces smaller than this
+ * are gathered into one. */
+#define RECORD SSL3_RT_MAX_PLAIN_LENGTH
+
+/* The copy buffer: a gathered record, or a slice of a file. */
+#define STAGE (64 * 1024)
+
+/* The first byte of a TLS record that carries a handshake message. */
+#define HANDSHAKE_RECORD 0x16
+
+static unsigned char stage[STAGE];
+
+void sl_tls_start(sl_transport_t *t, SSL_CTX *ctx, int fd)
+{
+    SSL *ssl;
+
+    sl_transport_start(t, &sl_transport_tls, fd);
+    ssl = SSL_new(ctx);
+    if (ssl == NULL) {
+        sl_error("SSL_new() failed for fd %d: %s", fd,
+                 ERR_reason_error_string(ERR_get_error()));
+        ERR_clear_error();
+        return;
+    }
+    SSL_set_accept_state(ssl);
+    t->state = ssl;
+}
+
+/* The SSL call that returned RC on T failed: -1 with errno EAGAIN and
+ * *WAIT set when it can go on, 0 at the peer's orderly end, else -1 with
+ * the errno of a broken connection. */
+static int ssl_failed(sl_transport_t *t, int rc, uint8_t *wait)
+{
+    int saved = errno;
+    unsigned long e;
+
+    switch (SSL_get_error(t->state, rc)) {
+    case SSL_ERROR_WANT_READ:
+        *wait = EV_READ;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_WANT_WRITE:
+        *wait = EV_WRITE;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN:
+        /* close_notify, or an EOF without it: HTTP's own framing tells a
+         * cut request (SSL_OP_IGNORE_UNEXPECTED_EOF) */
+        return 0;
+    case SSL_ERROR_SYSCALL:
+        ERR_clear_error();
+        errno = saved != 0 ? saved : ECONNRESET;
+        return -1;
+    default:
+        /* a client's failed handshake is its news, not ours: debug */
+        e = ERR_peek_error();
+        sl_debug("TLS: closing fd %d: %s", t->fd,
+                 e != 0 ? ERR_reason_error_string(e) : "protocol error");
+        ERR_clear_error();
+        errno = EPROTO;
+        return -1;
+    }
+}
+
+/* Before OpenSSL reads: does the connection open with a handshake record?
+ * 1 when it does (the SSL has the socket now), 0 at EOF, -1 with errno:
+ * EAGAIN, SL_TRANSPORT_EPLAIN (a letter: T is plain from here), EPROTO
+ * (neither). */
+static int first_byte(sl_transport_t *t)
+{
+    unsigned char b;
+    ssize_t n = recv(t->fd, &b, 1, MSG_PEEK);
+
+    if (n <= 0) {
+        t->read_wait = EV_READ;
+        return (int)n;
+    }
+    if (b == HANDSHAKE_RECORD) {
+        if (SSL_set_fd(t->state, t->fd) != 1) {
+            ERR_clear_error();
+            errno = ENOMEM;
+            return -1;
+        }
+        return 1;
+    }
+    if ((b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z')) {
+        SSL_free(t->state);
+        t->state = NULL;
+        t->ops = &sl_transport_plain;
+        errno = SL_TRANSPORT_EPLAIN;
+        return -1;
+    }
+    errno = EPROTO;
+    return -1;
+}
+
+static ssize_t tls_read(sl_transport_t *t, void *buf, size_t n)
+{
+    size_t got;
+    int rc;
+
+    if (t->state == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (SSL_get_rbio(t->state) == NULL && (rc = first_byte(t)) <= 0)
+        return rc;
+    ERR_clear_error();
+    rc = SSL_read_ex(t->state, buf, n, &got);
+    if (rc == 1) {
+        t->read_wait = EV_READ;
+        return (ssize_t)got;
+    }
+    return ssl_failed(t, rc, &t->read_wait);
+}
+
+/* Copy the pieces of IOV[I..IOVCNT), from OFF into IOV[I], into the copy
+ * buffer: one record's worth at most. The bytes copied. */
+static size_t gather(const struct iovec *iov, int iovcnt, int i, size_t off)
+{
+    size_t len = 0, k;
+
+    for (; i < iovcnt && len < RECORD; i++, off = 0) {
+        k = iov[i].iov_len - off;
+        if (k > RECORD - len)
+            k = RECORD - len;
+        memcpy(stage + len, (const char *)iov[i].iov_base + off, k);
+        len += k;
+    }
+    return len;
+}
+
+/* One SSL_write of LEN bytes at P on T: the count written, or what
+ * ssl_failed() says (never 0 here: an end the peer sent is EPIPE). */
+static ssize_t write_some(sl_transport_t *t, const void *p, size_t len)
+{
+    size_t done;
+    int rc;
+
+    ERR_clear_error();
+    rc = SSL_write_ex(t->state, p, len, &done);
+    if (rc == 1) {
+        t->write_wait = EV_WRITE;
+        return (ssize_t)done;
+    }
+    if (ssl_failed(t, rc, &t->write_wait) == 0)
+        errno = EPIPE;
+    return -1;
+}
+
+static ssize_t tls_writev(sl_transport_t *t, const struct iovec *iov,
+                          int iovcnt, int flags)
+{
+    size_t total = 0, off = 0, len;
+    const void *p;
+    ssize_t n;
+    int i = 0;
+
+    (void)flags; /* a record per write already: nothing to hold back */
+    if (t->state == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    for (;;) {
+        while (i < iovcnt && off == iov[i].iov_len) {
+            i++;
+            off = 0;
+        }
+        if (i == iovcnt)
+            return (ssize_t)total;
+        /* the same choice on a retry: the same first bytes, no fewer */
+        len = iov[i].iov_len - off;
+        if (len >= RECORD || i == iovcnt - 1) {
+            p = (const char *)iov[i].iov_base + off;
+        } else {
+            len = gather(iov, iovcnt, i, off);
+            p = stage;
+        }
+        n = write_some(t, p, len);
+        if (n < 0)
+            return total > 0 ? (ssize_t)total : -1;
+        total += (size_t)n;
+        for (len = (size_t)n; len > 0; i++, off = 0) {
+            size_t k = iov[i].iov_len - off;
+            if (len < k) {
+                off += len;
+                break;
+            }
+            len -= k;
+        }
+    }
+}
+
+static ssize_t tls_sendfile(sl_transport_t *t, int file_fd, off_t *off,
+                            size_t n)
+{
+    size_t total = 0, got, pos;
+    ssize_t r, w;
+
+    if (t->state == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    while (total < n) {
+        r = pread(file_fd, stage, n - total < STAGE ? n - total : STAGE, *off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) /* an error, or the file shrank: its count so far */
+            return total > 0 || r == 0 ? (ssize_t)total : -1;
+        got = (size_t)r;
+        for (pos = 0; pos < got; pos += (size_t)w) {
+            w = write_some(t, stage + pos, got - pos);
+            if (w < 0)
+                return total > 0 ? (ssize_t)total : -1;
+            *off += w;
+            total += (size_t)w;
+        }
+    }
+    return (ssize_t)total;
+}
+
+/* close_notify once the handshake is done (before it there is no session
+ * to end), then the socket's own end, which reads go on after. */
+static int tls_shutdown(sl_transport_t *t)
+{
+    int rc;
+
+    if (t->state != NULL && SSL_is_init_finished(t->state)) {
+        ERR_clear_error();
+        rc = SSL_shutdown(t->state);
+        if (rc < 0 && ssl_failed(t, rc, &t->write_wait) < 0 && errno == EAGAIN)
+            return -1;
+    }
+    return shutdown(t->fd, SHUT_WR);
+}
+
+static void tls_close(sl_transport_t *t)
+{
+    SSL_free(t->state);
+    t->state = NULL;
+    close(t->fd);
+    t->fd = -1;
+}
+
+static size_t tls_pending(const sl_transport_t *t)
+{
+    int n = t->state != NULL ? SSL_pending(t->state) : 0;
+
+    return n > 0 ? (size_t)n : 0;
+}
+
+const sl_transport_ops_t sl_transport_tls = {
+    .name = "tls",
+    .read = tls_read,
+    .writev = tls_writev,
+    .sendfile = tls_sendfile,
+    .shutdown = tls_shutdown,
+    .close = tls_close,
+    .pending = tls_pending,
+};
