@@ -110,6 +110,16 @@ async def proto(scope, receive, send):
         pass
 
 
+async def scope_route(scope, send):
+    """Accept, then send what the scope says of the connection: the
+    scheme and the "tls" extension (test_tls_*.py)."""
+    await send({"type": "websocket.accept"})
+    tls = (scope.get("extensions") or {}).get("tls")
+    await send({"type": "websocket.send",
+                "text": json.dumps({"scheme": scope["scheme"],
+                                    "tls": tls})})
+
+
 async def deny(scope, send):
     if "websocket.http.response" in (scope.get("extensions") or {}):
         body = b"denied: no token\n"
@@ -205,6 +215,8 @@ async def app(scope, receive, send):
         await proto(scope, receive, send)
     elif path == "/deny":
         await deny(scope, send)
+    elif path == "/scope":
+        await scope_route(scope, send)
     elif path == "/refuse":
         await send({"type": "websocket.close"})
     elif path == "/closeme":

@@ -128,6 +128,14 @@ def server(request, mode, tmp_path_factory):
         yield s
 
 
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """The HTTPS tests' certificates: tls_helpers.make_pki() (skips
+    without trustme)."""
+    import tls_helpers
+    return tls_helpers.make_pki(tmp_path_factory.mktemp("pki"))
+
+
 @pytest.fixture
 def make_server(request, tmp_path):
     """Factory for servers owned by one test: make_server(app, **kw), or

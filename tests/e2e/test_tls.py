@@ -12,13 +12,10 @@ ALPN, plain HTTP on the TLS port, the handshake within --header-timeout,
 a PROXY header before the handshake, the files refused at start.
 """
 
-import contextlib
-import datetime
 import hashlib
 import os
 import shutil
 import signal
-import ssl
 import subprocess
 import time
 
@@ -26,57 +23,9 @@ import pytest
 
 import helpers
 from e2e_data import pattern
+from tls_helpers import TLSServer, s_client, served, tls_args
 
 pytestmark = pytest.mark.sluice_only
-
-trustme = pytest.importorskip("trustme")
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    """{ca, cert, key, other_key, expired_cert, expired_key}: paths."""
-    d = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    leaf = ca.issue_cert("localhost", "127.0.0.1")
-    out = {"ca": d / "ca.pem", "cert": d / "cert.pem", "key": d / "key.pem",
-           "other_key": d / "other-key.pem"}
-    ca.cert_pem.write_to_path(str(out["ca"]))
-    for i, blob in enumerate(leaf.cert_chain_pems):
-        blob.write_to_path(str(out["cert"]), append=i > 0)
-    leaf.private_key_pem.write_to_path(str(out["key"]))
-    ca.issue_cert("localhost").private_key_pem.write_to_path(
-        str(out["other_key"]))
-    old = ca.issue_cert("localhost",
-                        not_after=datetime.datetime(2020, 1, 1))
-    out["expired_cert"] = d / "expired.pem"
-    out["expired_key"] = d / "expired-key.pem"
-    old.cert_chain_pems[0].write_to_path(str(out["expired_cert"]))
-    old.private_key_pem.write_to_path(str(out["expired_key"]))
-    return out
-
-
-def client_context(pki):
-    ctx = ssl.create_default_context(cafile=str(pki["ca"]))
-    ctx.set_alpn_protocols(["http/1.1"])
-    return ctx
-
-
-def tls_args(pki):
-    return ["--certfile", pki["cert"], "--keyfile", pki["key"]]
-
-
-class TLSServer(helpers.Server):
-    """A Server whose first --bind speaks TLS: connect() shakes hands."""
-
-    def __init__(self, workdir, pki, app="wsgi_app:app", args=(), **kw):
-        super().__init__(workdir, app, args=tls_args(pki) + list(args), **kw)
-        self.ctx = client_context(pki)
-
-    def connect(self, timeout=helpers.IO_TIMEOUT):
-        raw = helpers.RawConn.tcp(self.host, self.port, timeout)
-        raw.sock = self.ctx.wrap_socket(raw.sock, server_hostname="localhost")
-        raw.sock.settimeout(timeout)
-        return raw
 
 
 @pytest.fixture(scope="module")
@@ -93,12 +42,8 @@ def asgi_server(tmp_path_factory, pki):
     yield from helpers.serving(s)
 
 
-# a started Server for a with-block; its stop problems fail the test
-served = contextlib.contextmanager(helpers.serving)
-
-
 def url(s, path):
-    return "https://localhost:%d%s" % (s.port, path)
+    return s.url(path)
 
 
 # ------------------------------------------------------------ requests
@@ -184,16 +129,6 @@ def test_asgi_scheme(asgi_server):
 
 
 # ------------------------------------------------------ TLS's own
-
-
-def s_client(port, *args, data=b"GET /hello HTTP/1.1\r\nHost: x\r\n"
-             b"Connection: close\r\n\r\n"):
-    r = subprocess.run(["openssl", "s_client", "-connect",
-                        "127.0.0.1:%d" % port, "-servername", "localhost",
-                        "-ign_eof"] + list(args),
-                       input=data, capture_output=True, timeout=30)
-    return r.returncode, r.stdout.decode(errors="replace") + \
-        r.stderr.decode(errors="replace")
 
 
 @pytest.mark.parametrize("version", ["1_2", "1_3"])

@@ -1,0 +1,118 @@
+"""Helpers for the HTTPS end-to-end tests (test_tls*.py).
+
+make_pki(): the test's own certificates (conftest's pki fixture), made by trustme (Debian's python3-trustme): a CA, a server
+certificate for localhost and 127.0.0.1 signed by it, a key that matches
+nothing, an expired pair, a client certificate from the same CA and one
+from a second CA the server does not know.
+
+TLSServer: helpers.Server whose first --bind speaks TLS; connect() shakes
+hands with Python's ssl module, so RawConn reads exactly what comes back.
+"""
+
+import contextlib
+import datetime
+import ssl
+import subprocess
+
+import pytest
+
+import helpers
+
+trustme = pytest.importorskip("trustme")
+
+# a started Server for a with-block; its stop problems fail the test
+served = contextlib.contextmanager(helpers.serving)
+
+
+def write_leaf(leaf, cert_path, key_path):
+    """LEAF's chain (its certificate first) and its key, as PEM files."""
+    for i, blob in enumerate(leaf.cert_chain_pems):
+        blob.write_to_path(str(cert_path), append=i > 0)
+    leaf.private_key_pem.write_to_path(str(key_path))
+
+
+def make_pki(d):
+    """Certificates in directory D, as paths: ca, cert, key, other_key,
+    expired_cert, expired_key, client_cert, client_key (signed by ca, CN
+    "client one"), stranger_cert, stranger_key (signed by a CA the
+    server does not trust); and client_leaf, the trustme LeafCert of
+    client_cert."""
+    ca = trustme.CA()
+    out = {"ca": d / "ca.pem", "cert": d / "cert.pem", "key": d / "key.pem",
+           "other_key": d / "other-key.pem",
+           "expired_cert": d / "expired.pem",
+           "expired_key": d / "expired-key.pem",
+           "client_cert": d / "client.pem",
+           "client_key": d / "client-key.pem",
+           "stranger_cert": d / "stranger.pem",
+           "stranger_key": d / "stranger-key.pem"}
+    ca.cert_pem.write_to_path(str(out["ca"]))
+    write_leaf(ca.issue_cert("localhost", "127.0.0.1"), out["cert"],
+               out["key"])
+    ca.issue_cert("localhost").private_key_pem.write_to_path(
+        str(out["other_key"]))
+    old = ca.issue_cert("localhost",
+                        not_after=datetime.datetime(2020, 1, 1))
+    old.cert_chain_pems[0].write_to_path(str(out["expired_cert"]))
+    old.private_key_pem.write_to_path(str(out["expired_key"]))
+    out["client_leaf"] = ca.issue_cert("client@example.org",
+                                       common_name="client one")
+    write_leaf(out["client_leaf"], out["client_cert"], out["client_key"])
+    write_leaf(trustme.CA().issue_cert("client@example.org",
+                                       common_name="stranger"),
+               out["stranger_cert"], out["stranger_key"])
+    return out
+
+
+def client_context(pki, cert=None, key=None):
+    """A client context that trusts PKI's CA, offers http/1.1, and shows
+    the certificate CERT with KEY when given."""
+    ctx = ssl.create_default_context(cafile=str(pki["ca"]))
+    ctx.set_alpn_protocols(["http/1.1"])
+    if cert is not None:
+        ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
+def tls_args(pki):
+    return ["--certfile", pki["cert"], "--keyfile", pki["key"]]
+
+
+class TLSServer(helpers.Server):
+    """A Server whose first --bind speaks TLS: connect() shakes hands."""
+
+    def __init__(self, workdir, pki, app="wsgi_app:app", args=(), **kw):
+        super().__init__(workdir, app, args=tls_args(pki) + list(args), **kw)
+        self.ctx = client_context(pki)
+
+    def connect(self, timeout=helpers.IO_TIMEOUT, ctx=None):
+        raw = helpers.RawConn.tcp(self.host, self.port, timeout)
+        raw.sock = (ctx or self.ctx).wrap_socket(raw.sock,
+                                                 server_hostname="localhost")
+        raw.sock.settimeout(timeout)
+        return raw
+
+    def url(self, path, scheme="https"):
+        return "%s://localhost:%d%s" % (scheme, self.port, path)
+
+
+def mtls_server(workdir, pki, reqs, app="wsgi_app:app", args=(), **kw):
+    """A TLSServer asking for client certificates signed by PKI's CA
+    (--cert-reqs REQS); its own connect() shows the client certificate."""
+    s = TLSServer(workdir, pki, app=app,
+                  args=["--ca-certs", pki["ca"], "--cert-reqs", reqs] +
+                  list(args), **kw)
+    s.ctx = client_context(pki, pki["client_cert"], pki["client_key"])
+    return s
+
+
+def s_client(port, *args, data=b"GET /hello HTTP/1.1\r\nHost: x\r\n"
+             b"Connection: close\r\n\r\n", servername="localhost"):
+    """openssl s_client to 127.0.0.1:PORT with ARGS, DATA sent: its exit
+    status and all it wrote."""
+    sni = ["-servername", servername] if servername else ["-noservername"]
+    r = subprocess.run(["openssl", "s_client", "-connect",
+                        "127.0.0.1:%d" % port, "-ign_eof"] + sni + list(args),
+                       input=data, capture_output=True, timeout=30)
+    return r.returncode, r.stdout.decode(errors="replace") + \
+        r.stderr.decode(errors="replace")
