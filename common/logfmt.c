@@ -16,16 +16,22 @@
 
 #include "common/logfmt.h"
 
+/* The letters of gunicorn's atoms; '\0' ends them. */
 static const char atom_letters[SL_ATOM_UNKNOWN] = {
     'h', 'l', 'u', 't', 'r', 'm', 'U', 'q', 'H', 's',
-    'B', 'b', 'f', 'a', 'T', 'D', 'M', 'L', 'p',
+    'B', 'b', 'f', 'a', 'T', 'D', 'M', 'L', 'p', '\0',
 };
+
+/* The names of sluice's own atoms, from SL_ATOM_TLS_PROTOCOL on: the
+ * same as their JSON keys. */
+#define SL_ATOM_NAMED SL_ATOM_TLS_PROTOCOL
 
 static const char *const atom_keys[SL_ATOM_COUNT] = {
     "remote_addr", "ident",       "user",     "time",       "request",
     "method",      "path",        "query",    "protocol",   "status",
     "bytes",       "bytes",       "referer",  "user_agent", "duration_s",
-    "duration_us", "duration_ms", "duration", "pid",        "unknown",
+    "duration_us", "duration_ms", "duration", "pid",        "tls_protocol",
+    "tls_cipher",  "unknown",
 };
 
 const char *sl_logfmt_key(sl_atom_t atom)
@@ -132,9 +138,14 @@ static int add_atom(sl_logfmt_t *f, const char *p, size_t n)
         }
         return 0;
     }
-    for (i = 0; n == 1 && i < SL_ATOM_UNKNOWN; i++)
+    for (i = 0; n == 1 && atom_letters[i] != '\0'; i++)
         if (atom_letters[i] == p[0])
             op->atom = (uint8_t)i;
+    for (i = SL_ATOM_NAMED; n > 1 && i < SL_ATOM_UNKNOWN; i++)
+        if (strlen(atom_keys[i]) == n && memcmp(atom_keys[i], p, n) == 0)
+            op->atom = (uint8_t)i;
+    f->tls |=
+        op->atom == SL_ATOM_TLS_PROTOCOL || op->atom == SL_ATOM_TLS_CIPHER;
     if (op->atom == SL_ATOM_UNKNOWN) {
         f->unknown = true;
         if (pool_put(f, p, n, false, &op->name_off) < 0)

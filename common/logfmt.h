@@ -24,28 +24,32 @@
 #define SL_LOGFMT_POOL    4096 /* literal text, header names, env values */
 
 /* The atoms, gunicorn's letters in a fixed order (the unit test walks
- * them all). */
+ * them all), then sluice's own, which have names, not letters: gunicorn
+ * renders a name it does not know as '-', so a format with them still
+ * works there. */
 typedef enum {
-    SL_ATOM_H = 0,   /* h: remote address */
-    SL_ATOM_L,       /* l: '-' */
-    SL_ATOM_U,       /* u: user of Basic Authorization, or '-' */
-    SL_ATOM_T,       /* t: [10/Oct/2000:13:55:36 +0000] */
-    SL_ATOM_R,       /* r: request line */
-    SL_ATOM_M,       /* m: method */
-    SL_ATOM_PATH,    /* U: path, percent-decoded */
-    SL_ATOM_Q,       /* q: query string */
-    SL_ATOM_PROTO,   /* H: protocol */
-    SL_ATOM_S,       /* s: status */
-    SL_ATOM_BYTES,   /* B: body bytes sent */
-    SL_ATOM_B,       /* b: the same, '-' for none */
-    SL_ATOM_F,       /* f: Referer */
-    SL_ATOM_A,       /* a: User-Agent */
-    SL_ATOM_SECS,    /* T: duration, whole seconds */
-    SL_ATOM_D,       /* D: duration, microseconds */
-    SL_ATOM_MS,      /* M: duration, milliseconds */
-    SL_ATOM_LSECS,   /* L: duration, decimal seconds */
-    SL_ATOM_P,       /* p: <pid> */
-    SL_ATOM_UNKNOWN, /* any other name: '-', as gunicorn */
+    SL_ATOM_H = 0,        /* h: remote address */
+    SL_ATOM_L,            /* l: '-' */
+    SL_ATOM_U,            /* u: user of Basic Authorization, or '-' */
+    SL_ATOM_T,            /* t: [10/Oct/2000:13:55:36 +0000] */
+    SL_ATOM_R,            /* r: request line */
+    SL_ATOM_M,            /* m: method */
+    SL_ATOM_PATH,         /* U: path, percent-decoded */
+    SL_ATOM_Q,            /* q: query string */
+    SL_ATOM_PROTO,        /* H: protocol */
+    SL_ATOM_S,            /* s: status */
+    SL_ATOM_BYTES,        /* B: body bytes sent */
+    SL_ATOM_B,            /* b: the same, '-' for none */
+    SL_ATOM_F,            /* f: Referer */
+    SL_ATOM_A,            /* a: User-Agent */
+    SL_ATOM_SECS,         /* T: duration, whole seconds */
+    SL_ATOM_D,            /* D: duration, microseconds */
+    SL_ATOM_MS,           /* M: duration, milliseconds */
+    SL_ATOM_LSECS,        /* L: duration, decimal seconds */
+    SL_ATOM_P,            /* p: <pid> */
+    SL_ATOM_TLS_PROTOCOL, /* tls_protocol: TLSv1.3, '-' without TLS */
+    SL_ATOM_TLS_CIPHER,   /* tls_cipher: OpenSSL's name of the suite */
+    SL_ATOM_UNKNOWN,      /* any other name: '-', as gunicorn */
     SL_ATOM_COUNT
 } sl_atom_t;
 
@@ -73,6 +77,7 @@ typedef struct {
     size_t pool_len;
     bool json;         /* one JSON object per line */
     bool resp_headers; /* a %({x}o)s asks for the response head */
+    bool tls;          /* a TLS atom is named */
     bool unknown;      /* an atom no one knows was met (rendered '-') */
 } sl_logfmt_t;
 

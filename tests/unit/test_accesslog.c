@@ -261,6 +261,37 @@ START_TEST(test_render_json)
 }
 END_TEST
 
+/* sluice's named atoms: the TLS version and suite, '-' (null) without;
+ * a one-letter name is still gunicorn's, an unknown name still '-'. */
+START_TEST(test_render_tls_atoms)
+{
+    fake_req_t f;
+    sl_accesslog_rec_t r;
+    sl_logfmt_t fmt;
+    char err[128];
+
+    make_req(&f, "/t", NULL, 0, 0);
+    r = make_rec(&f.req);
+    ck_assert_str_eq(
+        render("%(tls_protocol)s %(tls_cipher)s %(tls)s", false, &r),
+        "- - -\n");
+    r.tls_protocol = "TLSv1.3";
+    r.tls_cipher = "TLS_AES_128_GCM_SHA256";
+    ck_assert_str_eq(render("%(h)s %(tls_protocol)s %(tls_cipher)s", false, &r),
+                     "10.0.0.7 TLSv1.3 TLS_AES_128_GCM_SHA256\n");
+    ck_assert_str_eq(render("%(tls_protocol)s %(tls_cipher)s", true, &r),
+                     "{\"tls_protocol\":\"TLSv1.3\","
+                     "\"tls_cipher\":\"TLS_AES_128_GCM_SHA256\"}\n");
+    /* the format says whether a line needs them, and knows the names */
+    ck_assert_int_eq(
+        sl_logfmt_compile(&fmt, "%(tls_cipher)s", false, err, sizeof(err)), 0);
+    ck_assert(fmt.tls && !fmt.unknown);
+    ck_assert_int_eq(sl_logfmt_compile(&fmt, NULL, false, err, sizeof(err)), 0);
+    ck_assert(!fmt.tls);
+    sl_buf_free(&f.req.hbuf);
+}
+END_TEST
+
 /* A line too long for its room is cut, and a JSON one stays an object. */
 START_TEST(test_render_cut)
 {
@@ -490,6 +521,7 @@ static Suite *accesslog_suite(void)
     tcase_add_test(tc, test_render_every_atom);
     tcase_add_test(tc, test_render_escapes);
     tcase_add_test(tc, test_render_json);
+    tcase_add_test(tc, test_render_tls_atoms);
     tcase_add_test(tc, test_render_cut);
     tcase_add_test(tc, test_clock_cache);
     tcase_add_test(tc, test_remote_address);

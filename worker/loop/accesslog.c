@@ -189,6 +189,7 @@ const char *sl_accesslog_remote(const sl_conn_t *c, char *buf, size_t n)
 
 void sl_accesslog_request(sl_accesslog_t *a, sl_conn_t *c)
 {
+    const sl_tls_info_t *ti;
     char peer[64];
     sl_accesslog_rec_t rec = {
         .req = c->h1.head_done ? &c->x.req : NULL,
@@ -203,6 +204,10 @@ void sl_accesslog_request(sl_accesslog_t *a, sl_conn_t *c)
     if (a->fmt.resp_headers && c->x.resp_head.len > 0) {
         rec.resp_head = c->x.resp_head.data;
         rec.resp_head_len = c->x.resp_head.len;
+    }
+    if (a->fmt.tls && (ti = sl_transport_tls_info(&c->tp)) != NULL) {
+        rec.tls_protocol = ti->protocol;
+        rec.tls_cipher = ti->cipher_name;
     }
     sl_accesslog_add(a, &rec);
 }

@@ -41,6 +41,9 @@ typedef struct {
     long pid;
     const char *resp_head; /* the response head, for %({x}o)s; NULL: none */
     size_t resp_head_len;
+    /* the TLS version and suite (static), for the TLS atoms; NULL: not
+     * TLS, or the format names neither */
+    const char *tls_protocol, *tls_cipher;
 } sl_accesslog_rec_t;
 
 /* The time atom's text, made again only when the second changes. */

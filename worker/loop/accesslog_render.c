@@ -451,6 +451,11 @@ static INLINE void put_atom(em_t *e, sl_atom_t atom, sl_accesslog_clock_t *clk,
         if (!e->json)
             PUT_LIT(e, ">");
         break;
+    case SL_ATOM_TLS_PROTOCOL:
+    case SL_ATOM_TLS_CIPHER:
+        v = atom == SL_ATOM_TLS_PROTOCOL ? r->tls_protocol : r->tls_cipher;
+        put_str(e, v, v != NULL ? strlen(v) : 0);
+        break;
     default: /* l, and the unknown */
         put_str(e, NULL, 0);
         break;

@@ -380,6 +380,11 @@ bool sl_exch_must_close(sl_exch_t *x, uint32_t gen)
            (x->req.has_body && sl_exch_body_left(x, gen) > SL_CONN_DISCARD_MAX);
 }
 
+const sl_tls_info_t *sl_exch_tls(const sl_exch_t *x)
+{
+    return x->req.tls ? sl_transport_tls_info(&x->conn->tp) : NULL;
+}
+
 int sl_exch_listener(const sl_exch_t *x)
 {
     return x->conn->listener;

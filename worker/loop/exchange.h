@@ -38,6 +38,7 @@ typedef struct sl_pump sl_pump_t;
 typedef struct sl_conn sl_conn_t;
 typedef struct sl_conn_ws sl_conn_ws_t;
 typedef struct sl_exch sl_exch_t;
+typedef struct sl_tls_info sl_tls_info_t;
 
 struct sl_exch {
     uint32_t id;     /* what tickets name it by (exec.h) */
@@ -173,6 +174,10 @@ const char *sl_exch_client(const sl_exch_t *x, char *buf, size_t n, int *port);
 /* "https" when a trusted proxy says the client spoke https (or wss), else
  * "http": static. Same rules as sl_exch_client(). */
 const char *sl_exch_scheme(const sl_exch_t *x);
+
+/* What X's connection's TLS handshake settled (transport.h), NULL when
+ * it is not TLS. Same rules as sl_exch_client(). */
+const sl_tls_info_t *sl_exch_tls(const sl_exch_t *x);
 
 /* The exchange's listener (the index of the socket it came in on), for
  * the server name and port an app is shown. */

@@ -29,6 +29,11 @@
  *
  * The copy buffer is one per process: the loop thread is the only caller,
  * and nothing is kept in it between calls that OpenSSL has not taken.
+ *
+ * What the handshake settled (the version, the suite, the certificates)
+ * is read off the SSL once, at the first read that brings bytes after
+ * it, into the transport's state beside the SSL (sl_tls_info_t): the
+ * executor reads that copy from its own thread, never the SSL.
  */
 #include "config.h"
 
@@ -38,11 +43,16 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "common/log.h"
 #include "worker/loop/tls.h"
+#include "worker/loop/tlsctx.h"
 
 /* Bytes of one TLS record's payload, at most: pieces smaller than this
  * are gathered into one. */
@@ -56,20 +66,120 @@
 
 static unsigned char stage[STAGE];
 
+/* The transport's state: the connection's SSL and what its handshake
+ * settled, allocated and freed together. */
+typedef struct {
+    SSL *ssl;           /* owned */
+    bool settled;       /* info is filled in */
+    sl_tls_info_t info; /* its strings owned as transport.h says */
+} tls_t;
+
+static inline SSL *ssl_of(const sl_transport_t *t)
+{
+    return ((tls_t *)t->state)->ssl;
+}
+
 void sl_tls_start(sl_transport_t *t, SSL_CTX *ctx, int fd)
 {
-    SSL *ssl;
+    tls_t *tls;
 
     sl_transport_start(t, &sl_transport_tls, fd);
-    ssl = SSL_new(ctx);
-    if (ssl == NULL) {
+    tls = calloc(1, sizeof(*tls));
+    if (tls == NULL) {
+        sl_error("out of memory for the TLS state of fd %d", fd);
+        return;
+    }
+    tls->ssl = SSL_new(ctx);
+    if (tls->ssl == NULL) {
         sl_error("SSL_new() failed for fd %d: %s", fd,
                  ERR_reason_error_string(ERR_get_error()));
         ERR_clear_error();
+        free(tls);
         return;
     }
-    SSL_set_accept_state(ssl);
-    t->state = ssl;
+    SSL_set_accept_state(tls->ssl);
+    t->state = tls;
+}
+
+static void tls_free(sl_transport_t *t)
+{
+    tls_t *tls = t->state;
+
+    if (tls == NULL)
+        return;
+    SSL_free(tls->ssl);
+    free(tls->info.client_chain);
+    free(tls->info.client_name);
+    free(tls);
+    t->state = NULL;
+}
+
+/* What BIO B holds, as a string of ours (NUL-terminated); NULL when out
+ * of memory. */
+static char *bio_text(BIO *b)
+{
+    char *data, *s;
+    long n = BIO_get_mem_data(b, &data);
+
+    if (n < 0 || (s = malloc((size_t)n + 1)) == NULL)
+        return NULL;
+    memcpy(s, data, (size_t)n);
+    s[n] = '\0';
+    return s;
+}
+
+/* The client's certificate and the chain it sent, as PEM, and its
+ * subject (RFC 4514) into INFO. Out of memory, they stay NULL: the app
+ * sees no certificate, which the check's verdict (refused when required)
+ * already judged. */
+static void settle_client(SSL *ssl, X509 *peer, sl_tls_info_t *info)
+{
+    /* on a server the chain is documented to leave the client's own
+     * certificate out, but it may hold it: it goes first, once */
+    STACK_OF(X509) *chain = SSL_get_peer_cert_chain(ssl);
+    BIO *b = BIO_new(BIO_s_mem());
+    X509 *x;
+    int i, ok;
+
+    if (b == NULL)
+        goto out;
+    ok = PEM_write_bio_X509(b, peer);
+    for (i = 0; ok && chain != NULL && i < sk_X509_num(chain); i++) {
+        x = sk_X509_value(chain, i);
+        if (X509_cmp(x, peer) != 0)
+            ok = PEM_write_bio_X509(b, x);
+    }
+    if (ok)
+        info->client_chain = bio_text(b);
+    (void)BIO_reset(b);
+    if (X509_NAME_print_ex(b, X509_get_subject_name(peer), 0,
+                           XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) >= 0)
+        info->client_name = bio_text(b);
+    BIO_free(b);
+out:
+    ERR_clear_error();
+}
+
+/* The handshake is done: read what it settled off T's SSL. */
+static void settle(tls_t *tls)
+{
+    SSL *ssl = tls->ssl;
+    const SSL_CIPHER *c = SSL_get_current_cipher(ssl);
+    X509 *peer = SSL_get0_peer_certificate(ssl);
+    long verdict;
+
+    tls->settled = true;
+    tls->info.version = (uint16_t)SSL_version(ssl);
+    tls->info.protocol = SSL_get_version(ssl);
+    tls->info.cipher = c != NULL ? SSL_CIPHER_get_protocol_id(c) : 0;
+    tls->info.cipher_name = c != NULL ? SSL_CIPHER_get_name(c) : NULL;
+    tls->info.server_cert = sl_tlsctx_cert_pem(SSL_get_certificate(ssl));
+    if (peer == NULL)
+        return;
+    settle_client(ssl, peer, &tls->info);
+    verdict = SSL_get_verify_result(ssl);
+    if (verdict != X509_V_OK)
+        tls->info.client_error = X509_verify_cert_error_string(verdict);
 }
 
 /* The SSL call that returned RC on T failed: -1 with errno EAGAIN and
@@ -80,7 +190,7 @@ static int ssl_failed(sl_transport_t *t, int rc, uint8_t *wait)
     int saved = errno;
     unsigned long e;
 
-    switch (SSL_get_error(t->state, rc)) {
+    switch (SSL_get_error(ssl_of(t), rc)) {
     case SSL_ERROR_WANT_READ:
         *wait = EV_READ;
         errno = EAGAIN;
@@ -122,7 +232,7 @@ static int first_byte(sl_transport_t *t)
         return (int)n;
     }
     if (b == HANDSHAKE_RECORD) {
-        if (SSL_set_fd(t->state, t->fd) != 1) {
+        if (SSL_set_fd(ssl_of(t), t->fd) != 1) {
             ERR_clear_error();
             errno = ENOMEM;
             return -1;
@@ -130,8 +240,7 @@ static int first_byte(sl_transport_t *t)
         return 1;
     }
     if ((b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z')) {
-        SSL_free(t->state);
-        t->state = NULL;
+        tls_free(t);
         t->ops = &sl_transport_plain;
         errno = SL_TRANSPORT_EPLAIN;
         return -1;
@@ -142,19 +251,22 @@ static int first_byte(sl_transport_t *t)
 
 static ssize_t tls_read(sl_transport_t *t, void *buf, size_t n)
 {
+    tls_t *tls = t->state;
     size_t got;
     int rc;
 
-    if (t->state == NULL) {
+    if (tls == NULL) {
         errno = ENOMEM;
         return -1;
     }
-    if (SSL_get_rbio(t->state) == NULL && (rc = first_byte(t)) <= 0)
+    if (SSL_get_rbio(tls->ssl) == NULL && (rc = first_byte(t)) <= 0)
         return rc;
     ERR_clear_error();
-    rc = SSL_read_ex(t->state, buf, n, &got);
+    rc = SSL_read_ex(tls->ssl, buf, n, &got);
     if (rc == 1) {
         t->read_wait = EV_READ;
+        if (!tls->settled)
+            settle(tls);
         return (ssize_t)got;
     }
     return ssl_failed(t, rc, &t->read_wait);
@@ -184,7 +296,7 @@ static ssize_t write_some(sl_transport_t *t, const void *p, size_t len)
     int rc;
 
     ERR_clear_error();
-    rc = SSL_write_ex(t->state, p, len, &done);
+    rc = SSL_write_ex(ssl_of(t), p, len, &done);
     if (rc == 1) {
         t->write_wait = EV_WRITE;
         return (ssize_t)done;
@@ -271,9 +383,9 @@ static int tls_shutdown(sl_transport_t *t)
 {
     int rc;
 
-    if (t->state != NULL && SSL_is_init_finished(t->state)) {
+    if (t->state != NULL && SSL_is_init_finished(ssl_of(t))) {
         ERR_clear_error();
-        rc = SSL_shutdown(t->state);
+        rc = SSL_shutdown(ssl_of(t));
         if (rc < 0 && ssl_failed(t, rc, &t->write_wait) < 0 && errno == EAGAIN)
             return -1;
     }
@@ -282,17 +394,23 @@ static int tls_shutdown(sl_transport_t *t)
 
 static void tls_close(sl_transport_t *t)
 {
-    SSL_free(t->state);
-    t->state = NULL;
+    tls_free(t);
     close(t->fd);
     t->fd = -1;
 }
 
 static size_t tls_pending(const sl_transport_t *t)
 {
-    int n = t->state != NULL ? SSL_pending(t->state) : 0;
+    int n = t->state != NULL ? SSL_pending(ssl_of(t)) : 0;
 
     return n > 0 ? (size_t)n : 0;
+}
+
+static const sl_tls_info_t *tls_info(const sl_transport_t *t)
+{
+    const tls_t *tls = t->state;
+
+    return tls != NULL && tls->settled ? &tls->info : NULL;
 }
 
 const sl_transport_ops_t sl_transport_tls = {
@@ -303,4 +421,5 @@ const sl_transport_ops_t sl_transport_tls = {
     .shutdown = tls_shutdown,
     .close = tls_close,
     .pending = tls_pending,
+    .tls_info = tls_info,
 };

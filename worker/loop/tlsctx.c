@@ -15,6 +15,10 @@
  *
  * A key file must not be encrypted: the password callback refuses at once
  * instead of OpenSSL asking on the terminal of a server that has none.
+ *
+ * Each certificate served carries its own PEM text (in the X509's extra
+ * data, freed with it), made once here: the ASGI TLS extension shows it
+ * with every request, and the loop must not encode it for each.
  */
 #include "config.h"
 
@@ -25,7 +29,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -52,6 +59,55 @@ static int alpn_select(SSL *ssl, const unsigned char **out,
         return SSL_TLSEXT_ERR_ALERT_FATAL;
     *out = chosen;
     return SSL_TLSEXT_ERR_OK;
+}
+
+/* The X509 extra-data index of a certificate's PEM text; -1 before the
+ * first context. */
+static int pem_index = -1;
+
+static void pem_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
+                     long argl, void *argp)
+{
+    (void)parent;
+    (void)ad;
+    (void)idx;
+    (void)argl;
+    (void)argp;
+    free(ptr);
+}
+
+/* Give CERT its PEM text. 0, or -1 when out of memory. */
+static int attach_pem(X509 *cert)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    char *data, *pem = NULL;
+    long n;
+
+    if (pem_index < 0)
+        pem_index = X509_get_ex_new_index(0, NULL, NULL, NULL, pem_free);
+    if (b == NULL || pem_index < 0 || PEM_write_bio_X509(b, cert) != 1 ||
+        (n = BIO_get_mem_data(b, &data)) < 0 ||
+        (pem = malloc((size_t)n + 1)) == NULL)
+        goto out_free;
+    memcpy(pem, data, (size_t)n);
+    pem[n] = '\0';
+    if (X509_set_ex_data(cert, pem_index, pem) != 1)
+        goto out_free;
+    BIO_free(b);
+    return 0;
+
+out_free:
+    free(pem);
+    BIO_free(b);
+    ERR_clear_error();
+    return -1;
+}
+
+const char *sl_tlsctx_cert_pem(const X509 *cert)
+{
+    if (cert == NULL || pem_index < 0)
+        return NULL;
+    return X509_get_ex_data(cert, pem_index);
 }
 
 static int no_password(char *buf, int size, int rwflag, void *arg)
@@ -117,6 +173,10 @@ static int load_pair(SSL_CTX *ctx, const sl_options_t *o, char *err,
         ERR_clear_error();
         snprintf(err, size, "--keyfile %s does not match --certfile %s",
                  o->keyfile, o->certfile);
+        return -1;
+    }
+    if (attach_pem(SSL_CTX_get0_certificate(ctx)) < 0) {
+        snprintf(err, size, "out of memory for --certfile %s", o->certfile);
         return -1;
     }
     return 0;

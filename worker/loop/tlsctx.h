@@ -15,6 +15,7 @@
 #include "common/options.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
+typedef struct x509_st X509;
 
 /* A server context from O's TLS settings (O->certfile and O->keyfile set):
  * the certificate chain and its key, the client CAs, TLS 1.2 or 1.3 up,
@@ -23,6 +24,10 @@ typedef struct ssl_ctx_st SSL_CTX;
  * (SSL_CTX_free()). NULL when it cannot be built, with one line saying why
  * in ERR[SIZE] ("--keyfile k.pem does not match --certfile c.pem"). */
 SSL_CTX *sl_tlsctx_new(const sl_options_t *o, char *err, size_t size);
+
+/* The PEM text of CERT, a certificate a context of sl_tlsctx_new()
+ * serves: borrowed, it lives as long as CERT. NULL for any other. */
+const char *sl_tlsctx_cert_pem(const X509 *cert);
 
 /* SLUICE_CHECK_TLS's check: 0 when O asks for no TLS or its context
  * builds (an expired certificate is a warning), -1 after one

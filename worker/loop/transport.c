@@ -63,6 +63,12 @@ static size_t plain_pending(const sl_transport_t *t)
     return 0;
 }
 
+static const sl_tls_info_t *plain_tls_info(const sl_transport_t *t)
+{
+    (void)t;
+    return NULL;
+}
+
 const sl_transport_ops_t sl_transport_plain = {
     .name = "plain",
     .read = plain_read,
@@ -71,6 +77,7 @@ const sl_transport_ops_t sl_transport_plain = {
     .shutdown = plain_shutdown,
     .close = plain_close,
     .pending = plain_pending,
+    .tls_info = plain_tls_info,
 };
 
 void sl_transport_start(sl_transport_t *t, const sl_transport_ops_t *ops,

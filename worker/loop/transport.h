@@ -49,6 +49,27 @@ typedef struct sl_transport sl_transport_t;
  * closes after. */
 #define SL_TRANSPORT_EPLAIN EPROTONOSUPPORT
 
+/* What a TLS handshake settled, as the apps and the access log see it.
+ * The TLS transport fills it on the loop thread once the handshake is
+ * done, before the first request's bytes are read (none of it can change
+ * after: there is no renegotiation), and frees it when it closes, which
+ * waits for the executor's end of the connection's last request; so an
+ * executor may read it from another thread while it serves one. */
+typedef struct sl_tls_info {
+    uint16_t version;         /* on the wire: 0x0303 TLS 1.2, 0x0304 1.3 */
+    uint16_t cipher;          /* the suite's IANA id (0x1301) */
+    const char *protocol;     /* static: "TLSv1.3" */
+    const char *cipher_name;  /* static: OpenSSL's name of the suite */
+    const char *server_cert;  /* borrowed (the context's): the certificate
+                                 sent, PEM; NULL when unknown */
+    char *client_chain;       /* owned: the client's certificate, then the
+                                 rest of the chain it sent, PEM blocks one
+                                 after the other; NULL when it sent none */
+    char *client_name;        /* owned: its subject, RFC 4514; NULL: none */
+    const char *client_error; /* static: why its check failed; NULL when
+                                 it passed or none was sent */
+} sl_tls_info_t;
+
 /* Flags for writev(). */
 enum {
     /* more bytes follow at once (a file after a head): the transport may
@@ -88,6 +109,10 @@ typedef struct sl_transport_ops {
 
     /* Bytes a read would return now without the socket being readable. */
     size_t (*pending)(const sl_transport_t *t);
+
+    /* What the handshake settled, once it is done; NULL before, and
+     * always for plain. */
+    const sl_tls_info_t *(*tls_info)(const sl_transport_t *t);
 } sl_transport_ops_t;
 
 struct sl_transport {
@@ -175,6 +200,12 @@ static inline void sl_transport_close(sl_transport_t *t)
 static inline size_t sl_transport_pending(const sl_transport_t *t)
 {
     return t->ops->pending(t);
+}
+
+static inline const sl_tls_info_t *
+sl_transport_tls_info(const sl_transport_t *t)
+{
+    return t->ops->tls_info(t);
 }
 
 #endif

@@ -11,6 +11,11 @@
  * when a trusted proxy's header names the client; such a header may also
  * make the scheme https or wss, and name the host and port the client
  * asked for, which become the server (the headers stay as sent).
+ *
+ * A TLS connection's scopes get the ASGI TLS extension, extensions["tls"]:
+ * the prototypes share one extensions dict, so such a scope gets a copy
+ * of it with "tls" added, made from what the loop read off the handshake
+ * (sl_exch_tls()); a plain listener's requests never come near it.
  */
 #include "config.h"
 
@@ -20,6 +25,7 @@
 
 #include "worker/python/asgi_scope.h"
 #include "worker/loop/http.h"
+#include "worker/loop/transport.h"
 #include "worker/python/dict_fill.h"
 #include "worker/python/py.h"
 
@@ -47,14 +53,45 @@ enum {
     K_1_1,
     K_HTTPS,
     K_WSS,
+    K_TLS,
+    K_SERVER_CERT,
+    K_CLIENT_CERT_CHAIN,
+    K_CLIENT_CERT_NAME,
+    K_CLIENT_CERT_ERROR,
+    K_TLS_VERSION,
+    K_CIPHER_SUITE,
     K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
-    "type",      "asgi",     "http_version", "method",     "scheme",
-    "path",      "raw_path", "query_string", "root_path",  "headers",
-    "client",    "server",   "state",        "extensions", "http",
-    "websocket", "ws",       "subprotocols", "1.0",        "1.1",
-    "https",     "wss",
+    "type",
+    "asgi",
+    "http_version",
+    "method",
+    "scheme",
+    "path",
+    "raw_path",
+    "query_string",
+    "root_path",
+    "headers",
+    "client",
+    "server",
+    "state",
+    "extensions",
+    "http",
+    "websocket",
+    "ws",
+    "subprotocols",
+    "1.0",
+    "1.1",
+    "https",
+    "wss",
+    "tls",
+    "server_cert",
+    "client_cert_chain",
+    "client_cert_name",
+    "client_cert_error",
+    "tls_version",
+    "cipher_suite",
 };
 static PyObject *names[K_COUNT];
 
@@ -71,6 +108,14 @@ static struct {
      * an empty query string already set, so a request sets fewer keys */
     PyObject *http[SL_MAX_LISTENERS][2];
     PyObject *empty; /* owned: b"" */
+    /* borrowed (the prototypes'): the extensions every http, and every
+     * websocket, scope shares */
+    PyObject *ext, *ws_ext;
+    /* owned: the PEM text of the server certificate last shown, as str,
+     * and the loop's text it was made from (sl_tls_info_t.server_cert,
+     * which lives as long as the worker) */
+    PyObject *server_pem;
+    const char *server_pem_of;
     /* where each key's entry is in the http prototypes and their copies
      * (sl_py_dict_slot(); -1: not known) */
     Py_ssize_t slot[K_COUNT];
@@ -171,6 +216,89 @@ static PyObject *scope_server(const sl_exch_t *c)
     return Py_BuildValue("(Oi)", PyTuple_GET_ITEM(server, 0), cl->server_port);
 }
 
+/* S as str, or None when S is NULL. */
+static PyObject *str_or_none(const char *s)
+{
+    if (s == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
+/* The server certificate's PEM text PEM as str (None when unknown); the
+ * last one is kept, as a worker serves one or a few. */
+static PyObject *server_cert(const char *pem)
+{
+    if (pem == NULL)
+        Py_RETURN_NONE;
+    if (pem != parts.server_pem_of) {
+        Py_CLEAR(parts.server_pem);
+        parts.server_pem = str_or_none(pem);
+        if (parts.server_pem == NULL)
+            return NULL;
+        parts.server_pem_of = pem;
+    }
+    return Py_NewRef(parts.server_pem);
+}
+
+/* The PEM blocks of CHAIN, one str each (an empty list for NULL). */
+static PyObject *cert_chain(const char *chain)
+{
+    static const char end[] = "-----END CERTIFICATE-----\n";
+    PyObject *list = PyList_New(0), *s;
+    const char *p, *q;
+
+    for (p = chain; list != NULL && p != NULL && (q = strstr(p, end)); p = q) {
+        q += sizeof(end) - 1;
+        s = PyUnicode_DecodeASCII(p, q - p, "replace");
+        if (s == NULL || PyList_Append(list, s) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(s);
+    }
+    return list;
+}
+
+/* The ASGI TLS extension's dict for what TI says. */
+static PyObject *tls_extension(const sl_tls_info_t *ti)
+{
+    PyObject *d = PyDict_New();
+
+    if (d != NULL &&
+        (set_steal(d, names[K_SERVER_CERT], server_cert(ti->server_cert)) < 0 ||
+         set_steal(d, names[K_CLIENT_CERT_CHAIN],
+                   cert_chain(ti->client_chain)) < 0 ||
+         set_steal(d, names[K_CLIENT_CERT_NAME], str_or_none(ti->client_name)) <
+             0 ||
+         set_steal(d, names[K_CLIENT_CERT_ERROR],
+                   str_or_none(ti->client_error)) < 0 ||
+         set_steal(d, names[K_TLS_VERSION], PyLong_FromLong(ti->version)) < 0 ||
+         set_steal(d, names[K_CIPHER_SUITE], PyLong_FromLong(ti->cipher)) < 0))
+        Py_CLEAR(d);
+    return d;
+}
+
+/* SCOPE is a request of C, which is TLS or whose client spoke https
+ * (wss) by a trusted proxy's word: the scheme is SCHEME unless the proxy
+ * says otherwise, and a TLS connection adds "tls" to a copy of EXT, the
+ * extensions SCOPE shares with the others. 0, or -1 with an exception. */
+static int secure(PyObject *scope, const sl_exch_t *c, int scheme,
+                  PyObject *ext)
+{
+    const sl_tls_info_t *ti = sl_exch_tls(c);
+    PyObject *own;
+
+    if (sl_req_client(&c->req)->https &&
+        PyDict_SetItem(scope, names[K_SCHEME], names[scheme]) < 0)
+        return -1;
+    if (ti == NULL)
+        return 0;
+    own = PyDict_Copy(ext);
+    if (own == NULL || set_steal(own, names[K_TLS], tls_extension(ti)) < 0) {
+        Py_XDECREF(own);
+        return -1;
+    }
+    return set_steal(scope, names[K_EXTENSIONS], own);
+}
+
 /* A copy of PROTO with the parts of C's request both scope types have;
  * PRESET: PROTO is one of parts.http, for C's listener and version. */
 static PyObject *scope_common(PyObject *proto, const sl_exch_t *c,
@@ -210,11 +338,10 @@ PyObject *sl_asgi_scope_new(const sl_exch_t *c, PyObject *state)
     PyObject *scope = scope_common(
         parts.http[sl_exch_listener(c)][q->minor ? 1 : 0], c, state, true);
 
-    if (scope != NULL &&
-        ((q->method != HTTP_GET &&
-          sl_py_set_method(scope, names[K_METHOD], q) < 0) ||
-         (sl_req_client(q)->https &&
-          PyDict_SetItem(scope, names[K_SCHEME], names[K_HTTPS]) < 0)))
+    if (scope != NULL && ((q->method != HTTP_GET &&
+                           sl_py_set_method(scope, names[K_METHOD], q) < 0) ||
+                          ((q->tls || sl_req_client(q)->https) &&
+                           secure(scope, c, K_HTTPS, parts.ext) < 0)))
         Py_CLEAR(scope);
     return scope;
 }
@@ -268,8 +395,8 @@ PyObject *sl_asgi_scope_new_ws(const sl_exch_t *c, PyObject *state)
 
     if (scope != NULL &&
         (set_steal(scope, names[K_SUBPROTOCOLS], subprotocols(&c->req)) < 0 ||
-         (sl_req_client(&c->req)->https &&
-          PyDict_SetItem(scope, names[K_SCHEME], names[K_WSS]) < 0)))
+         ((c->req.tls || sl_req_client(&c->req)->https) &&
+          secure(scope, c, K_WSS, parts.ws_ext) < 0)))
         Py_CLEAR(scope);
     return scope;
 }
@@ -350,13 +477,15 @@ static int init_proto(const sl_pump_t *p)
         Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.3"),
         Py_BuildValue("{s{}s{}}", "http.response.pathsend",
                       "http.response.trailers"));
-    /* "wss" only when a trusted proxy says so: sluice has no TLS (a proxy
-     * in front terminates it) */
     parts.ws_proto = make_proto(
         p, K_WEBSOCKET, K_WS, K_SUBPROTOCOLS,
         Py_BuildValue("{ssss}", "version", "3.0", "spec_version", "2.4"),
         Py_BuildValue("{s{}}", "websocket.http.response"));
     if (parts.proto == NULL || parts.ws_proto == NULL)
+        return -1;
+    parts.ext = PyDict_GetItemWithError(parts.proto, names[K_EXTENSIONS]);
+    parts.ws_ext = PyDict_GetItemWithError(parts.ws_proto, names[K_EXTENSIONS]);
+    if (parts.ext == NULL || parts.ws_ext == NULL)
         return -1;
     find_slots();
     for (k = 0; k < sl_pump_nlisteners(p); k++) {

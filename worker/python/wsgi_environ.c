@@ -5,6 +5,12 @@
  * copies, and the common header names map to ready-made HTTP_* keys. Per
  * request what remains is the dict copy, a handful of small strings, and the
  * call. wsgi.errors, one object for every request, writes to the error log.
+ *
+ * A TLS connection's requests also get what mod_ssl and nginx call the
+ * connection's TLS facts, by mod_ssl's names: HTTPS, SSL_PROTOCOL,
+ * SSL_CIPHER, SSL_CLIENT_VERIFY and, when the client showed a
+ * certificate, SSL_CLIENT_S_DN and SSL_CLIENT_CERT (docs/http.md). They
+ * come from what the loop read off the handshake (sl_exch_tls()).
  */
 #include "config.h"
 
@@ -15,6 +21,7 @@
 
 #include "common/log.h"
 #include "worker/loop/http.h"
+#include "worker/loop/transport.h"
 #include "worker/python/py.h"
 #include "worker/python/wsgi_input.h"
 #include "worker/python/wsgi_internal.h"
@@ -46,6 +53,13 @@ enum {
     K_HTTP_HOST,
     K_HTTPS_VAR,
     K_ON,
+    K_SSL_PROTOCOL,
+    K_SSL_CIPHER,
+    K_SSL_CLIENT_VERIFY,
+    K_SSL_CLIENT_S_DN,
+    K_SSL_CLIENT_CERT,
+    K_NONE,
+    K_SUCCESS,
     K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
@@ -70,6 +84,13 @@ static const char *const key_names[K_COUNT] = {
     "HTTP_HOST",
     "HTTPS",
     "on",
+    "SSL_PROTOCOL",
+    "SSL_CIPHER",
+    "SSL_CLIENT_VERIFY",
+    "SSL_CLIENT_S_DN",
+    "SSL_CLIENT_CERT",
+    "NONE",
+    "SUCCESS",
 };
 static PyObject *keys[K_COUNT];
 
@@ -237,6 +258,67 @@ static int set_headers(PyObject *env, const sl_req_t *r)
     return 0;
 }
 
+/* ENV[KEY] = S (UTF-8, never NULL). */
+static int set_utf8(PyObject *env, PyObject *key, const char *s, size_t n)
+{
+    PyObject *v = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace");
+    int rc;
+
+    if (v == NULL)
+        return -1;
+    rc = PyDict_SetItem(env, key, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* The client certificate's check: SUCCESS, NONE (none shown) or
+ * FAILED:why, as mod_ssl says it. */
+static int set_verify(PyObject *env, const sl_tls_info_t *ti)
+{
+    char why[256];
+    int n;
+
+    if (ti->client_chain == NULL && ti->client_name == NULL)
+        return PyDict_SetItem(env, keys[K_SSL_CLIENT_VERIFY], keys[K_NONE]);
+    if (ti->client_error == NULL)
+        return PyDict_SetItem(env, keys[K_SSL_CLIENT_VERIFY], keys[K_SUCCESS]);
+    n = snprintf(why, sizeof(why), "FAILED:%s", ti->client_error);
+    return set_utf8(env, keys[K_SSL_CLIENT_VERIFY], why,
+                    n < (int)sizeof(why) ? (size_t)n : sizeof(why) - 1);
+}
+
+/* What C's TLS connection says of itself: HTTPS=on (as CGI servers and
+ * nginx's $https mean it: the connection's, never a proxy's word), and
+ * mod_ssl's SSL_* variables. */
+static int set_tls(PyObject *env, const sl_exch_t *c)
+{
+    static const char end[] = "-----END CERTIFICATE-----\n";
+    const sl_tls_info_t *ti = sl_exch_tls(c);
+    const char *cert;
+
+    if (PyDict_SetItem(env, keys[K_HTTPS_VAR], keys[K_ON]) < 0)
+        return -1;
+    if (ti == NULL)
+        return 0;
+    if (set_utf8(env, keys[K_SSL_PROTOCOL], ti->protocol,
+                 strlen(ti->protocol)) < 0 ||
+        (ti->cipher_name != NULL &&
+         set_utf8(env, keys[K_SSL_CIPHER], ti->cipher_name,
+                  strlen(ti->cipher_name)) < 0) ||
+        set_verify(env, ti) < 0 ||
+        (ti->client_name != NULL &&
+         set_utf8(env, keys[K_SSL_CLIENT_S_DN], ti->client_name,
+                  strlen(ti->client_name)) < 0))
+        return -1;
+    /* the client's own certificate: the first block of the chain */
+    cert = ti->client_chain != NULL ? strstr(ti->client_chain, end) : NULL;
+    if (cert != NULL &&
+        set_utf8(env, keys[K_SSL_CLIENT_CERT], ti->client_chain,
+                 (size_t)(cert - ti->client_chain) + sizeof(end) - 1) < 0)
+        return -1;
+    return 0;
+}
+
 /* What a trusted proxy says the client asked for (forwarded.h): its Host
  * as HTTP_HOST, that host's name as SERVER_NAME, and the port. After the
  * headers, whose Host it replaces. */
@@ -298,9 +380,7 @@ PyObject *sl_wsgi_environ_new(sl_exch_t *c, uint32_t gen)
     if (sl_req_client(r)->https &&
         PyDict_SetItem(env, keys[K_URL_SCHEME], keys[K_HTTPS]) < 0)
         goto out_fail;
-    /* HTTPS=on says the connection itself is TLS, as CGI servers and
-     * nginx's $https mean it: not said on a proxy's word */
-    if (r->tls && PyDict_SetItem(env, keys[K_HTTPS_VAR], keys[K_ON]) < 0)
+    if (r->tls && set_tls(env, c) < 0)
         goto out_fail;
     if (sl_py_has_client(c)) {
         PyObject *addr, *port;
