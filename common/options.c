@@ -146,11 +146,14 @@ const opt_def_t sl_options_defs[] = {
      "peers allowed to send a PROXY protocol header (same syntax as"
      " --forwarded-allow-ips) [127.0.0.1,::1]"},
     /* TLS (gunicorn's names; worker/loop/tls.c) */
-    {"certfile", 0, OPT_STRING, FIELD(certfile), 0, 0, "FILE",
+    {"certfile", 0, OPT_SPECIAL, NOFIELD, 0, 0, "FILE",
      "serve TLS on every --bind with the certificate chain in FILE (PEM);"
-     " needs --keyfile [none: plain HTTP]"},
-    {"keyfile", 0, OPT_STRING, FIELD(keyfile), 0, 0, "FILE",
-     "the private key of --certfile (PEM, not encrypted) [none]"},
+     " needs --keyfile; repeatable: a client's server name (SNI) picks the"
+     " certificate that names it, the first when none does"
+     " [none: plain HTTP]"},
+    {"keyfile", 0, OPT_SPECIAL, NOFIELD, 0, 0, "FILE",
+     "the private key of --certfile (PEM, not encrypted); repeated, the"
+     " Nth is the Nth --certfile's [none]"},
     {"ca-certs", 0, OPT_STRING, FIELD(ca_certs), 0, 0, "FILE",
      "CA certificates (PEM) that client certificates are checked against"
      " [none]"},
@@ -444,6 +447,13 @@ static int check_tls(const sl_options_t *o)
                      o->certfile == NULL ? "keyfile" : "certfile");
         return -1;
     }
+    if (o->ncertfiles != o->nkeyfiles) {
+        sl_log_usage("argument --keyfile: each --certfile needs its own"
+                     " --keyfile, in the same order (%d --certfile, %d"
+                     " --keyfile)",
+                     o->ncertfiles, o->nkeyfiles);
+        return -1;
+    }
     if (o->certfile == NULL && lone != NULL) {
         sl_log_usage("argument --%s: only means something with --certfile"
                      " and --keyfile",
@@ -538,7 +548,8 @@ sl_optarg_t sl_options_lookup(const char *name, const char **canon)
     }
     if (strcmp(d->name, "bind") == 0 || strcmp(d->name, "pythonpath") == 0 ||
         strcmp(d->name, "reload-extra-file") == 0 ||
-        strcmp(d->name, "insecure-bind") == 0) {
+        strcmp(d->name, "insecure-bind") == 0 ||
+        strcmp(d->name, "certfile") == 0 || strcmp(d->name, "keyfile") == 0) {
         return SL_OPTARG_LIST;
     }
     return SL_OPTARG_ONE;

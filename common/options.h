@@ -17,6 +17,7 @@
 #define SL_MAX_BINDS        16
 #define SL_MAX_PYTHONPATHS  16
 #define SL_MAX_RELOAD_EXTRA 64 /* --reload-extra-file, at most */
+#define SL_MAX_CERTS        16 /* --certfile / --keyfile pairs, at most */
 
 /* Exit statuses shared by supervisor and worker. */
 enum {
@@ -81,9 +82,16 @@ typedef struct {
     int ninsecure_binds;
 
     /* TLS (gunicorn's names): with certfile and keyfile, every --bind
-     * listener speaks TLS */
-    const char *certfile;     /* PEM certificate chain, or NULL */
-    const char *keyfile;      /* PEM private key, or NULL */
+     * listener speaks TLS. Repeated, they pair up in order: the Nth
+     * --keyfile is the key of the Nth --certfile, and a client's server
+     * name picks the pair whose certificate names it (SNI), the first
+     * pair when none does (worker/loop/tlsctx.c). */
+    const char *certfiles[SL_MAX_CERTS]; /* PEM certificate chains */
+    int ncertfiles;
+    const char *keyfiles[SL_MAX_CERTS]; /* their PEM private keys */
+    int nkeyfiles;
+    const char *certfile;     /* certfiles[0], or NULL: no TLS */
+    const char *keyfile;      /* keyfiles[0], or NULL */
     const char *ca_certs;     /* PEM CAs for client certificates */
     sl_cert_reqs_t cert_reqs; /* client certificates */
     const char *ciphers;      /* TLS 1.2 suites, OpenSSL's syntax */

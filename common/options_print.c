@@ -178,6 +178,10 @@ static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
         print_list(d, o->binds, o->nbinds, out);
     } else if (strcmp(n, "insecure-bind") == 0) {
         print_list(d, o->insecure_binds, o->ninsecure_binds, out);
+    } else if (strcmp(n, "certfile") == 0) {
+        print_list(d, o->certfiles, o->ncertfiles, out);
+    } else if (strcmp(n, "keyfile") == 0) {
+        print_list(d, o->keyfiles, o->nkeyfiles, out);
     } else if (strcmp(n, "cert-reqs") == 0) {
         print_value(d, reqs[o->cert_reqs], out);
     } else if (strcmp(n, "ssl-min-version") == 0) {

@@ -156,6 +156,22 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
     if (strcmp(d->name, "pythonpath") == 0) {
         return add_pythonpath(o, arg);
     }
+    if (strcmp(d->name, "certfile") == 0) {
+        if (add_word(o->certfiles, &o->ncertfiles, SL_MAX_CERTS, "--certfile",
+                     "certificates", arg) < 0) {
+            return -1;
+        }
+        o->certfile = o->certfiles[0];
+        return 0;
+    }
+    if (strcmp(d->name, "keyfile") == 0) {
+        if (add_word(o->keyfiles, &o->nkeyfiles, SL_MAX_CERTS, "--keyfile",
+                     "keys", arg) < 0) {
+            return -1;
+        }
+        o->keyfile = o->keyfiles[0];
+        return 0;
+    }
     if (strcmp(d->name, "cert-reqs") == 0 ||
         strcmp(d->name, "ssl-min-version") == 0) {
         return apply_tls_choice(o, d, arg);

@@ -35,8 +35,8 @@ def make_pki(d):
     """Certificates in directory D, as paths: ca, cert, key, other_key,
     expired_cert, expired_key, client_cert, client_key (signed by ca, CN
     "client one"), stranger_cert, stranger_key (signed by a CA the
-    server does not trust); and client_leaf, the trustme LeafCert of
-    client_cert."""
+    server does not trust); client_leaf, the trustme LeafCert of
+    client_cert; ca_object, the trustme CA (for issue())."""
     ca = trustme.CA()
     out = {"ca": d / "ca.pem", "cert": d / "cert.pem", "key": d / "key.pem",
            "other_key": d / "other-key.pem",
@@ -61,7 +61,45 @@ def make_pki(d):
     write_leaf(trustme.CA().issue_cert("client@example.org",
                                        common_name="stranger"),
                out["stranger_cert"], out["stranger_key"])
+    out["ca_object"] = ca
     return out
+
+
+def issue(ca, path_stem, names, common_name, key_type):
+    """A certificate for NAMES (DNS names) with a new KEY_TYPE key ("rsa"
+    or "ecdsa"), signed by trustme CA CA, written to PATH_STEM.pem and
+    PATH_STEM.key: (cert path, key path). trustme 0.9 makes RSA keys
+    only, so this builds the certificate with cryptography itself."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import NameOID
+
+    ca_key = serialization.load_pem_private_key(ca.private_key_pem.bytes(),
+                                                None)
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.bytes())
+    key = (ec.generate_private_key(ec.SECP256R1()) if key_type == "ecdsa"
+           else rsa.generate_private_key(public_exponent=65537,
+                                         key_size=2048))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(
+                NameOID.COMMON_NAME, common_name)]))
+            .issuer_name(ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.DNSName(n) for n in names]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    cert_path = path_stem.with_suffix(".pem")
+    key_path = path_stem.with_suffix(".key")
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    return cert_path, key_path
 
 
 def client_context(pki, cert=None, key=None):

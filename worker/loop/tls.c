@@ -160,7 +160,7 @@ out:
     ERR_clear_error();
 }
 
-/* The handshake is done: read what it settled off T's SSL. */
+/* The handshake is done: read what it settled off TLS's SSL. */
 static void settle(tls_t *tls)
 {
     SSL *ssl = tls->ssl;

@@ -19,13 +19,26 @@
  * Each certificate served carries its own PEM text (in the X509's extra
  * data, freed with it), made once here: the ASGI TLS extension shows it
  * with every request, and the loop must not encode it for each.
+ *
+ * Several certificates (--certfile and --keyfile repeated, in pairs):
+ * the names a certificate is for are its own (its DNS subject alternative
+ * names, its common name without them), so nothing is said twice. Pairs
+ * whose certificates name the same hosts with keys of different types (an
+ * RSA and an ECDSA one) share a context, where OpenSSL picks the one the
+ * client can check; any other pair gets a context of its own. The
+ * listeners serve the first pair's context, and the client's server name
+ * (SNI) moves a connection to the first context whose certificate names
+ * it, during the handshake; a name no certificate has, or none, stays
+ * with the first. Every context has the same policy and client CAs.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +48,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "common/log.h"
 #include "worker/loop/tlsctx.h"
@@ -145,38 +159,40 @@ static int readable(const char *option, const char *path, char *err,
     return 0;
 }
 
-static int load_pair(SSL_CTX *ctx, const sl_options_t *o, char *err,
+/* Load the certificate chain in CERT and its key in KEY into CTX; the
+ * certificate is CTX's current one after. */
+static int load_pair(SSL_CTX *ctx, const char *cert, const char *key, char *err,
                      size_t size)
 {
-    if (readable("certfile", o->certfile, err, size) < 0 ||
-        readable("keyfile", o->keyfile, err, size) < 0)
+    if (readable("certfile", cert, err, size) < 0 ||
+        readable("keyfile", key, err, size) < 0)
         return -1;
-    if (SSL_CTX_use_certificate_chain_file(ctx, o->certfile) != 1) {
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
         snprintf(err, size, "--certfile %s: no PEM certificate in it (%s)",
-                 o->certfile, ssl_reason());
+                 cert, ssl_reason());
         return -1;
     }
-    if (SSL_CTX_use_PrivateKey_file(ctx, o->keyfile, SSL_FILETYPE_PEM) != 1) {
+    if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
         unsigned long e = ERR_peek_last_error();
         if (ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH)
             snprintf(err, size, "--keyfile %s does not match --certfile %s",
-                     o->keyfile, o->certfile);
+                     key, cert);
         else
             snprintf(err, size,
                      "--keyfile %s: no unencrypted PEM private key in it"
                      " (%s)",
-                     o->keyfile, ssl_reason());
+                     key, ssl_reason());
         ERR_clear_error();
         return -1;
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
         ERR_clear_error();
-        snprintf(err, size, "--keyfile %s does not match --certfile %s",
-                 o->keyfile, o->certfile);
+        snprintf(err, size, "--keyfile %s does not match --certfile %s", key,
+                 cert);
         return -1;
     }
     if (attach_pem(SSL_CTX_get0_certificate(ctx)) < 0) {
-        snprintf(err, size, "out of memory for --certfile %s", o->certfile);
+        snprintf(err, size, "out of memory for --certfile %s", cert);
         return -1;
     }
     return 0;
@@ -243,7 +259,128 @@ static int set_policy(SSL_CTX *ctx, const sl_options_t *o, char *err,
     return 0;
 }
 
-SSL_CTX *sl_tlsctx_new(const sl_options_t *o, char *err, size_t size)
+/* The contexts of the certificates served (the essay above): the
+ * default's first. Kept in the default context's extra data and freed
+ * with it. */
+typedef struct {
+    int ncontexts;
+    SSL_CTX *ctx[SL_MAX_CERTS]; /* [0] the default (borrowed: it owns this
+                                   table), the rest owned */
+    int npairs;
+    X509 *leaf[SL_MAX_CERTS]; /* borrowed (its context's): pair I's
+                                 certificate */
+    int of[SL_MAX_CERTS];     /* the context pair I is in */
+} sni_t;
+
+/* The extra-data index of a default context's sni_t; -1 before the
+ * first. */
+static int sni_index = -1;
+
+static void sni_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
+                     long argl, void *argp)
+{
+    sni_t *sni = ptr;
+    int i;
+
+    (void)parent;
+    (void)ad;
+    (void)idx;
+    (void)argl;
+    (void)argp;
+    if (sni == NULL)
+        return;
+    for (i = 1; i < sni->ncontexts; i++)
+        SSL_CTX_free(sni->ctx[i]);
+    free(sni);
+}
+
+/* The DNS names CERT is for, or NULL (then its subject stands). */
+static GENERAL_NAMES *dns_names(const X509 *cert)
+{
+    return X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+}
+
+/* Does NAMES hold the DNS name S (case aside)? And how many DNS names
+ * does it hold, in *N? */
+static bool has_dns(const GENERAL_NAMES *names, const ASN1_IA5STRING *s, int *n)
+{
+    bool found = false;
+    int i;
+
+    *n = 0;
+    for (i = 0; i < sk_GENERAL_NAME_num(names); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+        if (g->type != GEN_DNS)
+            continue;
+        (*n)++;
+        if (s != NULL &&
+            ASN1_STRING_length(g->d.dNSName) == ASN1_STRING_length(s) &&
+            strncasecmp((const char *)ASN1_STRING_get0_data(g->d.dNSName),
+                        (const char *)ASN1_STRING_get0_data(s),
+                        (size_t)ASN1_STRING_length(s)) == 0)
+            found = true;
+    }
+    return found;
+}
+
+/* Are A and B for the same hosts: the same DNS names, or without any,
+ * the same subject? */
+static bool same_names(const X509 *a, const X509 *b)
+{
+    GENERAL_NAMES *na = dns_names(a), *nb = dns_names(b);
+    int i, count_a = 0, count_b = 0, k;
+    bool same = true;
+
+    (void)has_dns(na, NULL, &count_a);
+    (void)has_dns(nb, NULL, &count_b);
+    if (count_a == 0 || count_b == 0) {
+        same =
+            count_a == count_b && X509_NAME_cmp(X509_get_subject_name(a),
+                                                X509_get_subject_name(b)) == 0;
+    } else {
+        same = count_a == count_b;
+        for (i = 0; same && i < sk_GENERAL_NAME_num(na); i++) {
+            const GENERAL_NAME *g = sk_GENERAL_NAME_value(na, i);
+            if (g->type == GEN_DNS)
+                same = has_dns(nb, g->d.dNSName, &k);
+        }
+    }
+    GENERAL_NAMES_free(na);
+    GENERAL_NAMES_free(nb);
+    ERR_clear_error();
+    return same;
+}
+
+static int key_type(const X509 *cert)
+{
+    return EVP_PKEY_get_base_id(X509_get0_pubkey(cert));
+}
+
+/* The client named a server: move SSL to the first context whose
+ * certificate is for it; the default when none is, or none was named. */
+static int pick_context(SSL *ssl, int *alert, void *arg)
+{
+    const sni_t *sni = arg;
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    int i, c;
+
+    (void)alert;
+    if (name == NULL)
+        return SSL_TLSEXT_ERR_OK;
+    for (i = 0; i < sni->npairs; i++) {
+        if (X509_check_host(sni->leaf[i], name, 0, 0, NULL) != 1)
+            continue;
+        c = sni->of[i];
+        if (c != 0 && SSL_set_SSL_CTX(ssl, sni->ctx[c]) == NULL)
+            return SSL_TLSEXT_ERR_ALERT_FATAL;
+        break;
+    }
+    ERR_clear_error();
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* A context with O's policy and client CAs, no certificate yet. */
+static SSL_CTX *new_context(const sl_options_t *o, char *err, size_t size)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 
@@ -251,7 +388,7 @@ SSL_CTX *sl_tlsctx_new(const sl_options_t *o, char *err, size_t size)
         snprintf(err, size, "SSL_CTX_new() failed (%s)", ssl_reason());
         return NULL;
     }
-    if (set_policy(ctx, o, err, size) < 0 || load_pair(ctx, o, err, size) < 0 ||
+    if (set_policy(ctx, o, err, size) < 0 ||
         load_client_cas(ctx, o, err, size) < 0) {
         SSL_CTX_free(ctx);
         return NULL;
@@ -259,18 +396,119 @@ SSL_CTX *sl_tlsctx_new(const sl_options_t *o, char *err, size_t size)
     return ctx;
 }
 
-/* Warn when CTX's certificate is out of its dates: it serves, but
- * clients that check refuse it. */
-static void warn_dates(SSL_CTX *ctx, const char *path)
+/* The context pair I of O goes into: the one of an earlier pair for the
+ * same hosts with a key of another type, else a new one (SNI->ncontexts).
+ * -1 when an earlier pair has the same hosts and key type: only one of
+ * them could ever be served. */
+static int context_of(const sni_t *sni, const sl_options_t *o, int i,
+                      X509 *cert, char *err, size_t size)
 {
-    X509 *cert = SSL_CTX_get0_certificate(ctx);
-    const ASN1_TIME *end;
+    int k, c = sni->ncontexts;
+
+    for (k = 0; k < i; k++) {
+        if (!same_names(sni->leaf[k], cert))
+            continue;
+        if (key_type(sni->leaf[k]) == key_type(cert)) {
+            snprintf(err, size,
+                     "--certfile %s is for the same names as --certfile %s,"
+                     " with the same type of key: only one could be served",
+                     o->certfiles[i], o->certfiles[k]);
+            return -1;
+        }
+        c = sni->of[k];
+    }
+    return c;
+}
+
+/* The certificate in PATH (its first), to learn its names before it is
+ * loaded; NULL after ERR says why. */
+static X509 *peek_cert(const char *path, char *err, size_t size)
+{
+    BIO *b;
+    X509 *x;
+
+    if (readable("certfile", path, err, size) < 0)
+        return NULL;
+    b = BIO_new_file(path, "r");
+    x = b != NULL ? PEM_read_bio_X509(b, NULL, no_password, NULL) : NULL;
+    BIO_free(b);
+    if (x == NULL)
+        snprintf(err, size, "--certfile %s: no PEM certificate in it (%s)",
+                 path, ssl_reason());
+    return x;
+}
+
+/* Load O's pair I into its context in SNI (a new one if it needs one). */
+static int add_pair(sni_t *sni, const sl_options_t *o, int i, char *err,
+                    size_t size)
+{
+    X509 *cert = peek_cert(o->certfiles[i], err, size);
+    int c;
+
+    if (cert == NULL)
+        return -1;
+    /* the pairs so far are leaf[0..i): context_of() compares with them */
+    c = context_of(sni, o, i, cert, err, size);
+    X509_free(cert);
+    if (c < 0)
+        return -1;
+    if (c == sni->ncontexts) {
+        if ((sni->ctx[c] = new_context(o, err, size)) == NULL)
+            return -1;
+        sni->ncontexts++;
+    }
+    if (load_pair(sni->ctx[c], o->certfiles[i], o->keyfiles[i], err, size) < 0)
+        return -1;
+    sni->leaf[i] = SSL_CTX_get0_certificate(sni->ctx[c]);
+    sni->of[i] = c;
+    sni->npairs = i + 1;
+    return 0;
+}
+
+SSL_CTX *sl_tlsctx_new(const sl_options_t *o, char *err, size_t size)
+{
+    sni_t *sni = calloc(1, sizeof(*sni));
+    SSL_CTX *ctx;
+    int i;
+
+    if (sni == NULL) {
+        snprintf(err, size, "out of memory for the TLS contexts");
+        return NULL;
+    }
+    if (sni_index < 0)
+        sni_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, sni_free);
+    for (i = 0; i < o->ncertfiles; i++)
+        if (add_pair(sni, o, i, err, size) < 0)
+            goto out_free;
+    ctx = sni->ctx[0];
+    if (ctx == NULL || sni_index < 0 ||
+        SSL_CTX_set_ex_data(ctx, sni_index, sni) != 1) {
+        if (ctx != NULL)
+            snprintf(err, size, "SSL_CTX_set_ex_data() failed (%s)",
+                     ssl_reason());
+        goto out_free;
+    }
+    if (sni->ncontexts > 1) {
+        SSL_CTX_set_tlsext_servername_callback(ctx, pick_context);
+        SSL_CTX_set_tlsext_servername_arg(ctx, sni);
+    }
+    return ctx;
+
+out_free:
+    for (i = 0; i < sni->ncontexts; i++)
+        SSL_CTX_free(sni->ctx[i]);
+    free(sni);
+    return NULL;
+}
+
+/* Warn when CERT, from --certfile PATH, is out of its dates: it serves,
+ * but clients that check refuse it. */
+static void warn_dates(const X509 *cert, const char *path)
+{
+    const ASN1_TIME *end = X509_get0_notAfter(cert);
     struct tm tm;
     char when[64] = "?";
 
-    if (cert == NULL)
-        return;
-    end = X509_get0_notAfter(cert);
     if (X509_cmp_current_time(end) < 0) {
         if (ASN1_TIME_to_tm(end, &tm) == 1)
             strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
@@ -287,7 +525,9 @@ static void warn_dates(SSL_CTX *ctx, const char *path)
 int sl_tlsctx_check(const sl_options_t *o)
 {
     char err[1024];
+    const sni_t *sni;
     SSL_CTX *ctx;
+    int i;
 
     if (o->certfile == NULL)
         return 0;
@@ -296,7 +536,9 @@ int sl_tlsctx_check(const sl_options_t *o)
         sl_log_usage("%s", err);
         return -1;
     }
-    warn_dates(ctx, o->certfile);
+    sni = SSL_CTX_get_ex_data(ctx, sni_index);
+    for (i = 0; i < sni->npairs; i++)
+        warn_dates(sni->leaf[i], o->certfiles[i]);
     SSL_CTX_free(ctx);
     return 0;
 }

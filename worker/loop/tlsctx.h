@@ -18,11 +18,14 @@ typedef struct ssl_ctx_st SSL_CTX;
 typedef struct x509_st X509;
 
 /* A server context from O's TLS settings (O->certfile and O->keyfile set):
- * the certificate chain and its key, the client CAs, TLS 1.2 or 1.3 up,
- * O's TLS 1.2 suites with the server's order, no renegotiation, no
- * compression, ALPN, buffers released while idle. The caller owns it
- * (SSL_CTX_free()). NULL when it cannot be built, with one line saying why
- * in ERR[SIZE] ("--keyfile k.pem does not match --certfile c.pem"). */
+ * the certificate chains and their keys, the client CAs, TLS 1.2 or 1.3
+ * up, O's TLS 1.2 suites with the server's order, no renegotiation, no
+ * compression, ALPN, buffers released while idle. With several pairs it
+ * is the first pair's, and moves a connection to the context of the
+ * certificate its server name (SNI) names, which it owns (tlsctx.c). The
+ * caller owns it (SSL_CTX_free()). NULL when it cannot be built, with one
+ * line saying why in ERR[SIZE] ("--keyfile k.pem does not match
+ * --certfile c.pem"). */
 SSL_CTX *sl_tlsctx_new(const sl_options_t *o, char *err, size_t size);
 
 /* The PEM text of CERT, a certificate a context of sl_tlsctx_new()
