@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 import helpers
-from tls_helpers import client_context, mtls_server, served
+from tls_helpers import client_context, mtls_server, s_client, served
 
 pytestmark = pytest.mark.sluice_only
 
@@ -87,12 +87,27 @@ def test_required_python(required, pki, version):
         is None
     why = refused(required, ctx())
     assert why is not None
-    assert "CERTIFICATE_REQUIRED" in why or "HANDSHAKE_FAILURE" in why, why
+    # 1.3: the client's request crosses the alert; the server must not
+    # reset the connection before the client has read the alert
+    assert ("HANDSHAKE_FAILURE" if version == "1.2"
+            else "CERTIFICATE_REQUIRED") in why, why
     why = refused(required, ctx(pki["stranger_cert"], pki["stranger_key"]))
     assert why is not None and "UNKNOWN_CA" in why, why
     # the worker serves on
     assert refused(required, ctx(pki["client_cert"], pki["client_key"])) \
         is None
+
+
+@pytest.mark.parametrize("who,alert", [
+    ("none", "alert certificate required"), ("stranger", "alert unknown ca")])
+def test_required_s_client_alert(required, pki, who, alert):
+    args = ["-tls1_3", "-CAfile", str(pki["ca"])]
+    if who == "stranger":
+        args += ["-cert", str(pki["stranger_cert"]), "-key",
+                 str(pki["stranger_key"])]
+    rc, out = s_client(required.port, *args, data=b"")
+    assert alert in out, out
+    assert "HTTP/1.1" not in out, out
 
 
 # ------------------------------------------------------------- optional

@@ -337,6 +337,12 @@ static void on_readable(sl_conn_t *c)
             conn_error_response(c, SL_HTTP_PLAIN_TO_TLS);
             break;
         }
+        if (rc < 0 && !c->peer_eof && errno == SL_TRANSPORT_EREFUSED) {
+            /* the transport refused the client and told it why: let that
+             * arrive */
+            conn_linger(c);
+            return;
+        }
         if (rc < 0 && !c->peer_eof) {
             sl_conn_close(c);
             return;

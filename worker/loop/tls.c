@@ -15,7 +15,11 @@
  * OpenSSL would send to a client that cannot read it, the transport turns
  * plain (its table becomes sl_transport_plain) and fails the read with
  * SL_TRANSPORT_EPLAIN, so the HTTP session answers 400 in HTTP. Only then
- * does the SSL get its socket.
+ * does the SSL get its socket. A handshake that fails (a client
+ * certificate refused, a protocol OpenSSL will not speak) ends the same
+ * way once OpenSSL has sent its alert: plain, failing the read with
+ * SL_TRANSPORT_EREFUSED, so the session closes lingering and the client
+ * reads the alert instead of a reset.
  *
  * Writes. OpenSSL holds on to a record it could not send, and the next
  * SSL_write must offer at least the bytes the failed one did, which the
@@ -269,7 +273,16 @@ static ssize_t tls_read(sl_transport_t *t, void *buf, size_t n)
             settle(tls);
         return (ssize_t)got;
     }
-    return ssl_failed(t, rc, &t->read_wait);
+    if (ssl_failed(t, rc, &t->read_wait) == 0)
+        return 0;
+    if (errno == EPROTO && !SSL_is_init_finished(tls->ssl)) {
+        /* the handshake failed and OpenSSL sent its alert: no request
+         * was ever read, so nothing holds the state */
+        tls_free(t);
+        t->ops = &sl_transport_plain;
+        errno = SL_TRANSPORT_EREFUSED;
+    }
+    return -1;
 }
 
 /* Copy the pieces of IOV[I..IOVCNT), from OFF into IOV[I], into the copy

@@ -49,6 +49,13 @@ typedef struct sl_transport sl_transport_t;
  * closes after. */
 #define SL_TRANSPORT_EPLAIN EPROTONOSUPPORT
 
+/* errno of a read whose transport refused the peer and told it why in
+ * its own protocol (a TLS alert: a failed handshake, a client certificate
+ * refused): the transport is plain from then on, with nothing more to
+ * say, and the caller closes as it does after an answer (lingering: a
+ * reset would destroy the alert on its way). */
+#define SL_TRANSPORT_EREFUSED ECONNREFUSED
+
 /* What a TLS handshake settled, as the apps and the access log see it.
  * The TLS transport fills it on the loop thread once the handshake is
  * done, before the first request's bytes are read (none of it can change
