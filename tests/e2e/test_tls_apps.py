@@ -145,6 +145,21 @@ def test_asgi_plain_listener_has_no_tls(asgi, pki):
     assert "http.response.pathsend" in scope["extensions"]
 
 
+def test_proxy_changes_the_scheme_not_the_tls(asgi, wsgi, pki):
+    """A trusted proxy (127.0.0.1 by default) saying http over a TLS
+    connection: the scheme follows it, what the connection is does not."""
+    fwd = [("X-Forwarded-Proto", "http")]
+    with asgi.connect(ctx=client_context(pki)) as c:
+        scope = c.request("GET", "/scope", headers=fwd).json()
+    assert scope["scheme"] == "http"
+    assert scope["extensions"]["tls"]["tls_version"] in (0x0303, 0x0304)
+    with wsgi.connect(ctx=client_context(pki)) as c:
+        env = c.request("GET", "/environ", headers=fwd).json()
+    assert env["wsgi.url_scheme"]["value"] == "http"
+    assert env["HTTPS"]["value"] == "on"
+    assert env["SSL_PROTOCOL"]["value"].startswith("TLSv1.")
+
+
 def test_wss_tls_extension(wss, pki):
     import websockets
 

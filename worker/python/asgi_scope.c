@@ -276,10 +276,18 @@ static PyObject *tls_extension(const sl_tls_info_t *ti)
     return d;
 }
 
-/* SCOPE is a request of C, which is TLS or whose client spoke https
- * (wss) by a trusted proxy's word: the scheme is SCHEME unless the proxy
- * says otherwise, and a TLS connection adds "tls" to a copy of EXT, the
- * extensions SCOPE shares with the others. 0, or -1 with an exception. */
+/* Does Q's scope need secure()? One over TLS, or one a trusted proxy
+ * speaks for (it may say https or wss). Plain requests no proxy speaks
+ * for, most of them, test no more than they always did. */
+static inline bool is_secure(const sl_req_t *q)
+{
+    return q->client != NULL || q->tls;
+}
+
+/* SCOPE is a request of C that is_secure(): the scheme is SCHEME when
+ * the client spoke https (wss) by the connection's or a trusted proxy's
+ * word, and a TLS connection adds "tls" to a copy of EXT, the extensions
+ * SCOPE shares with the others. 0, or -1 with an exception. */
 static int secure(PyObject *scope, const sl_exch_t *c, int scheme,
                   PyObject *ext)
 {
@@ -338,10 +346,10 @@ PyObject *sl_asgi_scope_new(const sl_exch_t *c, PyObject *state)
     PyObject *scope = scope_common(
         parts.http[sl_exch_listener(c)][q->minor ? 1 : 0], c, state, true);
 
-    if (scope != NULL && ((q->method != HTTP_GET &&
-                           sl_py_set_method(scope, names[K_METHOD], q) < 0) ||
-                          ((q->tls || sl_req_client(q)->https) &&
-                           secure(scope, c, K_HTTPS, parts.ext) < 0)))
+    if (scope != NULL &&
+        ((q->method != HTTP_GET &&
+          sl_py_set_method(scope, names[K_METHOD], q) < 0) ||
+         (is_secure(q) && secure(scope, c, K_HTTPS, parts.ext) < 0)))
         Py_CLEAR(scope);
     return scope;
 }
@@ -395,8 +403,7 @@ PyObject *sl_asgi_scope_new_ws(const sl_exch_t *c, PyObject *state)
 
     if (scope != NULL &&
         (set_steal(scope, names[K_SUBPROTOCOLS], subprotocols(&c->req)) < 0 ||
-         ((c->req.tls || sl_req_client(&c->req)->https) &&
-          secure(scope, c, K_WSS, parts.ws_ext) < 0)))
+         (is_secure(&c->req) && secure(scope, c, K_WSS, parts.ws_ext) < 0)))
         Py_CLEAR(scope);
     return scope;
 }
