@@ -241,6 +241,29 @@ START_TEST(test_too_many_binds)
 }
 END_TEST
 
+/* --certfile and --keyfile pair up in order; the first pair is the one
+ * the rest of the options know as certfile and keyfile. */
+START_TEST(test_cert_pairs)
+{
+    sl_options_t o;
+
+    ck_assert_int_eq(parse(&o, "--certfile", "a.pem", "--keyfile", "a.key",
+                           "--certfile=b.pem", "--keyfile=b.key", "m:a", NULL),
+                     0);
+    ck_assert_int_eq(o.ncertfiles, 2);
+    ck_assert_int_eq(o.nkeyfiles, 2);
+    ck_assert_str_eq(o.certfiles[1], "b.pem");
+    ck_assert_str_eq(o.keyfiles[1], "b.key");
+    ck_assert_str_eq(o.certfile, "a.pem");
+    ck_assert_str_eq(o.keyfile, "a.key");
+    assert_usage_error(parse(&o, "--certfile", "a.pem", "--keyfile", "a.key",
+                             "--certfile", "b.pem", "m:a", NULL),
+                       "each --certfile needs its own --keyfile");
+    assert_usage_error(parse(&o, "--keyfile", "a.key", "m:a", NULL),
+                       "TLS needs both --certfile and --keyfile");
+}
+END_TEST
+
 START_TEST(test_pythonpath)
 {
     sl_options_t o;
@@ -618,6 +641,7 @@ static Suite *options_suite(void)
     tcase_add_test(tc, test_parse_twice);
     tcase_add_test(tc, test_binds);
     tcase_add_test(tc, test_too_many_binds);
+    tcase_add_test(tc, test_cert_pairs);
     tcase_add_test(tc, test_pythonpath);
     tcase_add_test(tc, test_check_pythonpath_keeps_nothing);
     tcase_add_test(tc, test_reload_options);
