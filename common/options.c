@@ -165,6 +165,11 @@ const opt_def_t sl_options_defs[] = {
      " suites [Mozilla's intermediate list, its ECDHE suites]"},
     {"ssl-min-version", 0, OPT_SPECIAL, NOFIELD, 0, 0, "VERSION",
      "oldest TLS version accepted: TLSv1.2 or TLSv1.3 [TLSv1.2]"},
+    {"ssl-ticket-rotation", 0, OPT_SECONDS, FIELD(ticket_rotation), 0,
+     MAX_SECONDS, "SECS",
+     "TLS session tickets, which resume a session on any worker: a new"
+     " key every SECS, the one before still accepted; 0 = no tickets"
+     " [3600]"},
     {"access-logfile", 0, OPT_STRING, FIELD(access_logfile), 0, 0, "FILE",
      "write the access log to FILE, '-' for stdout [none: no access log]"},
     {"access-logformat", 0, OPT_STRING, FIELD(access_logformat), 0, 0, "FMT",
@@ -408,6 +413,7 @@ static void set_defaults(sl_options_t *o)
         .cert_reqs = SL_CERT_NONE,
         .ciphers = tls_ciphers,
         .tls_min = SL_TLS_1_2,
+        .ticket_rotation = 3600,
     };
     o->forwarded_allow_text = o->proxy_allow_text = "127.0.0.1,::1";
     (void)sl_allow_parse(&o->forwarded_allow, "127.0.0.1,::1", NULL, 0);
@@ -438,8 +444,9 @@ static int check_tls(const sl_options_t *o)
     const char *lone = o->ca_certs != NULL                    ? "ca-certs"
                        : o->cert_reqs != SL_CERT_NONE         ? "cert-reqs"
                        : strcmp(o->ciphers, tls_ciphers) != 0 ? "ciphers"
-                       : o->tls_min != SL_TLS_1_2 ? "ssl-min-version"
-                                                  : NULL;
+                       : o->tls_min != SL_TLS_1_2   ? "ssl-min-version"
+                       : o->ticket_rotation != 3600 ? "ssl-ticket-rotation"
+                                                    : NULL;
 
     if ((o->certfile == NULL) != (o->keyfile == NULL)) {
         sl_log_usage("argument --%s: TLS needs both --certfile and"

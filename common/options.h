@@ -96,6 +96,9 @@ typedef struct {
     sl_cert_reqs_t cert_reqs; /* client certificates */
     const char *ciphers;      /* TLS 1.2 suites, OpenSSL's syntax */
     sl_tls_version_t tls_min; /* --ssl-min-version */
+    /* seconds a session ticket key encrypts new tickets (the one before
+     * still opens them); 0: no tickets */
+    double ticket_rotation;
 
     /* processes and executor */
     int workers;

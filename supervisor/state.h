@@ -15,6 +15,7 @@
 #include "supervisor/reload.h"
 #include "supervisor/scrape.h"
 #include "supervisor/table.h"
+#include "supervisor/tickets.h"
 #include "supervisor/upgrade.h"
 
 #define BACKOFF_MIN    0.1  /* first respawn delay, seconds */
@@ -47,8 +48,9 @@ typedef struct {
     struct ev_loop *loop; /* owned */
     sl_table_t table;
     sl_upgrade_t upgrade;
-    sl_reload_t reload;  /* --reload's watcher; off without the option */
-    sl_scrape_t *scrape; /* owned: --metrics-bind's endpoint, NULL: off */
+    sl_reload_t reload;   /* --reload's watcher; off without the option */
+    sl_scrape_t *scrape;  /* owned: --metrics-bind's endpoint, NULL: off */
+    sl_tickets_t tickets; /* TLS session ticket keys (with TLS) */
 
     ev_signal sig_watchers[9]; /* one per signal in init_loop() */
     ev_prepare cycle_watcher;

@@ -200,6 +200,11 @@ static int init_loop(supervisor_t *s)
     if (sl_table_init(&s->table, s->loop, on_message, s) < 0) {
         return -1;
     }
+    /* without random bytes the workers issue no tickets: not fatal */
+    if (s->o->certfile != NULL && s->o->ticket_rotation > 0) {
+        (void)sl_tickets_start(&s->tickets, s->loop, &s->table,
+                               s->o->ticket_rotation);
+    }
     sl_upgrade_init(&s->upgrade, s->loop, on_upgrade, s);
     return sl_reload_init(&s->reload, s->loop, s->o, on_source_change, s);
 }

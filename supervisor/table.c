@@ -23,6 +23,7 @@
 
 static bool goes_first(const sl_worker_t *a, const sl_worker_t *b);
 static void on_ctl(struct ev_loop *loop, ev_io *io, int revents);
+static void send_keys(const sl_table_t *t, const sl_worker_t *w);
 static void close_ctl(sl_table_t *t, sl_worker_t *w);
 
 int sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
@@ -89,6 +90,7 @@ sl_worker_t *sl_table_spawn(sl_table_t *t, const char *exe, char **argv,
     if (id > t->high) {
         t->high = id;
     }
+    send_keys(t, w);
     return w;
 }
 
@@ -158,6 +160,25 @@ int sl_table_count(const sl_table_t *t)
 bool sl_worker_outdated(const sl_worker_t *w, unsigned gen_min)
 {
     return w->retire || w->gen < gen_min;
+}
+
+static void send_keys(const sl_table_t *t, const sl_worker_t *w)
+{
+    if (t->keys.nticket_keys > 0 && w->ctl_fd >= 0 &&
+        sl_ctl_send(w->ctl_fd, &t->keys) < 0) {
+        sl_log_errno(SL_LOG_DEBUG, "worker %d: sending ticket keys failed",
+                     w->id);
+    }
+}
+
+void sl_table_set_keys(sl_table_t *t, const sl_ctl_msg_t *keys)
+{
+    t->keys = *keys;
+    for (int i = 0; i < t->high; i++) {
+        if (t->slots[i].state != SL_WORKER_FREE) {
+            send_keys(t, &t->slots[i]);
+        }
+    }
 }
 
 void sl_table_send_restart(sl_worker_t *w)

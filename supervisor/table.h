@@ -57,6 +57,9 @@ struct sl_table {
     sl_table_msg_cb *on_msg;
     void *ctx;      /* borrowed: passed to on_msg */
     int metrics_fd; /* borrowed: the metrics segment for workers, -1: none */
+    /* the TLS session ticket keys every worker gets, at its start and
+     * when they change (SL_CTL_TICKET_KEYS); nticket_keys 0: none */
+    sl_ctl_msg_t keys;
 };
 
 /* An empty table whose channels are watched on LOOP; ON_MSG(CTX, ...) gets
@@ -111,6 +114,12 @@ typedef struct {
 /* Tell W that the TERM about to follow replaces it (SL_CTL_RESTART);
  * never blocks, a full channel drops it. */
 void sl_table_send_restart(sl_worker_t *w);
+
+/* KEYS (an SL_CTL_TICKET_KEYS message) are the ticket keys from now on:
+ * every live worker is sent them, and every worker spawned after. Never
+ * blocks; a full channel drops them (that worker's tickets then resume
+ * on it alone until the next rotation). */
+void sl_table_set_keys(sl_table_t *t, const sl_ctl_msg_t *keys);
 
 /* T's workers counted against GEN_MIN. */
 sl_table_counts_t sl_table_counts(const sl_table_t *t, unsigned gen_min);

@@ -6,12 +6,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/ctl.h"
 #include "common/log.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/tlsctx.h"
 
 void sl_drain_ctl(sl_pump_t *p, uint32_t type)
 {
@@ -42,9 +44,13 @@ int sl_drain_ctl_read(sl_pump_t *p)
 
     if (p->drain.ctl_fd < 0)
         return 0;
-    while ((rc = sl_ctl_recv(p->drain.ctl_fd, &m)) == 1)
+    while ((rc = sl_ctl_recv(p->drain.ctl_fd, &m)) == 1) {
         if (m.type == SL_CTL_RESTART)
             p->drain.restart = true;
+        if (m.type == SL_CTL_TICKET_KEYS)
+            sl_tlsctx_ticket_keys(m.ticket_keys, m.nticket_keys);
+    }
+    memset(&m, 0, sizeof(m)); /* no copy of a key left on the stack */
     return rc < 0 && errno == EAGAIN ? 0 : -1;
 }
 

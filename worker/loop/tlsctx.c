@@ -30,6 +30,10 @@
  * (SNI) moves a connection to the first context whose certificate names
  * it, during the handshake; a name no certificate has, or none, stays
  * with the first. Every context has the same policy and client CAs.
+ *
+ * Session tickets are sealed and opened with the supervisor's keys
+ * (supervisor/tickets.h), the same in every worker, so a session resumes
+ * on any of them; a worker issues none before it has them.
  */
 #include "config.h"
 
@@ -44,8 +48,11 @@
 
 #include <stdlib.h>
 
+#include <openssl/core_names.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -73,6 +80,55 @@ static int alpn_select(SSL *ssl, const unsigned char **out,
         return SSL_TLSEXT_ERR_ALERT_FATAL;
     *out = chosen;
     return SSL_TLSEXT_ERR_OK;
+}
+
+/* The session ticket keys (SL_CTL_TICKET_KEY bytes each: name, HMAC key,
+ * AES key): [0] seals, all open. Loop thread. */
+static struct {
+    uint8_t key[2][SL_CTL_TICKET_KEY];
+    int n;
+} tickets;
+
+void sl_tlsctx_ticket_keys(const uint8_t (*keys)[SL_CTL_TICKET_KEY], int n)
+{
+    tickets.n = n < 0 ? 0 : n > 2 ? 2 : n;
+    memcpy(tickets.key, keys, (size_t)tickets.n * SL_CTL_TICKET_KEY);
+}
+
+/* OpenSSL seals (ENC) or opens a ticket: the key by NAME, the IV, the
+ * cipher and the MAC. 1 done, 2 opened with the key before (a new ticket
+ * follows, sealed with the current one), 0 no ticket (none to seal
+ * with; a name not known: a full handshake), -1 failed. */
+static int ticket_key(SSL *ssl, unsigned char name[16], unsigned char *iv,
+                      EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int enc)
+{
+    static char sha256[] = "SHA256";
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, sha256, 0),
+        OSSL_PARAM_construct_end(),
+    };
+    const uint8_t *k;
+    int i = 0;
+
+    (void)ssl;
+    if (enc) {
+        if (tickets.n == 0)
+            return 0;
+        memcpy(name, tickets.key[0], 16);
+        if (RAND_bytes(iv, 16) != 1)
+            return -1;
+    } else {
+        while (i < tickets.n && memcmp(name, tickets.key[i], 16) != 0)
+            i++;
+        if (i == tickets.n)
+            return 0;
+    }
+    k = tickets.key[i];
+    if (EVP_MAC_init(mac, k + 16, 32, params) != 1 ||
+        EVP_CipherInit_ex(cipher, EVP_aes_256_cbc(), NULL, k + 48, iv, enc) !=
+            1)
+        return -1;
+    return i == 0 ? 1 : 2;
 }
 
 /* The X509 extra-data index of a certificate's PEM text; -1 before the
@@ -254,6 +310,15 @@ static int set_policy(SSL_CTX *ctx, const sl_options_t *o, char *err,
     }
     /* client certificates and resumed sessions need one */
     (void)SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
+    /* resumption by ticket only (a session cache would be one worker's),
+     * with the supervisor's keys; --ssl-ticket-rotation 0: none */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    if (o->ticket_rotation > 0) {
+        SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_key);
+    } else {
+        SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+        (void)SSL_CTX_set_num_tickets(ctx, 0);
+    }
     SSL_CTX_set_default_passwd_cb(ctx, no_password);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
     return 0;

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "common/ctl.h"
 #include "common/options.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
@@ -31,6 +32,11 @@ SSL_CTX *sl_tlsctx_new(const sl_options_t *o, char *err, size_t size);
 /* The PEM text of CERT, a certificate a context of sl_tlsctx_new()
  * serves: borrowed, it lives as long as CERT. NULL for any other. */
 const char *sl_tlsctx_cert_pem(const X509 *cert);
+
+/* The session ticket keys from the supervisor (SL_CTL_TICKET_KEYS):
+ * KEYS[0] seals new tickets, KEYS[0..N) open them. Until the first call
+ * no ticket is issued. Loop thread. */
+void sl_tlsctx_ticket_keys(const uint8_t (*keys)[SL_CTL_TICKET_KEY], int n);
 
 /* SLUICE_CHECK_TLS's check: 0 when O asks for no TLS or its context
  * builds (an expired certificate is a warning), -1 after one
