@@ -66,6 +66,10 @@ void sl_drain_set_ctl(sl_pump_t *p, int fd)
         return;
     ev_io_init(&p->drain.ctl_io, ctl_cb, fd, EV_READ);
     sl_pump_io_start(p, &p->drain.ctl_io);
+    /* what the supervisor sent at the spawn (the TLS ticket keys) is read
+     * before the first connection, which the loop might otherwise take
+     * first; EOF is the watcher's to see */
+    (void)sl_drain_ctl_read(p);
 }
 
 /* ---- the drain ---- */
