@@ -58,7 +58,7 @@ pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
                       int nfds, int worker_id, int ctl_fd, int metrics_fd);
 
 /* With --certfile, build the TLS context as a worker will, in EXE (the
- * worker, which links OpenSSL: the supervisor does not) run with ARGV,
+ * worker, which loads OpenSSL: the supervisor does not) run with ARGV,
  * SLUICE_CHECK_TLS=1 and the workers' identity, and wait for it: 0 when it
  * builds (an expired certificate warned of), or its exit status after the
  * one line it wrote (SL_EXIT_USAGE for a file that cannot serve). */

@@ -22,7 +22,7 @@
 #include "common/options.h"
 #include "common/proctitle.h"
 #include "common/startup.h"
-#include "worker/loop/tlsctx.h"
+#include "worker/loop/tlsmod.h"
 #include "worker/worker.h"
 
 static bool same_handoff(void);
@@ -43,7 +43,11 @@ int main(int argc, char **argv)
     }
     if (getenv("SLUICE_CHECK_TLS") != NULL) {
         /* the supervisor's check at start (supervisor/spawn.h) */
-        return sl_tlsctx_check(&o) == 0 ? SL_EXIT_OK : SL_EXIT_USAGE;
+        const sl_tls_module_t *m =
+            o.certfile != NULL ? sl_tls_module_load() : NULL;
+        if (o.certfile != NULL && m == NULL)
+            return SL_EXIT_USAGE;
+        return m == NULL || m->check(&o) == 0 ? SL_EXIT_OK : SL_EXIT_USAGE;
     }
     const char *worker_id = getenv("SLUICE_WORKER_ID");
     if (worker_id == NULL) {

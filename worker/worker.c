@@ -19,7 +19,7 @@
 #include "worker/loop/drain.h"
 #include "worker/loop/listen.h"
 #include "worker/loop/pump.h"
-#include "worker/loop/tlsctx.h"
+#include "worker/loop/tlsmod.h"
 #include "worker/python/asgi.h"
 #include "worker/python/asgi_lifespan.h"
 #include "worker/python/lane.h"
@@ -86,7 +86,7 @@ static void take_report_dir(const sl_options_t *o, char *dir, size_t size)
 /* The context of the TLS listeners the supervisor marked: built before
  * --chdir, so that a relative --certfile names the file the supervisor
  * checked at start. NULL after one error line. */
-static SSL_CTX *tls_load(const sl_options_t *o)
+static SSL_CTX *tls_load(const sl_options_t *o, const sl_tls_module_t **m)
 {
     char err[1024];
     SSL_CTX *ctx;
@@ -96,7 +96,9 @@ static SSL_CTX *tls_load(const sl_options_t *o)
                  " settings name no --certfile and --keyfile");
         return NULL;
     }
-    ctx = sl_tlsctx_new(o, err, sizeof(err));
+    if ((*m = sl_tls_module_load()) == NULL)
+        return NULL;
+    ctx = (*m)->ctx_new(o, err, sizeof(err));
     if (ctx == NULL)
         sl_error("%s", err);
     return ctx;
@@ -105,6 +107,7 @@ static SSL_CTX *tls_load(const sl_options_t *o)
 int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
                    const int *tls_fds, int ntls, int worker_id, int ctl_fd)
 {
+    const sl_tls_module_t *tls_module = NULL;
     SSL_CTX *tls = NULL;
     char report_dir[PATH_MAX], what[128];
     static sl_pump_t pump;
@@ -117,7 +120,7 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     if (sl_log_fd() != STDERR_FILENO)
         dup2(sl_log_fd(), STDERR_FILENO); /* Python's tracebacks: the log */
     /* a certificate that cannot serve will not on the next try either */
-    if (ntls > 0 && (tls = tls_load(o)) == NULL)
+    if (ntls > 0 && (tls = tls_load(o, &tls_module)) == NULL)
         return SL_EXIT_APPLOAD;
     if (o->chdir != NULL && chdir(o->chdir) < 0) {
         sl_log_errno(SL_LOG_ERROR, "chdir(%s) failed", o->chdir);
@@ -137,7 +140,7 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
                      nfds) < 0)
         return SL_EXIT_FAIL;
     if (tls != NULL)
-        (void)sl_listen_tls(&pump, tls, tls_fds, ntls);
+        (void)sl_listen_tls(&pump, tls_module, tls, tls_fds, ntls);
     status = exec_start(&pump, app);
     if (status != 0)
         return status;

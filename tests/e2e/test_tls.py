@@ -187,6 +187,41 @@ def test_insecure_bind_beside_tls(tmp_path, pki):
         assert "Listening at: http://127.0.0.1:%d" % plain_port in log
 
 
+def mapped(pid):
+    """The file names of PID's mappings."""
+    with open("/proc/%d/maps" % pid) as f:
+        return {line.split()[-1] for line in f if "/" in line}
+
+
+def test_openssl_only_in_a_worker_that_serves_tls(tmp_path, pki):
+    """OpenSSL lives in sluice-tls.so, which a worker loads only when its
+    listeners speak TLS: a plain worker (behind a proxy, the usual case)
+    maps neither the module nor libssl/libcrypto (their ~1.7 MiB), and the
+    supervisor never does. The plain worker serves the example app, which
+    imports nothing (the suite's app imports hashlib, and with it
+    libcrypto)."""
+    def names(pid):
+        return {os.path.basename(m) for m in mapped(pid)}
+
+    plain = helpers.Server(tmp_path / "plain", "hello:app",
+                           pythonpath=(str(helpers.REPO / "contrib" /
+                                           "example"),), ready_path="/")
+    with served(plain):
+        pid = plain.wait_workers(1)[0]
+        for n in (names(pid), names(plain.proc.pid)):
+            assert "sluice-tls.so" not in n
+            assert not any(m.startswith(("libssl", "libcrypto")) for m in n)
+    s = TLSServer(tmp_path / "tls", pki)
+    with served(s):
+        with s.connect() as c:
+            assert c.request("GET", "/environ").status == 200
+        n = names(s.wait_workers(1)[0])
+        assert "sluice-tls.so" in n
+        assert any(m.startswith("libssl") for m in n)
+        assert not any(m.startswith(("libssl", "libcrypto", "sluice-tls"))
+                       for m in names(s.proc.pid))
+
+
 def test_proxy_header_then_tls(tmp_path, pki):
     s = TLSServer(tmp_path, pki, args=["--proxy-protocol"])
     # the ready check: a connection accepted is enough, as it sends no

@@ -32,6 +32,7 @@ IO_TIMEOUT = 10
 START_TIMEOUT = 30
 STOP_TIMEOUT = 30
 WORKER = "usr/libexec/sluice/sluice-worker"
+TLS_MODULE = "usr/libexec/sluice/sluice-tls.so"  # loaded by a TLS worker
 ANALYZE = shutil.which("systemd-analyze")
 
 
@@ -103,7 +104,7 @@ def test_name_and_control_fields(deb):
 
 
 def test_files_are_in_their_debian_places(root):
-    for path in ("usr/bin/sluice", WORKER):
+    for path in ("usr/bin/sluice", WORKER, TLS_MODULE):
         p = root / path
         assert p.is_file() and os.access(p, os.X_OK), path
     assert (root / "usr/share/man/man1/sluice.1.gz").is_file()

@@ -19,7 +19,7 @@
 #include "worker/loop/forwarded.h"
 #include "worker/loop/pool.h"
 #include "worker/loop/pump.h"
-#include "worker/loop/tls.h"
+#include "worker/loop/tlsmod.h"
 
 static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents);
 
@@ -192,7 +192,7 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
     bool tls = c->pump->listeners[listener].tls;
 
     if (tls)
-        sl_tls_start(&c->tp, c->pump->tls_ctx, fd);
+        c->pump->tls->start(&c->tp, c->pump->tls_ctx, fd);
     else
         sl_transport_start(&c->tp, &sl_transport_plain, fd);
     c->x.req.tls = tls;

@@ -13,7 +13,7 @@
 #include "common/log.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/pump.h"
-#include "worker/loop/tlsctx.h"
+#include "worker/loop/tlsmod.h"
 
 void sl_drain_ctl(sl_pump_t *p, uint32_t type)
 {
@@ -47,8 +47,9 @@ int sl_drain_ctl_read(sl_pump_t *p)
     while ((rc = sl_ctl_recv(p->drain.ctl_fd, &m)) == 1) {
         if (m.type == SL_CTL_RESTART)
             p->drain.restart = true;
-        if (m.type == SL_CTL_TICKET_KEYS)
-            sl_tlsctx_ticket_keys(m.ticket_keys, m.nticket_keys);
+        /* a worker with no TLS listener has no module: nothing to key */
+        if (m.type == SL_CTL_TICKET_KEYS && p->tls != NULL)
+            p->tls->ticket_keys(m.ticket_keys, m.nticket_keys);
     }
     memset(&m, 0, sizeof(m)); /* no copy of a key left on the stack */
     return rc < 0 && errno == EAGAIN ? 0 : -1;

@@ -19,13 +19,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <openssl/ssl.h>
-
 #include "common/log.h"
 #include "common/metrics.h"
 #include "worker/loop/conn_proxy.h"
 #include "worker/loop/h1.h"
 #include "worker/loop/listen.h"
+#include "worker/loop/tlsmod.h"
 #include "worker/loop/pool.h"
 #include "worker/loop/pump.h"
 
@@ -227,8 +226,8 @@ static void listener_describe(sl_pump_listener_t *l)
     }
 }
 
-int sl_listen_tls(sl_pump_t *p, struct ssl_ctx_st *ctx, const int *tls_fds,
-                  int n)
+int sl_listen_tls(sl_pump_t *p, const struct sl_tls_module *m,
+                  struct ssl_ctx_st *ctx, const int *tls_fds, int n)
 {
     int i, k, count = 0;
 
@@ -239,10 +238,12 @@ int sl_listen_tls(sl_pump_t *p, struct ssl_ctx_st *ctx, const int *tls_fds,
                 count++;
             }
     if (count == 0) {
-        SSL_CTX_free(ctx);
+        m->ctx_free(ctx);
         return 0;
     }
-    SSL_CTX_free(p->tls_ctx);
+    if (p->tls_ctx != NULL)
+        p->tls->ctx_free(p->tls_ctx);
+    p->tls = m;
     p->tls_ctx = ctx;
     return count;
 }

@@ -7,16 +7,17 @@
 
 typedef struct sl_pump sl_pump_t;
 struct ssl_ctx_st; /* OpenSSL's SSL_CTX */
+struct sl_tls_module;
 
 /* Take FDS[0..NFDS) as P's listeners (at most SL_MAX_LISTENERS; the
  * caller checked). */
 void sl_listen_init(sl_pump_t *p, const int *fds, int nfds);
 
-/* The listeners of P whose fds are among TLS_FDS[0..N) speak TLS, with
- * CTX, which P owns from here (freed with it, and here when no listener
- * takes it). The count of them. */
-int sl_listen_tls(sl_pump_t *p, struct ssl_ctx_st *ctx, const int *tls_fds,
-                  int n);
+/* The listeners of P whose fds are among TLS_FDS[0..N) speak TLS through
+ * module M, with CTX, which P owns from here (freed with it, and here when
+ * no listener takes it). The count of them. */
+int sl_listen_tls(sl_pump_t *p, const struct sl_tls_module *m,
+                  struct ssl_ctx_st *ctx, const int *tls_fds, int n);
 
 /* Start (ON) or stop watching the listeners. */
 void sl_listen_start(sl_pump_t *p, bool on);

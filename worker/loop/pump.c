@@ -27,8 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/ssl.h>
-
 #include "common/ctl.h"
 #include "common/date.h"
 #include "common/log.h"
@@ -39,6 +37,7 @@
 #include "worker/loop/listen.h"
 #include "worker/loop/pool.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/tlsmod.h"
 
 /* ------------------------------------------------------------------ */
 /* passes                                                             */
@@ -279,7 +278,8 @@ void sl_pump_destroy(sl_pump_t *p)
     free(p->handing);
     sl_queue_destroy(&p->work);
     sl_queue_destroy(&p->done);
-    SSL_CTX_free(p->tls_ctx);
+    if (p->tls_ctx != NULL)
+        p->tls->ctx_free(p->tls_ctx);
     p->tls_ctx = NULL;
     if (p->loop != NULL)
         ev_loop_destroy(p->loop);

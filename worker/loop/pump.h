@@ -41,8 +41,10 @@ struct sl_pump {
     const sl_options_t *opt; /* borrowed */
     sl_pump_listener_t listeners[SL_MAX_LISTENERS];
     int nlisteners; /* every socket handed over: init fails beyond the max */
-    struct ssl_ctx_st *tls_ctx; /* owned: the TLS listeners' context, NULL
-                                   when none speaks TLS (listen.h) */
+    struct ssl_ctx_st *tls_ctx;      /* owned: the TLS listeners' context, NULL
+                                        when none speaks TLS (listen.h) */
+    const struct sl_tls_module *tls; /* the TLS module (tlsmod.h), with
+                                        tls_ctx; NULL without */
     bool accepting;
     bool accept_paused;    /* accept4() ran out of descriptors or memory:
                               the listeners wait for accept_timer, or for

@@ -57,6 +57,7 @@
 #include "common/log.h"
 #include "worker/loop/tls.h"
 #include "worker/loop/tlsctx.h"
+#include "worker/loop/tlsmod.h"
 
 /* Bytes of one TLS record's payload, at most: pieces smaller than this
  * are gathered into one. */
@@ -435,4 +436,18 @@ const sl_transport_ops_t sl_transport_tls = {
     .close = tls_close,
     .pending = tls_pending,
     .tls_info = tls_info,
+};
+
+static void ctx_free(SSL_CTX *ctx)
+{
+    SSL_CTX_free(ctx);
+}
+
+/* What the worker finds in this module (tlsmod.h). */
+const sl_tls_module_t sl_tls_module = {
+    .ctx_new = sl_tlsctx_new,
+    .check = sl_tlsctx_check,
+    .ctx_free = ctx_free,
+    .start = sl_tls_start,
+    .ticket_keys = sl_tlsctx_ticket_keys,
 };

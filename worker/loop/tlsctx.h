@@ -1,9 +1,10 @@
 /* tlsctx.h - the TLS context of the listeners, built from the options.
  *
- * Only the worker executable links OpenSSL (mapping libcrypto would more
- * than double the supervisor's memory). Every worker builds its own
- * context to serve with (an SSL_CTX cannot cross the exec that makes a
- * worker); the supervisor, at start and for --check-config, runs
+ * Built into sluice-tls.so with tls.c (tlsmod.h): only a worker that
+ * serves TLS maps OpenSSL (libcrypto would more than double the
+ * supervisor's memory, and add 1.7 MiB to a plain worker's). Every worker
+ * builds its own context to serve with (an SSL_CTX cannot cross the exec that
+ * makes a worker); the supervisor, at start and for --check-config, runs
  * sluice-worker with SLUICE_CHECK_TLS=1 to build one and throw it away, so
  * that what could not serve is refused before anything is bound.
  */
