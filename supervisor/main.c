@@ -84,7 +84,7 @@ static int check_config(const sl_options_t *o, char **eff)
         if (sl_spawn_find_worker(worker_exe, sizeof(worker_exe)) == -1) {
             return SL_EXIT_USAGE;
         }
-        int rc = sl_spawn_check_tls(worker_exe, eff);
+        int rc = sl_spawn_check_tls(worker_exe, eff, false);
         if (rc != SL_EXIT_OK) {
             return rc;
         }
@@ -113,7 +113,7 @@ static int run_supervisor(sl_options_t *o, char **args, char **eff)
         return SL_EXIT_USAGE;
     }
     if (o->certfile != NULL) {
-        int rc = sl_spawn_check_tls(worker_exe, eff);
+        int rc = sl_spawn_check_tls(worker_exe, eff, false);
         if (rc != SL_EXIT_OK) {
             return rc;
         }

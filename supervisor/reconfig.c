@@ -13,6 +13,14 @@
  * error log), for the new workers, by appending the old value to their
  * command line. Everything else reaches the new generation of workers;
  * --workers also moves the supervisor's target, as gunicorn's HUP does.
+ *
+ * TLS is the exception both ways. Whether the listeners speak it was
+ * decided when they were set up, so a file that turns it on or off is
+ * refused whole. And the certificates and keys are files the new workers
+ * read, changed on disk with or without a configuration file (a renewed
+ * certificate): before any rolling restart a worker built as at start
+ * checks them (supervisor/spawn.h), and one that cannot serve refuses the
+ * restart, so the old generation serves on, as --check-config refuses it.
  */
 #include "config.h"
 
@@ -26,6 +34,7 @@
 #include "common/options.h"
 #include "common/settings.h"
 #include "supervisor/nofile.h"
+#include "supervisor/spawn.h"
 #include "supervisor/state.h"
 
 #define LOG_PREFIX "Handling signal: hup: the configuration was not re-read"
@@ -37,6 +46,8 @@ static sl_conffile_t current_words;
 
 static int build(supervisor_t *s, char *const *extra, sl_options_t *o,
                  sl_conffile_t *words);
+static int check_tls(const supervisor_t *s, const sl_options_t *o,
+                     char *const *argv);
 static int kept_settings(const sl_options_t *old, const sl_options_t *o,
                          char *names, size_t size, char **extra);
 static void add_name(char *names, size_t size, const char *name);
@@ -53,7 +64,8 @@ int sl_reconfig(supervisor_t *s)
     char *extra[MAX_KEPT];
 
     if (path == NULL) {
-        return 0; /* nothing to re-read: argv and the environment are fixed */
+        /* argv and the environment are fixed; the files they name are not */
+        return check_tls(s, s->o, s->worker_argv);
     }
     sl_options_t *o = calloc(1, sizeof(*o));
     if (o == NULL) {
@@ -69,6 +81,17 @@ int sl_reconfig(supervisor_t *s)
         rc = build(s, extra, o, &words);
     }
     sl_log_usage_to_log(NULL);
+    if (rc == 0 && (o->certfile != NULL) != (s->o->certfile != NULL)) {
+        sl_error("%s: it turns TLS %s, which only a restart can do (the"
+                 " listeners were set up at start)",
+                 LOG_PREFIX, o->certfile != NULL ? "on" : "off");
+        sl_conffile_free(&words);
+        rc = -1;
+    }
+    if (rc == 0 && check_tls(s, o, words.words) == -1) {
+        sl_conffile_free(&words);
+        rc = -1;
+    }
     if (rc == -1) {
         sl_options_release(o);
         free(o);
@@ -127,6 +150,22 @@ static int build(supervisor_t *s, char *const *extra, sl_options_t *o,
         return -1;
     }
     return 0;
+}
+
+/* With TLS in O, the new workers' certificates and keys, read by a
+ * worker run with ARGV as at start (supervisor/spawn.h): a file that
+ * cannot serve keeps the generation that serves now. 0, or -1 after the
+ * check's own line and ours. */
+static int check_tls(const supervisor_t *s, const sl_options_t *o,
+                     char *const *argv)
+{
+    if (o->certfile == NULL ||
+        sl_spawn_check_tls(s->worker_exe, argv, true) == SL_EXIT_OK) {
+        return 0;
+    }
+    sl_error("Rolling restart refused: the TLS certificates or keys cannot"
+             " serve (above); the workers serve on with the ones they have");
+    return -1;
 }
 
 /* The start-only settings O changes from OLD, named in NAMES ("" when

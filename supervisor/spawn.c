@@ -226,19 +226,32 @@ pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
     return pid;
 }
 
-int sl_spawn_check_tls(const char *exe, char *const argv[])
+int sl_spawn_check_tls(const char *exe, char *const argv[], bool to_log)
 {
+    sigset_t all, old, none;
     int status;
-    pid_t pid = fork();
 
+    /* a HUP runs it from the loop: no handler of the supervisor's may run
+     * in the child before the exec */
+    sigfillset(&all);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &all, &old);
+    pid_t pid = fork_blocked();
+    int err = errno;
+    if (pid != 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+    }
     if (pid == -1) {
+        errno = err;
         sl_log_errno(SL_LOG_ERROR, "fork() failed for the TLS check");
         return SL_EXIT_FAIL;
     }
     if (pid == 0) {
-        if (setenv("SLUICE_CHECK_TLS", "1", 1) == -1 || drop_identity() == -1) {
+        if (setenv("SLUICE_CHECK_TLS", to_log ? "log" : "1", 1) == -1 ||
+            drop_identity() == -1) {
             _exit(SL_EXIT_USAGE);
         }
+        sigprocmask(SIG_SETMASK, &none, NULL);
         execv(exe, argv);
         sl_log_errno(SL_LOG_ERROR, "execv(\"%s\") failed", exe);
         _exit(SL_EXIT_FAIL);

@@ -59,10 +59,12 @@ pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
 
 /* With --certfile, build the TLS context as a worker will, in EXE (the
  * worker, which loads OpenSSL: the supervisor does not) run with ARGV,
- * SLUICE_CHECK_TLS=1 and the workers' identity, and wait for it: 0 when it
+ * SLUICE_CHECK_TLS and the workers' identity, and wait for it: 0 when it
  * builds (an expired certificate warned of), or its exit status after the
- * one line it wrote (SL_EXIT_USAGE for a file that cannot serve). */
-int sl_spawn_check_tls(const char *exe, char *const argv[]);
+ * one line it wrote (SL_EXIT_USAGE for a file that cannot serve) to
+ * stderr, or with TO_LOG to the error log (a HUP's check, long after
+ * start). */
+int sl_spawn_check_tls(const char *exe, char *const argv[], bool to_log);
 
 /* Fork and exec EXE with ARGV as a new supervisor: KEEP[0..NKEEP) stay open
  * across the exec, ENV (NULL-terminated "NAME=VALUE" strings) is added to

@@ -650,6 +650,10 @@ void sl_supervisor_begin_reload(supervisor_t *s, const char *why)
     if (sl_reconfig(s) == -1) {
         return; /* a bad file changes nothing */
     }
+    if (s->o->certfile != NULL) {
+        (void)sl_tickets_reschedule(&s->tickets, s->loop, &s->table,
+                                    s->o->ticket_rotation);
+    }
     s->gen_next++;
     s->gen_min = s->gen_next;
     s->reloading = true;

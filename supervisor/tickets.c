@@ -71,3 +71,20 @@ int sl_tickets_start(sl_tickets_t *k, struct ev_loop *loop, sl_table_t *table,
     ev_timer_start(loop, &k->timer);
     return 0;
 }
+
+int sl_tickets_reschedule(sl_tickets_t *k, struct ev_loop *loop,
+                          sl_table_t *table, double every)
+{
+    if (every <= 0) {
+        if (k->table != NULL)
+            ev_timer_stop(loop, &k->timer);
+        return 0;
+    }
+    if (k->table == NULL || table->keys.nticket_keys == 0)
+        return sl_tickets_start(k, loop, table, every);
+    if (k->timer.repeat == every && ev_is_active(&k->timer))
+        return 0;
+    k->timer.repeat = every;
+    ev_timer_again(loop, &k->timer);
+    return 0;
+}

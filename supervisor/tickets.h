@@ -28,4 +28,11 @@ typedef struct {
 int sl_tickets_start(sl_tickets_t *k, struct ev_loop *loop, sl_table_t *table,
                      double every);
 
+/* A HUP's --ssl-ticket-rotation: EVERY seconds from now on (the next key
+ * EVERY seconds from now), or with 0 no more rotation (the new workers
+ * issue no tickets; the keys stay for the old ones). Starts K on TABLE
+ * when it never ran. 0, or -1 after logging. */
+int sl_tickets_reschedule(sl_tickets_t *k, struct ev_loop *loop,
+                          sl_table_t *table, double every);
+
 #endif

@@ -42,7 +42,9 @@ int main(int argc, char **argv)
         return status;
     }
     if (getenv("SLUICE_CHECK_TLS") != NULL) {
-        /* the supervisor's check at start (supervisor/spawn.h) */
+        /* the supervisor's check at start or at HUP (supervisor/spawn.h) */
+        if (strcmp(getenv("SLUICE_CHECK_TLS"), "log") == 0)
+            sl_log_usage_to_log("TLS check");
         const sl_tls_module_t *m =
             o.certfile != NULL ? sl_tls_module_load() : NULL;
         if (o.certfile != NULL && m == NULL)
