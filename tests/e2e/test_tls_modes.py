@@ -67,6 +67,21 @@ def test_wsgi_keep_alive_and_pipelining(wsgi):
             assert (r.status, r.body) == (200, b"p%d" % i)
 
 
+def test_wsgi_pipelined_past_the_read_buffer(wsgi):
+    """400 requests in one write, many TLS records: the transport reads
+    ahead of what one read takes, so whole records wait in OpenSSL, not
+    in the socket; each must still be read (none waits for a readiness
+    that never comes)."""
+    pad = "x" * 300
+    with wsgi.connect() as c:
+        c.send(b"".join(helpers.build_request(
+            "GET", "/status?body=p%d" % i, headers=[("X-Pad", pad)])
+            for i in range(400)))
+        for i in range(400):
+            r = c.read_response()
+            assert (r.status, r.body) == (200, b"p%d" % i)
+
+
 def test_wsgi_upload_and_stream(wsgi):
     body = os.urandom(1024 * 1024 + 7)
     with wsgi.connect() as c:

@@ -30,14 +30,15 @@ void sl_conn_watch(sl_conn_t *c, int events)
 {
     int on = sl_transport_events(&c->tp, events);
 
-    if (c->io.events == on && ev_is_active(&c->io))
-        return;
-    ev_io_stop(c->pump->loop, &c->io);
-    if (events == 0)
-        return;
-    ev_io_set(&c->io, c->tp.fd, on);
-    sl_pump_io_start(c->pump, &c->io);
-    /* bytes the transport holds make no readiness (transport.h) */
+    if (c->io.events != on || !ev_is_active(&c->io)) {
+        ev_io_stop(c->pump->loop, &c->io);
+        if (events == 0)
+            return;
+        ev_io_set(&c->io, c->tp.fd, on);
+        sl_pump_io_start(c->pump, &c->io);
+    }
+    /* bytes the transport holds make no readiness (transport.h), whether
+     * the watcher was on already or not */
     if ((events & EV_READ) && sl_transport_pending(&c->tp) > 0)
         ev_feed_event(c->pump->loop, &c->io, c->tp.read_wait);
 }

@@ -76,6 +76,8 @@ static unsigned char stage[STAGE];
 typedef struct {
     SSL *ssl;           /* owned */
     bool settled;       /* info is filled in */
+    bool ahead;         /* the last read filled its buffer with bytes read
+                           ahead still held: maybe whole records */
     sl_tls_info_t info; /* its strings owned as transport.h says */
 } tls_t;
 
@@ -103,6 +105,9 @@ void sl_tls_start(sl_transport_t *t, SSL_CTX *ctx, int fd)
         return;
     }
     SSL_set_accept_state(tls->ssl);
+    /* a record in one recv, not its header and then its body, and what
+     * follows it in the same one (read-ahead: pending() counts it) */
+    SSL_set_read_ahead(tls->ssl, 1);
     t->state = tls;
 }
 
@@ -257,7 +262,7 @@ static int first_byte(sl_transport_t *t)
 static ssize_t tls_read(sl_transport_t *t, void *buf, size_t n)
 {
     tls_t *tls = t->state;
-    size_t got;
+    size_t got, more;
     int rc;
 
     if (tls == NULL) {
@@ -267,11 +272,20 @@ static ssize_t tls_read(sl_transport_t *t, void *buf, size_t n)
     if (SSL_get_rbio(tls->ssl) == NULL && (rc = first_byte(t)) <= 0)
         return rc;
     ERR_clear_error();
+    tls->ahead = false;
     rc = SSL_read_ex(tls->ssl, buf, n, &got);
     if (rc == 1) {
         t->read_wait = EV_READ;
         if (!tls->settled)
             settle(tls);
+        /* a record at a time: the next ones already read, too, until
+         * only part of one is left (a failure here comes back at the next
+         * call); a full BUF may leave whole ones, which pending() says */
+        while (got < n && SSL_has_pending(tls->ssl) &&
+               SSL_read_ex(tls->ssl, (char *)buf + got, n - got, &more) == 1)
+            got += more;
+        tls->ahead = got == n && SSL_has_pending(tls->ssl);
+        ERR_clear_error();
         return (ssize_t)got;
     }
     if (ssl_failed(t, rc, &t->read_wait) == 0)
@@ -413,11 +427,18 @@ static void tls_close(sl_transport_t *t)
     t->fd = -1;
 }
 
+/* Decrypted bytes held, or 1 for bytes read ahead that may hold whole
+ * records (tls_read() opened every whole one it could: what is left
+ * after it stopped short is part of one, which waits for the socket). */
 static size_t tls_pending(const sl_transport_t *t)
 {
-    int n = t->state != NULL ? SSL_pending(ssl_of(t)) : 0;
+    const tls_t *tls = t->state;
+    int n;
 
-    return n > 0 ? (size_t)n : 0;
+    if (tls == NULL)
+        return 0;
+    n = SSL_pending(tls->ssl);
+    return n > 0 ? (size_t)n : tls->ahead ? 1 : 0;
 }
 
 static const sl_tls_info_t *tls_info(const sl_transport_t *t)
