@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import time
 
@@ -251,6 +252,44 @@ def test_drain_completes_a_request_in_flight(tmp_path, pki):
             os.kill(s.pid, signal.SIGTERM)
             r = c.read_response()
             assert r.status == 200 and r.body.startswith(b"slept 1")
+        s.proc.wait(helpers.STOP_TIMEOUT)
+        assert s.proc.returncode == 0, s.diagnostics()
+    finally:
+        problems = s.stop()
+    assert not problems, problems
+
+
+def strict_conn(server, pki):
+    """A TLS connection to SERVER on which an EOF without close_notify is
+    an error (ssl.SSLEOFError), not a quiet b"" as Python's defaults
+    (OP_IGNORE_UNEXPECTED_EOF, suppress_ragged_eofs) make it."""
+    ctx = ssl.create_default_context(cafile=str(pki["ca"]))
+    ctx.options &= ~ssl.OP_IGNORE_UNEXPECTED_EOF
+    raw = helpers.RawConn.tcp(server.host, server.port, helpers.IO_TIMEOUT)
+    raw.sock = ctx.wrap_socket(raw.sock, server_hostname="localhost",
+                               suppress_ragged_eofs=False)
+    return raw
+
+
+def test_close_notify_after_connection_close(server, pki):
+    with strict_conn(server, pki) as c:
+        c.send(helpers.build_request("GET", "/hello",
+                                     headers=[("Connection", "close")]))
+        assert c.read_response().status == 200
+        assert c.sock.recv(1) == b""  # close_notify, else SSLEOFError
+
+
+def test_close_notify_to_idle_connections_at_drain(tmp_path, pki):
+    s = TLSServer(tmp_path, pki)
+    s.start()
+    try:
+        conns = [strict_conn(s, pki) for _ in range(3)]
+        for c in conns:
+            assert c.request("GET", "/hello").status == 200
+        os.kill(s.pid, signal.SIGTERM)
+        for c in conns:
+            with c:
+                assert c.sock.recv(1) == b""
         s.proc.wait(helpers.STOP_TIMEOUT)
         assert s.proc.returncode == 0, s.diagnostics()
     finally:

@@ -78,6 +78,7 @@ typedef struct {
     bool settled;       /* info is filled in */
     bool ahead;         /* the last read filled its buffer with bytes read
                            ahead still held: maybe whole records */
+    bool broken;        /* a call failed for good: no close_notify */
     sl_tls_info_t info; /* its strings owned as transport.h says */
 } tls_t;
 
@@ -215,9 +216,11 @@ static int ssl_failed(sl_transport_t *t, int rc, uint8_t *wait)
         return 0;
     case SSL_ERROR_SYSCALL:
         ERR_clear_error();
+        ((tls_t *)t->state)->broken = true;
         errno = saved != 0 ? saved : ECONNRESET;
         return -1;
     default:
+        ((tls_t *)t->state)->broken = true;
         /* a client's failed handshake is its news, not ours: debug */
         e = ERR_peek_error();
         sl_debug("TLS: closing fd %d: %s", t->fd,
@@ -420,8 +423,18 @@ static int tls_shutdown(sl_transport_t *t)
     return shutdown(t->fd, SHUT_WR);
 }
 
+/* A connection closed in good order (a keep-alive timeout, a drain, an
+ * eviction) says so first: close_notify, once, without waiting for the
+ * socket (a full one loses it, as a reset would lose the rest). */
 static void tls_close(sl_transport_t *t)
 {
+    const tls_t *tls = t->state;
+
+    if (tls != NULL && !tls->broken && SSL_is_init_finished(tls->ssl) &&
+        !(SSL_get_shutdown(tls->ssl) & SSL_SENT_SHUTDOWN)) {
+        (void)SSL_shutdown(tls->ssl);
+        ERR_clear_error();
+    }
     tls_free(t);
     close(t->fd);
     t->fd = -1;
