@@ -170,9 +170,9 @@ static PyTypeObject errors_type = {
 /* ------------------------------------------------------------------ */
 /* environ                                                            */
 
-static int set_str(PyObject *env, PyObject *key, const char *s, Py_ssize_t n)
+/* ENV[KEY] = V, a new reference this takes (NULL: the error it raised). */
+static int set_new(PyObject *env, PyObject *key, PyObject *v)
 {
-    PyObject *v = PyUnicode_DecodeLatin1(s, n, NULL);
     int rc;
 
     if (v == NULL)
@@ -180,6 +180,11 @@ static int set_str(PyObject *env, PyObject *key, const char *s, Py_ssize_t n)
     rc = PyDict_SetItem(env, key, v);
     Py_DECREF(v);
     return rc;
+}
+
+static int set_str(PyObject *env, PyObject *key, const char *s, Py_ssize_t n)
+{
+    return set_new(env, key, PyUnicode_DecodeLatin1(s, n, NULL));
 }
 
 /* HTTP_NAME_IN_CAPS, or CONTENT_TYPE / CONTENT_LENGTH (CGI's). */
@@ -261,14 +266,7 @@ static int set_headers(PyObject *env, const sl_req_t *r)
 /* ENV[KEY] = S (UTF-8, never NULL). */
 static int set_utf8(PyObject *env, PyObject *key, const char *s, size_t n)
 {
-    PyObject *v = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace");
-    int rc;
-
-    if (v == NULL)
-        return -1;
-    rc = PyDict_SetItem(env, key, v);
-    Py_DECREF(v);
-    return rc;
+    return set_new(env, key, PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace"));
 }
 
 /* The client certificate's check: SUCCESS, NONE (none shown) or
