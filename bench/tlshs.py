@@ -101,9 +101,13 @@ def flags_of(runs, mode):
                                          for kv in sorted(errs.items())))
     client = _med([r.get("client_cpu_pct") for r in runs])
     server = _med([r.get("server_cpu_pct") for r in runs])
+    # what the server's CPU did besides the server: others had it, so the
+    # server did not wait on the client then
+    taken = _med([(r.get("server_cpu_pct") or 0)
+                  + (r.get("other_on_server_cpu_pct") or 0) for r in runs])
     if client is not None and client >= CLIENT_BOUND_PCT:
         out.append("client %.0f %% busy: client-bound" % client)
-    elif server is not None and server < SATURATED_PCT:
+    elif taken is not None and taken < SATURATED_PCT:
         out.append("server %.0f %% busy: waited on the client" % server)
     res = min(r.get("resumed_pct", 0) for r in runs)
     if mode == "resumed" and res < 99.0:
@@ -243,8 +247,8 @@ def markdown(doc):
     w("")
     w("Flags (⚠): hsload's errors (connect, TLS, a response other than 2xx, "
       "5 s without progress), summed over repeats; *client-bound*: hsload "
-      "used ≥ %.0f %% of its CPU; *waited on the client*: the server used "
-      "less than %.0f %% of its CPU; *only N %% resumed*: the server did not "
+      "used ≥ %.0f %% of its CPU; *waited on the client*: the server and "
+      "other processes together used less than %.0f %% of the server's CPU; *only N %% resumed*: the server did not "
       "take the offered session every time; *disturbed*: other processes "
       "took ≥ %.0f %% of the server's CPU in some repeat."
       % (CLIENT_BOUND_PCT, SATURATED_PCT, DISTURBED_PCT))
