@@ -382,6 +382,9 @@ def main():
             else args.render
         with open(base + ".json") as f:
             doc = json.load(f)
+        m = doc["meta"]  # the table's figures, from the runs again
+        doc["summary"] = summarise(doc["runs"], list(doc["arms"]),
+                                   m["keys"], m["modes"])
         Path(base + ".md").write_text(markdown(doc))
         chart(doc, base + ".png")
         return 0
