@@ -254,12 +254,13 @@ static void step(struct conn *c)
             }
             if (c->got < sizeof c->head) {
                 size_t n = sizeof c->head - c->got;
-                memcpy(c->head + c->got, buf, (size_t)ret < n ? (size_t)ret : n);
+                memcpy(c->head + c->got, buf,
+                       (size_t)ret < n ? (size_t)ret : n);
             }
             c->got += (size_t)ret;
             if (c->got >= 10)
-                c->head_ok = memcmp(c->head, "HTTP/1.", 7) == 0 &&
-                             c->head[9] == '2';
+                c->head_ok =
+                    memcmp(c->head, "HTTP/1.", 7) == 0 && c->head[9] == '2';
             break;
         default:
             return;
@@ -295,15 +296,32 @@ int main(int argc, char **argv)
 
     while ((o = getopt(argc, argv, "p:H:P:c:d:w:rt:")) != -1) {
         switch (o) {
-        case 'p': opt.port = atoi(optarg); break;
-        case 'H': opt.host = optarg; break;
-        case 'P': opt.path = optarg; break;
-        case 'c': opt.conns = atoi(optarg); break;
-        case 'd': opt.duration = atof(optarg); break;
-        case 'w': opt.warmup = atof(optarg); break;
-        case 'r': opt.resume = true; break;
-        case 't': opt.timeout = atof(optarg); break;
-        default: usage();
+        case 'p':
+            opt.port = atoi(optarg);
+            break;
+        case 'H':
+            opt.host = optarg;
+            break;
+        case 'P':
+            opt.path = optarg;
+            break;
+        case 'c':
+            opt.conns = atoi(optarg);
+            break;
+        case 'd':
+            opt.duration = atof(optarg);
+            break;
+        case 'w':
+            opt.warmup = atof(optarg);
+            break;
+        case 'r':
+            opt.resume = true;
+            break;
+        case 't':
+            opt.timeout = atof(optarg);
+            break;
+        default:
+            usage();
         }
     }
     if (opt.port <= 0 || opt.conns < 1 || opt.conns > MAXCONN ||
@@ -361,8 +379,7 @@ int main(int argc, char **argv)
         if (now - last_scan > 100000000u) { /* 100 ms */
             last_scan = now;
             for (int i = 0; i < opt.conns; i++)
-                if (now - conns[i].progress_ns >
-                    (uint64_t)(opt.timeout * 1e9))
+                if (now - conns[i].progress_ns > (uint64_t)(opt.timeout * 1e9))
                     finish(&conns[i], &count.timeout);
         }
         n = epoll_wait(ep, evs, 64, 10);
@@ -378,22 +395,21 @@ int main(int argc, char **argv)
     {
         double secs = (double)(now_ns() - t_measure) / 1e9;
         uint64_t total = count.done - over;
-        printf("{\"handshakes\":%llu,\"resumed\":%llu,\"duration_s\":%.3f,"
-               "\"rate\":%.1f,\"errors\":{\"connect\":%llu,\"tls\":%llu,"
-               "\"http\":%llu,\"timeout\":%llu},\"latency_us\":{\"p50\":%llu,"
-               "\"p99\":%llu,\"over_1s\":%llu},\"client_cpu_s\":%.3f,"
-               "\"client_cpu_pct\":%.1f,\"resume\":%s}\n",
-               (unsigned long long)count.done,
-               (unsigned long long)count.resumed, secs,
-               secs > 0 ? (double)count.done / secs : 0.0,
-               (unsigned long long)count.connect,
-               (unsigned long long)count.tls, (unsigned long long)count.http,
-               (unsigned long long)count.timeout,
-               (unsigned long long)percentile(total, 0.5),
-               (unsigned long long)percentile(total, 0.99),
-               (unsigned long long)over, cpu1 - cpu0,
-               secs > 0 ? 100.0 * (cpu1 - cpu0) / secs : 0.0,
-               opt.resume ? "true" : "false");
+        printf(
+            "{\"handshakes\":%llu,\"resumed\":%llu,\"duration_s\":%.3f,"
+            "\"rate\":%.1f,\"errors\":{\"connect\":%llu,\"tls\":%llu,"
+            "\"http\":%llu,\"timeout\":%llu},\"latency_us\":{\"p50\":%llu,"
+            "\"p99\":%llu,\"over_1s\":%llu},\"client_cpu_s\":%.3f,"
+            "\"client_cpu_pct\":%.1f,\"resume\":%s}\n",
+            (unsigned long long)count.done, (unsigned long long)count.resumed,
+            secs, secs > 0 ? (double)count.done / secs : 0.0,
+            (unsigned long long)count.connect, (unsigned long long)count.tls,
+            (unsigned long long)count.http, (unsigned long long)count.timeout,
+            (unsigned long long)percentile(total, 0.5),
+            (unsigned long long)percentile(total, 0.99),
+            (unsigned long long)over, cpu1 - cpu0,
+            secs > 0 ? 100.0 * (cpu1 - cpu0) / secs : 0.0,
+            opt.resume ? "true" : "false");
     }
     fflush(stdout);
     return 0;
