@@ -118,16 +118,23 @@ def summarise(runs, arm_names, conns_list, baselines):
                     p99_ms=_med([r["latency_us"]["p99"] for r in ok]) / 1000.0,
                     errors=sum(_errors(r) for r in ok),
                     flags=flags_of(ok, conns),
+                    mb_per_s=_med([r["bytes"] / r["duration_us"]
+                                   for r in ok if r.get("duration_us")]),
                 )
                 if arm in baselines:
                     base[arm, conns] = row["rps_median"]
+                    base[arm, conns, "cpu"] = row["cpu_us_per_req"]
             rows.append(row)
     for row in rows:
         row["ratio"] = {}
+        row["cpu_ratio"] = {}
         for b in baselines:
             v = base.get((b, row["conns"]))
             if v and row.get("rps_median") is not None:
                 row["ratio"][b] = row["rps_median"] / v
+            v = base.get((b, row["conns"], "cpu"))
+            if v and row.get("cpu_us_per_req") is not None:
+                row["cpu_ratio"][b] = row["cpu_us_per_req"] / v
     return {"baselines": baselines, "rows": rows}
 
 
@@ -212,22 +219,40 @@ def markdown(doc):
                               for a in arms.values()) else "wrk")
     w("- Ratio column%s: req/s over %s at the same connection count"
       % ("s" if len(bl) > 1 else "", " and ".join("`%s`" % b for b in bl)))
+    tls = bool(m.get("tls"))
+    if tls:
+        w("- TLS: every arm serves HTTPS (wrk speaks TLS itself: "
+          "OpenSSL, no certificate check) with the same certificate, made "
+          "by the harness for the run (ECDSA P-256, self-signed); *CPU "
+          "vs X*: CPU µs/req over arm X's (issue 28's targets read from "
+          "these: ≤ 1.15× nginx's keep-alive CPU per request); *MB/s*: "
+          "response bytes (heads included) wrk read per second, in 10⁶ "
+          "bytes; *TLS*: what the preflight negotiated")
     w("")
-    w("| arm | conns | pipeline | req/s | min–max | %s | CPU µs/req | "
+    cpu_cols = "".join(" CPU vs %s |" % b for b in bl) if tls else ""
+    w("| arm | conns | pipeline | req/s | min–max | %s |%s%s CPU µs/req | "
       "server CPU | others on its CPU | %s CPU | both CPUs µs/req | "
       "p50 ms | p99 ms | errors / flags |"
-      % (" | ".join("vs %s" % b for b in bl), client))
+      % (" | ".join("vs %s" % b for b in bl), cpu_cols,
+         " MB/s |" if tls else "", client))
     w("|---|---:|---:|---:|---:|%s---:|---:|---:|---:|---:|---:|---:|---|"
-      % ("---:|" * len(bl)))
+      % ("---:|" * (len(bl) * (2 if tls else 1) + (1 if tls else 0))))
     for r in summary["rows"]:
         if not r.get("n"):
             w("| %s | %d | %d | – | – |%s – | – | – | – | – | – | – | – | "
               "⚠ failed: %s |"
-              % (r["arm"], r["conns"], depth, " – |" * len(bl),
+              % (r["arm"], r["conns"], depth,
+                 " – |" * (len(bl) * (2 if tls else 1) + (1 if tls else 0)),
                  "; ".join(r["failed"])[:120]))
             continue
         ratio = " | ".join("%.2f×" % r["ratio"][b] if b in r["ratio"] else "–"
                            for b in bl)
+        if tls:
+            cr = r.get("cpu_ratio") or {}
+            ratio += "".join(" | %.2f×" % cr[b] if b in cr else " | –"
+                             for b in bl)
+            ratio += (" | %.1f" % r["mb_per_s"]
+                      if r.get("mb_per_s") is not None else " | –")
         flags = list(r["flags"])
         pre = arms.get(r["arm"], {}).get("preflight") or {}
         if pre and not pre.get("keep_alive", True):
@@ -291,8 +316,9 @@ def markdown(doc):
               % (pre.get("status", 0), "yes" if pre.get("keep_alive") else
                  "NO (%s)" % pre.get("keep_alive_note", "?"),
                  pre.get("server_header") or "–",
-                 ", body sent by: %s" % pre["body_source"]
-                 if pre.get("body_source") else ""))
+                 (", body sent by: %s" % pre["body_source"]
+                  if pre.get("body_source") else "")
+                 + (", TLS: %s" % pre["tls"] if pre.get("tls") else "")))
     w("- **wrk**: `%s`" % m["wrk_command"])
     w("")
     if doc["skipped"]:

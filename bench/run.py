@@ -201,6 +201,8 @@ class Server:
             text = (APPS / arm.config).read_text()
             text = text.replace("@PORT@", str(self.port))
             text = text.replace("@DIR@", str(logdir))
+            text = text.replace("@CERT@", ctx.get("certfile", ""))
+            text = text.replace("@KEY@", ctx.get("keyfile", ""))
             conf = Path(logdir) / ("%s.conf" % tag)
             conf.write_text(text)
             ctx = dict(ctx, config=str(conf))
@@ -272,8 +274,17 @@ class Server:
         the same connection to learn whether the server keeps connections
         alive. Raises Skip when the arm must not be measured."""
         path = self.arm.path
-        conn = http.client.HTTPConnection("127.0.0.1", self.port,
-                                          timeout=PREFLIGHT_TIMEOUT)
+        if self.arm.tls:  # the harness's own certificate: no verification
+            import ssl
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            tls.check_hostname = False
+            tls.verify_mode = ssl.CERT_NONE
+            conn = http.client.HTTPSConnection(
+                "127.0.0.1", self.port, timeout=PREFLIGHT_TIMEOUT,
+                context=tls)
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port,
+                                              timeout=PREFLIGHT_TIMEOUT)
         try:
             resp, body = self._get(conn)
             if resp is None:
@@ -293,6 +304,9 @@ class Server:
                     "keep_alive": True}
             if resp.getheader("X-Bench-Body"):  # work_asgi.py's /file
                 info["body_source"] = resp.getheader("X-Bench-Body")
+            if self.arm.tls:
+                info["tls"] = "%s %s" % (conn.sock.version(),
+                                         conn.sock.cipher()[0])
             if resp.will_close:
                 info["keep_alive"] = False
                 info["keep_alive_note"] = "server said Connection: close"
@@ -388,12 +402,13 @@ def wrk_script(depth, tmpdir):
 
 
 def run_wrk(port, path, conns, threads, duration, cpu, script=WRK_LUA,
-            root_pid=None, probe=False, server_cpu=None, client=None):
+            root_pid=None, probe=False, server_cpu=None, client=None,
+            scheme="http"):
     """One wrk run with SCRIPT (or the CLIENT argv, which prints the same
     summary: bench/upload.py). With root_pid, also samples the server
     tree's CPU time right before and right after, and (probe=True) the
     accept queue during the middle of the run."""
-    url = "http://127.0.0.1:%d%s" % (port, path)
+    url = "%s://127.0.0.1:%d%s" % (scheme, port, path)
     argv = [TASKSET, "-c", str(cpu)] + (client or [
         WRK, "-t%d" % threads, "-c%d" % conns, "-d%ds" % duration,
         "-s", str(script), url])
@@ -481,6 +496,7 @@ def measure(server, arm, conns, args, script):
     result record."""
     port = server.port
     threads = min(args.wrk_threads, conns)
+    scheme = "https" if arm.tls else "http"
 
     def client(duration):
         if arm.client != "upload":
@@ -489,12 +505,14 @@ def measure(server, arm, conns, args, script):
 
     if args.warmup > 0:
         w = run_wrk(port, arm.path, conns, threads, args.warmup,
-                    args.client_cpu, script, client=client(args.warmup))
+                    args.client_cpu, script, client=client(args.warmup),
+                    scheme=scheme)
         if "error" in w:
             return {"error": "warm-up: " + w["error"]}
     r = run_wrk(port, arm.path, conns, threads, args.duration, args.client_cpu,
                 script, root_pid=server.proc.pid, probe=True,
-                server_cpu=args.server_cpu, client=client(args.duration))
+                server_cpu=args.server_cpu, client=client(args.duration),
+                scheme=scheme)
     if "error" in r:
         return r
     if not r["requests"]:  # nothing to divide by: a failed run
@@ -654,6 +672,9 @@ def main():
                 "sluice_before": (str(Path(args.before_bin).resolve())
                                   if args.before_bin else "")}
 
+    if suite.tls:  # made in $LOGDIR once the run has one
+        ctx_base.update(certfile="$LOGDIR/ecdsa.crt",
+                        keyfile="$LOGDIR/ecdsa.key")
     if args.list:
         for arm in arms:
             s = Server(arm, dict(ctx_base, port="PORT"), args.server_cpu,
@@ -704,6 +725,7 @@ def main():
         "wrk_threads": args.wrk_threads, "pipeline": args.pipeline,
         "server_cpu": args.server_cpu, "client_cpu": args.client_cpu,
         "baselines": baselines, "sluice_bin": ctx_base["sluice"],
+        "tls": suite.tls,
         "root": str(ROOT),
         "git_commit": subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -713,12 +735,14 @@ def main():
              "-t%d" % args.wrk_threads, "-cCONNS", "-d%ds" % args.duration,
              "-s", "bench/wrk_summary.lua" if args.pipeline == 1 else
              "$LOGDIR/pipeline-%d.lua" % args.pipeline,
-             "http://127.0.0.1:PORT/PATH"]),
+             "%s://127.0.0.1:PORT/PATH" % ("https" if suite.tls
+                                           else "http")]),
     })
 
     arm_info = {a.name: {"note": a.note, "path": a.path, "ours": a.ours,
                          "method": a.method, "upload": a.upload,
-                         "client": a.client, "mark": a.mark, "ref": a.ref}
+                         "client": a.client, "mark": a.mark, "ref": a.ref,
+                         "tls": a.tls}
                 for a in arms}
     runs = []
     attempt_errors = {}
@@ -733,6 +757,9 @@ def main():
     script = wrk_script(args.pipeline, logdir)
     if suite.big_file:
         workload.big_file(logdir)
+    if suite.tls:
+        ctx_base.update(zip(("certfile", "keyfile"),
+                            workload.tls_certs(logdir, ("ecdsa",))["ecdsa"]))
     try:
         for rep in range(args.repeat):
             k = rep % len(runnable) if runnable else 0

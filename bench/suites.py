@@ -11,6 +11,8 @@ are templates; run.py fills in:
               $SLUICE_BEFORE_BIN): the "change" suite's "-before" arms
     {config}  the arm's `config` file, written for this server start
     {logdir}  the run's temporary directory (server logs, access logs)
+    {certfile}, {keyfile}  a TLS suite's certificate and key, made by the
+              harness in {logdir} at the start of the run (never committed)
 
 Every server runs as `taskset -c SERVER_CPU <argv>`, in its own session, with
 a cleaned environment (no PYTHON* variables, PATH limited to the system's
@@ -72,6 +74,8 @@ class Arm:
     # The same server's hello-world arm: the report says what share of this
     # arm's CPU per request the server alone costs.
     ref: Optional[str] = None
+    # Served over TLS: wrk and the preflight speak https to it.
+    tls: bool = False
 
 
 @dataclass
@@ -89,6 +93,9 @@ class Suite:
     # Write the 1 MiB file (BIG) to $LOGDIR/big.bin before any server
     # starts; arms find it through $SLUICE_BENCH_FILE.
     big_file: bool = False
+    # Make the TLS certificates (workload.tls_certs) before any server
+    # starts; the report adds CPU µs/req ratios and MB/s.
+    tls: bool = False
 
 
 UWSGI_COMMON = [
@@ -564,5 +571,88 @@ FRAMEWORKS = Suite(
     ],
 )
 
+# ------------------------------------------------ TLS (issue 28)
+#
+# The same one-worker servers with TLS in front: sluice's own (the
+# sluice-tls.so module), nginx's (its config: the same certificate,
+# protocols, TLS 1.2 suites, key-exchange groups and session tickets as
+# sluice's defaults, worker/loop/tlsctx.c and common/options.c), and
+# uvicorn's (Python's ssl module). The certificate is ECDSA P-256 unless
+# the harness says otherwise (bench/tlshs.py also runs RSA 2048).
+# Handshakes are measured by bench/tlshs.py from the same arms.
+
+# sluice's default TLS 1.2 suites (common/options.c), for the peers
+TLS_CIPHERS = ("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+               "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+               "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305")
+_TLS = ["--certfile", "{certfile}", "--keyfile", "{keyfile}"]
+
+
+def _nginx_tls(name, path="/", **kw):
+    return Arm(
+        name=name,
+        argv=["/usr/sbin/nginx", "-e", "stderr", "-c", "{config}"],
+        config="nginx_tls.conf", requires="/usr/sbin/nginx", path=path,
+        tls=True,
+        note=kw.pop("note", "nginx over TLS, one worker process, no master; "
+                    "`return 200` from its config, no Python"),
+        **kw)
+
+
+def _uvicorn_tls(name, app, **kw):
+    arm = _uvicorn(name, app, tls=True, **kw)
+    arm.argv[-1:-1] = ["--ssl-certfile", "{certfile}",
+                       "--ssl-keyfile", "{keyfile}",
+                       "--ssl-ciphers", TLS_CIPHERS]
+    arm.note += "; --ssl-certfile/--ssl-keyfile, --ssl-ciphers as sluice's"
+    return arm
+
+
+TLS = Suite(
+    name="tls",
+    title="hello world over TLS (ECDSA P-256), one worker",
+    app="hello_wsgi.py, hello_asgi.py",
+    baselines=["nginx", "uvicorn"],
+    tls=True,
+    arms=[
+        _sluice("sluice", "hello_wsgi:app", extra=_TLS, tls=True,
+                note="WSGI, pump mode (default)"),
+        _sluice("sluice-inline", "hello_wsgi:app", extra=_TLS, tls=True,
+                env={"SLUICE_INLINE": "1"},
+                note="WSGI, inline mode: SLUICE_INLINE=1"),
+        _sluice("sluice-asgi", "hello_asgi:app", extra=_TLS + _ASGI,
+                tls=True, note="ASGI, pump mode, uvloop"),
+        _nginx_tls("nginx"),
+        _uvicorn_tls("uvicorn", "hello_asgi:app"),
+    ],
+)
+
+# A 1 MiB file over TLS: wsgi.file_wrapper, pathsend, nginx's static file
+# (sendfile on; without kTLS every server encrypts in user space).
+TLS_FILE = Suite(
+    name="tls-file",
+    title="a 1 MiB file over TLS (ECDSA P-256), one worker",
+    app="work_wsgi.py, work_asgi.py",
+    baselines=["nginx-file", "uvicorn-file"],
+    big_file=True,
+    tls=True,
+    conns=[16],
+    arms=[
+        _sluice("sluice-file", "work_wsgi:app", extra=_TLS, tls=True,
+                path="/file", expect=BIG, env=_FILE_ENV,
+                note="WSGI, pump mode: wsgi.file_wrapper"),
+        _sluice("sluice-asgi-file", "work_asgi:app", extra=_TLS + _ASGI,
+                tls=True, path="/file", expect=BIG, env=_FILE_ENV,
+                note="ASGI, pump mode: http.response.pathsend"),
+        _nginx_tls("nginx-file", path="/file", expect_body=BIG,
+                   note="nginx over TLS serving $LOGDIR/big.bin as a "
+                        "static file (sendfile on; no kTLS: read and "
+                        "encrypted in user space)"),
+        _uvicorn_tls("uvicorn-file", "work_asgi:app", path="/file",
+                     expect_body=BIG, env=_FILE_ENV,
+                     mark="no pathsend: body from memory"),
+    ],
+)
+
 SUITES = {s.name: s for s in (WSGI, ASGI, CHANGE, WS, IO, BIG_SUITE, UPLOAD,
-                              FRAMEWORKS)}
+                              FRAMEWORKS, TLS, TLS_FILE)}

@@ -8,6 +8,7 @@ never committed.
 
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 import suites
@@ -38,6 +39,31 @@ def big_file(logdir):
     path = Path(logdir) / "big.bin"
     path.write_bytes(suites.BIG)
     return path
+
+
+# The TLS suites' keys: openssl req makes a self-signed certificate for
+# 127.0.0.1 and localhost of each kind, into the run's directory.
+TLS_KEYS = {
+    "ecdsa": ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"],
+    "rsa": ["-newkey", "rsa:2048"],
+}
+
+
+def tls_certs(logdir, kinds=("ecdsa", "rsa")):
+    """{kind: (certificate, key)} made fresh in LOGDIR (never committed)."""
+    out = {}
+    for kind in kinds:
+        crt = Path(logdir) / ("%s.crt" % kind)
+        key = Path(logdir) / ("%s.key" % kind)
+        subprocess.run(
+            ["/usr/bin/openssl", "req", "-x509", *TLS_KEYS[kind], "-nodes",
+             "-keyout", str(key), "-out", str(crt), "-days", "2",
+             "-subj", "/CN=localhost",
+             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+            check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        out[kind] = (str(crt), str(key))
+    return out
 
 
 def request_body(arm):
