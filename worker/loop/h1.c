@@ -622,6 +622,13 @@ static bool h1_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
         conn_process(c);
         return c->state == SL_CONN_FREE;
     }
+    if (rc == 0 && sl_transport_opening(&c->tp)) {
+        /* a handshake under way is not quiet: the grace counts from its
+         * end, as a plain connection's does from its accept (a stalled
+         * one ends at the header timeout) */
+        c->idle_since = now;
+        return false;
+    }
     if (rc < 0 || now - c->idle_since >= grace) {
         sl_conn_close(c);
         return true;

@@ -454,6 +454,16 @@ static size_t tls_pending(const sl_transport_t *t)
     return n > 0 ? (size_t)n : tls->ahead ? 1 : 0;
 }
 
+/* The client's first byte came (the SSL has the socket) and the
+ * handshake has not finished. */
+static bool tls_opening(const sl_transport_t *t)
+{
+    const tls_t *tls = t->state;
+
+    return tls != NULL && SSL_get_rbio(tls->ssl) != NULL &&
+           !SSL_is_init_finished(tls->ssl);
+}
+
 static const sl_tls_info_t *tls_info(const sl_transport_t *t)
 {
     const tls_t *tls = t->state;
@@ -469,6 +479,7 @@ const sl_transport_ops_t sl_transport_tls = {
     .shutdown = tls_shutdown,
     .close = tls_close,
     .pending = tls_pending,
+    .opening = tls_opening,
     .tls_info = tls_info,
 };
 

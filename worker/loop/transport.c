@@ -63,6 +63,12 @@ static size_t plain_pending(const sl_transport_t *t)
     return 0;
 }
 
+static bool plain_opening(const sl_transport_t *t)
+{
+    (void)t;
+    return false;
+}
+
 static const sl_tls_info_t *plain_tls_info(const sl_transport_t *t)
 {
     (void)t;
@@ -77,6 +83,7 @@ const sl_transport_ops_t sl_transport_plain = {
     .shutdown = plain_shutdown,
     .close = plain_close,
     .pending = plain_pending,
+    .opening = plain_opening,
     .tls_info = plain_tls_info,
 };
 

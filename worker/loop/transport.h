@@ -110,12 +110,17 @@ typedef struct sl_transport_ops {
      * wait takes as a failure (it closes). Reads go on working. */
     int (*shutdown)(sl_transport_t *t);
 
-    /* Close the fd and free what the transport holds, at once: no more
-     * bytes go out (a TLS close_notify is shutdown()'s). */
+    /* Close the fd and free what the transport holds, at once (TLS: a
+     * close_notify first, unsent if the socket is full, when none went
+     * out yet and nothing failed). */
     void (*close)(sl_transport_t *t);
 
     /* Bytes a read would return now without the socket being readable. */
     size_t (*pending)(const sl_transport_t *t);
+
+    /* The transport's own opening (a TLS handshake) has begun and not
+     * ended: the peer is busy, not quiet, though no byte reached us. */
+    bool (*opening)(const sl_transport_t *t);
 
     /* What the handshake settled, once it is done; NULL before, and
      * always for plain. */
@@ -207,6 +212,11 @@ static inline void sl_transport_close(sl_transport_t *t)
 static inline size_t sl_transport_pending(const sl_transport_t *t)
 {
     return t->ops->pending(t);
+}
+
+static inline bool sl_transport_opening(const sl_transport_t *t)
+{
+    return t->ops->opening(t);
 }
 
 static inline const sl_tls_info_t *
