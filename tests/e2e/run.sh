@@ -121,7 +121,8 @@ done
 # The closing line of each pass, added up: pytest's words, so that
 # summary.sh reads it as it reads pytest's own.
 for pass in $passes; do
-    grep -E '^=* *([0-9]+ [a-z]+|no tests ran)' "$out/$pass" | tail -n 1
+    grep -E '^=* *([0-9]+ (passed|failed|skipped|errors?|xfailed|xpassed|deselected|warnings?)[ ,]|no tests ran)' \
+        "$out/$pass" | tail -n 1
 done | awk -v secs=$(($(date +%s) - started)) '
     {
         n = split($0, w, /[ ,=]+/)
