@@ -1271,7 +1271,7 @@ class Load:
             self.tls = TLS
         else:
             self.host, self.port = target.host, target.port
-            self.tls = target.tls
+            self.tls = getattr(target, "tls", False)
         self.mix = [m if isinstance(m, Req) else Req(m) for m in mix]
         self.conns = conns
         self.keep_alive = keep_alive

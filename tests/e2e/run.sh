@@ -74,14 +74,15 @@ out=$(mktemp -d) || exit 99
 trap 'rm -rf "$out"' EXIT
 trap 'exit 130' INT TERM
 
-# run_pass NAME PYTEST-ARGS...: one pytest run, its output shown and kept
-# in $out/NAME, its exit status in $out/NAME.rc.
+# run_pass NAME TLS PYTEST-ARGS...: one pytest run with SLUICE_E2E_TLS=TLS,
+# its output shown and kept in $out/NAME, its exit status in $out/NAME.rc.
 run_pass() {
     name=$1
-    shift
+    tls=$2
+    shift 2
     # The source tree may be read-only (make distcheck): no .pyc, no cache.
-    { PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q \
-        -p no:cacheprovider "$@"; echo $? >"$out/$name.rc"; } |
+    { SLUICE_E2E_TLS=$tls PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m \
+        pytest -q -p no:cacheprovider "$@"; echo $? >"$out/$name.rc"; } |
         tee "$out/$name"
 }
 
@@ -91,7 +92,7 @@ for pass in $passes; do
     t0=$(date +%s)
     case $pass in
     plain)
-        run_pass plain tests/e2e "$@"
+        run_pass plain 0 tests/e2e "$@"
         ;;
     tls)
         echo "run.sh: the TLS pass (SLUICE_E2E_TLS=1)"
@@ -101,7 +102,7 @@ for pass in $passes; do
         done
         # word splitting of the lists is meant: paths without spaces
         # shellcheck disable=SC2086
-        SLUICE_E2E_TLS=1 run_pass tls $TLS_SUITES $deselect "$@"
+        run_pass tls 1 $TLS_SUITES $deselect "$@"
         ;;
     *)
         echo "run.sh: unknown pass '$pass' in SLUICE_E2E_PASSES" \

@@ -88,8 +88,8 @@ class WsServer(helpers.Server):
 
 def ws_url(server, path):
     """SERVER's URL for PATH: ws://, or wss:// when SERVER speaks TLS."""
-    return "%s://%s:%d%s" % ("wss" if server.tls else "ws", server.host,
-                             server.port, path)
+    scheme = "wss" if getattr(server, "tls", False) else "ws"
+    return "%s://%s:%d%s" % (scheme, server.host, server.port, path)
 
 
 def ws_connect(url, **kw):
@@ -202,7 +202,7 @@ class WsRaw:
     @classmethod
     def to(cls, server, path="/echo", **kw):
         """A client of SERVER (over TLS when SERVER is)."""
-        kw.setdefault("tls", server.tls)
+        kw.setdefault("tls", getattr(server, "tls", False))
         return cls(server.host, server.port, path, **kw)
 
     def __enter__(self):
