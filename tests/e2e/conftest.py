@@ -16,6 +16,11 @@ from here) and passes the mode to make_server(mode=...).
 
 `make_server` starts extra servers for a single test and stops them when
 the test ends, failing the test if stopping went wrong.
+
+TLS mode (SLUICE_E2E_TLS=1, helpers.py) runs the same tests with every
+server and client on TLS, in the EXECUTORS modes only; a test that means
+nothing there carries @pytest.mark.plain_only("why") and is skipped with
+that reason.
 """
 
 import os
@@ -38,6 +43,13 @@ ASGI_MODES = {
     "inline-asyncio": {"inline": True, "args": ["--loop", "asyncio"]},
 }
 EXECUTORS = ("pump", "inline")
+if helpers.TLS:
+    # TLS mode: the transport is the loop thread's, and each executor kind
+    # meets it its own way (pump hands over, inline runs the app on the
+    # loop thread); the lane count and the event loop do not touch it, so
+    # the re-run keeps its time for the executor kinds alone
+    WSGI_MODES = {k: WSGI_MODES[k] for k in EXECUTORS}
+    ASGI_MODES = {k: ASGI_MODES[k] for k in EXECUTORS}
 
 
 def mode_params(table, names=None):
@@ -62,9 +74,19 @@ def mode_kwargs(mode, args=()):
 def pytest_configure(config):
     config.addinivalue_line("markers",
                             "sluice_only: behaviour the gunicorn peer lacks")
+    config.addinivalue_line("markers",
+                            "plain_only(why): means nothing over TLS; "
+                            "skipped in TLS mode (SLUICE_E2E_TLS=1)")
 
 
 def pytest_collection_modifyitems(config, items):
+    if helpers.TLS:
+        for item in items:
+            m = item.get_closest_marker("plain_only")
+            if m is not None:
+                item.add_marker(pytest.mark.skip(
+                    reason="plain only: %s" % (m.args[0] if m.args
+                                               else "not over TLS")))
     if not helpers.PEER:
         return
     skip = pytest.mark.skip(reason="not comparable on the %s peer"
@@ -75,6 +97,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionstart(session):
+    if helpers.TLS:
+        try:
+            helpers.tls_pki()
+        except ImportError as e:
+            pytest.exit("SLUICE_E2E_TLS=1 needs trustme (the Debian package "
+                        "python3-trustme): %s" % e, returncode=4)
     if helpers.PEER:
         return
     for b in (helpers.sluice_bin(), helpers.worker_bin()):

@@ -24,6 +24,15 @@ calls.
 With SLUICE_E2E_PEER=gunicorn the same tests run against Debian's gunicorn
 (gthread worker), which is how the test logic was checked before sluice
 could serve; tests of sluice-only behaviour skip there.
+
+With SLUICE_E2E_TLS=1 (TLS mode; run.sh's second pass) every Server
+listens with TLS, on a certificate for localhost, 127.0.0.1 and ::1 from a
+CA made once per process (tls_pki(), Debian's python3-trustme), and every
+client here speaks TLS trusting that CA: RawConn, Load, http_client(), and
+ws_helpers' clients. The bytes a test writes and reads are the same; the
+transport under them is sluice's TLS one. A test that cannot mean the same
+over TLS is marked plain_only (conftest.py). Off (the default), nothing
+here touches TLS.
 """
 
 import contextlib
@@ -33,6 +42,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -48,6 +58,7 @@ if str(APPS) not in sys.path:
     sys.path.insert(0, str(APPS))
 
 PEER = os.environ.get("SLUICE_E2E_PEER", "")
+TLS = os.environ.get("SLUICE_E2E_TLS", "0") not in ("", "0")
 IO_TIMEOUT = 10.0
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
@@ -107,6 +118,70 @@ def free_ports(n, host="127.0.0.1"):
     finally:
         for s in socks:
             s.close()
+
+
+# ------------------------------------------------------------------ TLS mode
+
+_tls = {}
+_tls_lock = threading.Lock()
+
+
+def tls_pki():
+    """TLS mode's certificates, made on the first call (from any thread):
+    "ca", "cert", "key" (paths) and "context", a client SSLContext that
+    trusts the CA and offers http/1.1. They live in a directory of their
+    own, removed when the process exits."""
+    with _tls_lock:
+        if not _tls:
+            _tls.update(_make_tls_pki())
+        return _tls
+
+
+def _make_tls_pki():
+    import atexit
+    import trustme  # Debian's python3-trustme
+    d = Path(tempfile.mkdtemp(prefix="sluice-e2e-tls-"))
+    atexit.register(shutil.rmtree, str(d), True)
+    ca = trustme.CA()
+    leaf = ca.issue_cert("localhost", "127.0.0.1", "::1")
+    out = {"ca": d / "ca.pem", "cert": d / "cert.pem", "key": d / "key.pem"}
+    ca.cert_pem.write_to_path(str(out["ca"]))
+    for i, blob in enumerate(leaf.cert_chain_pems):
+        blob.write_to_path(str(out["cert"]), append=i > 0)
+    leaf.private_key_pem.write_to_path(str(out["key"]))
+    ctx = ssl.create_default_context(cafile=str(out["ca"]))
+    ctx.set_alpn_protocols(["http/1.1"])
+    out["context"] = ctx
+    return out
+
+
+def tls_server_args():
+    """The options that make a server's listeners TLS in TLS mode."""
+    pki = tls_pki()
+    return ["--certfile", str(pki["cert"]), "--keyfile", str(pki["key"])]
+
+
+def tls_wrap(sock, host):
+    """Connected socket SOCK to HOST (an address, or None for a Unix
+    socket), after the TLS handshake with the session CA's context; the
+    handshake is bounded by SOCK's timeout."""
+    return tls_pki()["context"].wrap_socket(
+        sock, server_hostname=host or "localhost")
+
+
+def url_scheme(plain="http"):
+    """PLAIN ("http", "ws"), or its secure twin in TLS mode."""
+    return plain + "s" if TLS else plain
+
+
+def half_close(sock):
+    """End SOCK's sending side, as a client that has sent all it will; it
+    reads on. Over TLS the TCP FIN alone, no close_notify: Python sends
+    one only by waiting for the peer's, which would eat what it sends
+    meanwhile, and sluice takes an EOF without one as the end
+    (SSL_OP_IGNORE_UNEXPECTED_EOF) like a plain FIN. SSLSocket's own
+    shutdown() would drop the TLS layer, so the socket's is called."""
+    socket.socket.shutdown(sock, socket.SHUT_WR)
 
 
 # ------------------------------------------------------------------ processes
@@ -304,6 +379,9 @@ class Server:
                 h, _, p = b.rpartition(":")
                 self.host, self.port = h.strip("[]"), int(p)
         self.args = [str(a) for a in args]
+        # TLS mode: every listener speaks TLS, unless the test brought
+        # certificates of its own (tls_helpers.TLSServer)
+        self.tls = TLS and "--certfile" not in self.args
         self.extra_env = dict(env or {})
         self.pythonpath = list(pythonpath)
         self.binary = binary  # instead of SLUICE_BIN: a copy a test replaces
@@ -324,6 +402,8 @@ class Server:
         for p in self.pythonpath:
             cmd += ["--pythonpath", p]
         cmd += ["--error-logfile", str(self.error_log)]
+        if self.tls:
+            cmd += tls_server_args()
         cmd += peer_args(self.args)
         cmd.append(self.app)
         return cmd
@@ -414,6 +494,8 @@ class Server:
 
     def describe(self):
         mode = "inline" if self.inline else "pump"
+        if self.tls:
+            mode += " tls"
         return "server[%s %s threads=%d workers=%d]" % (
             self.app, mode, self.threads, self.workers)
 
@@ -483,9 +565,10 @@ class Server:
     # -- connections
 
     def connect(self, timeout=IO_TIMEOUT):
+        """A RawConn to the first bind (over TLS in TLS mode)."""
         if self.port is not None:
-            return RawConn.tcp(self.host, self.port, timeout)
-        return RawConn.unix(self.unix_path, timeout)
+            return RawConn.tcp(self.host, self.port, timeout, tls=self.tls)
+        return RawConn.unix(self.unix_path, timeout, tls=self.tls)
 
     def get(self, target, headers=(), timeout=IO_TIMEOUT):
         """One request on a fresh connection (Connection: close)."""
@@ -729,7 +812,8 @@ STATUS_RE = re.compile(rb"^(HTTP/\d\.\d) (\d{3})(?: (.*))?$")
 
 
 class RawConn:
-    """A client socket with an exact-bytes HTTP/1.x response reader."""
+    """A client socket with an exact-bytes HTTP/1.x response reader. SOCK
+    may be a TLS one (ssl.SSLSocket): tcp() and unix() with TLS make it."""
 
     def __init__(self, sock, timeout=IO_TIMEOUT):
         self.sock = sock
@@ -740,24 +824,30 @@ class RawConn:
         self.consumed = bytearray()
 
     @classmethod
-    def tcp(cls, host, port, timeout=IO_TIMEOUT):
+    def tcp(cls, host, port, timeout=IO_TIMEOUT, tls=False):
+        """Connected to HOST:PORT; with TLS, after the handshake
+        (tls_wrap())."""
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         s = socket.socket(family, socket.SOCK_STREAM)
         try:
             s.settimeout(timeout)
             s.connect((host, port))
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls:
+                s = tls_wrap(s, host)
         except BaseException:
             s.close()
             raise
         return cls(s, timeout)
 
     @classmethod
-    def unix(cls, path, timeout=IO_TIMEOUT):
+    def unix(cls, path, timeout=IO_TIMEOUT, tls=False):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.settimeout(timeout)
             s.connect(path)
+            if tls:
+                s = tls_wrap(s, None)
         except BaseException:
             s.close()
             raise
@@ -778,6 +868,10 @@ class RawConn:
 
     def send(self, data):
         self.sock.sendall(data)
+
+    def half_close(self):
+        """Send no more (a FIN; see half_close()); reading goes on."""
+        half_close(self.sock)
 
     def _fill(self, what):
         if self.eof:
@@ -808,6 +902,8 @@ class RawConn:
     def idle_state(self):
         """What the peer did to this idle connection, without waiting:
         "open", "eof", "reset" or "data" (bytes nobody asked for)."""
+        if isinstance(self.sock, ssl.SSLSocket):
+            return self._tls_idle_state()
         self.sock.settimeout(0)
         try:
             data = self.sock.recv(1, socket.MSG_PEEK)
@@ -818,6 +914,27 @@ class RawConn:
         finally:
             self.sock.settimeout(self.timeout)
         return "eof" if data == b"" else "data"
+
+    def _tls_idle_state(self):
+        """idle_state() over TLS, which cannot peek: a record that arrived
+        is read (a session ticket is no data; bytes are kept in the
+        buffer), and a record not yet whole counts as nothing yet."""
+        if self.sock.pending():
+            return "data"
+        self.sock.settimeout(0)
+        try:
+            data = self.sock.recv(65536)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError,
+                BlockingIOError):
+            return "open"
+        except ConnectionResetError:
+            return "reset"
+        finally:
+            self.sock.settimeout(self.timeout)
+        if data == b"":
+            return "eof"
+        self.buf += data
+        return "data"
 
     def read_line(self, what="a line", limit=65536):
         while True:
@@ -991,7 +1108,12 @@ def chunked(body, sizes=(7,), ext=b"", trailers=b""):
 # ------------------------------------------------------------ http.client use
 
 def http_client(server, timeout=IO_TIMEOUT):
+    """An http.client connection to SERVER; HTTPS when SERVER is TLS."""
     import http.client
+    if getattr(server, "tls", False):
+        return http.client.HTTPSConnection(server.host, server.port,
+                                           timeout=timeout,
+                                           context=tls_pki()["context"])
     return http.client.HTTPConnection(server.host, server.port,
                                       timeout=timeout)
 
@@ -1120,7 +1242,8 @@ class Load:
     outcome recorded, until stop(), REQUESTS requests in all, or DURATION
     seconds, whichever comes first.
 
-    TARGET is a Server or a (host, port). MIX holds Req objects or targets
+    TARGET is a Server or a (host, port), spoken to over TLS when the
+    Server is (a (host, port): in TLS mode). MIX holds Req objects or targets
     (GET); each thread takes them in order (ORDER "cycle") or at random
     ("random", seeded by the thread's number). KEEP_ALIVE: True, every
     thread keeps its connection alive (and opens a new one when the server
@@ -1145,8 +1268,10 @@ class Load:
                  timeout=IO_TIMEOUT):
         if isinstance(target, tuple):
             self.host, self.port = target
+            self.tls = TLS
         else:
             self.host, self.port = target.host, target.port
+            self.tls = getattr(target, "tls", False)
         self.mix = [m if isinstance(m, Req) else Req(m) for m in mix]
         self.conns = conns
         self.keep_alive = keep_alive
@@ -1383,7 +1508,8 @@ class Load:
             reused = conn is not None
             if conn is None:
                 try:
-                    conn = RawConn.tcp(self.host, self.port, self.timeout)
+                    conn = RawConn.tcp(self.host, self.port, self.timeout,
+                                       tls=self.tls)
                 except ConnectionRefusedError as e:
                     self._record(req.target, "refused", detail=repr(e))
                     self._pause(rng)

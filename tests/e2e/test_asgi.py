@@ -79,7 +79,7 @@ def test_scope(server):
     assert s["asgi"] == {"version": "3.0", "spec_version": "2.3"}
     assert s["http_version"] == "1.1"
     assert s["method"] == "GET"
-    assert s["scheme"] == "http"
+    assert s["scheme"] == helpers.url_scheme("http")
     assert s["path"] == "/scope/caf\u00e9 x"
     assert s["raw_path"] == "/scope/caf%C3%A9%20x"
     assert s["query_string"] == "a=1&b=%20"

@@ -9,10 +9,12 @@ the Date and Server headers.
 import email.utils
 import hashlib
 import re
+import ssl
 import time
 
 import pytest
 
+import helpers
 from e2e_data import pattern
 from helpers import HTTPError, build_request, chunked, server_name
 
@@ -35,6 +37,16 @@ def test_basic_get_has_date_and_server(server):
     assert abs(sent - time.time()) < 5, date
     assert len(r.header_all("Date")) == 1
     assert len(r.header_all("Server")) == 1
+
+
+def test_the_connection_is_the_passs_transport(server):
+    """Plain, or TLS in run.sh's TLS pass (SLUICE_E2E_TLS=1): the client
+    speaks what the pass says, and the app sees its scheme."""
+    with server.connect() as c:
+        tls = isinstance(c.sock, ssl.SSLSocket)
+        r = c.request("GET", "/environ")
+    assert tls == helpers.TLS
+    assert r.json()["wsgi.url_scheme"]["value"] == helpers.url_scheme("http")
 
 
 def test_status_line_keeps_the_app_reason_phrase(server):

@@ -10,8 +10,6 @@ the next request runs on another thread, and the hold lasts a moment
 (conn.h: SL_CONN_HOLD_SECS).
 """
 
-import socket
-
 import pytest
 
 from conftest import start_mode_server
@@ -69,7 +67,7 @@ def continue_after_the_answer(server):
 def half_close_after_the_last(server, n=20):
     with server.connect(timeout=WAIT) as c:
         c.send(b"".join(build_request("GET", "/hello") for _ in range(n)))
-        c.sock.shutdown(socket.SHUT_WR)
+        c.half_close()
         for _ in range(n):
             assert c.read_response().body == b"hello\n"
         c.expect_eof(timeout=WAIT)

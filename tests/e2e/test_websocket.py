@@ -22,14 +22,13 @@ import zlib
 from pathlib import Path
 
 import pytest
-import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatusCode
 
 import helpers
 from conftest import ASGI_EXECUTOR_PARAMS
 from ws_helpers import (OP_BIN, OP_CONT, OP_PING, OP_PONG, OP_TEXT,
-                        ON_SLUICE, WS_TARGET, WsRaw, WsServer, ws_deflate,
-                        ws_frame,
+                        ON_SLUICE, WS_TARGET, WsRaw, WsServer, ws_connect,
+                        ws_deflate, ws_frame,
                         ws_node_env, ws_run, ws_serve, ws_start,
                         sluice_ws_only)
 
@@ -100,7 +99,7 @@ def connect(server, path, **kw):
     kw.setdefault("max_size", 4 << 20)
     kw.setdefault("open_timeout", 10)
     kw.setdefault("close_timeout", 5)
-    return websockets.connect(server.url(path), **kw)
+    return ws_connect(server.url(path), **kw)
 
 
 async def bounded(coro, t=20):

@@ -18,9 +18,10 @@ import signal
 import pytest
 import websockets
 import websockets.exceptions
-from websockets.client import connect as ws_connect
 
+import helpers
 from conftest import ASGI_MODE_PARAMS, start_mode_server
+from ws_helpers import ws_connect, ws_url
 
 pytestmark = pytest.mark.sluice_only
 
@@ -34,10 +35,6 @@ def server(asgi_mode, tmp_path_factory):
         yield s
 
 
-def url(server, path):
-    return "ws://%s:%d%s" % (server.host, server.port, path)
-
-
 def run(coro):
     """Run one client coroutine, bounded in time."""
     return asyncio.run(asyncio.wait_for(coro, TIMEOUT))
@@ -47,7 +44,7 @@ def connect(server, path, **kw):
     kw.setdefault("ping_interval", None)
     kw.setdefault("open_timeout", TIMEOUT)
     kw.setdefault("close_timeout", TIMEOUT)
-    return ws_connect(url(server, path), **kw)
+    return ws_connect(ws_url(server, path), **kw)
 
 
 async def closed_with(ws):
@@ -86,13 +83,17 @@ def test_scope(server):
     assert s["type"] == "websocket"
     assert s["asgi"] == {"version": "3.0", "spec_version": "2.4"}
     assert s["http_version"] == "1.1"
-    assert s["scheme"] == "ws"
+    assert s["scheme"] == helpers.url_scheme("ws")
     assert s["path"] == "/scope"
     assert s["raw_path"] == "/scope"
     assert s["query_string"] == "x=1&y=%20"
     assert s["root_path"] == "/r"
     assert s["subprotocols"] == ["chat", "superchat"]
-    assert s["extensions"] == {"websocket.http.response": {}}
+    ext = dict(s["extensions"])
+    tls = ext.pop("tls", None)
+    assert ext == {"websocket.http.response": {}}
+    # the TLS extension exactly when the connection is TLS (TLS mode)
+    assert (tls is not None) == helpers.TLS, tls
     assert ["x-mixed-case", "Value"] in s["headers"]
     assert ["upgrade", "websocket"] in s["headers"]
     assert s["client"] == [local[0], local[1]]

@@ -11,6 +11,10 @@ ws_* : a small RFC 6455 client on a raw socket, for what a well-behaved
 client library will not do (unmasked frames, bad UTF-8, not answering
 pings, reading a close frame byte for byte) and for checking exactly what
 came back.
+
+In TLS mode (helpers.TLS) the server's URL is wss://, ws_connect() gives
+the python client the session CA's context, ws_node_env() hands the CA to
+node (NODE_EXTRA_CA_CERTS), and WsRaw shakes hands before it upgrades.
 """
 
 import base64
@@ -59,6 +63,10 @@ class WsServer(helpers.Server):
                # uvicorn 0.17 has no lifespan state, which asgi_starlette's
                # lifespan needs; no WebSocket test needs a lifespan
                "--lifespan", "off"]
+        if self.tls:
+            pki = helpers.tls_pki()
+            cmd += ["--ssl-certfile", str(pki["cert"]),
+                    "--ssl-keyfile", str(pki["key"])]
         a = list(self.args)
         while a:
             opt = a.pop(0)
@@ -75,7 +83,22 @@ class WsServer(helpers.Server):
         return self.wait_workers(1)[0]
 
     def url(self, path):
-        return "ws://%s:%d%s" % (self.host, self.port, path)
+        return ws_url(self, path)
+
+
+def ws_url(server, path):
+    """SERVER's URL for PATH: ws://, or wss:// when SERVER speaks TLS."""
+    scheme = "wss" if getattr(server, "tls", False) else "ws"
+    return "%s://%s:%d%s" % (scheme, server.host, server.port, path)
+
+
+def ws_connect(url, **kw):
+    """websockets.connect(URL, **KW), with the session CA's context for a
+    wss:// URL."""
+    import websockets
+    if url.startswith("wss:"):
+        kw.setdefault("ssl", helpers.tls_pki()["context"])
+    return websockets.connect(url, **kw)
 
 
 def ws_skip_inline_on_reference(mode):
@@ -157,13 +180,15 @@ class WsRaw:
     Every read is bounded by TIMEOUT."""
 
     def __init__(self, host, port, path="/echo", headers=(), timeout=10.0,
-                 rcvbuf=None, handshake=True):
+                 rcvbuf=None, handshake=True, tls=False):
         self.sock = socket.socket(socket.AF_INET6 if ":" in host
                                   else socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(timeout)
         self.sock.connect((host, port))
+        if tls:
+            self.sock = helpers.tls_wrap(self.sock, host)
         self.buf = b""
         self.timeout = timeout
         self.status = None
@@ -176,6 +201,8 @@ class WsRaw:
 
     @classmethod
     def to(cls, server, path="/echo", **kw):
+        """A client of SERVER (over TLS when SERVER is)."""
+        kw.setdefault("tls", getattr(server, "tls", False))
         return cls(server.host, server.port, path, **kw)
 
     def __enter__(self):
@@ -191,7 +218,7 @@ class WsRaw:
         if self.status == 101 and not self.closing:
             try:
                 self.sock.sendall(ws_frame(OP_CLOSE, ws_close_payload(1000)))
-                self.sock.shutdown(socket.SHUT_WR)
+                helpers.half_close(self.sock)
                 self.sock.settimeout(1.0)
                 end = time.monotonic() + 2.0
                 while self.sock.recv(65536) and time.monotonic() < end:
@@ -351,6 +378,8 @@ def ws_parse_close(payload):
 def ws_node_env():
     env = dict(os.environ)
     env["NODE_PATH"] = NODE_PATH
+    if helpers.TLS:
+        env["NODE_EXTRA_CA_CERTS"] = str(helpers.tls_pki()["ca"])
     return env
 
 
