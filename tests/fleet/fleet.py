@@ -355,9 +355,11 @@ class HAProxy:
 
     def status(self, name):
         """UP or DOWN (or "DOWN 1/2" while rising), once a check has
-        been done: HAProxy starts a server as UP before checking it."""
+        been done: HAProxy starts a server as UP before checking it. While
+        a check runs, check_status is the last one's with "* " before it
+        ("* INI" during the first)."""
         row = self.servers()[name]
-        if row["check_status"] in ("", "INI"):
+        if row["check_status"].lstrip("* ") in ("", "INI"):
             return "unchecked"
         return row["status"]
 
