@@ -1,6 +1,7 @@
-"""Fixtures of the fleet test (tests/fleet): the fleet itself, and the
-per-step tables the tests hand in, printed at the end of the run whatever
-pytest's verbosity (they are the figures the test exists to report)."""
+"""Fixtures of the fleet test (tests/fleet): the fleet itself (plain, or
+over TLS for a test that asks), and the per-step tables the tests hand
+in, printed at the end of the run whatever pytest's verbosity (they are
+the figures the test exists to report)."""
 
 import sys
 from pathlib import Path
@@ -19,11 +20,17 @@ REPORTS = []
 
 
 @pytest.fixture
-def fleet(tmp_path):
+def fleet(request, tmp_path):
+    """The fleet, up; over TLS when the test parametrizes it indirectly
+    with "tls" (plain by default)."""
     why = fleet_mod.missing_requirements()
     if why:
         pytest.skip(why)
-    f = fleet_mod.Fleet(tmp_path)
+    tls = getattr(request, "param", "plain") == "tls"
+    if tls:
+        pytest.importorskip("trustme", reason="the TLS arm makes its "
+                            "certificates with python3-trustme")
+    f = fleet_mod.Fleet(tmp_path, tls=tls)
     problems = []
     try:
         f.up()

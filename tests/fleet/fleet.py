@@ -20,6 +20,19 @@ test takes seconds: a 503 from /healthz takes a host out within one
 check interval (fall 1), two good checks bring it back (rise 2), and
 `retry-on` with `option redispatch` moves a request that met a closing
 or dead host to the other one, which is what makes "zero failed" hold.
+
+The TLS arm (Fleet(tls=True)): the test is its own CA (make_pki, with
+Debian's python3-trustme); each host's sluice serves a certificate of its
+own, for NAME.fleet.test and its address, with --certfile/--keyfile, and
+HAProxy's server lines say what an operator's would: `ssl verify required
+ca-file <the CA> verifyhost NAME.fleet.test` (HAProxy's reasons are at
+HAProxy.server_line). `ssl` puts the health checks over TLS too, with the
+same verification; the PROXY header still comes first, before the
+handshake. Its check timers are the guide's, longer than the plain arm's,
+and its --shutdown-delay longer with them (TLS_CHECK_INTER_MS says why).
+A backend no frontend uses (verify_probe) checks host a with a wrong name
+and with a CA that did not sign it: those checks must fail, which shows
+that verification is really on.
 """
 
 import atexit
@@ -46,6 +59,18 @@ PORT = 8000           # every host's sluice port
 DELAY = 1.5           # --shutdown-delay: > HAProxy's inter * fall + a check
 GRACE = 10.0          # --graceful-timeout
 CHECK_INTER_MS = 200  # HAProxy's health check interval
+# The TLS arm's check timers are the deployment guide's (inter 1s,
+# fastinter 500ms). HAProxy gives a check min(timeout connect, inter) to
+# connect, and over TLS connecting includes the handshake, several turns of
+# HAProxy's loop: on a busy two-core machine, under the test's load, 200 ms
+# was too short for them (checks timed out and took hosts out), though
+# sluice answered each step within a few milliseconds. A plain check only
+# has to connect in that time (the kernel accepts); then it has `timeout
+# check`.
+TLS_CHECK_INTER_MS = 1000
+TLS_CHECK_FASTINTER_MS = 500
+TLS_DELAY = 2.5       # > 1 s inter * fall 1 + a check
+TLS_DOMAIN = "fleet.test"  # host NAME's certificate names NAME.fleet.test
 
 
 def run(*cmd, check=True):
@@ -157,10 +182,37 @@ class Network:
         self.links = []
 
 
+# -------------------------------------------------------------------- PKI
+
+def make_pki(d, hosts):
+    """The TLS arm's certificates, as files in directory D: "ca", the CA
+    HAProxy trusts; "stranger_ca", a CA that signed nothing here; and for
+    each of HOSTS (Host objects) by its name a (certificate, key) pair,
+    signed by "ca", for the host's dns_name and its address. trustme comes
+    from Debian's python3-trustme."""
+    import trustme
+
+    d = Path(d)
+    d.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA()
+    out = {"ca": d / "ca.pem", "stranger_ca": d / "stranger-ca.pem"}
+    ca.cert_pem.write_to_path(str(out["ca"]))
+    trustme.CA().cert_pem.write_to_path(str(out["stranger_ca"]))
+    for h in hosts:
+        leaf = ca.issue_cert(h.dns_name, h.addr)
+        cert, key = d / ("%s.pem" % h.name), d / ("%s-key.pem" % h.name)
+        for i, blob in enumerate(leaf.cert_chain_pems):
+            blob.write_to_path(str(cert), append=i > 0)
+        leaf.private_key_pem.write_to_path(str(key))
+        out[h.name] = (cert, key)
+    return out
+
+
 # ------------------------------------------------------------------ hosts
 
 class Host:
-    """One sluice host: its namespace, its directory, its app version."""
+    """One sluice host: its namespace, its directory, its app version;
+    with TLS, its (certificate, key) files."""
 
     def __init__(self, net, name, workdir):
         self.net = net
@@ -170,6 +222,13 @@ class Host:
         self.server = None
         self.generation = 0
         self.version = None
+        self.tls = None
+        self.delay = DELAY
+
+    @property
+    def dns_name(self):
+        """The name its certificate is for."""
+        return "%s.%s" % (self.name, TLS_DOMAIN)
 
     @property
     def addr(self):
@@ -190,9 +249,11 @@ class Host:
         self.generation += 1
         args = ["--interface", "asgi", "--name", "fleet-" + self.name,
                 "--health-path", "/healthz",
-                "--shutdown-delay", str(DELAY),
+                "--shutdown-delay", str(self.delay),
                 "--graceful-timeout", str(GRACE),
                 "--proxy-protocol", "--proxy-allow-from", self.net.gateway]
+        if self.tls is not None:
+            args += ["--certfile", self.tls[0], "--keyfile", self.tls[1]]
         self.server = helpers.Server(
             self.workdir / ("run%d" % self.generation), "fleet_app:app",
             args=args, workers=2, binds=["%s:%d" % (self.addr, PORT)],
@@ -269,28 +330,75 @@ backend fleet
     balance roundrobin
     option httpchk GET /healthz
     http-check expect status 200
-    default-server check send-proxy-v2 inter {inter}ms fastinter {inter}ms downinter {inter}ms fall 1 rise 2
+    default-server check send-proxy-v2 inter {inter}ms fastinter {fastinter}ms downinter {inter}ms fall 1 rise 2
+{servers}
+"""
+
+
+# The TLS arm's backend that no frontend uses: host a checked with a name
+# its certificate does not have, and with a CA that did not sign it. Both
+# must stay DOWN. The first check comes within an inter of the start.
+PROBE_CFG = """
+backend verify_probe
+    option httpchk GET /healthz
+    http-check expect status 200
+    default-server check send-proxy-v2 inter {inter}ms fall 1
 {servers}
 """
 
 
 class HAProxy:
     """Debian's haproxy in front of HOSTS; its stats socket is polled for
-    what it thinks of each server."""
+    what it thinks of each server. With PKI (make_pki's), it speaks TLS to
+    the hosts and verifies them, and has the verify_probe backend."""
 
-    def __init__(self, workdir, hosts):
+    def __init__(self, workdir, hosts, pki=None):
         self.workdir = Path(workdir)
         self.hosts = hosts
+        self.pki = pki
+        self.inter = self.fastinter = CHECK_INTER_MS
         self.port = helpers.free_port()
         self.sock = self.workdir / "haproxy.sock"
         self.log_path = self.workdir / "haproxy.log"
         self.proc = None
 
+    @staticmethod
+    def server_line(name, host, ca=None, verifyhost=None):
+        """The server line for HOST, under NAME; with CA, over TLS.
+
+        What an operator writes for a host whose certificate names it:
+        `ssl` (TLS to the server; the health checks follow it, with the
+        same settings, as long as the server line has no `port` or `addr`:
+        HAProxy 2.6's "ssl", "check-ssl"), `verify required` (the default,
+        unless the global ssl-server-verify changes it; written out so that
+        the line says it), `ca-file` (the CA that signs the hosts, not the
+        system's), and `verifyhost`: without SNI HAProxy matches the
+        certificate's names only against verifyhost, and without it checks
+        the chain alone, so that any certificate from the CA would do. No
+        `sni`: this backend has one name per server, and verifyhost alone
+        also covers the health checks, which do not use `sni` (they would
+        need check-sni). sluice serves its first certificate to a client
+        that sends no SNI."""
+        line = "    server %s %s:%d" % (name, host.addr, PORT)
+        if ca is not None:
+            line += " ssl verify required ca-file %s verifyhost %s" % (
+                ca, verifyhost or host.dns_name)
+        return line
+
     def config(self):
-        servers = "\n".join("    server %s %s:%d" % (h.name, h.addr, PORT)
+        ca = self.pki["ca"] if self.pki else None
+        servers = "\n".join(self.server_line(h.name, h, ca)
                             for h in self.hosts)
-        return HAPROXY_CFG.format(sock=self.sock, port=self.port,
-                                  inter=CHECK_INTER_MS, servers=servers)
+        cfg = HAPROXY_CFG.format(sock=self.sock, port=self.port,
+                                 inter=self.inter, fastinter=self.fastinter,
+                                 servers=servers)
+        if self.pki:
+            a, b = self.hosts[0], self.hosts[1]
+            probes = "\n".join((
+                self.server_line("wrong-name", a, ca, verifyhost=b.dns_name),
+                self.server_line("wrong-ca", a, self.pki["stranger_ca"])))
+            cfg += PROBE_CFG.format(inter=self.inter, servers=probes)
+        return cfg
 
     def start(self):
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -346,18 +454,20 @@ class HAProxy:
                     return out.decode()
                 out += data
 
-    def servers(self):
-        """{server name: its `show stat` row as a dict}."""
+    def servers(self, backend="fleet"):
+        """{server name: its `show stat` row as a dict}, of BACKEND."""
         text = self.command("show stat").lstrip("# ")
         rows = csv.DictReader(io.StringIO(text))
-        return {r["svname"]: r for r in rows if r["pxname"] == "fleet"
+        return {r["svname"]: r for r in rows if r["pxname"] == backend
                 and r["svname"] not in ("FRONTEND", "BACKEND")}
 
     def status(self, name):
         """UP or DOWN (or "DOWN 1/2" while rising), once a check has
-        been done: HAProxy starts a server as UP before checking it."""
+        been done: HAProxy starts a server as UP before checking it. While
+        a check runs, check_status is the last one's with "* " before it
+        ("* INI" during the first)."""
         row = self.servers()[name]
-        if row["check_status"] in ("", "INI"):
+        if row["check_status"].lstrip("* ") in ("", "INI"):
             return "unchecked"
         return row["status"]
 
@@ -374,18 +484,32 @@ class HAProxy:
 # ------------------------------------------------------------------ fleet
 
 class Fleet:
-    """Network, two hosts serving v1, HAProxy in front, all checked UP."""
+    """Network, two hosts serving v1, HAProxy in front, all checked UP;
+    with TLS, HAProxy speaks TLS to the hosts (make_pki's certificates)."""
 
-    def __init__(self, workdir, names=("a", "b")):
+    def __init__(self, workdir, names=("a", "b"), tls=False):
         self.workdir = Path(workdir)
+        self.tls = tls
+        self.delay = TLS_DELAY if tls else DELAY
         self.net = Network(names)
         self.hosts = {n: Host(self.net, n, self.workdir / ("host-" + n))
                       for n in names}
+        for h in self.hosts.values():
+            h.delay = self.delay
         self.haproxy = HAProxy(self.workdir / "haproxy",
                                list(self.hosts.values()))
+        if tls:
+            self.haproxy.inter = TLS_CHECK_INTER_MS
+            self.haproxy.fastinter = TLS_CHECK_FASTINTER_MS
 
     def up(self):
         self.net.up()
+        if self.tls:
+            # the certificates name the addresses, known only now
+            pki = make_pki(self.workdir / "pki", self.hosts.values())
+            for h in self.hosts.values():
+                h.tls = pki[h.name]
+            self.haproxy.pki = pki
         for h in self.hosts.values():
             h.start("v1")
         self.haproxy.start()
@@ -414,14 +538,14 @@ class Fleet:
         h = self.hosts[host]
         h.signal(signal.SIGTERM)
         t_term = time.monotonic()
-        self.haproxy.wait_status(host, "DOWN", timeout=DELAY + 5)
+        self.haproxy.wait_status(host, "DOWN", timeout=self.delay + 5)
         out_after = time.monotonic() - t_term
-        assert out_after < DELAY, \
+        assert out_after < self.delay, \
             "haproxy took %s out %.2fs after TERM: not within " \
-            "--shutdown-delay %.1fs" % (host, out_after, DELAY)
+            "--shutdown-delay %.1fs" % (host, out_after, self.delay)
         if on_down is not None:
             on_down()
-        rc = h.wait_exit(DELAY + GRACE + 5)
+        rc = h.wait_exit(self.delay + GRACE + 5)
         assert rc == 0, "host %s exited %s after TERM\n%s" % (
             host, rc, h.server.diagnostics())
         h.start(version)
@@ -442,7 +566,7 @@ class Fleet:
             def replaced():
                 now = set(server.worker_pids())
                 return len(now) == 2 and not now & old[h] and now
-            new |= wait_until(replaced, DELAY + GRACE + 20,
+            new |= wait_until(replaced, self.delay + GRACE + 20,
                               "host %s's workers to be replaced" % h,
                               interval=0.02)
             self.haproxy.wait_status(h, "UP")

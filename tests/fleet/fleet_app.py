@@ -8,7 +8,9 @@ release would be. FLEET_HOST comes from the environment of that host's
 sluice.
 
   GET /        200 "HOST VERSION PID\n", also as X-Fleet-Host and
-               X-Fleet-Version
+               X-Fleet-Version; X-Fleet-Scheme is the scope's scheme and
+               X-Fleet-TLS the connection's TLS version (the ASGI TLS
+               extension's tls_version, as 0x0304), or "-" without TLS
   WebSocket /  sends "HOST VERSION PID" once accepted, then echoes text
 """
 
@@ -32,10 +34,14 @@ async def app(scope, receive, send):
         await websocket(receive, send, who)
         return
     body = (who + "\n").encode()
+    tls = (scope.get("extensions") or {}).get("tls")
+    tls_version = "%#06x" % tls["tls_version"] if tls else "-"
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/plain"),
                             (b"x-fleet-host", HOST.encode()),
-                            (b"x-fleet-version", VERSION.encode())]})
+                            (b"x-fleet-version", VERSION.encode()),
+                            (b"x-fleet-scheme", scope["scheme"].encode()),
+                            (b"x-fleet-tls", tls_version.encode())]})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -25,6 +25,17 @@ test takes well under a minute rather than wrk's fixed 60 s per step.
 Between steps the load must be seen served by the expected hosts and
 versions, which proves each step's end state.
 
+The first test has two arms: plain, and TLS (HAProxy -> sluice over TLS,
+`ssl verify required` with the test's own CA; fleet.py says how). The
+TLS arm takes the same steps under the same load and must lose nothing
+in the same ones. Every answer says how it came (the scope's scheme and
+the connection's TLS version, fleet_app.py), and every one must have
+come the arm's way: https over TLS, or http without. In the TLS arm
+HAProxy's health checks go over TLS as well (the hosts speak nothing
+else, so a host checked UP was checked over TLS), and two checks that
+must fail verification (a wrong name, a CA that did not sign the host)
+must keep their servers DOWN.
+
 The second test holds WebSocket clients open through HAProxy during a
 deploy of each host in turn: every client of the host being deployed gets
 a close frame (1001, or 1012) and then EOF, never a reset; its reconnect
@@ -36,6 +47,8 @@ seen) to the end-of-run summary (conftest.py).
 
 import time
 from collections import Counter
+
+import pytest
 
 import helpers
 from fleet import DELAY, GRACE
@@ -50,8 +63,10 @@ N_WS = 24            # WebSocket clients
 
 
 class Answers:
-    """Every good answer's (time, host, version, pid), recorded by the
-    load's check callback (called on the load threads: append only)."""
+    """Every good answer's (time, host, version, pid, transport), recorded
+    by the load's check callback (called on the load threads: append
+    only). The transport is "SCHEME TLS-VERSION" as the app saw them
+    ("https 0x0304", "http -")."""
 
     def __init__(self):
         self.rows = []
@@ -60,8 +75,10 @@ class Answers:
         parts = r.body.decode("latin-1").split()
         if r.status != 200 or len(parts) != 3 or not parts[2].isdigit():
             return False
+        transport = "%s %s" % (r.header("x-fleet-scheme"),
+                               r.header("x-fleet-tls"))
         self.rows.append((time.monotonic(), parts[0], parts[1],
-                          int(parts[2])))
+                          int(parts[2]), transport))
         return True
 
     def since(self, t0, t1=None):
@@ -73,7 +90,7 @@ class Answers:
         pids=)."""
         def count():
             k = 0
-            for _, host, version, pid in self.since(t0):
+            for _, host, version, pid, _ in self.since(t0):
                 if match.get("host", host) != host or \
                         match.get("version", version) != version or \
                         ("pids" in match and pid not in match["pids"]):
@@ -120,8 +137,33 @@ class Steps:
         return lines
 
 
+def transport_ok(transport, tls):
+    """Whether an answer's TRANSPORT is the arm's: https over TLS 1.2 or
+    1.3 when TLS, else http without TLS."""
+    scheme, _, version = transport.partition(" ")
+    if tls:
+        return scheme == "https" and version in ("0x0303", "0x0304")
+    return scheme == "http" and version == "-"
+
+
+def verify_probes(lb):
+    """The verify_probe backend's servers once each has been checked:
+    {name: "STATUS CHECK_STATUS: LAST_CHK"}, e.g. "DOWN L6RSP: SSL
+    handshake failure" ("* " marks a check in progress)."""
+    def checked():
+        rows = lb.servers("verify_probe")
+        if any(r["check_status"].lstrip("* ") in ("", "INI")
+               for r in rows.values()):
+            return None
+        return {n: "%s %s: %s" % (r["status"], r["check_status"].lstrip("* "),
+                                  r["last_chk"]) for n, r in rows.items()}
+    return wait_until(checked, 10, "haproxy's verify_probe checks")
+
+
+@pytest.mark.parametrize("fleet", ["plain", "tls"], indirect=True)
 def test_deploys_under_load(fleet, report):
     lb = fleet.haproxy
+    probes = verify_probes(lb) if fleet.tls else {}
     answers = Answers()
     load = helpers.Load(("127.0.0.1", lb.port),
                         mix=[helpers.Req("/", check=answers.check)],
@@ -177,6 +219,8 @@ def test_deploys_under_load(fleet, report):
                            "kill; out after %.2fs" % (open_to_b, busy_b,
                                                       t_down - t0))
     wall = time.monotonic() - t_start
+    checks = {h: lb.servers()[h]["check_status"].lstrip("* ")
+              for h in ("a", "b")}
 
     table = steps.table()
     table.append("load: %d connections, %.1f s, %d answered, %d failed; "
@@ -184,7 +228,13 @@ def test_deploys_under_load(fleet, report):
                                    len(load.failed()),
                                    dict(Counter(o.kind
                                                 for o in load.failed()))))
-    report("fleet: deploys under load", table)
+    transports = Counter(r[4] for r in answers.rows)
+    table.append("answers came as (scheme, TLS version): %s; haproxy's "
+                 "last checks: %s" % (dict(transports), checks))
+    for name, what in sorted(probes.items()):
+        table.append("verify_probe %s: %s" % (name, what))
+    arm = "TLS" if fleet.tls else "plain"
+    report("fleet: deploys under load (%s)" % arm, table)
     print("\n".join(table))
 
     by_name = {r["name"].split()[0]: r for r in steps.rows}
@@ -192,6 +242,11 @@ def test_deploys_under_load(fleet, report):
         r = by_name[key]
         assert not r["failed"], "step %s: %s" % (
             r["name"], load.failure_report(r["failed"]))
+    # Over TLS, a check that fails with "Layer7 invalid response" or
+    # "Broken pipe" here was closed by a worker that began its drain while
+    # the check's handshake was under way: a drain closes a connection
+    # that has sent no request after IDLE_GRACE (worker/loop/drain.c), and
+    # over TLS the handshake comes before the request.
     assert flaps == 0 and flaps_all == 0, \
         "haproxy took a host out during a rolling restart:\n" + \
         lb.log_text()[-3000:]
@@ -205,6 +260,15 @@ def test_deploys_under_load(fleet, report):
     # nothing failed outside the windows either
     assert len(load.failed()) == sum(len(r["failed"]) for r in steps.rows), \
         load.failure_report()
+    # every answer came the arm's way
+    assert all(transport_ok(t, fleet.tls) for t in transports), transports
+    if fleet.tls:
+        # host a still UP by an HTTP check over TLS (b is dead by now)
+        assert checks["a"] == "L7OK", checks
+        # and the checks that must fail verification did
+        assert set(probes) == {"wrong-name", "wrong-ca"}, probes
+        for name, what in probes.items():
+            assert what.startswith("DOWN L6"), (name, what)
 
 
 # -------------------------------------------------------------- WebSockets
