@@ -67,10 +67,11 @@
 #include "worker/loop/tlsctx.h"
 #include "worker/loop/tlspick.h"
 
-/* The protocols ALPN offers, the server's preference first: the ones a
- * worker speaks. NAMES has room for SL_TLS_PROTOCOLS; the count. */
+/* The most protocols ALPN offers. */
 #define SL_TLS_PROTOCOLS 4
 
+/* The protocols ALPN offers, the ones a worker speaks, into NAMES (room
+ * for SL_TLS_PROTOCOLS), the server's preference first; their count. */
 static int protocols(const sl_options_t *o, const char **names)
 {
     int n = 0;
