@@ -9,18 +9,19 @@ is in place as it is with several sites), starts sluice on 127.0.0.1 with
 nothing but those, and runs testssl.sh on it once, with these groups of
 checks (the testssl.sh options in brackets):
 
-    protocols (-p), cipher categories (-s), forward secrecy (-f), server
-    preferences (-P), server defaults and certificates (-S), HTTP headers
-    (-h), vulnerabilities (-U: Heartbleed, CCS, Ticketbleed, ROBOT,
-    renegotiation, CRIME, BREACH, POODLE, TLS_FALLBACK_SCSV, SWEET32,
-    FREAK, DROWN, LOGJAM, BEAST, LUCKY13, RC4)
+    protocols (-p), cipher categories (-s), server preferences (-P: the
+    cipher order, which must be Mozilla's intermediate ECDHE suites for
+    both keys), HTTP headers (-h), vulnerabilities (-U: Heartbleed, CCS,
+    Ticketbleed, ROBOT, renegotiation, CRIME, BREACH, POODLE,
+    TLS_FALLBACK_SCSV, SWEET32, FREAK, DROWN, LOGJAM, BEAST, LUCKY13, RC4)
 
-Left out, for time (a full run takes five minutes on two busy cores, this
-one about two): each cipher one by one (-e, 370 handshakes; the
-categories and the server's cipher order already list what is offered)
-and the client simulations (-c). No DNS lookup is made (--nodns none,
---ip), nothing is fetched (no --phone-out), the CA is given with
---add-ca.
+and with --all, for a closer look by hand, also forward secrecy (-f:
+the curves and groups), server defaults and certificates (-S: these
+certificates, extensions, tickets), each cipher one by one (-e) and the
+client simulations (-c). CI's budget is why: on two cores busy with
+other work the default run took 1.2 minutes of CPU time (3 of wall
+time), a full testssl.sh run 3 (5.5 of wall time). No DNS lookup is made (--nodns none, --ip),
+nothing is fetched (no --phone-out), the CA is given with --add-ca.
 
 Each group is one test: it passes when none of its findings is rated
 HIGH or CRITICAL and the findings it must have are there (TLS 1.0 not
@@ -32,8 +33,8 @@ with "N passed, M failed" (.ci/run counts it); exits 0, 1, or 77 with
 "0 passed, 0 failed, 1 skipped" when testssl.sh is not installed (the
 Debian package testssl.sh).
 
-usage: testssl.py    (SLUICE_BIN: the sluice to test, else the build
-                      tree's; TESTSSL: the testssl.sh to run)
+usage: testssl.py [--all]    (SLUICE_BIN: the sluice to test, else the
+                             build tree's; TESTSSL: the testssl.sh to run)
 """
 
 import collections
@@ -58,10 +59,16 @@ VULNERABILITIES = ("heartbleed", "CCS", "ticketbleed", "ROBOT",
                    "BREACH", "POODLE_SSL", "fallback_SCSV", "SWEET32",
                    "FREAK", "DROWN", "LOGJAM", "BEAST", "LUCKY13", "RC4")
 
+# Mozilla's intermediate TLS 1.2 suites in their order, for an ECDSA and
+# an RSA key: ECDHE only, the server's order.
+TLS12_ORDER = ("ECDHE-ECDSA-AES128-GCM-SHA256 ECDHE-RSA-AES128-GCM-SHA256 "
+               "ECDHE-ECDSA-AES256-GCM-SHA384 ECDHE-RSA-AES256-GCM-SHA384 "
+               "ECDHE-ECDSA-CHACHA20-POLY1305 ECDHE-RSA-CHACHA20-POLY1305$")
+
 # The groups in the order they run: name, testssl.sh option, the ids (or
-# id prefixes, ending in "*") that are the group's, and what the group
-# must find: id -> a regular expression its finding starts with, or a
-# severity ("=OK").
+# id prefixes, ending in "*") that are the group's, what the group must
+# find (id -> a regular expression its finding starts with, or a
+# severity: "=OK"), and whether only --all runs it.
 GROUPS = [
     ("protocols", "-p",
      ("SSLv2", "SSLv3", "TLS1", "TLS1_1", "TLS1_2", "TLS1_3", "NPN",
@@ -69,33 +76,37 @@ GROUPS = [
      {"SSLv2": "not offered", "SSLv3": "not offered",
       "TLS1": "not offered", "TLS1_1": "not offered",
       "TLS1_2": "offered", "TLS1_3": "offered with final",
-      "ALPN": "http/1.1"}),
+      "ALPN": "http/1.1"}, False),
     ("cipher categories", "-s", ("cipherlist_*",),
      {"cipherlist_%s" % c: "not offered" for c in
       ("NULL", "aNULL", "EXPORT", "LOW", "3DES_IDEA", "AVERAGE")} |
-     {"cipherlist_STRONG": "offered"}),
+     {"cipherlist_STRONG": "offered"}, False),
     ("forward secrecy", "-f", ("PFS*", "FS*", "DH_groups"),
-     {"PFS": "=OK"}),
+     {"PFS": "=OK"}, True),
     ("server preferences", "-P",
      ("cipher_order*", "cipherorder_*", "protocol_negotiated",
       "cipher_negotiated"),
      {"cipher_order": "server",
-      "protocol_negotiated": r"Default protocol TLS1\.3"}),
+      "protocol_negotiated": r"Default protocol TLS1\.3",
+      "cipherorder_TLSv1_2": TLS12_ORDER}, False),
     ("server defaults", "-S",
      ("TLS_extensions", "TLS_session_ticket", "SSL_sessionID_support",
       "sessionresumption_*", "TLS_timestamp", "cert*", "OCSP_stapling*",
       "DNS_CAArecord*", "certificate_transparency*"),
      {"cert_numbers": "2", "cert_chain_of_trust <cert#1>": "=OK",
-      "cert_chain_of_trust <cert#2>": "=OK"}),
+      "cert_chain_of_trust <cert#2>": "=OK"}, True),
     ("HTTP headers", "-h",
      ("HTTP_*", "HSTS", "HPKP", "banner_*", "cookie_*", "security_headers",
       "X-*"),
-     {"HTTP_status_code": r"[1-5][0-9][0-9]"}),
+     {"HTTP_status_code": r"[1-5][0-9][0-9]"}, False),
     ("vulnerabilities", "-U",
      VULNERABILITIES + ("DROWN_hint", "LOGJAM-common_primes", "BEAST_*",
                         "winshock", "opossum", "GREASE"),
-     {v: "=OK" for v in VULNERABILITIES}),
+     {v: "=OK" for v in VULNERABILITIES}, False),
 ]
+
+# What --all adds that is judged only by the severity of its findings.
+ALL_ONLY = ("-e", "-c")
 
 
 def testssl_path():
@@ -125,9 +136,9 @@ def make_certs(d):
     return args, ca_path
 
 
-def group_of(finding_id):
-    """The name of the group FINDING_ID is in, or "other"."""
-    for name, _, ids, _ in GROUPS:
+def group_of(finding_id, groups):
+    """The name of the group of GROUPS FINDING_ID is in, or "other"."""
+    for name, _, ids, _, _ in groups:
         for i in ids:
             if finding_id == i or (i.endswith("*") and
                                    finding_id.startswith(i[:-1])):
@@ -151,17 +162,16 @@ def missing(findings, expect):
     return problems
 
 
-def judge(results):
-    """Print each group's verdict from RESULTS (testssl.sh's flat JSON);
-    the numbers of groups passed and failed."""
+def judge(results, groups):
+    """Print the verdict of each of GROUPS from RESULTS (testssl.sh's flat
+    JSON), and of the findings in none of them ("other"); the numbers of
+    groups passed and failed."""
     by_group = collections.defaultdict(list)
     for r in results:
-        by_group[group_of(r["id"])].append(r)
+        by_group[group_of(r["id"], groups)].append(r)
     passed = failed = 0
-    for name, option, _, expect in GROUPS + [("other", "", (), {})]:
+    for name, option, _, expect, _ in groups + [("other", "", (), {}, 0)]:
         rs = by_group.get(name, [])
-        if name == "other" and not rs:
-            continue
         problems = ["%s is %s: %s" % (r["id"], r["severity"], r["finding"])
                     for r in rs if r["severity"] in SEVERE]
         problems += missing({r["id"]: r for r in rs}, expect)
@@ -189,8 +199,9 @@ def summarize(results):
             print("testssl: %s: %s" % (sev, "; ".join(ids)))
 
 
-def run(testssl, d):
-    """Serve and scan; the numbers of groups passed and failed."""
+def run(testssl, d, everything):
+    """Serve and scan (EVERYTHING: --all); the numbers of groups passed
+    and failed."""
     from tls_helpers import TLSServer, served
 
     cert_args, ca = make_certs(d)
@@ -201,7 +212,8 @@ def run(testssl, d):
            "--nodns", "none", "--ip", "127.0.0.1", "--add-ca", str(ca),
            "--connect-timeout", "10", "--openssl-timeout", "10",
            "--jsonfile", str(report)]
-    cmd += [g[1] for g in GROUPS]
+    groups = [g for g in GROUPS if everything or not g[4]]
+    cmd += [g[1] for g in groups] + list(ALL_ONLY if everything else ())
     cmd.append("localhost:%d" % server.port)
     with served(server):
         t0 = time.monotonic()
@@ -217,12 +229,15 @@ def run(testssl, d):
         print("testssl: no findings to read (%s); its output:" % e)
         print((r.stdout + r.stderr).decode(errors="replace")[-4000:])
         return 0, 1
-    passed, failed = judge(results)
+    passed, failed = judge(results, groups)
     summarize(results)
     return passed, failed
 
 
 def main():
+    if sys.argv[1:] not in ([], ["--all"]):
+        print("usage: testssl.py [--all]", file=sys.stderr)
+        return 2
     testssl = testssl_path()
     if testssl is None:
         print("testssl: skipped: testssl.sh is not installed (the Debian "
@@ -231,7 +246,8 @@ def main():
         return 77
     with tempfile.TemporaryDirectory(prefix="sluice-testssl-") as tmp:
         try:
-            passed, failed = run(testssl, Path(tmp))
+            passed, failed = run(testssl, Path(tmp),
+                                 sys.argv[1:] == ["--all"])
         except Exception as e:  # one line for .ci/run, whatever broke
             print("testssl: %s: %s" % (type(e).__name__, e))
             passed, failed = 0, 1
