@@ -21,7 +21,7 @@ PACKAGES="
     groff-base
     nftables iproute2
     python3-yaml
-    libssl-dev openssl python3-trustme python3-httpx
+    libssl-dev openssl python3-trustme python3-httpx testssl.sh
 "
 
 # shellcheck disable=SC2086 # one word per package

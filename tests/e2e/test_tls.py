@@ -135,8 +135,9 @@ def test_asgi_scheme(asgi_server):
 
 @pytest.mark.parametrize("version", ["1_2", "1_3"])
 def test_versions_and_alpn(server, pki, version):
-    rc, out = s_client(server.port, "-tls" + version, "-alpn", "http/1.1",
-                       "-CAfile", str(pki["ca"]))
+    # a browser's list, h2 first: http/1.1 is what sluice speaks today
+    rc, out = s_client(server.port, "-tls" + version, "-alpn",
+                       "h2,http/1.1", "-CAfile", str(pki["ca"]))
     assert rc == 0, out
     assert "Protocol  : TLSv%s" % version.replace("_", ".") in out, out
     assert "ALPN protocol: http/1.1" in out, out
@@ -144,6 +145,14 @@ def test_versions_and_alpn(server, pki, version):
     assert "HTTP/1.1 200" in out, out
     if version == "1_2":
         assert "Cipher is ECDHE-" in out, out
+
+
+def test_alpn_nothing_in_common_refused(server):
+    # RFC 7301 3.2: a client that speaks none of our protocols is refused
+    # with no_application_protocol, not served HTTP/1.1 it did not offer
+    rc, out = s_client(server.port, "-alpn", "h2", data=b"")
+    assert rc != 0, out
+    assert "no application protocol" in out, out
 
 
 def test_tls_1_1_refused(server):

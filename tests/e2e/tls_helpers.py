@@ -65,15 +65,18 @@ def make_pki(d):
     return out
 
 
-def issue(ca, path_stem, names, common_name, key_type):
+def issue(ca, path_stem, names, common_name, key_type, days=30,
+          revocation=None):
     """A certificate for NAMES (DNS names) with a new KEY_TYPE key ("rsa"
-    or "ecdsa"), signed by trustme CA CA, written to PATH_STEM.pem and
-    PATH_STEM.key: (cert path, key path). trustme 0.9 makes RSA keys
-    only, so this builds the certificate with cryptography itself."""
+    or "ecdsa"), signed by trustme CA CA, valid for DAYS, written to
+    PATH_STEM.pem and PATH_STEM.key: (cert path, key path). REVOCATION, a
+    URL, is given as its CRL and OCSP locations (never fetched). trustme
+    0.9 makes RSA keys only, so this builds the certificate with
+    cryptography itself."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
-    from cryptography.x509.oid import NameOID
+    from cryptography.x509.oid import AuthorityInformationAccessOID, NameOID
 
     ca_key = serialization.load_pem_private_key(ca.private_key_pem.bytes(),
                                                 None)
@@ -82,17 +85,24 @@ def issue(ca, path_stem, names, common_name, key_type):
            else rsa.generate_private_key(public_exponent=65537,
                                          key_size=2048))
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder()
+    builder = (x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(
                 NameOID.COMMON_NAME, common_name)]))
             .issuer_name(ca_cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(days=30))
+            .not_valid_after(now + datetime.timedelta(days=days))
             .add_extension(x509.SubjectAlternativeName(
-                [x509.DNSName(n) for n in names]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+                [x509.DNSName(n) for n in names]), critical=False))
+    if revocation is not None:
+        where = x509.UniformResourceIdentifier(revocation)
+        builder = builder.add_extension(x509.CRLDistributionPoints(
+            [x509.DistributionPoint([where], None, None, None)]),
+            critical=False).add_extension(x509.AuthorityInformationAccess(
+                [x509.AccessDescription(AuthorityInformationAccessOID.OCSP,
+                                        where)]), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
     cert_path = path_stem.with_suffix(".pem")
     key_path = path_stem.with_suffix(".key")
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))

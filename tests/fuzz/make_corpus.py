@@ -2,8 +2,9 @@
 """make_corpus.py - writes the seed corpora of tests/fuzz/fuzz_ws.c into
 tests/fuzz/corpus/ws/, of tests/fuzz/fuzz_proxy.c into
 tests/fuzz/corpus/proxy/, of tests/fuzz/fuzz_http.c into
-tests/fuzz/corpus/http/ and of tests/fuzz/fuzz_config.c into
-tests/fuzz/corpus/config/ (committed; re-run after changing an input
+tests/fuzz/corpus/http/, of tests/fuzz/fuzz_config.c into
+tests/fuzz/corpus/config/ and of tests/fuzz/fuzz_tls.c into
+tests/fuzz/corpus/tls/ (committed; re-run after changing an input
 format). Files whose names begin with "regress-" are regression inputs
 (findings), kept as they were found: this script leaves them alone.
 
@@ -316,8 +317,52 @@ CONFIG_SEEDS = {
     "argv-huge": b"\2--limit-request-body=99999999999999999999\0app:app",
 }
 
+# fuzz_tls.c: an even first byte, then a server name and certificate names
+# a line each; an odd one, then the offer's number and the client's ALPN
+# list in wire form.
+def sni(host, *names):
+    return b"\x00" + b"\n".join((host,) + names)
+
+
+def alpn(offer, *names):
+    return b"\x01" + bytes([offer]) + b"".join(bytes([len(n)]) + n
+                                              for n in names)
+
+
+LONG_HOST = b".".join([b"a" * 63] * 3 + [b"b" * 61])  # 253 bytes
+TLS_SEEDS = {
+    "sni-exact": sni(b"localhost", b"localhost", b"example.com"),
+    "sni-wildcard": sni(b"www.example.com", b"localhost", b"example.com",
+                        b"*.example.com", b"api.example.com"),
+    "sni-case": sni(b"WWW.Example.COM", b"example.com", b"*.EXAMPLE.com"),
+    "sni-none": sni(b"example.net", b"*.example.com", b"example.org"),
+    "sni-two-labels": sni(b"a.b.example.com", b"*.example.com",
+                          b"*.b.example.com"),
+    "sni-bad-wildcards": sni(b"www.example.com", b"w*.example.com",
+                             b"*.com", b"*", b"www.*.com", b"*.*.example.com"),
+    "sni-empty": sni(b"", b"localhost", b""),
+    "sni-long": sni(LONG_HOST, b"*." + LONG_HOST.split(b".", 1)[1],
+                    LONG_HOST + b"c"),
+    "alpn-browser": alpn(0, b"h2", b"http/1.1"),
+    "alpn-h2-first": alpn(1, b"h2", b"http/1.1"),
+    "alpn-client-order": alpn(2, b"http/1.1", b"h2"),
+    "alpn-none-common": alpn(0, b"h2", b"h2c"),
+    "alpn-many": alpn(4, b"spdy/1", b"spdy/2", b"h2c", b"http/1.0",
+                      b"http/1.1"),
+    "alpn-acme": alpn(5, b"acme-tls/1"),
+    "alpn-zero-length": b"\x01\x00\x00\x08http/1.1",
+    "alpn-past-end": b"\x01\x00\x09http/1.1",
+    "alpn-empty": b"\x01\x00",
+}
+
 
 def main():
+    tout = os.path.join(os.path.dirname(OUT), "tls")
+    os.makedirs(tout, exist_ok=True)
+    for name, data in TLS_SEEDS.items():
+        with open(os.path.join(tout, name), "wb") as f:
+            f.write(data)
+    print(f"{len(TLS_SEEDS)} seeds in {tout}")
     cout = os.path.join(os.path.dirname(OUT), "config")
     os.makedirs(cout, exist_ok=True)
     for name, data in CONFIG_SEEDS.items():

@@ -1,14 +1,15 @@
 #!/bin/sh
 # run.sh - builds the libFuzzer targets out of tree in _fuzz/ and runs
-# each for SECONDS (default 60) from its seed corpus in
+# each for SECONDS (default 40) from its seed corpus in
 # tests/fuzz/corpus/NAME/ (new inputs go to _fuzz/corpus-NAME/, crashes to
 # _fuzz/NAME-crash-*), with tests/fuzz/NAME.dict when there is one:
 # fuzz_ws (the WebSocket codec), fuzz_proxy (the PROXY header and
 # forwarding headers), fuzz_http (the request parser, pipelined, cut at
-# every byte) and fuzz_config (configuration file, SLUICE_CMD_ARGS, the
-# option parser), or the NAMEs given. Targets run FUZZ_JOBS at a time
-# (default 2, the CI machine's cores): four targets of 60 s take about two
-# minutes.
+# every byte), fuzz_config (configuration file, SLUICE_CMD_ARGS, the
+# option parser) and fuzz_tls (the server name and ALPN choices of a
+# handshake), or the NAMEs given. Targets run FUZZ_JOBS at a time
+# (default 2, the CI machine's cores): five targets of 40 s take three
+# rounds, about two minutes.
 #
 # usage: [FUZZ_JOBS=N] tests/fuzz/run.sh [SECONDS [NAME...]]
 #
@@ -19,9 +20,9 @@
 # configured itself.
 set -u
 
-secs=${1:-60}
+secs=${1:-40}
 [ $# -gt 0 ] && shift
-targets=${*:-ws proxy http config}
+targets=${*:-ws proxy http config tls}
 jobs=${FUZZ_JOBS:-2}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 cc=${FUZZ_CC:-clang-14}

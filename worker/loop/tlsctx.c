@@ -5,8 +5,9 @@
  * server's cipher order, no renegotiation (a client could make us redo
  * the costly half of a handshake at will), no compression (CRIME), TLS 1.2
  * suites with ECDHE only (no DH parameters are set, so a DHE suite named
- * in --ciphers cannot be chosen either). ALPN says http/1.1; the list is
- * in the server's order, so h2 goes first once there is an HTTP/2 session.
+ * in --ciphers cannot be chosen either). ALPN offers the protocols a
+ * worker speaks (protocols(): http/1.1 today), the server's choice first,
+ * so h2 goes first there once there is an HTTP/2 session.
  *
  * The modes are the transport's (worker/loop/tls.c): a write may end
  * after part of its buffer, be retried from another address (the output
@@ -30,6 +31,11 @@
  * (SNI) moves a connection to the first context whose certificate names
  * it, during the handshake; a name no certificate has, or none, stays
  * with the first. Every context has the same policy and client CAs.
+ *
+ * What is chosen (the certificate for a name, the ALPN protocol) is
+ * decided by tlspick.c over plain bytes, the names copied out of the
+ * certificates once here, so the decisions are tested and fuzzed without
+ * OpenSSL.
  *
  * Session tickets are sealed and opened with the supervisor's keys
  * (supervisor/tickets.h), the same in every worker, so a session resumes
@@ -59,26 +65,32 @@
 
 #include "common/log.h"
 #include "worker/loop/tlsctx.h"
+#include "worker/loop/tlspick.h"
 
-/* ALPN, the wire's form: a length byte before each name, the server's
- * preference first. */
-static const unsigned char alpn_offer[] = "\x08http/1.1";
+/* The most protocols ALPN offers. */
+#define SL_TLS_PROTOCOLS 4
 
+/* The protocols ALPN offers, the ones a worker speaks, into NAMES (room
+ * for SL_TLS_PROTOCOLS), the server's preference first; their count. */
+static int protocols(const sl_options_t *o, const char **names)
+{
+    int n = 0;
+
+    (void)o;
+    names[n++] = "http/1.1";
+    return n;
+}
+
+/* ARG is the offer (sl_tlspick_alpn_t); what tlspick.c chooses, or, with
+ * no protocol in common, a fatal alert (RFC 7301 3.2: that client speaks
+ * nothing we do). */
 static int alpn_select(SSL *ssl, const unsigned char **out,
                        unsigned char *outlen, const unsigned char *in,
                        unsigned inlen, void *arg)
 {
-    unsigned char *chosen;
-
     (void)ssl;
-    (void)arg;
-    /* the first of ours the client offers; none in common is fatal
-     * (RFC 7301 3.2): that client speaks nothing we do */
-    if (SSL_select_next_proto(&chosen, outlen, alpn_offer,
-                              sizeof(alpn_offer) - 1, in,
-                              inlen) != OPENSSL_NPN_NEGOTIATED)
+    if (sl_tlspick_alpn(arg, in, inlen, out, outlen) < 0)
         return SSL_TLSEXT_ERR_ALERT_FATAL;
-    *out = chosen;
     return SSL_TLSEXT_ERR_OK;
 }
 
@@ -320,7 +332,6 @@ static int set_policy(SSL_CTX *ctx, const sl_options_t *o, char *err,
         (void)SSL_CTX_set_num_tickets(ctx, 0);
     }
     SSL_CTX_set_default_passwd_cb(ctx, no_password);
-    SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
     return 0;
 }
 
@@ -335,11 +346,24 @@ typedef struct {
     X509 *leaf[SL_MAX_CERTS]; /* borrowed (its context's): pair I's
                                  certificate */
     int of[SL_MAX_CERTS];     /* the context pair I is in */
+    sl_tlspick_name_t *names; /* owned, and each name: the names the
+                                 certificates are for, pair by pair */
+    int nnames, names_cap;
+    sl_tlspick_alpn_t alpn; /* what every context offers */
 } sni_t;
 
 /* The extra-data index of a default context's sni_t; -1 before the
  * first. */
 static int sni_index = -1;
+
+static void free_names(sni_t *sni)
+{
+    int i;
+
+    for (i = 0; i < sni->nnames; i++)
+        free((char *)sni->names[i].name);
+    free(sni->names);
+}
 
 static void sni_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
                      long argl, void *argp)
@@ -356,6 +380,7 @@ static void sni_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
         return;
     for (i = 1; i < sni->ncontexts; i++)
         SSL_CTX_free(sni->ctx[i]);
+    free_names(sni);
     free(sni);
 }
 
@@ -421,27 +446,81 @@ static int key_type(const X509 *cert)
     return EVP_PKEY_get_base_id(X509_get0_pubkey(cert));
 }
 
-/* The client named a server: move SSL to the first context whose
- * certificate is for it; the default when none is, or none was named. */
+/* The client named a server: move SSL to the context of the first
+ * certificate that is for it (tlspick.c decides); the default when none
+ * is, or none was named. */
 static int pick_context(SSL *ssl, int *alert, void *arg)
 {
     const sni_t *sni = arg;
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    int i, c;
+    int pair, c;
 
     (void)alert;
     if (name == NULL)
         return SSL_TLSEXT_ERR_OK;
-    for (i = 0; i < sni->npairs; i++) {
-        if (X509_check_host(sni->leaf[i], name, 0, 0, NULL) != 1)
+    pair = sl_tlspick_server(sni->names, sni->nnames, name, strlen(name));
+    c = pair < 0 ? 0 : sni->of[pair];
+    if (c != 0 && SSL_set_SSL_CTX(ssl, sni->ctx[c]) == NULL) {
+        ERR_clear_error();
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* Add NAME[0..LEN), a name pair PAIR's certificate is for, to SNI's
+ * table (a copy). -1 when out of memory. */
+static int add_name(sni_t *sni, const unsigned char *name, size_t len, int pair)
+{
+    sl_tlspick_name_t *grown;
+    char *copy;
+    int cap;
+
+    if (sni->nnames == sni->names_cap) {
+        cap = sni->names_cap > 0 ? 2 * sni->names_cap : 8;
+        grown = realloc(sni->names, (size_t)cap * sizeof(*grown));
+        if (grown == NULL)
+            return -1;
+        sni->names = grown;
+        sni->names_cap = cap;
+    }
+    if ((copy = malloc(len > 0 ? len : 1)) == NULL)
+        return -1;
+    memcpy(copy, name, len);
+    sni->names[sni->nnames++] = (sl_tlspick_name_t){copy, len, pair};
+    return 0;
+}
+
+/* Add the names CERT, pair PAIR's, is for to SNI's table: its DNS names,
+ * or without any, its subject's common names (what a client checks). -1
+ * when out of memory. */
+static int add_names(sni_t *sni, const X509 *cert, int pair)
+{
+    GENERAL_NAMES *dns = dns_names(cert);
+    const X509_NAME *subject = X509_get_subject_name(cert);
+    unsigned char *utf8;
+    int i, n, rc = 0, before = sni->nnames;
+    bool any_dns;
+
+    for (i = 0; rc == 0 && i < sk_GENERAL_NAME_num(dns); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(dns, i);
+        if (g->type == GEN_DNS)
+            rc = add_name(sni, ASN1_STRING_get0_data(g->d.dNSName),
+                          (size_t)ASN1_STRING_length(g->d.dNSName), pair);
+    }
+    any_dns = sni->nnames > before;
+    GENERAL_NAMES_free(dns);
+    i = -1;
+    while (rc == 0 && !any_dns &&
+           (i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) >= 0) {
+        n = ASN1_STRING_to_UTF8(
+            &utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i)));
+        if (n < 0)
             continue;
-        c = sni->of[i];
-        if (c != 0 && SSL_set_SSL_CTX(ssl, sni->ctx[c]) == NULL)
-            return SSL_TLSEXT_ERR_ALERT_FATAL;
-        break;
+        rc = add_name(sni, utf8, (size_t)n, pair);
+        OPENSSL_free(utf8);
     }
     ERR_clear_error();
-    return SSL_TLSEXT_ERR_OK;
+    return rc;
 }
 
 /* A context with O's policy and client CAs, no certificate yet. */
@@ -527,6 +606,26 @@ static int add_pair(sni_t *sni, const sl_options_t *o, int i, char *err,
     sni->leaf[i] = SSL_CTX_get0_certificate(sni->ctx[c]);
     sni->of[i] = c;
     sni->npairs = i + 1;
+    if (add_names(sni, sni->leaf[i], i) < 0) {
+        snprintf(err, size, "out of memory for --certfile %s", o->certfiles[i]);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every context of SNI offers O's protocols (a connection SNI moved
+ * chooses with its new context's callback). */
+static int set_alpn(sni_t *sni, const sl_options_t *o, char *err, size_t size)
+{
+    const char *names[SL_TLS_PROTOCOLS];
+    int i;
+
+    if (sl_tlspick_alpn_offer(&sni->alpn, names, protocols(o, names)) < 0) {
+        snprintf(err, size, "the ALPN protocols do not fit");
+        return -1;
+    }
+    for (i = 0; i < sni->ncontexts; i++)
+        SSL_CTX_set_alpn_select_cb(sni->ctx[i], alpn_select, &sni->alpn);
     return 0;
 }
 
@@ -545,6 +644,8 @@ SSL_CTX *sl_tlsctx_new(const sl_options_t *o, char *err, size_t size)
     for (i = 0; i < o->ncertfiles; i++)
         if (add_pair(sni, o, i, err, size) < 0)
             goto out_free;
+    if (set_alpn(sni, o, err, size) < 0)
+        goto out_free;
     ctx = sni->ctx[0];
     if (ctx == NULL || sni_index < 0 ||
         SSL_CTX_set_ex_data(ctx, sni_index, sni) != 1) {
@@ -562,6 +663,7 @@ SSL_CTX *sl_tlsctx_new(const sl_options_t *o, char *err, size_t size)
 out_free:
     for (i = 0; i < sni->ncontexts; i++)
         SSL_CTX_free(sni->ctx[i]);
+    free_names(sni);
     free(sni);
     return NULL;
 }
