@@ -297,6 +297,44 @@ def test_idle_keep_alive_closed_promptly(make_server, mode):
     assert code == 0, line
 
 
+FRESH_GRACE = 1.0  # conn.h's SL_CONN_FRESH_GRACE
+
+
+@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
+def test_new_connection_gets_a_grace_for_its_first_request(make_server,
+                                                            mode):
+    """A connection accepted before TERM that has not sent its request
+    yet is not an idle keep-alive one: its client would not retry on a
+    new connection that closes. Its request, sent 0.5 s into the drain
+    (past the 0.1 s an idle keep-alive connection gets), is answered; a
+    second new connection that stays silent is closed about FRESH_GRACE
+    after TERM, and the worker exits then."""
+    s = make_server(mode=mode)
+    wpid = only_worker(s)
+    late, silent = s.connect(), s.connect()
+    # both accepted (and over TLS, past the handshake) before TERM: the
+    # worker has answered a request on a third connection opened after
+    with s.connect() as c:
+        assert c.request("GET", "/hello").status == 200
+    mark = s.log_mark()
+    t_term = time.monotonic()
+    os.kill(wpid, signal.SIGTERM)
+    s.wait_for_log("draining", since=mark)
+    # into the drain, past the idle grace: the time under test
+    time.sleep(0.5)
+    with late, silent:
+        late.send(build_request("GET", "/hello"))
+        r = late.read_response()
+        assert r.status == 200 and r.has_token("Connection", "close"), r
+        assert silent.read_until_eof(timeout=3) == b""
+        closed = time.monotonic() - t_term
+    assert FRESH_GRACE - 0.1 <= closed < FRESH_GRACE + 0.6, \
+        "a silent new connection closed %.2fs after TERM" % closed
+    wait_exit(wpid, 10)
+    line, code = worker_exit_line(s, wpid)
+    assert code == 0, line
+
+
 @pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
 def test_request_on_the_wire_at_term_is_answered(make_server, mode):
     s = make_server(mode=mode)

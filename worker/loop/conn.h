@@ -97,6 +97,7 @@ struct sl_conn {
         bool msg_done;       /* message complete for the current request */
         bool in_msg;         /* a message has begun and is not yet served */
         bool head_clock;     /* deadline is the head's: armed once per head */
+        bool fresh;          /* no byte of a request read yet */
         llhttp_t parser;
         size_t req_start; /* offset in rbuf where the current head began */
     } h1;
@@ -114,6 +115,14 @@ const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port);
 
 /* Bytes read from a socket at once. */
 #define SL_CONN_READ_CHUNK 16384
+
+/* A draining worker closes a connection that says nothing for a grace
+ * (drain.c's, 0.1 s); one that has not sent its first request yet gets
+ * this long, from its accept or its TLS handshake's end: a client retries
+ * a request that found a reused connection closed, not one on a new
+ * connection, and over TLS 1.2 the request comes a round trip after the
+ * server's last handshake message. */
+#define SL_CONN_FRESH_GRACE 1.0
 
 /* Pipelining: finished responses of at most this many bytes wait for the
  * next request's, already read, to leave with it in one write (conn.c:

@@ -28,7 +28,8 @@
 #define STEP_SECS 0.1
 /* An idle keep-alive connection is closed after this much quiet during a
  * drain: a client that is about to send its next request gets it answered
- * (with Connection: close) instead of finding the connection reset. */
+ * (with Connection: close) instead of finding the connection reset. One
+ * that has not sent its first request gets SL_CONN_FRESH_GRACE (conn.h). */
 #define IDLE_GRACE 0.1
 
 /* Signal-handler state: the drain TERM marks; the request an executor runs on

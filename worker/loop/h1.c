@@ -273,6 +273,7 @@ static int conn_read(sl_conn_t *c, size_t room, size_t limit, size_t *got)
         *got = (size_t)n;
         sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
         sl_pool_idle_remove(&c->pump->pool, c); /* a request begins */
+        c->h1.fresh = false;
         return 1;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -629,6 +630,8 @@ static bool h1_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
         c->idle_since = now;
         return false;
     }
+    if (c->h1.fresh && grace < SL_CONN_FRESH_GRACE)
+        grace = SL_CONN_FRESH_GRACE;
     if (rc < 0 || now - c->idle_since >= grace) {
         sl_conn_close(c);
         return true;
@@ -658,6 +661,7 @@ void sl_h1_start(sl_conn_t *c)
     c->idle_since = ev_now(c->pump->loop);
     c->deadline = c->idle_since + c->pump->opt->header_timeout;
     c->h1.head_clock = true;
+    c->h1.fresh = true;
     sl_conn_watch(c, EV_READ);
 }
 
