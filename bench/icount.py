@@ -224,17 +224,23 @@ def run_once(binary, arm, n):
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL,
                                 start_new_session=True)
-        try:
-            wait_ready(port, proc, tls=tls)
-            LOAD(port, path, n, tls=tls)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(300)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        serve(proc, port, path, n, tls, signal.SIGTERM)
         return worker_ir(outdir)
+
+
+def serve(proc, port, path, n, tls, stop):
+    """Load PROC's server on PORT with N requests, then stop it with
+    signal STOP (callgrind writes its files at the exit) and wait."""
+    try:
+        wait_ready(port, proc, tls=tls)
+        LOAD(port, path, n, tls=tls)
+    finally:
+        proc.send_signal(stop)
+        try:
+            proc.wait(300)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def run_nginx(outdir, port, path, n, cert, key):
@@ -249,16 +255,7 @@ def run_nginx(outdir, port, path, n, cert, key):
            "/usr/sbin/nginx", "-e", "stderr", "-c", conf]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_ready(port, proc, tls=cert is not None)
-        LOAD(port, path, n, tls=cert is not None)
-    finally:
-        proc.send_signal(signal.SIGQUIT)  # graceful: callgrind writes
-        try:
-            proc.wait(300)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    serve(proc, port, path, n, cert is not None, signal.SIGQUIT)  # graceful
     return worker_ir(outdir)
 
 
