@@ -252,21 +252,22 @@ def test_proxy_header_then_tls(tmp_path, pki):
             assert env["wsgi.url_scheme"]["value"] == "https"
 
 
+def exited_cleanly(s):
+    """S, sent TERM, exits by itself, with status 0."""
+    s.proc.wait(helpers.STOP_TIMEOUT)
+    assert s.proc.returncode == 0, s.diagnostics()
+
+
 def test_drain_completes_a_request_in_flight(tmp_path, pki):
     s = TLSServer(tmp_path, pki)
-    s.start()
-    try:
+    with served(s):
         with s.connect() as c:
             c.send(helpers.build_request("GET", "/slow?t=1"))
             s.wait_for_call("GET /slow")
             os.kill(s.pid, signal.SIGTERM)
             r = c.read_response()
             assert r.status == 200 and r.body.startswith(b"slept 1")
-        s.proc.wait(helpers.STOP_TIMEOUT)
-        assert s.proc.returncode == 0, s.diagnostics()
-    finally:
-        problems = s.stop()
-    assert not problems, problems
+        exited_cleanly(s)
 
 
 def strict_conn(server, pki):
@@ -291,8 +292,7 @@ def test_close_notify_after_connection_close(server, pki):
 
 def test_close_notify_to_idle_connections_at_drain(tmp_path, pki):
     s = TLSServer(tmp_path, pki)
-    s.start()
-    try:
+    with served(s):
         conns = [strict_conn(s, pki) for _ in range(3)]
         for c in conns:
             assert c.request("GET", "/hello").status == 200
@@ -300,11 +300,7 @@ def test_close_notify_to_idle_connections_at_drain(tmp_path, pki):
         for c in conns:
             with c:
                 assert c.sock.recv(1) == b""
-        s.proc.wait(helpers.STOP_TIMEOUT)
-        assert s.proc.returncode == 0, s.diagnostics()
-    finally:
-        problems = s.stop()
-    assert not problems, problems
+        exited_cleanly(s)
 
 
 def test_drain_waits_for_a_handshake_under_way(tmp_path, pki):
@@ -314,8 +310,7 @@ def test_drain_waits_for_a_handshake_under_way(tmp_path, pki):
     (Python's ssl over memory buffers) holds its last flight back past
     that grace, then sends it with the request."""
     s = TLSServer(tmp_path, pki)
-    s.start()
-    try:
+    with served(s):
         ctx = tls_helpers.client_context(pki)
         ctx.maximum_version = ssl.TLSVersion.TLSv1_3
         into, out = ssl.MemoryBIO(), ssl.MemoryBIO()
@@ -349,11 +344,7 @@ def test_drain_waits_for_a_handshake_under_way(tmp_path, pki):
                 except ssl.SSLWantReadError:
                     pass
             assert got.startswith(b"HTTP/1.1 200 ")
-        s.proc.wait(helpers.STOP_TIMEOUT)
-        assert s.proc.returncode == 0, s.diagnostics()
-    finally:
-        problems = s.stop()
-    assert not problems, problems
+        exited_cleanly(s)
 
 
 # ------------------------------------------------ refused at start
