@@ -208,19 +208,13 @@ pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
                       int nfds, int worker_id, int ctl_fd, int metrics_fd)
 {
     pid_t parent = getpid();
-    sigset_t all, old;
-
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, &old);
     pid_t pid = fork_blocked();
+
     if (pid == 0) {
         exec_worker(exe, argv, fds, nfds, worker_id, ctl_fd, metrics_fd,
                     parent);
     }
-    int err = errno;
-    sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid == -1) {
-        errno = err;
         sl_log_errno(SL_LOG_ERROR, "fork() failed for worker %d", worker_id);
     }
     return pid;
@@ -228,21 +222,14 @@ pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
 
 int sl_spawn_check_tls(const char *exe, char *const argv[], bool to_log)
 {
-    sigset_t all, old, none;
+    sigset_t none;
     int status;
 
     /* a HUP runs it from the loop: no handler of the supervisor's may run
      * in the child before the exec */
-    sigfillset(&all);
     sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &all, &old);
     pid_t pid = fork_blocked();
-    int err = errno;
-    if (pid != 0) {
-        sigprocmask(SIG_SETMASK, &old, NULL);
-    }
     if (pid == -1) {
-        errno = err;
         sl_log_errno(SL_LOG_ERROR, "fork() failed for the TLS check");
         return SL_EXIT_FAIL;
     }
@@ -273,30 +260,34 @@ int sl_spawn_check_tls(const char *exe, char *const argv[], bool to_log)
 pid_t sl_spawn_supervisor(const char *exe, char *const argv[], const int *keep,
                           int nkeep, char *const env[])
 {
-    sigset_t all, old;
-
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, &old);
     pid_t pid = fork_blocked();
+
     if (pid == 0) {
         exec_supervisor(exe, argv, keep, nkeep, env);
     }
-    int err = errno;
-    sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid == -1) {
-        errno = err;
         sl_log_errno(SL_LOG_ERROR, "fork() failed for the new supervisor");
     }
     return pid;
 }
 
+/* fork() with every signal blocked across it: the parent gets its mask
+ * back (and fork()'s errno), the child keeps it blocked, with default
+ * dispositions, until just before its exec. */
 static pid_t fork_blocked(void)
 {
-    pid_t pid = fork();
+    sigset_t all, old;
 
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &old);
+    pid_t pid = fork();
     if (pid == 0) {
         reset_signals();
+        return 0;
     }
+    int err = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    errno = err;
     return pid;
 }
 
