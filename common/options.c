@@ -414,6 +414,12 @@ static void set_defaults(sl_options_t *o)
         .ciphers = tls_ciphers,
         .tls_min = SL_TLS_1_2,
         .ticket_rotation = 3600,
+        .http_protocols = {SL_PROTO_H1},
+        .nhttp_protocols = 1,
+        .http2_max_concurrent_streams = 100,
+        .http2_initial_window_size = 65535,
+        .http2_max_frame_size = 16384,
+        .http2_max_header_list_size = 65536,
     };
     o->forwarded_allow_text = o->proxy_allow_text = "127.0.0.1,::1";
     (void)sl_allow_parse(&o->forwarded_allow, "127.0.0.1,::1", NULL, 0);

@@ -52,6 +52,14 @@ typedef enum {
     SL_CERT_REQUIRED = 2,
 } sl_cert_reqs_t;
 
+/* --http-protocols: the protocols a connection may speak */
+typedef enum {
+    SL_PROTO_H1 = 1,
+    SL_PROTO_H2 = 2,
+} sl_proto_t;
+
+#define SL_MAX_PROTOS 2
+
 /* --ssl-min-version */
 typedef enum {
     SL_TLS_1_2 = 0,
@@ -99,6 +107,16 @@ typedef struct {
     /* seconds a session ticket key encrypts new tickets (the one before
      * still opens them); 0: no tickets */
     double ticket_rotation;
+
+    /* HTTP/2 (gunicorn's names; worker/loop/h2.c) */
+    sl_proto_t http_protocols[SL_MAX_PROTOS]; /* in order of preference */
+    int nhttp_protocols;                      /* [h1] */
+    bool http2_prior_knowledge;       /* --http2-cleartext prior-knowledge:
+                                         plain listeners take h2's preface */
+    int http2_max_concurrent_streams; /* [100] */
+    int http2_initial_window_size;    /* bytes [65535] */
+    int http2_max_frame_size;         /* bytes [16384] */
+    int http2_max_header_list_size;   /* bytes [65536] */
 
     /* processes and executor */
     int workers;
