@@ -37,6 +37,9 @@
 #define MAX_BACKLOG       65535
 #define MAX_REQUEST_LINE  8190
 #define MAX_HEADER_FIELDS 32768
+#define MAX_H2_SETTING    2147483647.0 /* 2^31-1: RFC 9113's windows */
+#define MIN_H2_FRAME      16384.0      /* RFC 9113, 6.5.2 */
+#define MAX_H2_FRAME      16777215.0
 
 #define FIELD(f) offsetof(sl_options_t, f)
 #define NOFIELD  0
@@ -170,6 +173,32 @@ const opt_def_t sl_options_defs[] = {
      "TLS session tickets, which resume a session on any worker: a new"
      " key every SECS, the one before still accepted; 0 = no tickets"
      " [3600]"},
+    /* HTTP/2 (gunicorn's names; worker/loop/h2.c) */
+    {"http-protocols", 0, OPT_SPECIAL, NOFIELD, 0, 0, "LIST",
+     "the protocols a connection may speak, comma-separated, the preferred"
+     " first: h1 (HTTP/1.1) and h2 (HTTP/2, chosen by ALPN on TLS"
+     " listeners; on plain ones only with --http2-cleartext) [h1]"},
+    {"http2-cleartext", 0, OPT_SPECIAL, NOFIELD, 0, 0, "MODE",
+     "HTTP/2 without TLS: off, or prior-knowledge (a connection to a plain"
+     " listener that opens with HTTP/2's preface is served as HTTP/2);"
+     " needs h2 in --http-protocols; for a trusted proxy in front, never"
+     " for the internet [off]"},
+    {"http2-max-concurrent-streams", 0, OPT_INT,
+     FIELD(http2_max_concurrent_streams), 1, MAX_H2_SETTING, "N",
+     "HTTP/2 requests open at once on one connection, at most [100]"},
+    {"http2-initial-window-size", 0, OPT_INT, FIELD(http2_initial_window_size),
+     1, MAX_H2_SETTING, "BYTES",
+     "HTTP/2 flow control: the bytes of a request body a client may send"
+     " on a stream before sluice asks for more; up to 2147483647 [65535]"},
+    {"http2-max-frame-size", 0, OPT_INT, FIELD(http2_max_frame_size),
+     MIN_H2_FRAME, MAX_H2_FRAME, "BYTES",
+     "the largest HTTP/2 frame payload a client may send, 16384 to"
+     " 16777215 (RFC 9113) [16384]"},
+    {"http2-max-header-list-size", 0, OPT_INT,
+     FIELD(http2_max_header_list_size), 0, MAX_H2_SETTING, "BYTES",
+     "the largest header list of an HTTP/2 request, decoded (each field's"
+     " name and value and 32 bytes); a bigger one is refused; 0 ="
+     " 2147483647 [65536]"},
     {"access-logfile", 0, OPT_STRING, FIELD(access_logfile), 0, 0, "FILE",
      "write the access log to FILE, '-' for stdout [none: no access log]"},
     {"access-logformat", 0, OPT_STRING, FIELD(access_logformat), 0, 0, "FMT",
@@ -229,6 +258,7 @@ static const char tls_ciphers[] =
 
 static void set_defaults(sl_options_t *o);
 static int check_tls(const sl_options_t *o);
+static int check_http2(sl_options_t *o);
 static void build_getopt_tables(struct option *longopts, char *shortopts);
 static void report_getopt_error(int c, char **argv);
 static int finish(sl_options_t *o, int argc, char **argv);
@@ -335,7 +365,7 @@ static int finish(sl_options_t *o, int argc, char **argv)
     if (o->nbinds == 0 && o->ninsecure_binds == 0) {
         o->binds[o->nbinds++] = "127.0.0.1:8000";
     }
-    if (check_tls(o) == -1) {
+    if (check_tls(o) == -1 || check_http2(o) == -1) {
         return -1;
     }
     /* 0 means "the largest allowed", as --help says */
@@ -479,6 +509,30 @@ static int check_tls(const sl_options_t *o)
                      o->cert_reqs == SL_CERT_REQUIRED ? "required"
                                                       : "optional");
         return -1;
+    }
+    return 0;
+}
+
+/* The HTTP/2 settings that need one another: prior knowledge serves
+ * HTTP/2, so h2 must be allowed. h2 with neither TLS nor prior knowledge
+ * is no error, as in gunicorn: h2 is offered where a listener can offer
+ * it (ALPN), and --http2-* mean nothing without h2, as gunicorn has it. */
+static int check_http2(sl_options_t *o)
+{
+    bool h2 = false;
+
+    for (int i = 0; i < o->nhttp_protocols; i++) {
+        h2 = h2 || o->http_protocols[i] == SL_PROTO_H2;
+    }
+    if (o->http2_prior_knowledge && !h2) {
+        sl_log_usage("argument --http2-cleartext: prior-knowledge needs h2"
+                     " in --http-protocols");
+        return -1;
+    }
+    /* 0 means "the largest allowed", as --help says (gunicorn's 0 is
+     * "unlimited") */
+    if (o->http2_max_header_list_size == 0) {
+        o->http2_max_header_list_size = (int)MAX_H2_SETTING;
     }
     return 0;
 }

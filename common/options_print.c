@@ -186,6 +186,16 @@ static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
         print_value(d, reqs[o->cert_reqs], out);
     } else if (strcmp(n, "ssl-min-version") == 0) {
         print_value(d, o->tls_min == SL_TLS_1_3 ? "TLSv1.3" : "TLSv1.2", out);
+    } else if (strcmp(n, "http-protocols") == 0) {
+        char list[16] = "";
+        for (int i = 0; i < o->nhttp_protocols; i++) {
+            strcat(list, i > 0 ? "," : "");
+            strcat(list, o->http_protocols[i] == SL_PROTO_H2 ? "h2" : "h1");
+        }
+        print_value(d, list, out);
+    } else if (strcmp(n, "http2-cleartext") == 0) {
+        print_value(d, o->http2_prior_knowledge ? "prior-knowledge" : "off",
+                    out);
     } else if (strcmp(n, "pythonpath") == 0) {
         print_list(d, o->pythonpath, o->npythonpath, out);
     } else if (strcmp(n, "reload-extra-file") == 0) {

@@ -28,6 +28,9 @@ static int apply_asgi_choice(sl_options_t *o, const opt_def_t *d,
                              const char *arg);
 static int apply_tls_choice(sl_options_t *o, const opt_def_t *d,
                             const char *arg);
+static int apply_http_choice(sl_options_t *o, const opt_def_t *d,
+                             const char *arg);
+static int apply_http_protocols(sl_options_t *o, const char *arg);
 static int add_pythonpath(sl_options_t *o, const char *arg);
 static int add_word(const char **list, int *n, int max, const char *name,
                     const char *what, const char *arg);
@@ -176,6 +179,10 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
         strcmp(d->name, "ssl-min-version") == 0) {
         return apply_tls_choice(o, d, arg);
     }
+    if (strcmp(d->name, "http-protocols") == 0 ||
+        strcmp(d->name, "http2-cleartext") == 0) {
+        return apply_http_choice(o, d, arg);
+    }
     if (strcmp(d->name, "interface") == 0) {
         if (strcmp(arg, "auto") == 0) {
             o->interface = SL_IFACE_AUTO;
@@ -310,6 +317,87 @@ static int apply_tls_choice(sl_options_t *o, const opt_def_t *d,
                  " none, optional, required, or 0, 1, 2)",
                  arg);
     return -1;
+}
+
+/* --http-protocols and --http2-cleartext (gunicorn's words, any case). */
+static int apply_http_choice(sl_options_t *o, const opt_def_t *d,
+                             const char *arg)
+{
+    if (strcmp(d->name, "http-protocols") == 0) {
+        return apply_http_protocols(o, arg);
+    }
+    if (strcasecmp(arg, "off") == 0) {
+        o->http2_prior_knowledge = false;
+    } else if (strcasecmp(arg, "prior-knowledge") == 0) {
+        o->http2_prior_knowledge = true;
+    } else {
+        /* gunicorn's upgrade and both: RFC 9113 deprecates Upgrade: h2c */
+        bool upgrade =
+            strcasecmp(arg, "upgrade") == 0 || strcasecmp(arg, "both") == 0;
+        sl_log_usage("argument --http2-cleartext: invalid choice: '%s'"
+                     " (choose from off, prior-knowledge%s)",
+                     arg, upgrade ? "; Upgrade: h2c is not served" : "");
+        return -1;
+    }
+    return 0;
+}
+
+/* "h2,h1": the protocols in order of preference, blanks around a name
+ * allowed (a file's "h2, h1"); an empty, unknown or repeated one is an
+ * error, and *O is changed only when all are good. */
+static int apply_http_protocols(sl_options_t *o, const char *arg)
+{
+    static const char *const names[] = {"h1", "h2"};
+    static const sl_proto_t protos[] = {SL_PROTO_H1, SL_PROTO_H2};
+    sl_proto_t list[SL_MAX_PROTOS];
+    int n = 0;
+    const char *p = arg;
+
+    if (arg[0] == '\0') {
+        sl_log_usage("argument --http-protocols: must not be empty");
+        return -1;
+    }
+    for (;;) {
+        p += strspn(p, " \t");
+        size_t len = strcspn(p, ",");
+        size_t word = len;
+        while (word > 0 && (p[word - 1] == ' ' || p[word - 1] == '\t')) {
+            word--;
+        }
+        if (word == 0) {
+            sl_log_usage("argument --http-protocols: an empty name in '%s'"
+                         " (a comma-separated list of h1, h2)",
+                         arg);
+            return -1;
+        }
+        int k = 0;
+        while (k < 2 && (strlen(names[k]) != word ||
+                         strncasecmp(p, names[k], word) != 0)) {
+            k++;
+        }
+        if (k == 2) {
+            sl_log_usage("argument --http-protocols: invalid choice: '%.*s'"
+                         " (choose from h1, h2)",
+                         (int)word, p);
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            if (list[i] == protos[k]) {
+                sl_log_usage("argument --http-protocols: %s is named twice"
+                             " in '%s'",
+                             names[k], arg);
+                return -1;
+            }
+        }
+        list[n++] = protos[k];
+        if (p[len] == '\0') {
+            break;
+        }
+        p += len + 1;
+    }
+    memcpy(o->http_protocols, list, (size_t)n * sizeof(list[0]));
+    o->nhttp_protocols = n;
+    return 0;
 }
 
 /* "a,b" adds a and b; empty pieces ("a,,b", a trailing comma) are skipped,
