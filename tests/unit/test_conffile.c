@@ -366,19 +366,27 @@ START_TEST(test_print_round_trip)
                     "--loop=asyncio",
                     "--ws-per-message-deflate=false",
                     "--user=nobody",
+                    "--http-protocols=h2, h1",
+                    "--http2-cleartext=prior-knowledge",
+                    "--http2-max-frame-size=32768",
                     "m:app",
                     NULL};
+    int argc = (int)(sizeof(argv) / sizeof(argv[0])) - 1;
     static char first[8192], second[8192];
 
     unsetenv("SLUICE_CMD_ARGS");
-    ck_assert_int_eq(sl_options_parse(&o, 14, argv), 0);
+    ck_assert_int_eq(sl_options_parse(&o, argc, argv), 0);
     FILE *f = fmemopen(first, sizeof(first), "w");
-    sl_options_print(&o, 14, argv, f);
+    sl_options_print(&o, argc, argv, f);
     fclose(f);
     ck_assert_msg(strstr(first, "bind = \"unix:/run/a,b.sock\"\n") != NULL,
                   "%s", first);
     ck_assert_msg(strstr(first, "umask = 0027\n") != NULL, "%s", first);
     ck_assert_msg(strstr(first, "# pid =\n") != NULL, "%s", first);
+    ck_assert_msg(strstr(first, "http_protocols = \"h2,h1\"\n") != NULL, "%s",
+                  first);
+    ck_assert_msg(strstr(first, "http2_cleartext = prior-knowledge\n") != NULL,
+                  "%s", first);
 
     ck_assert_int_eq(parse(&c, first), 0);
     sl_conffile_init(&eff);

@@ -401,6 +401,29 @@ static const struct {
     {"--ws-ping-interval", "-1", "out of range"},
     {"--ws-ping-timeout", "soon", "invalid number of seconds"},
     {"--ws-per-message-deflate", "yes", "invalid choice: 'yes'"},
+    {"--http-protocols", "", "--http-protocols: must not be empty"},
+    {"--http-protocols", "h3", "--http-protocols: invalid choice: 'h3'"},
+    {"--http-protocols", "h2,http/1.1", "invalid choice: 'http/1.1'"},
+    {"--http-protocols", "h2,h1,h2", "h2 is named twice in 'h2,h1,h2'"},
+    {"--http-protocols", "h1,H1", "h1 is named twice"},
+    {"--http-protocols", "h2,,h1", "an empty name in 'h2,,h1'"},
+    {"--http-protocols", "h2,", "an empty name in 'h2,'"},
+    {"--http-protocols", " ", "an empty name"},
+    {"--http2-cleartext", "on", "--http2-cleartext: invalid choice: 'on'"},
+    {"--http2-cleartext", "upgrade", "Upgrade: h2c is not served"},
+    {"--http2-cleartext", "both", "invalid choice: 'both'"},
+    {"--http2-max-concurrent-streams", "0",
+     "--http2-max-concurrent-streams: '0' is out of range 1..2147483647"},
+    {"--http2-max-concurrent-streams", "many", "invalid integer: 'many'"},
+    {"--http2-initial-window-size", "2147483648",
+     "'2147483648' is out of range 1..2147483647"},
+    {"--http2-initial-window-size", "0", "out of range"},
+    {"--http2-max-frame-size", "16383",
+     "--http2-max-frame-size: '16383' is out of range 16384..16777215"},
+    {"--http2-max-frame-size", "16777216", "out of range 16384..16777215"},
+    {"--http2-max-header-list-size", "-1",
+     "--http2-max-header-list-size: '-1' is out of range 0..2147483647"},
+    {"--http2-max-header-list-size", "64k", "invalid integer: '64k'"},
 };
 
 START_TEST(test_bad_value)
@@ -435,6 +458,66 @@ START_TEST(test_command_line_errors)
                        "-t/--timeout: expected one argument");
     assert_usage_error(parse(&o, "--help=yes", "m:a", NULL),
                        "unrecognized option '--help=yes'");
+}
+END_TEST
+
+/* HTTP/2 options: gunicorn's names and defaults, the protocols in the
+ * order given, and prior knowledge only with h2. */
+START_TEST(test_http2_options)
+{
+    sl_options_t o;
+
+    ck_assert_int_eq(parse(&o, "m:a", NULL), 0);
+    ck_assert_int_eq(o.nhttp_protocols, 1);
+    ck_assert_int_eq(o.http_protocols[0], SL_PROTO_H1);
+    ck_assert(!o.http2_prior_knowledge);
+    ck_assert_int_eq(o.http2_max_concurrent_streams, 100);
+    ck_assert_int_eq(o.http2_initial_window_size, 65535);
+    ck_assert_int_eq(o.http2_max_frame_size, 16384);
+    ck_assert_int_eq(o.http2_max_header_list_size, 65536);
+
+    ck_assert_int_eq(parse(&o, "--http-protocols", "h2,h1", "--http2-cleartext",
+                           "prior-knowledge", "--http2-max-concurrent-streams",
+                           "7", "--http2-initial-window-size", "2147483647",
+                           "--http2-max-frame-size", "16777215",
+                           "--http2-max-header-list-size", "1", "m:a", NULL),
+                     0);
+    ck_assert_str_eq(err_text, "");
+    ck_assert_int_eq(o.nhttp_protocols, 2);
+    ck_assert_int_eq(o.http_protocols[0], SL_PROTO_H2);
+    ck_assert_int_eq(o.http_protocols[1], SL_PROTO_H1);
+    ck_assert(o.http2_prior_knowledge);
+    ck_assert_int_eq(o.http2_max_concurrent_streams, 7);
+    ck_assert_int_eq(o.http2_initial_window_size, 2147483647);
+    ck_assert_int_eq(o.http2_max_frame_size, 16777215);
+    ck_assert_int_eq(o.http2_max_header_list_size, 1);
+
+    /* a file's "h2, h1", any case; the last --http-protocols wins whole */
+    ck_assert_int_eq(parse(&o, "--http-protocols", " H1 , h2", "m:a", NULL), 0);
+    ck_assert_int_eq(o.nhttp_protocols, 2);
+    ck_assert_int_eq(o.http_protocols[0], SL_PROTO_H1);
+    ck_assert_int_eq(o.http_protocols[1], SL_PROTO_H2);
+    ck_assert_int_eq(parse(&o, "--http-protocols=h1,h2", "--http-protocols=h2",
+                           "--http2-cleartext=PRIOR-KNOWLEDGE",
+                           "--http2-cleartext=off", "m:a", NULL),
+                     0);
+    ck_assert_int_eq(o.nhttp_protocols, 1);
+    ck_assert_int_eq(o.http_protocols[0], SL_PROTO_H2);
+    ck_assert(!o.http2_prior_knowledge);
+    ck_assert_int_eq(parse(&o, "--http2-max-frame-size=16384",
+                           "--http2-max-header-list-size=0", "m:a", NULL),
+                     0);
+    ck_assert_int_eq(o.http2_max_frame_size, 16384);
+    ck_assert_int_eq(o.http2_max_header_list_size, 2147483647);
+
+    assert_usage_error(
+        parse(&o, "--http2-cleartext", "prior-knowledge", "m:a", NULL),
+        "argument --http2-cleartext: prior-knowledge needs h2"
+        " in --http-protocols");
+    assert_usage_error(parse(&o, "--http-protocols", "h2",
+                             "--http2-cleartext=prior-knowledge",
+                             "--http-protocols", "h1", "m:a", NULL),
+                       "prior-knowledge needs h2");
 }
 END_TEST
 
@@ -599,6 +682,12 @@ START_TEST(test_help)
         "--ws-ping-interval",
         "--ws-ping-timeout",
         "--ws-per-message-deflate",
+        "--http-protocols LIST",
+        "--http2-cleartext MODE",
+        "--http2-max-concurrent-streams",
+        "--http2-initial-window-size",
+        "--http2-max-frame-size",
+        "--http2-max-header-list-size",
         "--pid",
         "--backlog",
         "--umask",
@@ -650,6 +739,7 @@ static Suite *options_suite(void)
                         sizeof(bad_values) / sizeof(bad_values[0]));
     tcase_add_test(tc, test_command_line_errors);
     tcase_add_test(tc, test_websocket_options);
+    tcase_add_test(tc, test_http2_options);
     tcase_add_test(tc, test_proxy_options);
     tcase_add_test(tc, test_access_log_options);
     tcase_add_test(tc, test_inline_mode);
