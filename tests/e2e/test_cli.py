@@ -33,7 +33,11 @@ def test_help():
     rc, out, err = run_cli(["--help"])
     assert rc == 0, err
     for opt in ("--bind", "--workers", "--threads", "--chdir",
-                "--pythonpath", "--limit-request-line", "--keep-alive"):
+                "--pythonpath", "--limit-request-line", "--keep-alive",
+                "--http-protocols", "--http2-cleartext",
+                "--http2-max-concurrent-streams",
+                "--http2-initial-window-size", "--http2-max-frame-size",
+                "--http2-max-header-list-size"):
         assert opt in out, opt
 
 
@@ -48,6 +52,25 @@ def test_help():
     (["--keep-alive", "soon", "wsgi_app:app"], "soon"),
     (["--header-timeout", "never", "wsgi_app:app"], "never"),
     (["--log-level", "chatty", "wsgi_app:app"], "chatty"),
+    (["--http-protocols", "h2,h3", "wsgi_app:app"],
+     "argument --http-protocols: invalid choice: 'h3'"),
+    (["--http-protocols", "h2,h1,h2", "wsgi_app:app"], "h2 is named twice"),
+    (["--http-protocols", "h1,", "wsgi_app:app"], "an empty name in 'h1,'"),
+    (["--http-protocols=", "wsgi_app:app"], "must not be empty"),
+    (["--http2-cleartext", "both", "wsgi_app:app"],
+     "argument --http2-cleartext: invalid choice: 'both'"),
+    (["--http2-cleartext", "prior-knowledge", "wsgi_app:app"],
+     "prior-knowledge needs h2 in --http-protocols"),
+    (["--http2-max-concurrent-streams", "0", "wsgi_app:app"],
+     "argument --http2-max-concurrent-streams: '0' is out of range"),
+    (["--http2-initial-window-size", "2147483648", "wsgi_app:app"],
+     "argument --http2-initial-window-size: '2147483648' is out of range"),
+    (["--http2-max-frame-size", "16383", "wsgi_app:app"],
+     "out of range 16384..16777215"),
+    (["--http2-max-frame-size", "16777216", "wsgi_app:app"],
+     "out of range 16384..16777215"),
+    (["--http2-max-header-list-size", "-1", "wsgi_app:app"],
+     "argument --http2-max-header-list-size: '-1' is out of range"),
     (["--bind"], "bind"),
     ([], ""),
     (["wsgi_app:app", "extra_app:app"], ""),

@@ -167,6 +167,18 @@ def test_precedence_file_env_argv(tmp_path):
     ("config = other.conf\n", 1, "not a setting a file can hold"),
     ("keep_alive = -1\n", 1, "out of range"),
     ("interface = both\n", 1, "invalid choice: 'both'"),
+    ("workers = 2\nhttp_protocols = h2, h3\n", 2,
+     "argument --http-protocols: invalid choice: 'h3'"),
+    ("http_protocols = h2, h2\n", 1, "h2 is named twice"),
+    ("http_protocols = \"\"\n", 1, "--http-protocols: must not be empty"),
+    ("http2_cleartext = upgrade\n", 1,
+     "argument --http2-cleartext: invalid choice: 'upgrade'"),
+    ("http2_max_concurrent_streams = 0\n", 1,
+     "--http2-max-concurrent-streams: '0' is out of range"),
+    ("http2_initial_window_size = 2147483648\n", 1, "out of range"),
+    ("http2_max_frame_size = 16383\n", 1,
+     "--http2-max-frame-size: '16383' is out of range 16384..16777215"),
+    ("http2_max_header_list_size = big\n", 1, "invalid integer: 'big'"),
 ])
 def test_bad_file_names_its_line(tmp_path, text, line, needle):
     conf = tmp_path / "bad.conf"
@@ -209,6 +221,13 @@ def test_check_config(tmp_path):
     (["--check-config", "--group", "no-such-group-here", "m:app"],
      "no such group"),
     (["--check-config", "-w", "0", "m:app"], "--workers"),
+    (["--check-config", "--http2-cleartext", "prior-knowledge", "m:app"],
+     "argument --http2-cleartext: prior-knowledge needs h2 in"
+     " --http-protocols"),
+    (["--check-config", "--http-protocols", "h1,h1", "m:app"],
+     "argument --http-protocols: h1 is named twice"),
+    (["--check-config", "--http2-max-frame-size", "16777216", "m:app"],
+     "argument --http2-max-frame-size: '16777216' is out of range"),
 ])
 def test_check_config_fails(args, needle):
     rc, out, err = run_cli(args)
@@ -233,6 +252,52 @@ def test_print_config_reads_back(tmp_path):
     copy = tmp_path / "printed.conf"
     copy.write_text(first)
     assert print_config(["-c", copy, "m:app"]) == first
+
+
+HTTP2_DEFAULTS = {"http_protocols": "h1", "http2_cleartext": "off",
+                  "http2_max_concurrent_streams": "100",
+                  "http2_initial_window_size": "65535",
+                  "http2_max_frame_size": "16384",
+                  "http2_max_header_list_size": "65536"}
+
+
+def test_print_config_http2_defaults():
+    out = print_config(["m:app"])
+    for name, value in HTTP2_DEFAULTS.items():
+        assert setting(out, name) == [value], name
+
+
+def test_http2_settings_from_file_read_back(tmp_path):
+    """gunicorn's spelling in a file ("h2, h1" unquoted), printed back
+    normalised and quoted, and the printed file reads the same; the
+    command line overrides the file as for any setting."""
+    conf = tmp_path / "sluice.conf"
+    conf.write_text("http_protocols = h2, h1\n"
+                    "http2_cleartext = prior-knowledge\n"
+                    "http2_max_concurrent_streams = 250\n"
+                    "http2_initial_window_size = 1048576\n"
+                    "http2_max_frame_size = 16777215\n"
+                    "http2_max_header_list_size = 0\n")
+    rc, out, err = run_cli(["-c", conf, "--check-config", "m:app"])
+    assert (rc, out, err) == (0, "sluice: configuration OK\n", "")
+    first = print_config(["-c", conf, "m:app"])
+    assert setting(first, "http_protocols") == ['"h2,h1"']
+    assert setting(first, "http2_cleartext") == ["prior-knowledge"]
+    assert setting(first, "http2_max_concurrent_streams") == ["250"]
+    assert setting(first, "http2_initial_window_size") == ["1048576"]
+    assert setting(first, "http2_max_frame_size") == ["16777215"]
+    # gunicorn's "0 = unlimited": the largest value a SETTINGS frame holds
+    assert setting(first, "http2_max_header_list_size") == ["2147483647"]
+    copy = tmp_path / "printed.conf"
+    copy.write_text(first)
+    assert print_config(["-c", copy, "m:app"]) == first
+    out = print_config(["-c", conf, "--http-protocols", "h2",
+                        "--http2-max-frame-size=32768", "m:app"])
+    assert setting(out, "http_protocols") == ["h2"]
+    assert setting(out, "http2_max_frame_size") == ["32768"]
+    # the file's prior-knowledge with the command line's h1 alone
+    rc, out, err = run_cli(["-c", conf, "--http-protocols", "h1", "m:app"])
+    assert_usage_error(rc, err, "prior-knowledge needs h2")
 
 
 # ------------------------------------------------------------ HUP
@@ -277,6 +342,25 @@ def test_hup_broken_file_changes_nothing(tmp_path, servers, kind, executor):
     wait_until(lambda: s.get("/hz").status == 200, 20,
                "the new settings to serve")
     assert s.worker_pids() != old
+
+
+def test_hup_takes_http2_settings(tmp_path, servers):
+    """The HTTP/2 settings are the workers': a HUP that changes them is a
+    rolling restart, nothing kept; one that breaks them changes nothing."""
+    s = start(servers, make_conf_server(tmp_path, "wsgi", "pump"))
+    old = s.wait_workers(1)
+    good = s.conf.read_text()
+    s.conf.write_text(good + "http2_cleartext = prior-knowledge\n")
+    log = hup_and_wait(s, "the configuration was not re-read")
+    assert "argument --http2-cleartext: prior-knowledge needs h2" in log
+    assert s.worker_pids() == old
+    s.conf.write_text(good + "http_protocols = h2, h1\n"
+                      "http2_max_concurrent_streams = 8\n")
+    log = hup_and_wait(s, "re-read %s" % s.conf)
+    assert "only read at start" not in log, log
+    wait_until(lambda: not set(old) & set(s.worker_pids()), 20,
+               "the old worker to be replaced")
+    assert s.get("/hello").status == 200
 
 
 def test_hup_keeps_start_only_settings(tmp_path, servers):
