@@ -89,7 +89,8 @@ void sl_options_print_help(void)
     printf("usage: sluice [OPTIONS] MODULE:CALLABLE\n"
            "\n"
            "Serve the WSGI or ASGI application CALLABLE from Python module"
-           " MODULE\nover HTTP/1.1. Defaults are in brackets.\n"
+           " MODULE\nover HTTP/1.1, and HTTP/2 with --http-protocols h2,h1."
+           " Defaults are in\nbrackets.\n"
            "\n"
            "options:\n");
     for (size_t i = 0; i < sl_options_ndefs; i++) {
