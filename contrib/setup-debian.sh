@@ -22,6 +22,7 @@ PACKAGES="
     nftables iproute2
     python3-yaml
     libssl-dev openssl python3-trustme python3-httpx testssl.sh
+    libnghttp2-dev nghttp2-client python3-h2
 "
 
 # shellcheck disable=SC2086 # one word per package
