@@ -197,8 +197,7 @@ const opt_def_t sl_options_defs[] = {
     {"http2-max-header-list-size", 0, OPT_INT,
      FIELD(http2_max_header_list_size), 0, MAX_H2_SETTING, "BYTES",
      "the largest header list of an HTTP/2 request, decoded (each field's"
-     " name and value and 32 bytes); a bigger one is refused; 0 ="
-     " 2147483647 [65536]"},
+     " name and value and 32 bytes); 0 = 2147483647 [65536]"},
     {"access-logfile", 0, OPT_STRING, FIELD(access_logfile), 0, 0, "FILE",
      "write the access log to FILE, '-' for stdout [none: no access log]"},
     {"access-logformat", 0, OPT_STRING, FIELD(access_logformat), 0, 0, "FMT",
@@ -514,9 +513,10 @@ static int check_tls(const sl_options_t *o)
 }
 
 /* The HTTP/2 settings that need one another: prior knowledge serves
- * HTTP/2, so h2 must be allowed. h2 with neither TLS nor prior knowledge
- * is no error, as in gunicorn: h2 is offered where a listener can offer
- * it (ALPN), and --http2-* mean nothing without h2, as gunicorn has it. */
+ * HTTP/2, so h2 must be allowed. As in gunicorn, h2 without TLS or prior
+ * knowledge is no error (ALPN offers it wherever there is TLS), and the
+ * --http2-* limits without h2 are none either: --print-config writes them
+ * always, and its output must read back. */
 static int check_http2(sl_options_t *o)
 {
     bool h2 = false;
