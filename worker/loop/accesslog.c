@@ -174,12 +174,13 @@ static const char *ipv4_text(const struct in_addr *a, char *buf)
     return buf;
 }
 
-const char *sl_accesslog_remote(const sl_conn_t *c, char *buf, size_t n)
+const char *sl_accesslog_remote(const sl_exch_t *x, char *buf, size_t n)
 {
+    const sl_conn_t *c = x->conn;
     int port;
 
-    if (sl_req_client(&c->x.req)->addr[0] != '\0')
-        return sl_req_client(&c->x.req)
+    if (sl_req_client(&x->req)->addr[0] != '\0')
+        return sl_req_client(&x->req)
             ->addr; /* named by a trusted proxy's header */
     if (c->peer.ss_family == AF_INET && n >= INET_ADDRSTRLEN)
         return ipv4_text(&((const struct sockaddr_in *)&c->peer)->sin_addr,
@@ -187,25 +188,25 @@ const char *sl_accesslog_remote(const sl_conn_t *c, char *buf, size_t n)
     return sl_peer_text((const struct sockaddr *)&c->peer, buf, n, &port);
 }
 
-void sl_accesslog_request(sl_accesslog_t *a, sl_conn_t *c)
+void sl_accesslog_request(sl_accesslog_t *a, const sl_exch_t *x, bool head)
 {
     const sl_tls_info_t *ti;
     char peer[64];
     sl_accesslog_rec_t rec = {
-        .req = c->h1.head_done ? &c->x.req : NULL,
-        .peer = sl_accesslog_remote(c, peer, sizeof(peer)),
-        .status = c->x.resp_status,
-        .body = c->x.resp_body,
-        .start = c->x.req.start,
+        .req = head ? &x->req : NULL,
+        .peer = sl_accesslog_remote(x, peer, sizeof(peer)),
+        .status = x->resp_status,
+        .body = x->resp_body,
+        .start = x->req.start,
         .end = ev_time(),
         .pid = a->pid,
     };
 
-    if (a->fmt.resp_headers && c->x.resp_head.len > 0) {
-        rec.resp_head = c->x.resp_head.data;
-        rec.resp_head_len = c->x.resp_head.len;
+    if (a->fmt.resp_headers && x->resp_head.len > 0) {
+        rec.resp_head = x->resp_head.data;
+        rec.resp_head_len = x->resp_head.len;
     }
-    if (a->fmt.tls && (ti = sl_transport_tls_info(&c->tp)) != NULL) {
+    if (a->fmt.tls && (ti = sl_transport_tls_info(&x->conn->tp)) != NULL) {
         rec.tls_protocol = ti->protocol;
         rec.tls_cipher = ti->cipher_name;
     }

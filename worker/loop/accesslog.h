@@ -23,6 +23,7 @@
 #include "worker/loop/request.h"
 
 typedef struct sl_conn sl_conn_t;
+typedef struct sl_exch sl_exch_t;
 typedef struct sl_accesslog sl_accesslog_t;
 
 /* Bytes one line may take, at most: longer ones are cut. */
@@ -75,13 +76,14 @@ int sl_accesslog_open(sl_accesslog_t **out, struct ev_loop *loop,
 /* Does A's format ask for response headers (%({x}o)s)? */
 bool sl_accesslog_wants_head(const sl_accesslog_t *a);
 
-/* The client address the h atom shows for C: the one a trusted proxy named
+/* The client address the h atom shows for X: the one a trusted proxy named
  * (--forwarded-allow-ips), else the peer (the PROXY header's source when
- * there was one), as text in BUF[0..N) or in C's request. */
-const char *sl_accesslog_remote(const sl_conn_t *c, char *buf, size_t n);
+ * there was one), as text in BUF[0..N) or in X's request. */
+const char *sl_accesslog_remote(const sl_exch_t *x, char *buf, size_t n);
 
-/* Log C's request, which has just ended. Loop thread. */
-void sl_accesslog_request(sl_accesslog_t *a, sl_conn_t *c);
+/* Log X's request, which has just ended; HEAD: its head was read whole
+ * (else the line shows no request). Loop thread. */
+void sl_accesslog_request(sl_accesslog_t *a, const sl_exch_t *x, bool head);
 
 /* Log REC (sl_accesslog_request() without a connection). */
 void sl_accesslog_add(sl_accesslog_t *a, const sl_accesslog_rec_t *rec);

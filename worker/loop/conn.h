@@ -63,6 +63,7 @@ enum {
     SL_CONN_WRITING, /* the executor is done, output still queued */
     SL_CONN_CLOSING, /* lingering close: write side shut, draining input */
     SL_CONN_WS,      /* a WebSocket after its 101 (conn_ws.h) */
+    SL_CONN_H2,      /* HTTP/2: its streams are the exchanges (h2.h) */
 };
 
 struct sl_conn {
@@ -84,6 +85,9 @@ struct sl_conn {
     int listener;  /* index of the listener it came from */
     bool peer_eof; /* the client shut its write side */
 
+    /* the HTTP/2 session's (h2.c): owned, NULL for other sessions */
+    struct sl_h2 *h2;
+
     /* the PROXY session's (conn_proxy.c) */
     bool proxy_pending; /* its header is due */
 
@@ -98,6 +102,7 @@ struct sl_conn {
         bool in_msg;         /* a message has begun and is not yet served */
         bool head_clock;     /* deadline is the head's: armed once per head */
         bool fresh;          /* no byte of a request read yet */
+        bool h2_maybe;       /* the bytes so far begin HTTP/2's preface */
         llhttp_t parser;
         size_t req_start; /* offset in rbuf where the current head began */
     } h1;

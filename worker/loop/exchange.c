@@ -374,8 +374,17 @@ out_unlock:
     return rc;
 }
 
+bool sl_exch_is_stream(const sl_exch_t *x)
+{
+    return x != &x->conn->x;
+}
+
 bool sl_exch_must_close(sl_exch_t *x, uint32_t gen)
 {
+    /* a stream ends alone: its connection stays, and the drain's GOAWAY
+     * says the rest */
+    if (sl_exch_is_stream(x))
+        return false;
     return sl_drain_closing(&x->conn->pump->drain) ||
            (x->req.has_body && sl_exch_body_left(x, gen) > SL_CONN_DISCARD_MAX);
 }

@@ -179,6 +179,10 @@ const char *sl_exch_scheme(const sl_exch_t *x);
  * it is not TLS. Same rules as sl_exch_client(). */
 const sl_tls_info_t *sl_exch_tls(const sl_exch_t *x);
 
+/* X is one of several on its connection (an HTTP/2 stream), not the one
+ * it carries itself (HTTP/1.1). */
+bool sl_exch_is_stream(const sl_exch_t *x);
+
 /* The exchange's listener (the index of the socket it came in on), for
  * the server name and port an app is shown. */
 int sl_exch_listener(const sl_exch_t *x);

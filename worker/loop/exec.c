@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/exec.h"
+#include "worker/loop/h2.h"
 #include "worker/loop/pump.h"
 
 /* ---- the two queues between the loop and the executor ---- */
@@ -108,6 +109,8 @@ void sl_exec_loop_runs_anyway(sl_exch_t *x)
 
 void sl_exec_complete(sl_exch_t *x)
 {
-    if (x->conn->state != SL_CONN_FREE)
+    if (sl_exch_is_stream(x))
+        sl_h2_complete(x);
+    else if (x->conn->state != SL_CONN_FREE)
         sl_conn_complete(x->conn);
 }

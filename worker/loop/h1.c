@@ -34,6 +34,7 @@
 #include "worker/loop/exec.h"
 #include "worker/loop/forwarded.h"
 #include "worker/loop/h1.h"
+#include "worker/loop/h2.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pool.h"
 #include "worker/loop/pump.h"
@@ -311,9 +312,29 @@ static int conn_read_serving(sl_conn_t *c)
     return rc;
 }
 
+/* Does C, whose first bytes just came, speak HTTP/2? 1 when ALPN
+ * settled on h2, or when the bytes are the client's preface on a plain
+ * listener that takes it (--http2-cleartext prior-knowledge); 0 when they
+ * are a part of the preface so far; -1: HTTP/1.1. */
+static int h2_wanted(sl_conn_t *c)
+{
+    const sl_tls_info_t *ti = sl_transport_tls_info(&c->tp);
+    int rc;
+
+    c->h1.h2_maybe = false;
+    if (ti != NULL)
+        return ti->alpn != NULL && strcmp(ti->alpn, "h2") == 0 ? 1 : -1;
+    if (!c->pump->opt->http2_prior_knowledge || c->x.req.tls)
+        return -1;
+    rc = sl_h2_preface(c->rbuf.data + c->rbuf.off, sl_buf_pending(&c->rbuf));
+    c->h1.h2_maybe = rc == 0;
+    return rc;
+}
+
 static void on_readable(sl_conn_t *c)
 {
     size_t limit, got;
+    bool fresh;
     int rc;
 
     switch (c->state) {
@@ -327,7 +348,18 @@ static void on_readable(sl_conn_t *c)
     case SL_CONN_READING:
         limit = (c->h1.in_msg ? c->h1.req_start : c->rbuf.off) +
                 max_head(c->pump->opt);
+        fresh = c->h1.fresh;
         rc = conn_read(c, SL_CONN_READ_CHUNK, limit, &got);
+        if (rc == 1 && (fresh || c->h1.h2_maybe)) {
+            switch (h2_wanted(c)) {
+            case 1:
+                sl_h2_start(c);
+                return;
+            case 0: /* a part of the preface: wait for the rest */
+                sl_conn_watch(c, EV_READ);
+                return;
+            }
+        }
         if (rc == 0 && c->rbuf.len >= limit) {
             c->h1.http_error = c->x.req.nhdrs > 0 ? 431 : 414;
             conn_error_response(c, c->h1.http_error);
@@ -662,6 +694,7 @@ void sl_h1_start(sl_conn_t *c)
     c->deadline = c->idle_since + c->pump->opt->header_timeout;
     c->h1.head_clock = true;
     c->h1.fresh = true;
+    c->h1.h2_maybe = false;
     sl_conn_watch(c, EV_READ);
 }
 

@@ -15,6 +15,7 @@
 
 #include "common/metrics.h"
 #include "common/options.h"
+#include "worker/loop/h2.h"
 #include "worker/loop/inline.h"
 #include "worker/loop/pump.h"
 
@@ -34,9 +35,27 @@ static bool poll_socket(sl_conn_t *c, int what)
     return poll(&pfd, 1, ms > 0 ? ms : -1) > 0;
 }
 
+bool sl_inline_poll(sl_conn_t *c, int what, bool write)
+{
+    struct pollfd pfd = {.fd = c->tp.fd, .events = POLLIN};
+    const sl_options_t *o = c->pump->opt;
+    int ms = (int)((what == EV_WRITE ? o->send_timeout : o->timeout) * 1000);
+
+    if (write || (c->tp.read_wait & EV_WRITE))
+        pfd.events |= POLLOUT;
+    if (sl_transport_pending(&c->tp) > 0)
+        return true;
+    return poll(&pfd, 1, ms > 0 ? ms : -1) > 0;
+}
+
 void sl_inline_notify(sl_exch_t *x)
 {
     sl_conn_t *c = x->conn;
+
+    if (sl_exch_is_stream(x)) {
+        sl_h2_inline_notify(x);
+        return;
+    }
     /* the end of the response waits for the dispatch to take it, which
      * may still replace it with an error answer (a bad body) */
     if (c->x.aborted || c->x.resp_done || sl_buf_pending(&c->x.out) == 0)
@@ -122,5 +141,8 @@ static int pull_body(sl_conn_t *c)
 int sl_inline_wait(sl_exch_t *x, int what)
 {
     sl_conn_t *c = x->conn;
+
+    if (sl_exch_is_stream(x))
+        return sl_h2_inline_wait(x, what);
     return what == SL_AWAIT_BODY ? pull_body(c) : drain_out(c);
 }

@@ -104,7 +104,12 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
     (void)revents;
     while ((n = sl_queue_pop_all(&p->done, batch, 256)) > 0) {
         for (i = 0; i < n; i++) {
-            sl_conn_t *c = &p->pool.conns[batch[i].idx];
+            sl_conn_t *c;
+            if (batch[i].idx >= p->pool.nconns) {
+                sl_h2_complete(sl_pump_exch(p, batch[i].idx));
+                continue;
+            }
+            c = &p->pool.conns[batch[i].idx];
             if (c->state != SL_CONN_FREE)
                 sl_conn_complete(c);
         }
@@ -199,18 +204,22 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
     p->backend_fd = backend_fd(p->loop, probe);
     sl_date_update();
 
-    /* a submit and a wake per connection at most in one pass */
-    p->npending_cap = (uint32_t)o->worker_connections * 2;
+    if (sl_pool_init(&p->pool, (uint32_t)o->worker_connections, p->loop) < 0 ||
+        sl_h2_streams_init(p) < 0) {
+        sl_error("out of memory for %u connections", p->pool.nconns);
+        return -1;
+    }
+    /* a submit and a wake per exchange at most in one pass */
+    p->npending_cap = sl_pump_exch_max(p) * 2;
     p->pending = calloc(p->npending_cap, sizeof(sl_ticket_t));
     p->handing = calloc(p->npending_cap, sizeof(sl_ticket_t));
-    if (sl_pool_init(&p->pool, (uint32_t)o->worker_connections, p->loop) < 0 ||
-        p->pending == NULL || p->handing == NULL) {
+    if (p->pending == NULL || p->handing == NULL) {
         sl_error("out of memory for %u connections", p->pool.nconns);
         return -1;
     }
     p->pool.changed = pool_changed;
-    if (sl_queue_init(&p->work, p->pool.nconns * 4) < 0 ||
-        sl_queue_init(&p->done, p->pool.nconns * 4) < 0) {
+    if (sl_queue_init(&p->work, p->pool.nconns * 4 + p->h2max * 2) < 0 ||
+        sl_queue_init(&p->done, p->pool.nconns * 4 + p->h2max * 2) < 0) {
         sl_error("out of memory for the executor queues");
         return -1;
     }
@@ -274,6 +283,7 @@ void sl_pump_destroy(sl_pump_t *p)
     sl_accesslog_close(p->alog);
     p->alog = NULL;
     sl_pool_destroy(&p->pool);
+    sl_h2_streams_destroy(p);
     free(p->pending);
     free(p->handing);
     sl_queue_destroy(&p->work);

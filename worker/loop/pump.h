@@ -24,6 +24,7 @@
 #include "worker/loop/conn.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/exec.h"
+#include "worker/loop/h2.h"
 #include "worker/loop/pool.h"
 
 /* One inherited listening socket, as the worker accepts from it. */
@@ -53,6 +54,13 @@ struct sl_pump {
     sl_acceptlimit_t accept_limit; /* its log lines, once a second */
 
     sl_pool_t pool; /* embedded: the connections (pool.h) */
+    /* HTTP/2's streams (h2.h), each an exchange whose id follows the
+     * connections': a table of h2max slots, each allocated on first use
+     * and kept (an executor may hold its id), the free ones listed */
+    struct sl_h2_stream **h2s; /* owned */
+    uint32_t h2max;
+    uint32_t h2used; /* slots allocated: h2s[0..h2used) */
+    struct sl_h2_stream *h2free;
     /* Pump mode, pipelining: connections whose finished answers wait
      * for the next one (output.h), each SL_CONN_HOLD_SECS at most. */
     sl_holdq_t holdq; /* embedded */
@@ -186,6 +194,8 @@ static inline const sl_pump_listener_t *sl_pump_listener(const sl_pump_t *p,
  * pool does not move. */
 static inline sl_exch_t *sl_pump_exch(sl_pump_t *p, uint32_t id)
 {
+    if (id >= p->pool.nconns)
+        return sl_h2_exch(p, id);
     return &p->pool.conns[id].x;
 }
 
@@ -193,7 +203,7 @@ static inline sl_exch_t *sl_pump_exch(sl_pump_t *p, uint32_t id)
  * its per-exchange tables by (ids are below it). */
 static inline uint32_t sl_pump_exch_max(const sl_pump_t *p)
 {
-    return p->pool.nconns;
+    return p->pool.nconns + p->h2max;
 }
 
 #endif

@@ -91,6 +91,13 @@ typedef struct {
     sl_client_t *client;
 } sl_req_t;
 
+/* May R's response be chunked (HTTP/1.1; and HTTP/2, whose session reads
+ * the chunks back into frames, h2_stream.c)? Not for HTTP/1.0. */
+static inline bool sl_req_chunks(const sl_req_t *r)
+{
+    return r->major > 1 || r->minor >= 1;
+}
+
 /* R's client as forwarding headers name it: never NULL. */
 static inline const sl_client_t *sl_req_client(const sl_req_t *r)
 {

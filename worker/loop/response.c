@@ -136,7 +136,7 @@ int sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
         PUT(rs, b, sl_date_line(), SL_DATE_LINE_LEN);
     if (rs->app_cl) {
         /* a sized body has no room for trailers */
-    } else if (trailers && req->minor >= 1 && framed) {
+    } else if (trailers && sl_req_chunks(req) && framed) {
         rs->chunked = !req->head;
         rs->trailers = rs->chunked;
         if (rs->chunked)
@@ -148,7 +148,7 @@ int sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
         rs->app_cl = true;
         rs->cl = (uint64_t)known;
     } else if (!rs->no_body) {
-        if (req->minor >= 1) {
+        if (sl_req_chunks(req)) {
             rs->chunked = true;
             PUT_LIT(rs, b, "Transfer-Encoding: chunked\r\n");
         } else {
@@ -158,7 +158,7 @@ int sl_response_end(sl_response_t *rs, sl_buf_t *b, const sl_req_t *req,
     if (!req->keep_alive || rs->close || close) {
         rs->close = true;
         PUT_LIT(rs, b, "Connection: close\r\n");
-    } else if (req->minor == 0) {
+    } else if (!sl_req_chunks(req)) {
         PUT_LIT(rs, b, "Connection: keep-alive\r\n");
     }
     PUT_LIT(rs, b, "\r\n");

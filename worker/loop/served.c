@@ -33,16 +33,15 @@ static int method_class(int method)
     }
 }
 
-/* C's request, counted by method and status class, with its duration and
+/* X's request, counted by method and status class, with its duration and
  * queue time. The executor is done with it: resp_status and picked are
  * final. */
-static void metrics_request(sl_pump_t *p, const sl_conn_t *c)
+static void metrics_request(sl_pump_t *p, const sl_exch_t *x, bool head)
 {
     sl_metrics_slot_t *m = sl_metrics_self;
-    ev_tstamp start = c->x.req.start;
-    int method =
-        c->h1.head_done ? method_class(c->x.req.method) : SL_METRICS_OTHER;
-    int status = c->x.resp_status;
+    ev_tstamp start = x->req.start;
+    int method = head ? method_class(x->req.method) : SL_METRICS_OTHER;
+    int status = x->resp_status;
     int code =
         status >= 100 && status < 600 ? status / 100 - 1 : SL_METRICS_NONE;
 
@@ -50,15 +49,20 @@ static void metrics_request(sl_pump_t *p, const sl_conn_t *c)
     if (start <= 0)
         return; /* refused before it began (a bad head) */
     sl_metrics_observe(&m->duration, ev_now(p->loop) - start);
-    if (c->x.picked > 0)
-        sl_metrics_observe(&m->queue, c->x.picked - start);
+    if (x->picked > 0)
+        sl_metrics_observe(&m->queue, x->picked - start);
+}
+
+void sl_exch_done(sl_pump_t *p, const sl_exch_t *x, bool head)
+{
+    metrics_request(p, x, head);
+    if (p->alog != NULL)
+        sl_accesslog_request(p->alog, x, head);
+    p->served++;
+    sl_drain_retire_check(p);
 }
 
 void sl_request_done(sl_pump_t *p, sl_conn_t *c)
 {
-    metrics_request(p, c);
-    if (p->alog != NULL)
-        sl_accesslog_request(p->alog, c);
-    p->served++;
-    sl_drain_retire_check(p);
+    sl_exch_done(p, &c->x, c->h1.head_done);
 }

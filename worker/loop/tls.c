@@ -177,6 +177,8 @@ static void settle(tls_t *tls)
     SSL *ssl = tls->ssl;
     const SSL_CIPHER *c = SSL_get_current_cipher(ssl);
     X509 *peer = SSL_get0_peer_certificate(ssl);
+    const unsigned char *alpn = NULL;
+    unsigned alpn_len = 0;
     long verdict;
 
     tls->settled = true;
@@ -185,6 +187,11 @@ static void settle(tls_t *tls)
     tls->info.cipher = c != NULL ? SSL_CIPHER_get_protocol_id(c) : 0;
     tls->info.cipher_name = c != NULL ? SSL_CIPHER_get_name(c) : NULL;
     tls->info.server_cert = sl_tlsctx_cert_pem(SSL_get_certificate(ssl));
+    SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
+    if (alpn_len == 2 && memcmp(alpn, "h2", 2) == 0)
+        tls->info.alpn = "h2";
+    else if (alpn_len > 0)
+        tls->info.alpn = "http/1.1";
     if (peer == NULL)
         return;
     settle_client(ssl, peer, &tls->info);

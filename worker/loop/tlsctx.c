@@ -6,8 +6,8 @@
  * the costly half of a handshake at will), no compression (CRIME), TLS 1.2
  * suites with ECDHE only (no DH parameters are set, so a DHE suite named
  * in --ciphers cannot be chosen either). ALPN offers the protocols a
- * worker speaks (protocols(): http/1.1 today), the server's choice first,
- * so h2 goes first there once there is an HTTP/2 session.
+ * worker speaks (protocols(): --http-protocols, h2 and http/1.1), the server's
+ * choice first, so h2 goes first there once there is an HTTP/2 session.
  *
  * The modes are the transport's (worker/loop/tls.c): a write may end
  * after part of its buffer, be retried from another address (the output
@@ -74,10 +74,10 @@
  * for SL_TLS_PROTOCOLS), the server's preference first; their count. */
 static int protocols(const sl_options_t *o, const char **names)
 {
-    int n = 0;
+    int i, n = 0;
 
-    (void)o;
-    names[n++] = "http/1.1";
+    for (i = 0; i < o->nhttp_protocols && n < SL_TLS_PROTOCOLS; i++)
+        names[n++] = o->http_protocols[i] == SL_PROTO_H2 ? "h2" : "http/1.1";
     return n;
 }
 

@@ -67,6 +67,8 @@ typedef struct sl_tls_info {
     uint16_t cipher;          /* the suite's IANA id (0x1301) */
     const char *protocol;     /* static: "TLSv1.3" */
     const char *cipher_name;  /* static: OpenSSL's name of the suite */
+    const char *alpn;         /* static: the protocol ALPN settled on,
+                                 "h2" or "http/1.1"; NULL: none */
     const char *server_cert;  /* borrowed (the context's): the certificate
                                  sent, PEM; NULL when unknown */
     char *client_chain;       /* owned: the client's certificate, then the

@@ -51,6 +51,7 @@ enum {
     K_SUBPROTOCOLS,
     K_1_0,
     K_1_1,
+    K_2,
     K_HTTPS,
     K_WSS,
     K_TLS,
@@ -83,6 +84,7 @@ static const char *const key_names[K_COUNT] = {
     "subprotocols",
     "1.0",
     "1.1",
+    "2",
     "https",
     "wss",
     "tls",
@@ -98,15 +100,22 @@ static PyObject *names[K_COUNT];
 /* sl_http_common_names as the scope has them (bytes), made once. */
 static PyObject *common_names[SL_HTTP_NCOMMON];
 
+/* Q's HTTP version as an index: 0 for 1.0, 1 for 1.1, 2 for 2. */
+static int version_of(const sl_req_t *q)
+{
+    return q->major == 2 ? 2 : q->minor ? 1 : 0;
+}
+
 /* What every scope is made from. */
 static struct {
     PyObject *proto;                    /* owned: the http prototype */
     PyObject *ws_proto;                 /* owned: the websocket prototype */
     PyObject *server[SL_MAX_LISTENERS]; /* owned: (host, port) or None */
     /* owned: the http prototype as most requests to listener L over
-     * HTTP/1.M fill it in: its server, its http_version, method GET and
-     * an empty query string already set, so a request sets fewer keys */
-    PyObject *http[SL_MAX_LISTENERS][2];
+     * HTTP/1.0, 1.1 and 2 (version_of()) fill it in: its server, its
+     * http_version, method GET and an empty query string already set, so a
+     * request sets fewer keys */
+    PyObject *http[SL_MAX_LISTENERS][3];
     PyObject *empty; /* owned: b"" */
     /* borrowed (the prototypes'): the extensions every http, and every
      * websocket, scope shares */
@@ -320,7 +329,7 @@ static PyObject *scope_common(PyObject *proto, const sl_exch_t *c,
         return NULL;
     sl_http_target(q->hbuf.data + q->url_off, q->url_len, &t);
     if ((!preset && put(scope, K_HTTP_VERSION,
-                        Py_NewRef(names[q->minor ? K_1_1 : K_1_0])) < 0) ||
+                        Py_NewRef(names[K_1_0 + version_of(q)])) < 0) ||
         put(scope, K_PATH, sl_py_unquote_path(t.path, t.path_len, true)) < 0 ||
         put(scope, K_RAW_PATH,
             PyBytes_FromStringAndSize(t.path, (Py_ssize_t)t.path_len)) < 0 ||
@@ -344,7 +353,7 @@ PyObject *sl_asgi_scope_new(const sl_exch_t *c, PyObject *state)
 {
     const sl_req_t *q = &c->req;
     PyObject *scope = scope_common(
-        parts.http[sl_exch_listener(c)][q->minor ? 1 : 0], c, state, true);
+        parts.http[sl_exch_listener(c)][version_of(q)], c, state, true);
 
     if (scope != NULL &&
         ((q->method != HTTP_GET &&
@@ -458,16 +467,15 @@ static void find_slots(void)
         parts.slot[k] = sl_py_dict_slot(parts.proto, names[k]);
 }
 
-/* parts.http[L][MINOR], from parts.proto and parts.server[L]. */
-static PyObject *make_http_proto(int l, int minor)
+/* parts.http[L][V], from parts.proto and parts.server[L]. */
+static PyObject *make_http_proto(int l, int v)
 {
     PyObject *d = PyDict_Copy(parts.proto);
     sl_req_t get = {.method = HTTP_GET};
 
     if (d != NULL &&
         (PyDict_SetItem(d, names[K_SERVER], parts.server[l]) < 0 ||
-         PyDict_SetItem(d, names[K_HTTP_VERSION],
-                        names[minor ? K_1_1 : K_1_0]) < 0 ||
+         PyDict_SetItem(d, names[K_HTTP_VERSION], names[K_1_0 + v]) < 0 ||
          sl_py_set_method(d, names[K_METHOD], &get) < 0 ||
          PyDict_SetItem(d, names[K_QUERY_STRING], parts.empty) < 0))
         Py_CLEAR(d);
@@ -504,7 +512,7 @@ static int init_proto(const sl_pump_t *p)
                               atoi(sl_pump_listener(p, k)->server_port));
         if (parts.server[k] == NULL)
             return -1;
-        for (m = 0; m < 2; m++)
+        for (m = 0; m < 3; m++)
             if ((parts.http[k][m] = make_http_proto(k, m)) == NULL)
                 return -1;
     }
@@ -539,7 +547,7 @@ int sl_asgi_scope_state(void)
         PyDict_SetItem(parts.ws_proto, names[K_STATE], Py_None) < 0)
         return -1;
     for (l = 0; l < SL_MAX_LISTENERS; l++)
-        for (m = 0; m < 2; m++)
+        for (m = 0; m < 3; m++)
             if (parts.http[l][m] != NULL &&
                 PyDict_SetItem(parts.http[l][m], names[K_STATE], Py_None) < 0)
                 return -1;

@@ -47,6 +47,7 @@ enum {
     K_WSGI_INPUT,
     K_HTTP_1_0,
     K_HTTP_1_1,
+    K_HTTP_2,
     K_EMPTY,
     K_URL_SCHEME,
     K_HTTPS,
@@ -78,6 +79,7 @@ static const char *const key_names[K_COUNT] = {
     "wsgi.input",
     "HTTP/1.0",
     "HTTP/1.1",
+    "HTTP/2",
     "",
     "wsgi.url_scheme",
     "https",
@@ -353,7 +355,9 @@ PyObject *sl_wsgi_environ_new(sl_exch_t *c, uint32_t gen)
         return NULL;
     if (sl_py_set_method(env, keys[K_REQUEST_METHOD], r) < 0 ||
         PyDict_SetItem(env, keys[K_SERVER_PROTOCOL],
-                       keys[r->minor ? K_HTTP_1_1 : K_HTTP_1_0]) < 0 ||
+                       keys[r->major == 2 ? K_HTTP_2
+                            : r->minor    ? K_HTTP_1_1
+                                          : K_HTTP_1_0]) < 0 ||
         PyDict_SetItem(env, keys[K_SERVER_NAME], listener_name[li]) < 0 ||
         PyDict_SetItem(env, keys[K_SERVER_PORT], listener_port[li]) < 0 ||
         set_str(env, keys[K_RAW_URI], url, (Py_ssize_t)n) < 0)
