@@ -750,8 +750,25 @@ void sl_h2_complete(sl_exch_t *x)
     if (!s->with_exec && !s->closed && s->resp_end)
         return; /* a stale notice */
     stream_take(h2, s);
-    if (h2->c->state != SL_CONN_FREE && !h2->in_recv)
-        session_process(h2);
+    /* written at the pass's end, with the others' (sl_h2_flush()) */
+    if (!h2->dirty && h2->c->sess == &sl_h2_session) {
+        sl_pump_t *p = h2->c->pump;
+        h2->dirty = true;
+        h2->dirty_next = p->h2dirty;
+        p->h2dirty = h2;
+    }
+}
+
+void sl_h2_flush(sl_pump_t *p)
+{
+    sl_h2_t *h2;
+
+    while ((h2 = p->h2dirty) != NULL) {
+        p->h2dirty = h2->dirty_next;
+        h2->dirty = false;
+        if (!h2->in_recv)
+            session_process(h2);
+    }
 }
 
 static void h2_sweep(sl_conn_t *c, ev_tstamp now)
@@ -970,6 +987,12 @@ static void session_close(sl_h2_t *h2)
 
     if (h2 == NULL)
         return;
+    if (h2->dirty) {
+        sl_h2_t **pp = &h2->c->pump->h2dirty;
+        while (*pp != h2)
+            pp = &(*pp)->dirty_next;
+        *pp = h2->dirty_next;
+    }
     for (s = h2->streams; s != NULL; s = next) {
         next = s->next;
         if (s->with_exec) {

@@ -48,6 +48,10 @@ sl_exch_t *sl_h2_exch(sl_pump_t *p, uint32_t id);
  * or an on-loop executor completed it): take it and frame it. */
 void sl_h2_complete(sl_exch_t *x);
 
+/* Frame and write what the completions of this pass gave the sessions
+ * (once a pass, before its tickets are handed over). */
+void sl_h2_flush(sl_pump_t *p);
+
 /* On-loop executors (inline.c): the executor queued something on X, a
  * stream; and a blocking wait for SL_AWAIT_* WHAT on it. */
 void sl_h2_inline_notify(sl_exch_t *x);

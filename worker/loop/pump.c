@@ -60,8 +60,15 @@ static void pool_changed(sl_pool_t *pool, bool released)
  * handles these, and those belong to the next batch. */
 static void hand_over(sl_pump_t *p)
 {
-    sl_ticket_t *batch = p->pending;
-    uint32_t n = p->npending;
+    sl_ticket_t *batch;
+    uint32_t n;
+
+    /* HTTP/2 sessions that completions touched: one write each for the
+     * pass (it may dispatch streams: their tickets go below) */
+    if (p->h2dirty != NULL)
+        sl_h2_flush(p);
+    batch = p->pending;
+    n = p->npending;
 
     if (n == 0)
         return;
