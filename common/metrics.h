@@ -72,13 +72,16 @@ typedef struct {
     uint64_t conns_accepted;
     uint64_t ws_opened, ws_msgs_in, ws_msgs_out;
     uint64_t idle_evictions; /* idle keep-alive conns closed to make room */
+    uint64_t h2_conns;       /* connections that spoke HTTP/2 */
+    uint64_t h2_requests;    /* requests served over HTTP/2 */
     /* gauges */
     uint64_t conns_open;
     uint64_t inflight;
     uint64_t lanes;
     uint64_t lanes_busy;
     uint64_t ws_open;
-    uint64_t pad[4]; /* to 896 bytes, a multiple of 64 */
+    uint64_t h2_conns_open;
+    uint64_t h2_streams_open; /* to 896 bytes, a multiple of 64 */
 } sl_metrics_slot_t;
 
 #define SL_METRICS_NCOUNTERS (offsetof(sl_metrics_slot_t, conns_open) / 8)

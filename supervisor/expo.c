@@ -53,6 +53,8 @@ int sl_expo_format(sl_buf_t *b, const sl_metrics_slot_t *retired,
         g.lanes += w[i].m.lanes;
         g.lanes_busy += w[i].m.lanes_busy;
         g.ws_open += w[i].m.ws_open;
+        g.h2_conns_open += w[i].m.h2_conns_open;
+        g.h2_streams_open += w[i].m.h2_streams_open;
     }
 
     family(&o, "sluice_requests_total", "counter",
@@ -97,6 +99,17 @@ int sl_expo_format(sl_buf_t *b, const sl_metrics_slot_t *retired,
             "WebSocket messages received from clients.", t.ws_msgs_in);
     counter(&o, "sluice_websocket_messages_sent_total",
             "WebSocket messages the application sent.", t.ws_msgs_out);
+    gauge(&o, "sluice_http2_connections_open",
+          "Client connections speaking HTTP/2 now.", g.h2_conns_open);
+    counter(&o, "sluice_http2_connections_total",
+            "Client connections that spoke HTTP/2.", t.h2_conns);
+    gauge(&o, "sluice_http2_streams_open",
+          "HTTP/2 streams open now (or still with the application).",
+          g.h2_streams_open);
+    counter(&o, "sluice_http2_requests_total",
+            "Requests served over HTTP/2 (sluice_requests_total counts them"
+            " too).",
+            t.h2_requests);
 
     family(&o, "sluice_worker_restarts_total", "counter",
            "Workers replaced by the supervisor, by cause.");

@@ -32,6 +32,9 @@ void sl_drain_ctl(sl_pump_t *p, uint32_t type)
         m.websockets += c->state == SL_CONN_WS;
         if (c->state == SL_CONN_SERVING && now - c->x.req.start > m.oldest)
             m.oldest = now - c->x.req.start;
+        if (c->state == SL_CONN_H2 && sl_h2_oldest(c) > 0 &&
+            now - sl_h2_oldest(c) > m.oldest)
+            m.oldest = now - sl_h2_oldest(c);
     }
     if (sl_ctl_send(p->drain.ctl_fd, &m) < 0 && errno != EAGAIN)
         sl_log_errno(SL_LOG_DEBUG, "send() on the control channel failed");

@@ -771,6 +771,17 @@ void sl_h2_flush(sl_pump_t *p)
     }
 }
 
+double sl_h2_oldest(const sl_conn_t *c)
+{
+    const sl_h2_stream_t *s;
+    ev_tstamp oldest = 0;
+
+    for (s = c->h2->streams; s != NULL; s = s->next)
+        if (s->with_exec && (oldest == 0 || s->x.req.start < oldest))
+            oldest = s->x.req.start;
+    return oldest;
+}
+
 static void h2_sweep(sl_conn_t *c, ev_tstamp now)
 {
     sl_h2_t *h2 = h2_of(c);
@@ -791,6 +802,18 @@ static void h2_sweep(sl_conn_t *c, ev_tstamp now)
         h2->failed = true;
         session_fail(h2);
         return;
+    }
+    for (s = h2->streams; s != NULL; s = s->next) {
+        if (!s->head_done && o->header_timeout > 0 &&
+            now - s->progress >= o->header_timeout) {
+            /* a header block never finished (CONTINUATION frames held
+             * back): --header-timeout, and the connection ends, since
+             * nothing else may come on it meanwhile */
+            (void)nghttp2_session_terminate_session(h2->ng,
+                                                    NGHTTP2_PROTOCOL_ERROR);
+            session_fail(h2);
+            return;
+        }
     }
     /* a stream the peer's window holds: --send-timeout for the stream */
     for (s = h2->streams; s != NULL && o->send_timeout > 0; s = next) {
@@ -817,6 +840,12 @@ static void h2_going_away(sl_conn_t *c, unsigned code)
     h2->notice_sent = true;
     h2->notice_at = ev_now(c->pump->loop);
     (void)nghttp2_submit_shutdown_notice(h2->ng);
+    /* nghttp2 sends a PING before a GOAWAY queued with it: the notice
+     * goes first, so the ACK comes after the client has seen it */
+    if (session_send(h2) < 0) {
+        session_fail(h2);
+        return;
+    }
     (void)nghttp2_submit_ping(h2->ng, NGHTTP2_FLAG_NONE, NULL);
     session_process(h2);
 }
@@ -962,6 +991,8 @@ void sl_h2_start(sl_conn_t *c)
     }
     h2->c = c;
     c->h2 = h2;
+    c->pump->h2sessions++;
+    sl_metrics_add(&sl_metrics_self->h2_conns, 1);
     c->sess = &sl_h2_session;
     c->state = SL_CONN_H2;
     c->deadline = 0;
@@ -1008,6 +1039,7 @@ static void session_close(sl_h2_t *h2)
         sl_h2_stream_free(s);
     }
     nghttp2_session_del(h2->ng);
+    h2->c->pump->h2sessions--;
     free(h2);
 }
 

@@ -48,6 +48,10 @@ sl_exch_t *sl_h2_exch(sl_pump_t *p, uint32_t id);
  * or an on-loop executor completed it): take it and frame it. */
 void sl_h2_complete(sl_exch_t *x);
 
+/* When the oldest request of C's streams still with the executor began;
+ * 0 when none is. */
+double sl_h2_oldest(const sl_conn_t *c);
+
 /* Frame and write what the completions of this pass gave the sessions
  * (once a pass, before its tickets are handed over). */
 void sl_h2_flush(sl_pump_t *p);

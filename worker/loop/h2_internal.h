@@ -80,15 +80,15 @@ struct sl_h2 {
     sl_h2_stream_t *streams; /* its live streams (h2_stream.c) */
     sl_h2_stream_t *ready_head;
     sl_h2_stream_t *ready_tail;
-    uint32_t nstreams;     /* live: open, or still with the executor */
-    uint32_t nexec;        /* with the executor */
-    bool in_recv;          /* nghttp2_session_mem_recv() runs */
-    bool dispatching;      /* the ready queue is being worked */
-    bool notice_sent;      /* the drain's first GOAWAY went out */
-    bool goaway_final;     /* the last-stream-id GOAWAY is queued */
-    bool failed;           /* the session is over: flush and close */
-    ev_tstamp notice_at;   /* when the drain's first GOAWAY was queued */
-    bool dirty;         /* on the pump's h2dirty list */
+    uint32_t nstreams;   /* live: open, or still with the executor */
+    uint32_t nexec;      /* with the executor */
+    bool in_recv;        /* nghttp2_session_mem_recv() runs */
+    bool dispatching;    /* the ready queue is being worked */
+    bool notice_sent;    /* the drain's first GOAWAY went out */
+    bool goaway_final;   /* the last-stream-id GOAWAY is queued */
+    bool failed;         /* the session is over: flush and close */
+    ev_tstamp notice_at; /* when the drain's first GOAWAY was queued */
+    bool dirty;          /* on the pump's h2dirty list */
     sl_h2_t *dirty_next;
     ev_tstamp quiet_since; /* when its last stream ended (keep-alive) */
     /* floods beyond what nghttp2 counts itself */

@@ -104,6 +104,7 @@ sl_h2_stream_t *sl_h2_stream_new(sl_h2_t *h2, int32_t sid)
         s->x.file_fd = -1;
         p->h2s[p->h2used++] = s;
     }
+    p->h2live++;
     s->h2 = h2;
     s->sid = sid;
     s->x.conn = c;
@@ -172,6 +173,7 @@ void sl_h2_stream_free(sl_h2_stream_t *s)
     s->file_fd = -1;
     s->next = p->h2free;
     p->h2free = s;
+    p->h2live--;
 }
 
 /* ------------------------------------------------------------------ */

@@ -140,6 +140,8 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
         sl_metrics_observe(&sl_metrics_self->lag, late);
     p->last_tick = now;
     sl_metrics_set(&sl_metrics_self->ws_open, sl_conn_ws_count(p));
+    sl_metrics_set(&sl_metrics_self->h2_conns_open, p->h2sessions);
+    sl_metrics_set(&sl_metrics_self->h2_streams_open, p->h2live);
     metrics_gauges(p);
     for (c = p->pool.active.next; c != &p->pool.active; c = next) {
         next = c->next;

@@ -61,6 +61,8 @@ struct sl_pump {
     uint32_t h2max;
     uint32_t h2used; /* slots allocated: h2s[0..h2used) */
     struct sl_h2_stream *h2free;
+    uint32_t h2sessions;   /* connections speaking HTTP/2 now */
+    uint32_t h2live;       /* streams taken from h2s, not yet given back */
     struct sl_h2 *h2dirty; /* sessions with output to frame at the pass's
                               end (sl_h2_flush()), linked by dirty_next */
     /* Pump mode, pipelining: connections whose finished answers wait

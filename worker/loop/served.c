@@ -56,6 +56,8 @@ static void metrics_request(sl_pump_t *p, const sl_exch_t *x, bool head)
 void sl_exch_done(sl_pump_t *p, const sl_exch_t *x, bool head)
 {
     metrics_request(p, x, head);
+    if (x->req.major == 2)
+        sl_metrics_add(&sl_metrics_self->h2_requests, 1);
     if (p->alog != NULL)
         sl_accesslog_request(p->alog, x, head);
     p->served++;
