@@ -11,6 +11,8 @@
  */
 #include "config.h"
 
+#include <poll.h>
+
 #include <stddef.h>
 #include <string.h>
 
@@ -217,6 +219,19 @@ static void conn_io_cb(struct ev_loop *loop, ev_io *w, int revents)
 
     (void)loop;
     c->sess->io(c, sl_transport_ready(&c->tp, revents));
+}
+
+bool sl_conn_poll(sl_conn_t *c, int what, bool write)
+{
+    struct pollfd pfd = {.fd = c->tp.fd, .events = POLLIN};
+    const sl_options_t *o = c->pump->opt;
+    int ms = (int)((what == EV_WRITE ? o->send_timeout : o->timeout) * 1000);
+
+    if (write || (c->tp.read_wait & EV_WRITE))
+        pfd.events |= POLLOUT;
+    if (sl_transport_pending(&c->tp) > 0)
+        return true;
+    return poll(&pfd, 1, ms > 0 ? ms : -1) > 0;
 }
 
 void sl_conn_close(sl_conn_t *c)

@@ -214,6 +214,13 @@ int sl_conn_flush(sl_conn_t *c);
  * thread, inside one of the calls above). */
 int sl_conn_flush_locked(sl_conn_t *c);
 
+/* Wait until C's socket is readable, or writable when WRITE (or when its
+ * transport's read waits for that), up to --timeout (WHAT EV_READ) or
+ * --send-timeout (EV_WRITE); at once when the transport holds bytes.
+ * false: nothing came in that time, or the socket broke. Blocks: for an
+ * executor on the loop thread only (inline.c, h2_exec.c). */
+bool sl_conn_poll(sl_conn_t *c, int what, bool write);
+
 /* Set the events C's watcher waits for (0: none). */
 void sl_conn_watch(sl_conn_t *c, int events);
 

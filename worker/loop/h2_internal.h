@@ -97,6 +97,45 @@ struct sl_h2 {
     uint32_t empty_data;   /* DATA frames with nothing in them there */
 };
 
+/* ---- h2.c: the session's bytes ---- */
+
+/* Write what nghttp2 has to send. 1 when all is written, 0 when the
+ * socket is full, -1 when the connection is broken. */
+int sl_h2_send(sl_h2_t *h2);
+
+/* Read what the socket has (a few chunks at most) into nghttp2. 0, or -1
+ * when the peer left or broke the protocol. */
+int sl_h2_read(sl_h2_t *h2);
+
+/* Advance H2 as far as it goes without waiting: dispatch, write, watch
+ * what is due; close the connection when both sides are done. */
+void sl_h2_process(sl_h2_t *h2);
+
+/* The session is over: every stream's executor hears the client left;
+ * what is queued goes if it can, and the connection closes once no
+ * executor holds a stream of it. */
+void sl_h2_fail(sl_h2_t *h2);
+
+/* ---- h2_frames.c: what nghttp2 reads ---- */
+
+/* Make H2's nghttp2 server session, its first SETTINGS queued. 0 or -1. */
+int sl_h2_session_new(sl_h2_t *h2);
+
+/* The data source of a response's body (nghttp2_data_source_read_callback):
+ * SRC's ptr is the stream. */
+ssize_t sl_h2_data_read(nghttp2_session *ng, int32_t sid, uint8_t *buf,
+                        size_t len, uint32_t *flags, nghttp2_data_source *src,
+                        void *ud);
+
+/* ---- h2_exec.c: streams and the executor ---- */
+
+/* Dispatch the streams whose head is whole, in order: never inside
+ * nghttp2's calls, never twice at once. */
+void sl_h2_dispatch_ready(sl_h2_t *h2);
+
+/* Take what S's executor queued and frame it; free S when it is over. */
+void sl_h2_stream_take_out(sl_h2_t *h2, sl_h2_stream_t *s);
+
 /* ---- h2_stream.c ---- */
 
 /* A free stream for H2's stream SID: its exchange ready for a new

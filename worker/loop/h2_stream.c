@@ -75,6 +75,17 @@ sl_exch_t *sl_h2_exch(sl_pump_t *p, uint32_t id)
     return &p->h2s[id - p->pool.nconns]->x;
 }
 
+double sl_h2_oldest(const sl_conn_t *c)
+{
+    const sl_h2_stream_t *s;
+    ev_tstamp oldest = 0;
+
+    for (s = c->h2->streams; s != NULL; s = s->next)
+        if (s->with_exec && (oldest == 0 || s->x.req.start < oldest))
+            oldest = s->x.req.start;
+    return oldest;
+}
+
 /* Bytes of the block that holds a request's header array (conn.c's). */
 static size_t hdrs_size(const sl_options_t *o)
 {

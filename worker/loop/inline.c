@@ -35,19 +35,6 @@ static bool poll_socket(sl_conn_t *c, int what)
     return poll(&pfd, 1, ms > 0 ? ms : -1) > 0;
 }
 
-bool sl_inline_poll(sl_conn_t *c, int what, bool write)
-{
-    struct pollfd pfd = {.fd = c->tp.fd, .events = POLLIN};
-    const sl_options_t *o = c->pump->opt;
-    int ms = (int)((what == EV_WRITE ? o->send_timeout : o->timeout) * 1000);
-
-    if (write || (c->tp.read_wait & EV_WRITE))
-        pfd.events |= POLLOUT;
-    if (sl_transport_pending(&c->tp) > 0)
-        return true;
-    return poll(&pfd, 1, ms > 0 ? ms : -1) > 0;
-}
-
 void sl_inline_notify(sl_exch_t *x)
 {
     sl_conn_t *c = x->conn;

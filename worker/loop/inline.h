@@ -20,10 +20,4 @@ void sl_inline_wake(sl_exch_t *x);
  * most --timeout at a time. 0, or -1 when the client is gone or silent. */
 int sl_inline_wait(sl_exch_t *x, int what);
 
-/* Wait until C's socket is readable, or writable when WRITE (or when its
- * transport's read waits for that), up to --timeout (WHAT EV_READ) or
- * --send-timeout (EV_WRITE). false: nothing came in that time, or the
- * socket broke. */
-bool sl_inline_poll(sl_conn_t *c, int what, bool write);
-
 #endif
