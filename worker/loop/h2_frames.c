@@ -54,6 +54,9 @@ static const sl_options_t *opts(const sl_h2_t *h2)
 /* ------------------------------------------------------------------ */
 /* nghttp2's callbacks                                                */
 
+static void flood_tick(sl_h2_t *h2);
+static int calm_down(sl_h2_t *h2, const char *what);
+
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
                             void *ud)
 {
@@ -63,7 +66,15 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
 
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    /* streams reset but still with the executor count too (rapid reset) */
+    /* streams reset but still with the executor count too (rapid reset):
+     * past twice the concurrency new ones are refused, and a client that
+     * goes on opening them in the same second is flooding */
+    if (h2->nstreams >= cap * RESETS_FACTOR) {
+        flood_tick(h2);
+        if (++h2->resets > cap * RESETS_FACTOR)
+            return calm_down(h2, "streams opened and reset faster than they"
+                                 " are served");
+    }
     if (h2->nstreams >= cap * RESETS_FACTOR ||
         (s = sl_h2_stream_new(h2, f->hd.stream_id)) == NULL) {
         (void)nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id,
@@ -269,8 +280,8 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code,
         s->x.aborted = true;
         sl_exch_wake(&s->x);
         flood_tick(h2);
-        if (s->with_exec || s->queued)
-            h2->resets++;
+        if (!s->answered)
+            h2->resets++; /* opened and dropped before its answer */
     } else if (!s->resp_end) {
         s->x.peer_gone = true;
         sl_exch_wake(&s->x);
@@ -369,6 +380,10 @@ static nghttp2_option *options_make(const sl_options_t *o)
     /* at most the streams allowed, ever open at once, and no more
      * remembered closed ones than that */
     nghttp2_option_set_max_reserved_remote_streams(opt, 0);
+    /* nghttp2's own count of resets (CVE-2023-44487) ends a session with
+     * INTERNAL_ERROR; ours (on_stream_close) comes first, with
+     * ENHANCE_YOUR_CALM, and nghttp2's stays behind it */
+    nghttp2_option_set_stream_reset_rate_limit(opt, 10000, 1000);
     (void)o;
     return opt;
 }
