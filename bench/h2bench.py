@@ -130,11 +130,18 @@ def measure(srv, arm, conns, streams, args):
         return r
     if not r["rps"]:
         c = r["counts"]
-        r["error"] = ("no request completed in %d s (failed %d, errored %d, "
-                      "timeout %d; protocol %s)"
+        r["error"] = ("no request completed in the %d s window (failed %d, "
+                      "errored %d, timeout %d; protocol %s)"
                       % (args.duration, c.get("failed", 0),
                          c.get("errored", 0), c.get("timeout", 0),
                          r.get("protocol", "none negotiated")))
+        if not c.get("started") and r.get("protocol"):
+            # every stream was opened in the warm-up and none came back:
+            # a server that answers them all together, later than that
+            r["error"] += ("; all %d streams in flight since the warm-up: "
+                           "answered later than the window, if at all "
+                           "(a longer --duration tells)"
+                           % (conns * streams))
         return r
     wall = r["harness_wall_s"]
     # h2load counts the requests of its -D window; the harness's window
@@ -476,7 +483,7 @@ def targets_markdown(doc):
     w("## CPU per request ≤ %.1f× nginx's over h2, and ≥ %.0f× hypercorn's "
       "requests per second" % (CPU_TARGET, RPS_TARGET))
     w("")
-    ours = [r for r in rows if r["arm"] in doc["ours"]]
+    ours = [r for r in doc["summary"]["rows"] if r["arm"] in doc["ours"]]
     if ours:
         w("| arm | proto | conns × streams | CPU µs/req | nginx's | CPU vs "
           "nginx | target | req/s | hypercorn's | vs hypercorn | target | "
@@ -484,6 +491,11 @@ def targets_markdown(doc):
         w("|---|---|---|---:|---:|---:|---|---:|---:|---:|---|---|")
         by = {(r["arm"], r["conns"], r["streams"]): r for r in rows}
         for r in ours:
+            if not r.get("n"):
+                w("| %s | %s | %s |%s ⚠ failed: %s |" % (
+                    r["arm"], r["proto"], _shape(r), " – |" * 8,
+                    "; ".join(r["failed"])[:200]))
+                continue
             key = (r["conns"], r["streams"])
             ng = by.get((base_name("nginx", r["proto"]),) + key)
             hc = by.get((base_name("hypercorn", r["proto"]),) + key)
@@ -513,8 +525,13 @@ def targets_markdown(doc):
     w("| arm | proto | conns × streams | req/s | CPU µs/req | h2load CPU "
       "| flags |")
     w("|---|---|---|---:|---:|---:|---|")
-    for r in rows:
+    for r in doc["summary"]["rows"]:
         if r["arm"] in doc["ours"]:
+            continue
+        if not r.get("n"):
+            w("| %s | %s | %s | – | – | – | ⚠ failed: %s |" % (
+                r["arm"], r["proto"], _shape(r),
+                "; ".join(r["failed"])[:200]))
             continue
         w("| %s | %s | %s | %.0f | %.1f | %.0f %% | %s |" % (
             r["arm"], r["proto"], _shape(r), r["rps"], r["cpu_us"],
@@ -562,10 +579,12 @@ def chart(doc, path):
                 hatch.append(bool(r["flags"]))
             bars = ax.bar(xs, ys, width, yerr=[el, eh], capsize=2,
                           label=arm, color=colours[i % len(colours)])
-            for bar, flagged in zip(bars, hatch):
+            for bar, flagged, y in zip(bars, hatch, ys):
                 if flagged:
                     bar.set_hatch("//")
                     bar.set_edgecolor("black")
+                ax.text(bar.get_x() + bar.get_width() / 2, y, "%.3g" % y,
+                        ha="center", va="bottom", fontsize=6, rotation=90)
         if log:
             ax.set_yscale("log")
         ax.set_xticks(range(len(shapes)))
