@@ -568,7 +568,7 @@ def chart(doc, path):
     for ax, (field, lo, hi, label, log) in zip(axes, (
             ("rps", "rps_min", "rps_max", "requests / s", True),
             ("cpu_us", "cpu_us_min", "cpu_us_max",
-             "server CPU µs per request", False))):
+             "server CPU µs per request", True))):
         for i, arm in enumerate(arms):
             xs, ys, el, eh, hatch = [], [], [], [], []
             for j, sh in enumerate(shapes):
@@ -587,7 +587,7 @@ def chart(doc, path):
                 if flagged:
                     bar.set_hatch("//")
                     bar.set_edgecolor("black")
-                ax.text(bar.get_x() + bar.get_width() / 2, y, "%.3g" % y,
+                ax.text(bar.get_x() + bar.get_width() / 2, y, _short(y),
                         ha="center", va="bottom", fontsize=6, rotation=90)
         if log:
             ax.set_yscale("log")
@@ -596,18 +596,29 @@ def chart(doc, path):
         ax.set_xlabel("connections × streams per connection")
         ax.set_ylabel(label + " (median; bars: min–max)")
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(arms),
+               fontsize=8)
     m = doc["meta"]
     fig.suptitle("HTTP/2 hello world, one worker — h2load, %d s × %d, "
                  "server on CPU %d, h2load on CPU %d"
                  % (m["duration_s"], m["repeat"], m["server_cpu"],
                     m["client_cpu"]), fontsize=10)
-    fig.text(0.01, 0.01, "%s  hatched = flagged in the table" % m["date"],
-             fontsize=7, color="grey")
-    fig.tight_layout()
+    fig.text(0.01, 0.99, "%s  hatched = flagged in the table" % m["date"],
+             fontsize=7, color="grey", va="top")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _short(v):
+    """A bar's label: 63483 -> 63.5k, 11.7 -> 11.7."""
+    if v >= 1e4:
+        return "%.0fk" % (v / 1e3)
+    if v >= 1e3:
+        return "%.1fk" % (v / 1e3)
+    return "%.0f" % v if v >= 100 else "%.1f" % v
 
 
 def write(doc, out):
