@@ -24,13 +24,11 @@ import argparse
 import datetime
 import json
 import os
-import select
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -74,55 +72,23 @@ def rateload_argv(port, path, conns, rate, duration, warmup, cpu=None,
 def run_rateload(argv, root_pid=None, server_cpu=None):
     """One rateload run: its JSON summary, plus (with ROOT_PID) the server
     tree's CPU time and what others used of SERVER_CPU between its MEASURE
-    and END lines. Never waits past rateload's own bound plus a margin."""
+    and END lines (run.run_marked). Never waits past rateload's own bound
+    plus a margin."""
     duration, warmup = float(argv[argv.index("-d") + 1]), \
         float(argv[argv.index("-w") + 1])
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + warmup + duration + REQUEST_TIMEOUT + 30
-    res, out, buf = {"argv": argv}, [], b""
-    before = cpus_before = t0 = None
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([p.stdout], [], [], 0.5)
-            if not ready:
-                continue
-            data = os.read(p.stdout.fileno(), 65536)
-            if not data:
-                break
-            buf += data
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                line = line.decode(errors="replace").strip()
-                if line == "MEASURE" and root_pid:
-                    before = run.process_tree(root_pid)
-                    cpus_before = run.cpu_ticks()
-                    t0 = time.monotonic()
-                elif line == "END" and before is not None:
-                    after = run.process_tree(root_pid)
-                    cpus_after = run.cpu_ticks()
-                    wall = max(time.monotonic() - t0, 1e-3)
-                    ticks, note = run.tree_cpu_delta(before, after)
-                    res["server_cpu_s"] = ticks / run.CLK_TCK
-                    res["harness_wall_s"] = round(wall, 3)
-                    if server_cpu in cpus_after:
-                        a, b = cpus_after[server_cpu], cpus_before[server_cpu]
-                        busy = a["busy"] + a["irq"] - b["busy"] - b["irq"]
-                        res["other_on_server_cpu_pct"] = max(
-                            0.0, 100.0 * (busy - ticks) / run.CLK_TCK / wall)
-                    if note:
-                        res["server_tree_note"] = note
-                elif line.startswith("{"):
-                    res.update(json.loads(line))
-                elif line and line not in ("MEASURE", "END"):
-                    out.append(line)
-    finally:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
+    res, lines, rc = run.run_marked(
+        argv, "MEASURE", "END", root_pid, server_cpu,
+        timeout=warmup + duration + REQUEST_TIMEOUT + 30)
+    res = dict({"argv": argv}, **res)
+    out = []
+    for line in lines:
+        if line.startswith("{"):
+            res.update(json.loads(line))
+        elif line and line not in ("MEASURE", "END"):
+            out.append(line)
     if "latency_us" not in res:
         return {"error": "rateload gave no summary (exit %s): %s"
-                % (p.returncode, " | ".join(out[-3:])), "argv": argv}
+                % (rc, " | ".join(out[-3:])), "argv": argv}
     return res
 
 

@@ -23,6 +23,7 @@ import http.client
 import json
 import os
 import platform
+import select
 import shlex
 import signal
 import socket
@@ -489,6 +490,69 @@ def run_wrk(port, path, conns, threads, duration, cpu, script=WRK_LUA,
     if probe:
         res["accept_queue"] = samples
     return res
+
+
+def run_marked(argv, start, end, root_pid=None, server_cpu=None,
+               timeout=60.0):
+    """Runs the load client ARGV and reads its output as it comes. At the
+    first line starting with START, and the first after it starting with
+    END (the client's own measured window: rateload's MEASURE and END,
+    h2load's "Main benchmark duration is started/over"), samples the
+    server tree's CPU time (ROOT_PID), the client's own and what other
+    processes used of SERVER_CPU. The client is killed after TIMEOUT
+    seconds. Returns (res, lines, exit status): every output line, and
+    server_cpu_s, client_cpu_s, harness_wall_s, other_on_server_cpu_pct
+    (and server_tree_note) in res once both lines were seen."""
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    res, lines, buf = {}, [], b""
+    before = client_before = cpus_before = t0 = None
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([p.stdout], [], [], 0.5)
+            if not ready:
+                continue
+            data = os.read(p.stdout.fileno(), 65536)
+            if not data:
+                break
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                line = line.decode(errors="replace").strip()
+                lines.append(line)
+                if t0 is None and line.startswith(start):
+                    before = process_tree(root_pid) if root_pid else None
+                    client_before = process_tree(p.pid)
+                    cpus_before = cpu_ticks()
+                    t0 = time.monotonic()
+                elif (t0 is not None and "harness_wall_s" not in res
+                      and line.startswith(end)):
+                    after = process_tree(root_pid) if root_pid else None
+                    client_ticks, _ = tree_cpu_delta(client_before,
+                                                     process_tree(p.pid))
+                    cpus_after = cpu_ticks()
+                    wall = max(time.monotonic() - t0, 1e-3)
+                    res["harness_wall_s"] = round(wall, 3)
+                    res["client_cpu_window_s"] = client_ticks / CLK_TCK
+                    if before is None:
+                        continue
+                    ticks, note = tree_cpu_delta(before, after)
+                    res["server_cpu_s"] = ticks / CLK_TCK
+                    if server_cpu in cpus_after:
+                        a, b = cpus_after[server_cpu], cpus_before[server_cpu]
+                        busy = a["busy"] + a["irq"] - b["busy"] - b["irq"]
+                        res["other_on_server_cpu_pct"] = max(
+                            0.0, 100.0 * (busy - ticks) / CLK_TCK / wall)
+                    if note:
+                        res["server_tree_note"] = note
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    if buf.strip():
+        lines.append(buf.decode(errors="replace").strip())
+    return res, lines, p.returncode
 
 
 def measure(server, arm, conns, args, script):

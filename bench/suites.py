@@ -654,5 +654,68 @@ TLS_FILE = Suite(
     ],
 )
 
+# ------------------------------------------------ HTTP/2 (issue 29)
+#
+# The hello world over HTTP/2, loaded by h2load (bench/h2bench.py, not run.py:
+# h2load, many streams per connection). Each server twice: h2 over TLS,
+# chosen by ALPN (tls=True; the tls suite's certificate and nginx's TLS
+# settings), and h2c, cleartext with prior knowledge (the client opens
+# with the preface, no Upgrade). Every server allows 100 concurrent
+# streams per connection: sluice's and hypercorn's default, nginx's set
+# down from 128.
+
+_H2 = ["--http-protocols", "h2,h1"]
+_H2C = _H2 + ["--http2-cleartext", "prior-knowledge"]
+
+
+def _nginx_h2(name, tls):
+    return Arm(
+        name=name,
+        argv=["/usr/sbin/nginx", "-e", "stderr", "-c", "{config}"],
+        config="nginx_h2.conf" if tls else "nginx_h2c.conf",
+        requires="/usr/sbin/nginx", tls=tls,
+        note="nginx, one worker process, no master; `return 200` from its "
+             "config, no Python; " + (
+                 "`listen ... ssl http2`, TLS as in the tls suite" if tls else
+                 "`listen ... http2` without ssl: h2c by prior knowledge "
+                 "only"))
+
+
+def _hypercorn_h2(name, tls):
+    arm = _hypercorn(name, "hello_asgi:app", tls=tls)
+    if tls:
+        arm.argv[-1:-1] = ["--certfile", "{certfile}", "--keyfile",
+                           "{keyfile}", "--ciphers", TLS_CIPHERS]
+        arm.note += ("; --certfile/--keyfile, --ciphers as sluice's (h2 by "
+                     "ALPN)")
+    else:
+        arm.note += "; h2c: it takes the preface on its HTTP/1.1 port"
+    return arm
+
+
+H2 = Suite(
+    name="h2",
+    title="hello world over HTTP/2, one worker",
+    app="hello_wsgi.py, hello_asgi.py",
+    baselines=["nginx", "hypercorn"],  # of the same protocol: h2 or h2c
+    kind="h2",
+    tls=True,
+    arms=[
+        _sluice("sluice-h2", "hello_wsgi:app", extra=_TLS + _H2, tls=True,
+                note="WSGI, pump mode, h2 by ALPN"),
+        _sluice("sluice-asgi-h2", "hello_asgi:app",
+                extra=_TLS + _H2 + _ASGI, tls=True,
+                note="ASGI, pump mode, uvloop, h2 by ALPN"),
+        _sluice("sluice-h2c", "hello_wsgi:app", extra=_H2C,
+                note="WSGI, pump mode, h2c by prior knowledge"),
+        _sluice("sluice-asgi-h2c", "hello_asgi:app", extra=_H2C + _ASGI,
+                note="ASGI, pump mode, uvloop, h2c by prior knowledge"),
+        _nginx_h2("nginx-h2", tls=True),
+        _nginx_h2("nginx-h2c", tls=False),
+        _hypercorn_h2("hypercorn-h2", tls=True),
+        _hypercorn_h2("hypercorn-h2c", tls=False),
+    ],
+)
+
 SUITES = {s.name: s for s in (WSGI, ASGI, CHANGE, WS, IO, BIG_SUITE, UPLOAD,
                               FRAMEWORKS, TLS, TLS_FILE)}
