@@ -478,6 +478,8 @@ static size_t block_length(const char *p, size_t n)
 {
     const char *q = p, *end = p + n;
 
+    if (n == 0)
+        return 0; /* P may be NULL: a buffer never used */
     if (n >= 2 && p[0] == '\r' && p[1] == '\n')
         return 2;
     while ((q = memchr(q, '\n', (size_t)(end - q))) != NULL) {
@@ -567,7 +569,7 @@ static long tail_out(sl_h2_stream_t *s, uint8_t *buf, size_t n)
  * *LEN; 0 with *LEN 0 when it is not whole; -1 with *LEN 1 when bad. */
 static uint64_t chunk_size(const char *p, size_t n, size_t *len)
 {
-    const char *eol = memchr(p, '\n', n);
+    const char *eol = n > 0 ? memchr(p, '\n', n) : NULL;
     uint64_t v = 0;
     const char *q;
 
