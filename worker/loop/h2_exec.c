@@ -62,6 +62,8 @@ static void answer(sl_h2_t *h2, sl_h2_stream_t *s)
 }
 
 /* The executor of S queued something: take it and frame it. */
+static void answer_self(sl_h2_t *h2, sl_h2_stream_t *s, int status);
+
 void sl_h2_stream_take_out(sl_h2_t *h2, sl_h2_stream_t *s)
 {
     sl_exch_t *x = &s->x;
@@ -87,6 +89,17 @@ void sl_h2_stream_take_out(sl_h2_t *h2, sl_h2_stream_t *s)
         s->with_exec = false;
         h2->nexec--;
         h2->c->pump->inflight--;
+        if (s->http_error != 0 && !s->answered && !s->closed) {
+            /* the body was refused (413) and the app's answer never
+             * began: say so instead */
+            sl_buf_reset(&s->raw, SL_CONN_BUF_KEEP);
+            pthread_mutex_lock(&x->mu);
+            x->resp_status = 0;
+            x->resp_head.len = 0;
+            pthread_mutex_unlock(&x->mu);
+            answer_self(h2, s, s->http_error);
+            return;
+        }
         if (x->aborted && !s->closed)
             (void)nghttp2_submit_rst_stream(h2->ng, NGHTTP2_FLAG_NONE, s->sid,
                                             NGHTTP2_INTERNAL_ERROR);

@@ -232,11 +232,16 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid,
     drop = x->resp_done || s->resp_end || s->http_error != 0 || x->aborted;
     if (!drop && o->limit_request_body > 0 &&
         x->body_total > (uint64_t)o->limit_request_body) {
-        /* a body without a length, past the limit: the stream ends */
+        /* a body without a length, past the limit: the app stops, and
+         * the answer is 413 unless its own has begun (h2_exec.c) */
         x->aborted = true;
         drop = true;
-        (void)nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, sid,
-                                        NGHTTP2_CANCEL);
+        sl_exch_wake(x);
+        if (s->answered)
+            (void)nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, sid,
+                                            NGHTTP2_CANCEL);
+        else
+            s->http_error = 413;
     }
     if (!drop) {
         if (x->body.data == NULL)
@@ -303,17 +308,26 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code,
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     sl_h2_stream_t *s;
+    const sl_req_t *r;
 
     (void)ud;
-    /* the answer is whole while the client still sends its body: the
-     * stream ends here (RFC 9113 §8.1) */
+    /* the answer is whole while the client still sends its body: what is
+     * left of it is read and dropped when its length is known and small
+     * (as HTTP/1.1 does, SL_CONN_DISCARD_MAX), else the stream ends here
+     * with NO_ERROR (RFC 9113 §8.1; some clients, curl 7.88 among them,
+     * then drop the answer they have) */
     if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
         (s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id)) !=
             NULL &&
-        nghttp2_session_get_stream_remote_close(ng, f->hd.stream_id) == 0)
+        nghttp2_session_get_stream_remote_close(ng, f->hd.stream_id) == 0) {
+        r = &s->x.req;
+        if (s->has_cl &&
+            r->content_length - s->x.body_total <= SL_CONN_DISCARD_MAX)
+            return 0;
         (void)nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id,
                                         NGHTTP2_NO_ERROR);
+    }
     return 0;
 }
 
