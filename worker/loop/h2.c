@@ -279,14 +279,22 @@ static void h2_sweep(sl_conn_t *c, ev_tstamp now)
             return;
         }
     }
-    /* a stream the peer's window holds: --send-timeout for the stream */
-    for (s = h2->streams; s != NULL && o->send_timeout > 0; s = next) {
+    for (s = h2->streams; s != NULL; s = next) {
         next = s->next;
-        if (s->answered && !s->deferred && s->resp != SL_H2_RESP_END &&
-            !s->closed && now - s->progress >= o->send_timeout) {
+        if (s->closed || !s->answered)
+            continue;
+        if (s->resp != SL_H2_RESP_END && !s->deferred &&
+            o->send_timeout > 0 && now - s->progress >= o->send_timeout) {
+            /* the peer's window holds it: --send-timeout for the stream */
             s->progress = now;
             (void)nghttp2_submit_rst_stream(h2->ng, NGHTTP2_FLAG_NONE, s->sid,
                                             NGHTTP2_CANCEL);
+        } else if (s->resp == SL_H2_RESP_END && o->keep_alive > 0 &&
+                   now - s->progress >= o->keep_alive) {
+            /* answered, and the rest of its body never comes */
+            s->progress = now;
+            (void)nghttp2_submit_rst_stream(h2->ng, NGHTTP2_FLAG_NONE, s->sid,
+                                            NGHTTP2_NO_ERROR);
         }
     }
     sl_h2_process(h2);
