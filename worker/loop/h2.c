@@ -424,6 +424,7 @@ static void session_close(sl_h2_t *h2)
             sl_exch_wake(&s->x);
             pthread_mutex_unlock(&s->x.mu);
             s->h2 = NULL;
+            s->orphan = true;
             continue;
         }
         s->h2 = NULL;

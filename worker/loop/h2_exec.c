@@ -105,7 +105,8 @@ void sl_h2_stream_take_out(sl_h2_t *h2, sl_h2_stream_t *s)
                                             NGHTTP2_INTERNAL_ERROR);
     }
     if (s->closed) {
-        if (!s->with_exec) {
+        /* one still on the ready queue is given back there */
+        if (!s->with_exec && !s->queued) {
             if (!s->counted && x->resp_status != 0)
                 sl_exch_done(h2->c->pump, x, true);
             sl_h2_stream_free(s);
@@ -218,18 +219,23 @@ void sl_h2_complete(sl_exch_t *x)
 {
     sl_h2_stream_t *s = (sl_h2_stream_t *)x;
     sl_h2_t *h2 = s->h2;
+    bool done;
 
-    if (h2 == NULL) {
-        /* an orphan: its connection closed while the executor had it */
+    if (s->orphan) {
+        /* its connection closed while the executor had it: it ends at
+         * the executor's END */
         pthread_mutex_lock(&x->mu);
         sl_h2_stream_take(s);
+        done = x->resp_done;
         pthread_mutex_unlock(&x->mu);
-        if (x->resp_done) {
+        if (done) {
             x->conn->pump->inflight--;
             sl_h2_stream_free(s);
         }
         return;
     }
+    if (h2 == NULL)
+        return; /* a stale notice for a stream given back */
     if (!s->with_exec && !s->closed && s->resp_end)
         return; /* a stale notice */
     sl_h2_stream_take_out(h2, s);
