@@ -218,9 +218,13 @@ void sl_h2_process(sl_h2_t *h2)
     else if (h2->nstreams > 0)
         h2->quiet_since = 0;
     if (!nghttp2_session_want_read(h2->ng) &&
-        !nghttp2_session_want_write(h2->ng) && rc == 1 && h2->nexec == 0) {
-        /* both sides are done: GOAWAY sent and every stream over */
-        sl_conn_close(c);
+        !nghttp2_session_want_write(h2->ng) && rc == 1) {
+        /* both sides are done: a GOAWAY sent and every stream over, or a
+         * connection error nghttp2 raised itself (a frame too large, a
+         * stream past the limit the client acknowledged): what an executor
+         * still serves hears the client is gone, and the connection closes
+         * at the last one's END */
+        sl_h2_fail(h2);
         return;
     }
     if (nghttp2_session_want_read(h2->ng) &&
