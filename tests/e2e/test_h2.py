@@ -106,7 +106,7 @@ def concurrent(server):
     return server.app.startswith("asgi") or server.mode["threads"] > 1
 
 
-# ------------------------------------------------------- the request as apps see it
+# ------------------------------------------- the request as apps see it
 
 
 def test_wsgi_environ(wsgi):
@@ -389,7 +389,7 @@ def check_http1_still_served(s):
         r = c.request("GET", "/hello")
     assert r.status == 200 and r.version == "HTTP/1.1"
 
-# ------------------------------------------------- each check on WSGI and ASGI
+# --------------------------------------- each check on WSGI and ASGI
 
 
 def test_slow_stream_does_not_block_the_others_wsgi(wsgi):
@@ -483,7 +483,7 @@ def test_http1_still_served_asgi(asgi):
 
 
 
-# ------------------------------------------------------ servers of a test's own
+# --------------------------------------------- servers of a test's own
 
 
 def own_h2c(make_server, app="wsgi_app:app", mode_name="pump", args=()):
@@ -740,9 +740,10 @@ def interop(request, tmp_path_factory, pki):
 
 
 def base_url(s):
-    if s.transport == "tls":
-        return "https://localhost:%d" % s.port
-    return "http://127.0.0.1:%d" % s.port
+    """The server's URL by address (its certificate names 127.0.0.1 too):
+    "localhost" may be ::1 first, where it does not listen."""
+    return "%s://127.0.0.1:%d" % ("https" if s.transport == "tls" else
+                                  "http", s.port)
 
 
 def need(tool):
