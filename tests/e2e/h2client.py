@@ -175,8 +175,9 @@ class _Connection(h2.connection.H2Connection):
     docstring): the streams the GOAWAY lets finish are still read."""
 
     def _receive_goaway_frame(self, frame):
+        state = self.state_machine.state
         frames, events = super()._receive_goaway_frame(frame)
-        self.state_machine.state = h2.connection.ConnectionState.OPEN
+        self.state_machine.state = state
         return frames, events
 
 

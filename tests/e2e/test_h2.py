@@ -610,7 +610,7 @@ def test_without_cleartext_option_the_preface_is_not_h2(make_server):
         c.send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\0\0\0\4\0\0\0\0\0")
         data = c.read_available(2)
     assert not data.startswith(b"\0"), "an HTTP/2 answer: %r" % data[:50]
-    assert data == b"" or data.startswith(b"HTTP/1.1 4"), data[:200]
+    assert data == b"" or re.match(rb"HTTP/1\.1 [45]\d\d ", data), data[:200]
 
 
 # ------------------------------------------------------------ limits
@@ -643,14 +643,14 @@ def test_body_over_the_limit(make_server):
     s = own_h2c(make_server, args=["--limit-request-body", "1000"])
     wpid = s.wait_workers(1)
     with connect(s) as c:
-        r = c.request("POST", "/echo?sha=1&declared",
+        r = c.request("POST", "/echo?sha=1&withlength",
                       headers=[("content-length", "5000")],
                       body=b"x" * 5000)
         assert r.status == 413, r
         # no content-length: the limit is met in the DATA
-        r = c.request("POST", "/echo?sha=1&undeclared", body=b"x" * 5000)
+        r = c.request("POST", "/echo?sha=1&nolength", body=b"x" * 5000)
         assert r.status == 413 or r.reset is not None, r
-    assert not s.called("declared")
+    assert not s.called("withlength")
     with connect(s) as c:
         r = c.request("POST", "/echo?sha=1", body=b"y" * 1000)
         assert r.status == 200 and r.json()["len"] == 1000
