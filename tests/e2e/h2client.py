@@ -440,6 +440,7 @@ class RawH2:
         self.goaways = []
         self.closed = False
         self.reset = False
+        self.cut = None            # the head of a frame the close cut
         self.server_settings = None
         self.acks = 0              # our SETTINGS the server acknowledged
         self.auto_ack = True       # acknowledge the server's SETTINGS/PING
@@ -590,6 +591,11 @@ class RawH2:
                 self.closed = True
             self.buf += data
         self._parse()
+        if self.closed and self.buf:
+            # a frame cut short by the close (or a reset): nothing more
+            # of it will come
+            self.cut = bytes(self.buf[:9])
+            self.buf.clear()
         return True
 
     def _parse(self):
@@ -671,5 +677,6 @@ class RawH2:
 
     def summary(self, n=12):
         tail = [describe(f) for f in list(self.frames)[-n:]]
-        return "frames %s, closed=%s reset=%s, last: %s" % (
-            dict(self.counts), self.closed, self.reset, "; ".join(tail))
+        return "frames %s, closed=%s reset=%s cut=%r, last: %s" % (
+            dict(self.counts), self.closed, self.reset, self.cut,
+            "; ".join(tail))

@@ -95,6 +95,11 @@ def assert_still_serving(server, pids, timeout=10):
             pids, server.worker_pids(), server.error_log_text()[-2000:])
 
 
+def outcome(name, sent, how, raw):
+    """What an attack did, for the log of a run with -s (or -rP)."""
+    print("%s: sent %d bytes (%s); %s" % (name, sent, how, raw.summary(4)))
+
+
 def wsgi(server):
     return server.app.startswith("wsgi")
 
@@ -133,6 +138,7 @@ def test_rapid_reset_cve_2023_44487(server, worker):
             frames += raw.rst_frame(sid, CANCEL)
         sent, how = raw.flood(bytes(frames), 20)
         goaway = raw.wait_end(timeout=20)
+        outcome("rapid reset", sent, how, raw)
         calls = len([l for l in server.calls()[mark:]
                      if "rapidreset" in l])
         if goaway is not None:
@@ -164,6 +170,7 @@ def test_continuation_flood_cve_2024_27316(server, worker):
         raw.wait(lambda: ended(raw, sid), 20,
                  "the end of the flooded stream or connection")
         got = ended(raw, sid)
+        outcome("CONTINUATION flood", sent, how, raw)
         assert got != "status 200", "the flooded request was served"
         grown = rss(worker) - before
     assert not server.called("contflood"), "the app was called"
@@ -206,6 +213,7 @@ def test_hpack_bomb(server, worker):
         raw.wait(lambda: ended(raw, sid), 20,
                  "the end of the bombed stream or connection")
         got = ended(raw, sid)
+        outcome("HPACK bomb", sent, how, raw)
         assert got != "status 200", "the bomb was served"
         grown = rss(worker) - before
     assert not server.called("hpackbomb"), "the app was called"
@@ -215,6 +223,10 @@ def test_hpack_bomb(server, worker):
 # ------------------------------------------------------------ floods
 
 
+def describe(frame):
+    return {4: "SETTINGS", 6: "PING"}[frame[3]]
+
+
 def ack_flood(server, frame, n):
     """N copies of FRAME (each asks for an ACK) from a client that reads
     nothing meanwhile (a 4 KiB receive buffer): what the server did."""
@@ -222,6 +234,7 @@ def ack_flood(server, frame, n):
         sent, how = raw.flood(frame * n, 20)
         raw.auto_ack = False
         goaway = raw.wait_end(timeout=20)
+        outcome("%s flood" % describe(frame), sent, how, raw)
         return sent, how, goaway, raw.summary()
 
 
@@ -259,6 +272,7 @@ def test_empty_data_flood(server, worker):
                  "an answer to the flooded stream, or the connection's end")
         got = ended(raw, sid)
         took = time.monotonic() - t0
+        outcome("empty DATA flood", sent, how, raw)
         assert got == "status 200" or not got.startswith("status"), got
         if got == "status 200":
             raw.wait(lambda: sid in raw.ended, 10, "the stream's end")
@@ -288,6 +302,7 @@ def test_zero_window_stall(server, worker):
                  raw.goaways or (raw.closed and not raw.buf),
                  SEND_TIMEOUT + 8, "the stalled streams' end")
         took = time.monotonic() - t0
+        outcome("zero window (%.1fs)" % took, 0, "-", raw)
         for sid in sids:
             assert len(raw.data.get(sid, b"")) == 0, \
                 "DATA sent past a zero window on stream %d" % sid
@@ -315,6 +330,7 @@ def test_too_many_streams(server, worker):
         raw.wait(lambda: all(s in raw.resets or s in raw.ended
                              for s in sids) or raw.goaways,
                  30, "an answer or a reset on every stream")
+        outcome("too many streams", len(frames), "-", raw)
         assert not raw.goaways, \
             "the connection ended instead of refusing streams: %s" % \
             raw.summary()
