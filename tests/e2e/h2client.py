@@ -266,6 +266,19 @@ class H2Client:
             self.pump(min(left, 0.5))
         return predicate()
 
+    def settle(self, sid, timeout=None):
+        """Pump until stream SID ends or is reset, a GOAWAY comes or the
+        connection closes (whichever first); SID's Response."""
+        r = self.streams[sid]
+        timeout = self.timeout if timeout is None else timeout
+        end = time.monotonic() + timeout
+        while not (r.done or self.goaways or self.closed):
+            left = end - time.monotonic()
+            assert left > 0, "stream %d unsettled after %.1fs: %r" % (
+                sid, timeout, r)
+            self.pump(min(left, 0.5))
+        return r
+
     def wait_closed(self, timeout=None):
         """Pump until the server closes the connection."""
         timeout = self.timeout if timeout is None else timeout

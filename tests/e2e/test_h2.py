@@ -206,6 +206,40 @@ def check_many_streams_at_once(s):
             assert r.status == 200 and bytes(r.body) == b"hello\n", r
 
 
+def check_stalled_stream_does_not_block_the_others(s):
+    """A download the client stops reading (its stream's window shut at
+    the first 65535 bytes, the connection's kept open): another stream on
+    the connection is answered meanwhile where the mode runs two app calls
+    at once; then the window opens and the download ends whole."""
+    size = 4 * MiB
+    path, want = big_route(s, size)
+    with connect(s, timeout=30) as c:
+        big = c.start("GET", path)
+        c.stalled.add(big)
+        r = c.streams[big]
+        c.wait(lambda: len(r.body) >= 65535 or r.done, 10,
+               "the stalled stream's first window")
+        assert len(r.body) == 65535 and not r.done, r
+        if concurrent(s):
+            t0 = time.monotonic()
+            fast = c.get("/hello", timeout=5)
+            took = time.monotonic() - t0
+            assert fast.status == 200 and took < SPLIT, (fast, took)
+        c.stalled.discard(big)
+        c.conn.increment_flow_control_window(len(r.body), stream_id=big)
+        c.flush()
+        r = c.response(big)
+        assert r.status == 200 and bytes(r.body) == want, r
+        assert c.get("/hello").status == 200
+
+
+def big_route(s, size):
+    """The path of a SIZE-byte download on S's app, and its bytes."""
+    if s.app.startswith("wsgi"):
+        return "/big?size=%d" % size, pattern(size)
+    return "/large?size=%d&parts=8" % size, asgi_pattern(size)
+
+
 # ------------------------------------------------------------ big bodies
 
 
@@ -416,6 +450,14 @@ def test_many_streams_at_once_asgi(asgi):
     check_many_streams_at_once(asgi)
 
 
+def test_stalled_stream_does_not_block_the_others_wsgi(wsgi):
+    check_stalled_stream_does_not_block_the_others(wsgi)
+
+
+def test_stalled_stream_does_not_block_the_others_asgi(asgi):
+    check_stalled_stream_does_not_block_the_others(asgi)
+
+
 def test_big_downloads_interleave_wsgi(wsgi):
     check_big_downloads_interleave(wsgi)
 
@@ -566,6 +608,40 @@ def test_default_settings(wsgi):
         got = c.server_settings
     assert got.get(S.MAX_CONCURRENT_STREAMS) == 100, got
     assert got.get(S.MAX_FRAME_SIZE, 16384) == 16384, got
+
+
+def test_header_list_over_the_setting(make_server):
+    """A header list past --http2-max-header-list-size is refused before
+    the app (431, or the stream or connection ended); the worker serves
+    on."""
+    s = own_h2c(make_server, args=["--http2-max-header-list-size", "4096"])
+    wpid = s.wait_workers(1)
+    with connect(s) as c:
+        r = c.settle(c.start("GET", "/hello?biglist",
+                             headers=[("x-big-%d" % i, "v" * 1000)
+                                      for i in range(6)]), 10)
+        assert r.status in (None, 431), r
+    with connect(s) as c:
+        assert c.get("/hello").status == 200
+    assert not s.called("biglist") and s.worker_pids() == wpid
+
+
+def test_frame_past_max_frame_size(make_server):
+    """A DATA frame longer than the server's SETTINGS_MAX_FRAME_SIZE
+    (16384) is a connection error: GOAWAY FRAME_SIZE_ERROR (RFC 9113
+    section 4.2), or the connection closed."""
+    from h2client import raw_connect
+    s = own_h2c(make_server)
+    with raw_connect(s) as raw:
+        sid = raw.sid()
+        raw.send(raw.headers_frame(sid, raw.request_block(
+            "/echo?framesize", "POST"), end_stream=False))
+        raw.send(raw.data_frame(sid, b"x" * 20000, end_stream=True))
+        goaway = raw.wait_end(10)
+        assert goaway is None or goaway.error_code == 0x6, raw.summary()
+        assert raw.status(sid) is None, raw.summary()
+    with connect(s) as c:
+        assert c.get("/hello").status == 200
 
 
 # ----------------------------------------------------------- negotiation
