@@ -30,9 +30,12 @@ connection:
   client acknowledged it) each extra stream is refused with RST_STREAM
   REFUSED_STREAM while the first ten are answered.
 
-What Debian's libnghttp2 1.52 does on its own (nghttp2_option's limits:
-ACKs queued, resets per second, CONTINUATION frames) is the server's to
-rely on or not: these tests only look at the wire.
+Debian's libnghttp2 (1.52.0-1+deb12u3) carries the fixes for
+CVE-2023-44487 (a reset rate limit, which ends in GOAWAY INTERNAL_ERROR
+of its own), CVE-2024-28182 (a cap on CONTINUATION frames) and
+CVE-2026-27135; what the server adds in front of them is its business:
+these tests only look at the wire. Each attack prints what came back
+(run with -s to see it).
 """
 
 import time
