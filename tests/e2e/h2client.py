@@ -52,6 +52,7 @@ H2C_ARGS = H2_ARGS + ["--http2-cleartext", "prior-knowledge"]
 
 NO_ERROR = 0x0
 PROTOCOL_ERROR = 0x1
+PROTOCOL_ERROR = 0x1
 CANCEL = 0x8
 REFUSED_STREAM = 0x7
 ENHANCE_YOUR_CALM = 0xB

@@ -258,6 +258,16 @@ static void h2_sweep(sl_conn_t *c, ev_tstamp now)
 
     if (h2->failed)
         return;
+    /* what waits in the kernel is read before anything times out: a loop
+     * held by an app on it (inline mode) left it there, and that time was
+     * nobody's idleness */
+    if (sl_transport_waiting(&c->tp)) {
+        if (sl_h2_read(h2) < 0)
+            h2->failed = true;
+        sl_h2_process(h2);
+        if (c->state == SL_CONN_FREE || h2->failed)
+            return;
+    }
     if (c->deadline > 0 && now >= c->deadline &&
         sl_buf_pending(&c->tx.buf) > 0) {
         /* the client takes nothing: --send-timeout for the connection */
@@ -287,8 +297,8 @@ static void h2_sweep(sl_conn_t *c, ev_tstamp now)
         next = s->next;
         if (s->closed || !s->answered)
             continue;
-        if (s->resp != SL_H2_RESP_END && !s->deferred &&
-            o->send_timeout > 0 && now - s->progress >= o->send_timeout) {
+        if (s->resp != SL_H2_RESP_END && !s->deferred && o->send_timeout > 0 &&
+            now - s->progress >= o->send_timeout) {
             /* the peer's window holds it: --send-timeout for the stream */
             s->progress = now;
             (void)nghttp2_submit_rst_stream(h2->ng, NGHTTP2_FLAG_NONE, s->sid,
