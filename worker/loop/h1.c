@@ -698,6 +698,12 @@ void sl_h1_start(sl_conn_t *c)
     sl_conn_watch(c, EV_READ);
 }
 
+void sl_h1_linger(sl_conn_t *c)
+{
+    c->sess = &sl_h1_session;
+    conn_linger(c);
+}
+
 void sl_h1_process(sl_conn_t *c)
 {
     conn_process(c);

@@ -18,4 +18,10 @@ void sl_h1_process(sl_conn_t *c);
  * connection whose output is O is over; write them and go on. */
 void sl_h1_unhold(sl_output_t *o);
 
+/* C, its last answer written, closes: its write side shut, what the
+ * client still sends read and dropped until it closes too or a short
+ * while passes (a reset would destroy the answer on its way). C speaks
+ * HTTP/1.1's session from here, whatever it spoke before. */
+void sl_h1_linger(sl_conn_t *c);
+
 #endif

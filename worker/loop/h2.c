@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "worker/loop/exec.h"
+#include "worker/loop/h1.h"
 #include "worker/loop/h2_internal.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
@@ -116,14 +117,24 @@ static int session_recv(sl_h2_t *h2, const uint8_t *p, size_t n)
     rc = nghttp2_session_mem_recv(h2->ng, p, n);
     h2->in_recv = false;
     if (rc < 0) {
-        if (rc == NGHTTP2_ERR_FLOODED) {
-            char peer[64];
-            int port;
-            sl_conn_peer(h2->c, peer, sizeof(peer), &port);
+        char peer[64];
+        int port;
+        sl_conn_peer(h2->c, peer, sizeof(peer), &port);
+        if (rc == NGHTTP2_ERR_FLOODED)
             sl_warn("HTTP/2: %s floods control frames: closing the "
                     "connection",
                     peer);
-        }
+        else if (rc != NGHTTP2_ERR_CALLBACK_FAILURE) /* said already */
+            sl_warn("HTTP/2: %s from %s: closing the connection",
+                    nghttp2_strerror((int)rc), peer);
+        /* the peer hears why (a GOAWAY queued by a callback stays) */
+        if (rc == NGHTTP2_ERR_FLOODED ||
+            rc == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS)
+            (void)nghttp2_session_terminate_session(h2->ng,
+                                                    NGHTTP2_ENHANCE_YOUR_CALM);
+        else if (rc != NGHTTP2_ERR_CALLBACK_FAILURE)
+            (void)nghttp2_session_terminate_session(h2->ng,
+                                                    NGHTTP2_PROTOCOL_ERROR);
         h2->failed = true;
         return -1;
     }
@@ -181,14 +192,25 @@ static void abort_streams(sl_h2_t *h2)
  * executor holds a stream of it. */
 void sl_h2_fail(sl_h2_t *h2)
 {
+    sl_conn_t *c = h2->c;
+
     h2->failed = true;
     abort_streams(h2);
-    if (h2->nexec == 0) {
-        (void)sl_h2_send(h2);
-        sl_conn_close(h2->c);
+    if (h2->nexec > 0) {
+        sl_conn_watch(c, 0);
         return;
     }
-    sl_conn_watch(h2->c, 0);
+    if (sl_h2_send(h2) == 1 && !c->peer_eof) {
+        /* a GOAWAY is out, and the client may still be sending: closing
+         * now would reset the connection and destroy it on its way, so
+         * the session ends and the connection lingers as HTTP/1.1's
+         * does after its last answer */
+        session_close(h2);
+        c->h2 = NULL;
+        sl_h1_linger(c);
+        return;
+    }
+    sl_conn_close(c);
 }
 
 void sl_h2_process(sl_h2_t *h2)
