@@ -916,3 +916,32 @@ def test_httpx(interop):
             assert r.json()["sha256"] == hashlib.sha256(body).hexdigest()
         else:
             assert r.content == body
+
+
+# ------------------------------------------------------------- metrics
+
+
+def test_metrics_count_http2(make_server):
+    """The supervisor's metrics count HTTP/2 connections and requests, and
+    show the streams open while one is with the app."""
+    from test_metrics import scrape
+    port = helpers.free_port()
+    s = own_h2c(make_server, args=["--metrics-bind", "127.0.0.1:%d" % port])
+    s.metrics_port = port
+    before = wait_until(lambda: scrape(s, check=False), 10, "metrics")
+    with connect(s) as c:
+        for _ in range(3):
+            assert c.get("/hello").status == 200
+        slow = c.start("GET", "/slow?t=3")
+
+        def streams_open():
+            now = scrape(s, check=False)
+            return now if now["sluice_http2_streams_open"] >= 1 else None
+        during = wait_until(streams_open, 8, "an open stream in the metrics")
+        assert during["sluice_http2_connections_open"] >= 1
+        assert c.response(slow, timeout=10).status == 200
+    after = scrape(s, check=False)
+    assert after["sluice_http2_requests_total"] - \
+        before["sluice_http2_requests_total"] >= 3
+    assert after["sluice_http2_connections_total"] - \
+        before["sluice_http2_connections_total"] >= 1
