@@ -280,8 +280,10 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code,
     pthread_mutex_lock(&s->x.mu);
     unread = s->x.body_total - s->consumed;
     s->consumed = s->x.body_total;
-    if (!s->resp_end && code != NGHTTP2_NO_ERROR) {
-        /* reset before its answer: the app hears the client left */
+    if (!s->resp_end && (code != NGHTTP2_NO_ERROR || !s->x.body_done)) {
+        /* reset before its answer (even with NO_ERROR, when its body had
+         * not ended: no more of it will come, and a reader waiting for
+         * it must hear so): the app hears the client left */
         s->x.aborted = true;
         sl_exch_wake(&s->x);
         flood_tick(h2);

@@ -493,10 +493,16 @@ static size_t block_length(const char *p, size_t n)
 int sl_h2_stream_head_out(sl_h2_stream_t *s, nghttp2_nv *nv, size_t n,
                           size_t *count, int *status)
 {
-    char *p = s->raw.data + s->raw.off, *line;
-    size_t len = block_length(p, sl_buf_pending(&s->raw));
+    char *p, *line;
+    size_t len;
     long k;
 
+    /* nothing yet: raw may have no block at all (an on-loop app that
+     * answers later), and NULL + 0 is no pointer to scan */
+    if (sl_buf_pending(&s->raw) == 0)
+        return 0;
+    p = s->raw.data + s->raw.off;
+    len = block_length(p, sl_buf_pending(&s->raw));
     if (len == 0)
         return 0;
     /* "HTTP/1.1 200 OK\r\n" */
@@ -596,12 +602,16 @@ static uint64_t chunk_size(const char *p, size_t n, size_t *len)
  * has not all come, -1 when bad. */
 static int trailers_out(sl_h2_stream_t *s, bool *none)
 {
-    char *p = s->raw.data + s->raw.off;
-    size_t len = block_length(p, sl_buf_pending(&s->raw));
     nghttp2_nv nv[SL_H2_TRAILERS_MAX];
+    size_t len;
+    char *p;
     long k;
 
     *none = false;
+    if (sl_buf_pending(&s->raw) == 0)
+        return 0;
+    p = s->raw.data + s->raw.off;
+    len = block_length(p, sl_buf_pending(&s->raw));
     if (len == 0)
         return 0;
     if (len == 2) {
@@ -628,7 +638,7 @@ long sl_h2_stream_body(sl_h2_stream_t *s, uint8_t *buf, size_t n,
 
     while (got < n) {
         size_t avail = sl_buf_pending(b);
-        const char *p = b->data + b->off;
+        const char *p = avail > 0 ? b->data + b->off : NULL;
 
         switch (s->resp) {
         case SL_H2_RESP_BODY:
