@@ -10,7 +10,6 @@
 #include "common/log.h"
 #include "worker/loop/conn.h"
 #include "worker/loop/exec.h"
-#include "worker/loop/h2.h"
 #include "worker/loop/pump.h"
 
 /* ---- the two queues between the loop and the executor ---- */
@@ -105,12 +104,4 @@ void sl_exec_finish_nothing(sl_pump_t *p)
 void sl_exec_loop_runs_anyway(sl_exch_t *x)
 {
     (void)x;
-}
-
-void sl_exec_complete(sl_exch_t *x)
-{
-    if (sl_exch_is_stream(x))
-        sl_h2_complete(x);
-    else if (x->conn->state != SL_CONN_FREE)
-        sl_conn_complete(x->conn);
 }

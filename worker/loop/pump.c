@@ -123,6 +123,16 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
     }
 }
 
+/* exec.h: here, where both kinds of exchange are known (a connection's,
+ * and a stream's, h2.h), above both. */
+void sl_exec_complete(sl_exch_t *x)
+{
+    if (sl_exch_is_stream(x))
+        sl_h2_complete(x);
+    else if (x->conn->state != SL_CONN_FREE)
+        sl_conn_complete(x->conn);
+}
+
 static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     sl_pump_t *p = ev_userdata(loop);
