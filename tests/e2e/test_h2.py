@@ -802,6 +802,30 @@ def test_rolling_restart_drains_h2(make_server, mode_name):
     assert new != old and new in s.worker_pids()
 
 
+def test_drain_grants_a_fresh_connection_its_first_request(make_server):
+    """TERM while a connection has sent its preface and SETTINGS but no
+    request yet: no GOAWAY comes before its first request (after one it
+    could open no stream at all), which is served when it comes half a
+    second later; then GOAWAY, and the connection closes."""
+    s = own_h2c(make_server)
+    wpid = s.wait_workers(1)[0]
+    with connect(s, timeout=20) as c:
+        c.ping()  # the preface and SETTINGS are in, nothing else
+        os.kill(s.pid, signal.SIGTERM)
+        s.wait_for_log("draining", 10)
+        # the client's own pace: half a second, reading what comes
+        until = time.monotonic() + 0.5
+        while time.monotonic() < until:
+            c.pump(until - time.monotonic())
+        assert not c.goaways, "GOAWAY before the first request"
+        r = c.get("/hello", timeout=10)
+        assert r.status == 200 and bytes(r.body) == b"hello\n", r
+        c.wait(lambda: c.goaways, 10, "GOAWAY after the first request")
+        c.wait_closed(timeout=10)
+    helpers.wait_gone([wpid], 10, "the worker to exit")
+    assert s.proc.wait(10) == 0, s.diagnostics()
+
+
 # ------------------------------------------------------------ other clients
 
 

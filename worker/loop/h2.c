@@ -343,6 +343,14 @@ static void h2_going_away(sl_conn_t *c, unsigned code)
     (void)code;
     if (h2->notice_sent || h2->failed)
         return;
+    /* a connection that has sent no request yet gets HTTP/1.1's grace for
+     * its first (SL_CONN_FRESH_GRACE): after a GOAWAY a client may open
+     * no stream at all, and one that has not sent its first yet may not
+     * try again elsewhere (HAProxy's health check does not); h2_drain()
+     * sends the notice once the grace is over or a stream came */
+    if (!h2->got_stream &&
+        ev_now(c->pump->loop) - h2->started < SL_CONN_FRESH_GRACE)
+        return;
     /* RFC 9113 §6.8: the highest stream id first, and a PING; the last
      * stream id goes when its ACK comes (on_frame_recv) */
     h2->notice_sent = true;
@@ -367,6 +375,10 @@ static bool h2_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
         h2_going_away(c, 0);
     if (c->state == SL_CONN_FREE)
         return true;
+    if (!h2->notice_sent) { /* a fresh one's grace (h2_going_away()) */
+        sl_h2_process(h2);
+        return c->state == SL_CONN_FREE;
+    }
     if (!h2->goaway_final && now - h2->notice_at >= NOTICE_WAIT) {
         h2->goaway_final = true;
         (void)nghttp2_submit_goaway(
@@ -418,6 +430,7 @@ void sl_h2_start(sl_conn_t *c)
     }
     h2->c = c;
     c->h2 = h2;
+    h2->started = ev_now(c->pump->loop);
     c->pump->h2sessions++;
     sl_metrics_add(&sl_metrics_self->h2_conns, 1);
     c->sess = &sl_h2_session;

@@ -66,6 +66,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
 
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
+    h2->got_stream = true;
     /* streams reset but still with the executor count too (rapid reset):
      * past twice the concurrency new ones are refused, and a client that
      * goes on opening them in the same second is flooding */

@@ -88,6 +88,8 @@ struct sl_h2 {
     bool goaway_final;   /* the last-stream-id GOAWAY is queued */
     bool failed;         /* the session is over: flush and close */
     ev_tstamp notice_at; /* when the drain's first GOAWAY was queued */
+    ev_tstamp started;   /* when the session began */
+    bool got_stream;     /* a stream was opened on it */
     bool dirty;          /* on the pump's h2dirty list */
     sl_h2_t *dirty_next;
     ev_tstamp quiet_since; /* when its last stream ended (keep-alive) */
