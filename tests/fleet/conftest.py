@@ -1,7 +1,7 @@
 """Fixtures of the fleet test (tests/fleet): the fleet itself (plain, or
-over TLS for a test that asks), and the per-step tables the tests hand
-in, printed at the end of the run whatever pytest's verbosity (they are
-the figures the test exists to report)."""
+over TLS, HTTP/2 or both for a test that asks), and the per-step tables
+the tests hand in, printed at the end of the run whatever pytest's
+verbosity (they are the figures the test exists to report)."""
 
 import sys
 from pathlib import Path
@@ -21,16 +21,19 @@ REPORTS = []
 
 @pytest.fixture
 def fleet(request, tmp_path):
-    """The fleet, up; over TLS when the test parametrizes it indirectly
-    with "tls" (plain by default)."""
+    """The fleet, up; as the test's indirect parameter says: "plain"
+    (the default), "tls", "h2c" (HTTP/2 by prior knowledge) or "h2-tls"
+    (HTTP/2 over TLS, by ALPN)."""
     why = fleet_mod.missing_requirements()
     if why:
         pytest.skip(why)
-    tls = getattr(request, "param", "plain") == "tls"
+    arm = getattr(request, "param", "plain")
+    assert arm in ("plain", "tls", "h2c", "h2-tls"), arm
+    tls = arm in ("tls", "h2-tls")
     if tls:
         pytest.importorskip("trustme", reason="the TLS arm makes its "
                             "certificates with python3-trustme")
-    f = fleet_mod.Fleet(tmp_path, tls=tls)
+    f = fleet_mod.Fleet(tmp_path, tls=tls, h2=arm.startswith("h2"))
     problems = []
     try:
         f.up()

@@ -33,6 +33,19 @@ and its --shutdown-delay longer with them (TLS_CHECK_INTER_MS says why).
 A backend no frontend uses (verify_probe) checks host a with a wrong name
 and with a CA that did not sign it: those checks must fail, which shows
 that verification is really on.
+
+The HTTP/2 arms (Fleet(h2=True)): every host's sluice speaks HTTP/2 as
+well (--http-protocols h2,h1) and HAProxy speaks only HTTP/2 to it,
+multiplexing the load's requests as streams on its server connections.
+In cleartext (h2c) the server lines say `proto h2` and sluice takes the
+connection's preface as prior knowledge (--http2-cleartext
+prior-knowledge: HAProxy is the trusted proxy that option is for); over
+TLS (with tls=True) they say `alpn h2`, HAProxy offers nothing else, and
+sluice picks h2 by ALPN. The health checks follow the server line: over
+HTTP/2 too (HAProxy's check-proto and check-alpn default to the
+server's). Each host's supervisor serves its metrics on its address,
+port METRICS_PORT (Host.metrics), from which the test reads how many
+requests each host served over HTTP/2.
 """
 
 import atexit
@@ -46,6 +59,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import helpers
@@ -56,6 +70,7 @@ HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 NETNS_PREFIX = "slfleet-"
 LINK_RE = re.compile(r"^slf(\d+)(br|[a-z])$")
 PORT = 8000           # every host's sluice port
+METRICS_PORT = 9100   # every host's --metrics-bind port
 DELAY = 1.5           # --shutdown-delay: > HAProxy's inter * fall + a check
 GRACE = 10.0          # --graceful-timeout
 CHECK_INTER_MS = 200  # HAProxy's health check interval
@@ -223,6 +238,7 @@ class Host:
         self.generation = 0
         self.version = None
         self.tls = None
+        self.h2 = False
         self.delay = DELAY
 
     @property
@@ -251,9 +267,14 @@ class Host:
                 "--health-path", "/healthz",
                 "--shutdown-delay", str(self.delay),
                 "--graceful-timeout", str(GRACE),
-                "--proxy-protocol", "--proxy-allow-from", self.net.gateway]
+                "--proxy-protocol", "--proxy-allow-from", self.net.gateway,
+                "--metrics-bind", "%s:%d" % (self.addr, METRICS_PORT)]
         if self.tls is not None:
             args += ["--certfile", self.tls[0], "--keyfile", self.tls[1]]
+        if self.h2:
+            args += ["--http-protocols", "h2,h1"]
+            if self.tls is None:
+                args += ["--http2-cleartext", "prior-knowledge"]
         self.server = helpers.Server(
             self.workdir / ("run%d" % self.generation), "fleet_app:app",
             args=args, workers=2, binds=["%s:%d" % (self.addr, PORT)],
@@ -288,6 +309,19 @@ class Host:
         out = run("ss", "-H", "-t", "-n", "-N", self.net.netns[self.name],
                   "state", "established", "( sport = :%d )" % PORT)
         return len([line for line in out.stdout.splitlines() if line])
+
+    def metrics(self):
+        """The host's supervisor's metrics now: {sample name with its
+        labels: value}, from GET /metrics at METRICS_PORT."""
+        url = "http://%s:%d/metrics" % (self.addr, METRICS_PORT)
+        with urllib.request.urlopen(url, timeout=5) as r:
+            text = r.read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
 
     def kill(self):
         """SIGKILL every process of the host at once: the machine died."""
@@ -329,10 +363,18 @@ frontend fleet_in
 backend fleet
     balance roundrobin
     option httpchk GET /healthz
-    http-check expect status 200
+{check_send}    http-check expect status 200
     default-server check send-proxy-v2 inter {inter}ms fastinter {fastinter}ms downinter {inter}ms fall 1 rise 2
 {servers}
 """
+
+# The HTTP/2 arms' health checks name a host. HAProxy's `option httpchk
+# GET /healthz` sends none; over HTTP/1 sluice answers that (as HTTP/1.0),
+# but over HTTP/2 it becomes a HEADERS frame with neither :authority nor
+# Host, which libnghttp2's request checks (on in sluice) reject: the stream
+# is reset with PROTOCOL_ERROR and HAProxy counts a "Socket error". An
+# operator's configuration for `proto h2` or `alpn h2` needs this line too.
+H2_CHECK_SEND = "    http-check send hdr Host %s\n" % TLS_DOMAIN
 
 
 # The TLS arm's backend that no frontend uses: host a checked with a name
@@ -352,10 +394,11 @@ class HAProxy:
     what it thinks of each server. With PKI (make_pki's), it speaks TLS to
     the hosts and verifies them, and has the verify_probe backend."""
 
-    def __init__(self, workdir, hosts, pki=None):
+    def __init__(self, workdir, hosts, pki=None, h2=False):
         self.workdir = Path(workdir)
         self.hosts = hosts
         self.pki = pki
+        self.h2 = h2
         self.inter = self.fastinter = CHECK_INTER_MS
         self.port = helpers.free_port()
         self.sock = self.workdir / "haproxy.sock"
@@ -363,8 +406,16 @@ class HAProxy:
         self.proc = None
 
     @staticmethod
-    def server_line(name, host, ca=None, verifyhost=None):
-        """The server line for HOST, under NAME; with CA, over TLS.
+    def server_line(name, host, ca=None, verifyhost=None, h2=False):
+        """The server line for HOST, under NAME; with CA, over TLS; with
+        H2, over HTTP/2 alone (`alpn h2` over TLS, else `proto h2`: prior
+        knowledge).
+
+        Over TLS with H2, also `check-proto h2`: HAProxy 2.6's health
+        check takes the server's ALPN (check-alpn), so its handshake
+        settles on h2, but without check-proto it then writes its request
+        as HTTP/1.0 text on that connection, which sluice, expecting
+        HTTP/2's preface, refuses ("Layer7 invalid response").
 
         What an operator writes for a host whose certificate names it:
         `ssl` (TLS to the server; the health checks follow it, with the
@@ -383,14 +434,19 @@ class HAProxy:
         if ca is not None:
             line += " ssl verify required ca-file %s verifyhost %s" % (
                 ca, verifyhost or host.dns_name)
+            if h2:
+                line += " alpn h2 check-proto h2"
+        elif h2:
+            line += " proto h2"
         return line
 
     def config(self):
         ca = self.pki["ca"] if self.pki else None
-        servers = "\n".join(self.server_line(h.name, h, ca)
+        servers = "\n".join(self.server_line(h.name, h, ca, h2=self.h2)
                             for h in self.hosts)
         cfg = HAPROXY_CFG.format(sock=self.sock, port=self.port,
                                  inter=self.inter, fastinter=self.fastinter,
+                                 check_send=H2_CHECK_SEND if self.h2 else "",
                                  servers=servers)
         if self.pki:
             a, b = self.hosts[0], self.hosts[1]
@@ -485,19 +541,22 @@ class HAProxy:
 
 class Fleet:
     """Network, two hosts serving v1, HAProxy in front, all checked UP;
-    with TLS, HAProxy speaks TLS to the hosts (make_pki's certificates)."""
+    with TLS, HAProxy speaks TLS to the hosts (make_pki's certificates);
+    with H2, HTTP/2 (over TLS by ALPN, else by prior knowledge)."""
 
-    def __init__(self, workdir, names=("a", "b"), tls=False):
+    def __init__(self, workdir, names=("a", "b"), tls=False, h2=False):
         self.workdir = Path(workdir)
         self.tls = tls
+        self.h2 = h2
         self.delay = TLS_DELAY if tls else DELAY
         self.net = Network(names)
         self.hosts = {n: Host(self.net, n, self.workdir / ("host-" + n))
                       for n in names}
         for h in self.hosts.values():
             h.delay = self.delay
+            h.h2 = h2
         self.haproxy = HAProxy(self.workdir / "haproxy",
-                               list(self.hosts.values()))
+                               list(self.hosts.values()), h2=h2)
         if tls:
             self.haproxy.inter = TLS_CHECK_INTER_MS
             self.haproxy.fastinter = TLS_CHECK_FASTINTER_MS

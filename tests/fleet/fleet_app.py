@@ -10,7 +10,8 @@ sluice.
   GET /        200 "HOST VERSION PID\n", also as X-Fleet-Host and
                X-Fleet-Version; X-Fleet-Scheme is the scope's scheme and
                X-Fleet-TLS the connection's TLS version (the ASGI TLS
-               extension's tls_version, as 0x0304), or "-" without TLS
+               extension's tls_version, as 0x0304), or "-" without TLS,
+               and X-Fleet-HTTP the scope's http_version ("1.1", "2")
   WebSocket /  sends "HOST VERSION PID" once accepted, then echoes text
 """
 
@@ -41,7 +42,9 @@ async def app(scope, receive, send):
                             (b"x-fleet-host", HOST.encode()),
                             (b"x-fleet-version", VERSION.encode()),
                             (b"x-fleet-scheme", scope["scheme"].encode()),
-                            (b"x-fleet-tls", tls_version.encode())]})
+                            (b"x-fleet-tls", tls_version.encode()),
+                            (b"x-fleet-http",
+                             scope["http_version"].encode())]})
     await send({"type": "http.response.body", "body": body})
 
 

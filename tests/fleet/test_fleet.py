@@ -36,6 +36,16 @@ else, so a host checked UP was checked over TLS), and two checks that
 must fail verification (a wrong name, a CA that did not sign the host)
 must keep their servers DOWN.
 
+Two more arms take the same steps over HTTP/2 (HAProxy -> sluice; the
+load still speaks HTTP/1.1 to HAProxy): h2c, cleartext by prior
+knowledge (`proto h2`), and h2-tls, over TLS by ALPN (`alpn h2`, with the
+TLS arm's verification). A rolling restart or a deploy then ends each
+HTTP/2 connection with GOAWAY rather than a close after a response, and
+HAProxy must send its next streams elsewhere: the arms lose nothing in
+the same steps as the others. Every answer must say that the app saw
+HTTP/2 (the scope's http_version), and each host's own metrics must
+count the requests it served over HTTP/2 (none in the HTTP/1.1 arms).
+
 The second test holds WebSocket clients open through HAProxy during a
 deploy of each host in turn: every client of the host being deployed gets
 a close frame (1001, or 1012) and then EOF, never a reset; its reconnect
@@ -65,8 +75,8 @@ N_WS = 24            # WebSocket clients
 class Answers:
     """Every good answer's (time, host, version, pid, transport), recorded
     by the load's check callback (called on the load threads: append
-    only). The transport is "SCHEME TLS-VERSION" as the app saw them
-    ("https 0x0304", "http -")."""
+    only). The transport is "SCHEME TLS-VERSION HTTP-VERSION" as the app
+    saw them ("https 0x0304 2", "http - 1.1")."""
 
     def __init__(self):
         self.rows = []
@@ -75,8 +85,9 @@ class Answers:
         parts = r.body.decode("latin-1").split()
         if r.status != 200 or len(parts) != 3 or not parts[2].isdigit():
             return False
-        transport = "%s %s" % (r.header("x-fleet-scheme"),
-                               r.header("x-fleet-tls"))
+        transport = "%s %s %s" % (r.header("x-fleet-scheme"),
+                                  r.header("x-fleet-tls"),
+                                  r.header("x-fleet-http"))
         self.rows.append((time.monotonic(), parts[0], parts[1],
                           int(parts[2]), transport))
         return True
@@ -137,13 +148,21 @@ class Steps:
         return lines
 
 
-def transport_ok(transport, tls):
+def transport_ok(transport, tls, h2):
     """Whether an answer's TRANSPORT is the arm's: https over TLS 1.2 or
-    1.3 when TLS, else http without TLS."""
-    scheme, _, version = transport.partition(" ")
+    1.3 when TLS, else http without TLS; HTTP/2 when H2, else 1.1."""
+    scheme, version, http = (transport.split(" ") + ["", "", ""])[:3]
+    if http != ("2" if h2 else "1.1"):
+        return False
     if tls:
         return scheme == "https" and version in ("0x0303", "0x0304")
     return scheme == "http" and version == "-"
+
+
+def h2_requests(fleet):
+    """{host: its sluice_http2_requests_total} now, for the hosts alive."""
+    return {name: int(h.metrics()["sluice_http2_requests_total"])
+            for name, h in sorted(fleet.hosts.items())}
 
 
 def verify_probes(lb):
@@ -160,7 +179,8 @@ def verify_probes(lb):
     return wait_until(checked, 10, "haproxy's verify_probe checks")
 
 
-@pytest.mark.parametrize("fleet", ["plain", "tls"], indirect=True)
+@pytest.mark.parametrize("fleet", ["plain", "tls", "h2c", "h2-tls"],
+                         indirect=True)
 def test_deploys_under_load(fleet, report):
     lb = fleet.haproxy
     probes = verify_probes(lb) if fleet.tls else {}
@@ -202,6 +222,8 @@ def test_deploys_under_load(fleet, report):
                          host=host, version="v2")
         deploy = steps.end("out of haproxy %s s after TERM" % ", ".join(
             "%.2f" % s for s in outs))
+        # both hosts are new since the deploy; b is about to be killed
+        h2_counts = h2_requests(fleet)
 
         t0 = steps.begin("3 SIGKILL host b")
         open_to_b = fleet.hosts["b"].open_connections()
@@ -219,8 +241,11 @@ def test_deploys_under_load(fleet, report):
                            "kill; out after %.2fs" % (open_to_b, busy_b,
                                                       t_down - t0))
     wall = time.monotonic() - t_start
-    checks = {h: lb.servers()[h]["check_status"].lstrip("* ")
-              for h in ("a", "b")}
+    rows = lb.servers()
+    checks = {h: rows[h]["check_status"].lstrip("* ") for h in ("a", "b")}
+    # what "zero failed" took: requests HAProxy retried, or sent elsewhere
+    retried = {h: "%s/%s" % (rows[h]["wretr"] or 0, rows[h]["wredis"] or 0)
+               for h in ("a", "b")}
 
     table = steps.table()
     table.append("load: %d connections, %.1f s, %d answered, %d failed; "
@@ -229,11 +254,15 @@ def test_deploys_under_load(fleet, report):
                                    dict(Counter(o.kind
                                                 for o in load.failed()))))
     transports = Counter(r[4] for r in answers.rows)
-    table.append("answers came as (scheme, TLS version): %s; haproxy's "
-                 "last checks: %s" % (dict(transports), checks))
+    table.append("answers came as (scheme, TLS version, HTTP version): %s; "
+                 "haproxy's last checks: %s" % (dict(transports), checks))
+    table.append("requests over HTTP/2 by the hosts' metrics after the "
+                 "deploy: %s; haproxy's retries/redispatches by server: %s"
+                 % (h2_counts, retried))
     for name, what in sorted(probes.items()):
         table.append("verify_probe %s: %s" % (name, what))
-    arm = "TLS" if fleet.tls else "plain"
+    arm = ("HTTP/2 " if fleet.h2 else "") + ("TLS" if fleet.tls else
+                                               "plain")
     report("fleet: deploys under load (%s)" % arm, table)
     print("\n".join(table))
 
@@ -246,7 +275,11 @@ def test_deploys_under_load(fleet, report):
     # "Broken pipe" here was closed by a worker that began its drain while
     # the check's handshake was under way: a drain closes a connection
     # that has sent no request after IDLE_GRACE (worker/loop/drain.c), and
-    # over TLS the handshake comes before the request.
+    # over TLS the handshake comes before the request. Over HTTP/2, one
+    # that fails with "Layer7 timeout" or "Socket error" met the drain's
+    # GOAWAY on a connection it had opened but not yet sent its request
+    # on: HAProxy then opens no stream on it, and the check waits out
+    # `timeout check` (or sees the close).
     assert flaps == 0 and flaps_all == 0, \
         "haproxy took a host out during a rolling restart:\n" + \
         lb.log_text()[-3000:]
@@ -261,7 +294,15 @@ def test_deploys_under_load(fleet, report):
     assert len(load.failed()) == sum(len(r["failed"]) for r in steps.rows), \
         load.failure_report()
     # every answer came the arm's way
-    assert all(transport_ok(t, fleet.tls) for t in transports), transports
+    assert all(transport_ok(t, fleet.tls, fleet.h2) for t in transports), \
+        transports
+    # and sluice counted them as HTTP/2 (each host has served PER_STEP
+    # answers or more since its deploy), or counted none
+    for name, n in h2_counts.items():
+        if fleet.h2:
+            assert n >= PER_STEP, h2_counts
+        else:
+            assert n == 0, h2_counts
     if fleet.tls:
         # host a still UP by an HTTP check over TLS (b is dead by now)
         assert checks["a"] == "L7OK", checks
