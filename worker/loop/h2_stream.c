@@ -490,19 +490,25 @@ static size_t block_length(const char *p, size_t n)
     return 0;
 }
 
+/* The block (a head, a trailer section) at the start of S's raw, once
+ * whole: its length, *P its start; 0 while it has not all come. */
+static size_t raw_block(sl_h2_stream_t *s, char **p)
+{
+    /* nothing yet: raw may have no buffer at all (an on-loop app that
+     * answers later), and NULL + 0 is no pointer to scan */
+    if (sl_buf_pending(&s->raw) == 0)
+        return 0;
+    *p = s->raw.data + s->raw.off;
+    return block_length(*p, sl_buf_pending(&s->raw));
+}
+
 int sl_h2_stream_head_out(sl_h2_stream_t *s, nghttp2_nv *nv, size_t n,
                           size_t *count, int *status)
 {
     char *p, *line;
-    size_t len;
+    size_t len = raw_block(s, &p);
     long k;
 
-    /* nothing yet: raw may have no block at all (an on-loop app that
-     * answers later), and NULL + 0 is no pointer to scan */
-    if (sl_buf_pending(&s->raw) == 0)
-        return 0;
-    p = s->raw.data + s->raw.off;
-    len = block_length(p, sl_buf_pending(&s->raw));
     if (len == 0)
         return 0;
     /* "HTTP/1.1 200 OK\r\n" */
@@ -603,15 +609,11 @@ static uint64_t chunk_size(const char *p, size_t n, size_t *len)
 static int trailers_out(sl_h2_stream_t *s, bool *none)
 {
     nghttp2_nv nv[SL_H2_TRAILERS_MAX];
-    size_t len;
     char *p;
+    size_t len = raw_block(s, &p);
     long k;
 
     *none = false;
-    if (sl_buf_pending(&s->raw) == 0)
-        return 0;
-    p = s->raw.data + s->raw.off;
-    len = block_length(p, sl_buf_pending(&s->raw));
     if (len == 0)
         return 0;
     if (len == 2) {
