@@ -15,17 +15,18 @@
  * the body ended), the same GOAWAY error code, the same end (the
  * connection closed, or alive).
  *
- * The executor answers nothing until the input is over: a server that
- * answers while the client still sends legitimately makes of the rest
- * what the timing allows (a stream it reset ignores the client's late
- * frames, one it answered frees a slot for the next), and that is no
- * property of the cuts. Then every request it holds reads its body
- * (without waiting) and is answered (a response shape the request's
- * index picks: sized, chunked with trailers, no body, lent bytes, a file,
- * one larger than a stream's first window), the session runs until it
- * has nothing left to do, the story's end is told, and the client closes
- * its end: every stream, buffer, lent block and descriptor must be given
- * back.
+ * The executor answers nothing until the input is over (but in one
+ * profile, below): a server that answers while the client still sends
+ * legitimately makes of the rest what the timing allows (a stream it
+ * reset ignores the client's late frames, one it answered frees a slot
+ * for the next), and that is no property of the cuts. Then every request
+ * it holds reads its body (without waiting) and is answered (a response
+ * shape the request's index picks: sized, chunked with trailers, no body,
+ * lent bytes, a file, one larger than a stream's first window), time
+ * passes (the drain's steps, or the 1 Hz sweep far in the future), the
+ * story's end is told, and the client closes its end: every stream,
+ * buffer, lent block and descriptor must be given back, and the frames
+ * the server wrote must be ones a server may send.
  *
  * What the story leaves out, since the timing decides it, not the bytes:
  * - a request the client reset (RST_STREAM, with any code), or whose
@@ -34,22 +35,28 @@
  *   before the reset came (a reset stream still queued is never
  *   dispatched), so requests the executor sees aborted or left
  *   (peer_gone) when it answers are not told, only counted;
- * - when the session ends for a flood of frames that make it queue
- *   answers (PING, SETTINGS: nghttp2's NGHTTP2_ERR_FLOODED), which a
- *   client that reads what it is sent never sees: a run whose outcome
- *   differs only there is told apart from a real difference (below,
- *   agree()).
- * The loop's time is fixed (the ev_now() of a loop that never runs), so
- * the per-second budgets of h2.c count the same whatever the cuts.
+ * - a run where the server ended a stream (its answer, a reset) before
+ *   the input was over, or where ENHANCE_YOUR_CALM ended one run and not
+ *   the other (agree() says why): it is let go, counted (FUZZ_RACES=1
+ *   shows each), and a crash, a leak or a broken invariant in it still
+ *   counts;
+ * - libnghttp2's count of CONTINUATION frames, which depends on the
+ *   reads (continuation_split()).
+ * The loop's time stands still (the ev_now() of a loop that never runs;
+ * an on-loop dispatch moves it on by the little a run takes), so the
+ * per-second budgets of h2.c count alike whatever the cuts.
  *
  * What stands in for the rest of the worker: the pump's fields the
  * session reads (options, the stream table of sl_h2_streams_init(), the
  * buffer cache, a pool of one connection), and an executor table in one
- * of two shapes: a handoff executor (lanes: the session's SUBMIT tickets
- * are taken from the pump's batch, its completions go through
+ * of three shapes: a handoff executor (lanes: the session's SUBMIT
+ * tickets are taken from the pump's batch, its completions go through
  * sl_h2_complete() and sl_h2_flush() as the pump's wake_cb and prepare
- * do) or an on-loop one that does not block (ASGI inline: run() is called
- * from the dispatch, completions through sl_exec_complete()).
+ * do), an on-loop one that does not block (ASGI inline: run() is called
+ * from the dispatch, completions through sl_exec_complete()), and an
+ * on-loop one that answers in run() (WSGI inline, its output sent as it
+ * is queued by sl_h2_inline_notify(); it never waits for the body, which
+ * would block on the socket).
  *
  * Input: byte 0 chooses the profile (options and executor, below), byte
  * 1 seeds the cuts, the rest is what the client sends after its preface.
@@ -111,32 +118,39 @@ enum { EXEC_HANDOFF, EXEC_ONLOOP, EXEC_ATONCE };
 /* The profiles byte 0 chooses from. */
 typedef struct {
     const char *args[24];
-    int exec; /* EXEC_* */
+    int exec;   /* EXEC_* */
+    bool drain; /* at the input's end the worker drains (GOAWAY notice,
+                   its PING, the last GOAWAY); else the 1 Hz sweep runs
+                   far in the future (keep-alive, send and header
+                   timeouts) after the answers */
 } profile_def_t;
 
 static const profile_def_t defs[] = {
     /* the defaults, lanes */
-    {{NULL}, EXEC_HANDOFF},
+    {{NULL}, EXEC_HANDOFF, false},
     /* the defaults, ASGI inline */
-    {{NULL}, EXEC_ONLOOP},
+    {{NULL}, EXEC_ONLOOP, true},
     /* tight limits: a window, a header list, fields, a body a few bytes
      * away; two streams at once */
     {{"--http2-max-concurrent-streams", "2", "--http2-initial-window-size",
       "48", "--http2-max-header-list-size", "300", "--limit-request-fields",
       "4", "--limit-request-field-size", "64", "--limit-request-line", "40",
       "--limit-request-body", "24", NULL},
-     EXEC_HANDOFF},
+     EXEC_HANDOFF,
+     false},
     /* the loop's own answers (a health path) and a trusted proxy's
      * headers applied */
     {{"--health-path", "/healthz", "--forwarded-allow-ips", "127.0.0.1",
       "--http2-max-concurrent-streams", "5", NULL},
-     EXEC_ONLOOP},
+     EXEC_ONLOOP,
+     true},
     /* an app that answers at once, whatever of the body is there: the
      * story is held to the whole input's only when no request came
      * before the input's last piece (below, exec_run()) */
     {{"--http2-max-concurrent-streams", "3", "--http2-initial-window-size",
       "100", NULL},
-     EXEC_ATONCE},
+     EXEC_ATONCE,
+     false},
 };
 #define NPROFILES (sizeof(defs) / sizeof(defs[0]))
 
@@ -666,6 +680,10 @@ static void run_end(void)
     int rounds;
 
     pump_round();
+    if (defs[run.p - prof].drain && alive()) {
+        sl_conn_going_away(run.c, 1001);
+        pump_round();
+    }
     for (;;) {
         sl_buf_t rest;
         /* requests may still come as the session reads on (it stopped
@@ -691,6 +709,15 @@ static void run_end(void)
             break; /* it reads no more: the rest stays unread */
         }
         sl_buf_free(&rest);
+    }
+    /* time passes: the drain's steps, or the sweep's deadlines */
+    for (rounds = 1; rounds <= 3 && alive(); rounds++) {
+        ev_tstamp later = ev_now(loop) + 1000.0 * rounds;
+        if (defs[run.p - prof].drain)
+            (void)sl_conn_drain(run.c, later, 0.1);
+        else
+            sl_conn_sweep(run.c, later);
+        pump_round();
     }
     st->closed = !alive();
     st->served = (unsigned)run.p->pump.served;
@@ -748,7 +775,7 @@ static bool same(const story_t *w, const story_t *g)
 /* Runs compared, and those let go (a race, below). */
 static unsigned long long compared, raced;
 
-static void agree(const story_t *want, const story_t *got, const char *how,
+static void agree(const story_t *want, story_t *got, const char *how,
                   size_t arg)
 {
     compared++;
@@ -767,6 +794,15 @@ static void agree(const story_t *want, const story_t *got, const char *how,
         compared--;
         return;
     }
+    /* Streams the client reset count against a per-second budget, and
+     * take a slot until the session frees them, after the read that
+     * brought them: within one read the slots run out first (the next
+     * streams are refused, not counted), over several reads the budget
+     * does (ENHANCE_YOUR_CALM). Either way the flood ends, but how
+     * depends on the reads. */
+    if ((got->goaway == NGHTTP2_ENHANCE_YOUR_CALM) !=
+        (want->goaway == NGHTTP2_ENHANCE_YOUR_CALM))
+        got->raced = true;
     if (got->raced) {
         raced++;
         if (getenv("FUZZ_RACES") != NULL) {

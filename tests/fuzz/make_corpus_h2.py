@@ -161,6 +161,23 @@ def goaway():
     return out + c.data_to_send()
 
 
+def empty_data_flood(n=110):
+    """Empty DATA frames past the session's budget a second."""
+    c, out = client()
+    c.send_headers(1, req(b"POST", b"/flood"))
+    empty = DataFrame(1, data=b"").serialize()
+    return out + c.data_to_send() + empty * n
+
+
+def rapid_reset(n=8):
+    """Streams opened and reset at once (CVE-2023-44487)."""
+    c, out = client()
+    for sid in range(1, 2 * n, 2):
+        c.send_headers(sid, req(path=b"/r%d" % sid), end_stream=True)
+        c.reset_stream(sid, error_code=8)
+    return out + c.data_to_send()
+
+
 SEEDS = {}
 for prof in range(5):
     for name, make in [("get", get_one), ("post", post_body),
@@ -174,6 +191,9 @@ for prof in range(5):
         SEEDS["%s-p%d" % (name, prof)] = seed(prof, make())
 SEEDS["big-headers-p0"] = seed(0, big_header_list())
 SEEDS["big-headers-p2"] = seed(2, big_header_list(8, 40))
+SEEDS["empty-data-flood-p0"] = seed(0, empty_data_flood())
+SEEDS["rapid-reset-p2"] = seed(2, rapid_reset())
+SEEDS["rapid-reset-p0"] = seed(0, rapid_reset(120))
 
 
 def main():
