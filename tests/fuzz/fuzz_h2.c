@@ -82,6 +82,7 @@
 #include "worker/loop/conn.h"
 #include "worker/loop/exec.h"
 #include "worker/loop/h2.h"
+#include "worker/loop/h2_internal.h" /* the session's nghttp2_session */
 #include "worker/loop/pump.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -676,10 +677,16 @@ static void respond(sl_exch_t *x, uint32_t gen, unsigned k)
 static void run_end(void)
 {
     story_t *st = run.story;
-    uint32_t i = 0;
+    uint32_t i = 0, k;
     int rounds;
 
     pump_round();
+    /* a session that reads no more leaves no executor waiting for a
+     * body that will never come (it would wait for good) */
+    if (alive() && !nghttp2_session_want_read(run.c->h2->ng))
+        for (k = 0; k < run.nheld; k++)
+            CHECK(run.held[k].answered || run.held[k].x->body_done ||
+                  run.held[k].x->aborted);
     if (defs[run.p - prof].drain && alive()) {
         sl_conn_going_away(run.c, 1001);
         pump_round();
