@@ -36,8 +36,9 @@
  *   dispatched), so requests the executor sees aborted or left
  *   (peer_gone) when it answers are not told, only counted;
  * - a run where the server ended a stream (its answer, a reset) before
- *   the input was over, or where ENHANCE_YOUR_CALM ended one run and not
- *   the other (agree() says why): it is let go, counted (FUZZ_RACES=1
+ *   the input was over, where ENHANCE_YOUR_CALM ended one run and not
+ *   the other, or where a stream was refused for want of a slot
+ *   (agree() says why): it is let go, counted (FUZZ_RACES=1
  *   shows each), and a crash, a leak or a broken invariant in it still
  *   counts;
  * - libnghttp2's count of CONTINUATION frames, which depends on the
@@ -65,6 +66,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -180,6 +182,7 @@ typedef struct {
     unsigned gone;   /* requests the executor saw aborted (not told) */
     unsigned served; /* requests answered, by the executor or the loop */
     bool raced;      /* a stream ended by the server before the input did */
+    bool refused;    /* a stream was refused (RST_STREAM REFUSED_STREAM) */
     bool split_cont; /* a cut fell inside a CONTINUATION frame's header */
 } story_t;
 
@@ -347,6 +350,24 @@ static void exec_release(void *owner)
     run.released++;
 }
 
+/* The session refuses a stream it has no slot for (h2.c,
+ * on_begin_headers()): its RST_STREAM may never be written when the
+ * session ends in the same read, so the call itself is watched. This
+ * definition comes before libnghttp2's for the objects linked in here. */
+int nghttp2_submit_rst_stream(nghttp2_session *ng, uint8_t flags, int32_t sid,
+                              uint32_t code)
+{
+    static int (*real)(nghttp2_session *, uint8_t, int32_t, uint32_t);
+
+    if (real == NULL) {
+        *(void **)&real = dlsym(RTLD_NEXT, "nghttp2_submit_rst_stream");
+        CHECK(real != NULL);
+    }
+    if (code == NGHTTP2_REFUSED_STREAM && run.story != NULL)
+        run.story->refused = true;
+    return real(ng, flags, sid, code);
+}
+
 /* ------------------------------------------------------------------ */
 /* the pump's part                                                    */
 
@@ -435,6 +456,8 @@ static void server_frames(void)
             break;
         case NGHTTP2_RST_STREAM:
             CHECK(sid != 0 && len == 4);
+            if (be32(f + 9) == NGHTTP2_REFUSED_STREAM)
+                run.story->refused = true;
             break;
         case NGHTTP2_SETTINGS:
         case NGHTTP2_PING:
@@ -568,6 +591,7 @@ static void run_begin(profile_t *p, story_t *story)
     story->closed = false;
     story->gone = story->served = 0;
     story->raced = false;
+    story->refused = false;
     run.input_over = false;
     run.stalled = false;
     run.backlog.len = run.backlog.off = 0;
@@ -809,6 +833,10 @@ static void agree(const story_t *want, story_t *got, const char *how,
      * depends on the reads. */
     if ((got->goaway == NGHTTP2_ENHANCE_YOUR_CALM) !=
         (want->goaway == NGHTTP2_ENHANCE_YOUR_CALM))
+        got->raced = true;
+    /* The same slots decide which streams are refused (REFUSED_STREAM)
+     * and which are served. */
+    if (got->refused || want->refused)
         got->raced = true;
     if (got->raced) {
         raced++;
