@@ -21,7 +21,7 @@
  * reset ignores the client's late frames, one it answered frees a slot
  * for the next), and that is no property of the cuts. Then every request
  * it holds reads its body (without waiting) and is answered (a response
- * shape the request's index picks: sized, chunked with trailers, no body,
+ * shape the request's stream id picks: sized, chunked with trailers, no body,
  * lent bytes, a file, one larger than a stream's first window), time
  * passes (the drain's steps, or the 1 Hz sweep far in the future), the
  * story's end is told, and the client closes its end: every stream,

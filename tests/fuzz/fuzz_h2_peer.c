@@ -135,7 +135,10 @@ static void answer(unsigned k)
         tell(&st->text, body, got);
     }
     h->answered = true;
-    respond(h->x, h->gen, k);
+    /* the shape by stream id: which requests reach the executor may
+     * depend on the reads (one reset before its dispatch does not), its
+     * id does not */
+    respond(h->x, h->gen, (unsigned)((sl_h2_stream_t *)h->x)->sid / 2);
 }
 
 /* on-loop: run() is the dispatch; the answer waits for the input's end,
@@ -434,7 +437,7 @@ void fz_begin(profile_t *p, story_t *story)
     pump_round();
 }
 
-/* The response to the Kth request held, as an executor writes it. */
+/* A response as an executor writes it, its shape chosen by K. */
 static void respond(sl_exch_t *x, uint32_t gen, unsigned k)
 {
     static const char sized[] = "HTTP/1.1 200 OK\r\n"
