@@ -364,18 +364,19 @@ START_TEST(test_remote_address)
     char buf[64];
     size_t i;
 
+    c.x.conn = &c;
     for (i = 0; i < sizeof(v4) / sizeof(v4[0]); i++) {
         memset(&c.peer, 0, sizeof(c.peer));
         in->sin_family = AF_INET;
         ck_assert_int_eq(inet_pton(AF_INET, v4[i], &in->sin_addr), 1);
-        ck_assert_str_eq(sl_accesslog_remote(&c, buf, sizeof(buf)), v4[i]);
+        ck_assert_str_eq(sl_accesslog_remote(&c.x, buf, sizeof(buf)), v4[i]);
     }
     memset(&c.peer, 0, sizeof(c.peer));
     in6->sin6_family = AF_INET6;
     ck_assert_int_eq(inet_pton(AF_INET6, "2001:db8::7", &in6->sin6_addr), 1);
-    ck_assert_str_eq(sl_accesslog_remote(&c, buf, sizeof(buf)), "2001:db8::7");
+    ck_assert_str_eq(sl_accesslog_remote(&c.x, buf, sizeof(buf)), "2001:db8::7");
     c.peer.ss_family = AF_UNIX;
-    ck_assert_str_eq(sl_accesslog_remote(&c, buf, sizeof(buf)), "");
+    ck_assert_str_eq(sl_accesslog_remote(&c.x, buf, sizeof(buf)), "");
 }
 END_TEST
 

@@ -85,27 +85,32 @@ struct sl_conn {
     int listener;  /* index of the listener it came from */
     bool peer_eof; /* the client shut its write side */
 
-    /* the HTTP/2 session's (h2.c): owned, NULL for other sessions */
-    struct sl_h2 *h2;
-
     /* the PROXY session's (conn_proxy.c) */
     bool proxy_pending; /* its header is due */
+    /* HTTP/1.1's, before its first request: the bytes so far begin
+     * HTTP/2's preface (h1.c: h2_wanted()) */
+    bool h2_maybe;
 
     sl_buf_t rbuf; /* owned: bytes read, rbuf.off = parsed up to */
 
-    /* the HTTP/1.1 session's state (h1.c, h1_parse.c) */
-    struct {
-        uint16_t http_error; /* status to answer instead of serving, 0: none */
-        bool in_value;       /* llhttp: last header callback was a value */
-        bool head_done;      /* headers complete for the current request */
-        bool msg_done;       /* message complete for the current request */
-        bool in_msg;         /* a message has begun and is not yet served */
-        bool head_clock;     /* deadline is the head's: armed once per head */
-        bool fresh;          /* no byte of a request read yet */
-        bool h2_maybe;       /* the bytes so far begin HTTP/2's preface */
-        llhttp_t parser;
-        size_t req_start; /* offset in rbuf where the current head began */
-    } h1;
+    /* the HTTP/1.1 session's state (h1.c, h1_parse.c), or the HTTP/2
+     * session's (h2.c: owned); one connection speaks one of them, and
+     * HTTP/1.1 hands over to HTTP/2 before its first request */
+    union {
+        struct {
+            uint16_t
+                http_error;  /* status to answer instead of serving, 0: none */
+            bool in_value;   /* llhttp: last header callback was a value */
+            bool head_done;  /* headers complete for the current request */
+            bool msg_done;   /* message complete for the current request */
+            bool in_msg;     /* a message has begun and is not yet served */
+            bool head_clock; /* deadline is the head's: armed once per head */
+            bool fresh;      /* no byte of a request read yet */
+            llhttp_t parser;
+            size_t req_start; /* offset in rbuf where the current head began */
+        } h1;
+        struct sl_h2 *h2;
+    };
 
     /* The exchange it carries (exchange.h): on HTTP/1.1 one at a time,
      * its id the connection's index in the pool. */

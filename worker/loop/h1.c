@@ -321,13 +321,13 @@ static int h2_wanted(sl_conn_t *c)
     const sl_tls_info_t *ti = sl_transport_tls_info(&c->tp);
     int rc;
 
-    c->h1.h2_maybe = false;
+    c->h2_maybe = false;
     if (ti != NULL)
         return ti->alpn != NULL && strcmp(ti->alpn, "h2") == 0 ? 1 : -1;
     if (!c->pump->opt->http2_prior_knowledge || c->x.req.tls)
         return -1;
     rc = sl_h2_preface(c->rbuf.data + c->rbuf.off, sl_buf_pending(&c->rbuf));
-    c->h1.h2_maybe = rc == 0;
+    c->h2_maybe = rc == 0;
     return rc;
 }
 
@@ -350,7 +350,7 @@ static void on_readable(sl_conn_t *c)
                 max_head(c->pump->opt);
         fresh = c->h1.fresh;
         rc = conn_read(c, SL_CONN_READ_CHUNK, limit, &got);
-        if (rc == 1 && (fresh || c->h1.h2_maybe)) {
+        if (rc == 1 && (fresh || c->h2_maybe)) {
             switch (h2_wanted(c)) {
             case 1:
                 sl_h2_start(c);
@@ -694,7 +694,7 @@ void sl_h1_start(sl_conn_t *c)
     c->deadline = c->idle_since + c->pump->opt->header_timeout;
     c->h1.head_clock = true;
     c->h1.fresh = true;
-    c->h1.h2_maybe = false;
+    c->h2_maybe = false;
     sl_conn_watch(c, EV_READ);
 }
 
