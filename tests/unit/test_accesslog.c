@@ -374,7 +374,8 @@ START_TEST(test_remote_address)
     memset(&c.peer, 0, sizeof(c.peer));
     in6->sin6_family = AF_INET6;
     ck_assert_int_eq(inet_pton(AF_INET6, "2001:db8::7", &in6->sin6_addr), 1);
-    ck_assert_str_eq(sl_accesslog_remote(&c.x, buf, sizeof(buf)), "2001:db8::7");
+    ck_assert_str_eq(sl_accesslog_remote(&c.x, buf, sizeof(buf)),
+                     "2001:db8::7");
     c.peer.ss_family = AF_UNIX;
     ck_assert_str_eq(sl_accesslog_remote(&c.x, buf, sizeof(buf)), "");
 }
