@@ -60,16 +60,16 @@ int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx)
     return 0;
 }
 
-/* Bytes of the block that holds a request's header array. */
-static size_t hdrs_size(const sl_conn_t *c)
+size_t sl_conn_hdrs_size(const sl_options_t *o)
 {
-    return sl_bufcache_size(((size_t)c->pump->opt->limit_request_fields + 1) *
+    return sl_bufcache_size(((size_t)o->limit_request_fields + 1) *
                             sizeof(sl_hdr_t));
 }
 
 int sl_conn_hdrs_get(sl_conn_t *c)
 {
-    c->x.req.hdrs = sl_bufcache_take(&c->pump->bufs, hdrs_size(c));
+    c->x.req.hdrs =
+        sl_bufcache_take(&c->pump->bufs, sl_conn_hdrs_size(c->pump->opt));
     return c->x.req.hdrs != NULL ? 0 : -1;
 }
 
@@ -79,7 +79,8 @@ void sl_conn_free_head(sl_conn_t *c)
 {
     sl_bufcache_put(&c->pump->bufs, &c->x.req.hbuf);
     if (c->x.req.hdrs != NULL) {
-        sl_bufcache_give(&c->pump->bufs, c->x.req.hdrs, hdrs_size(c));
+        sl_bufcache_give(&c->pump->bufs, c->x.req.hdrs,
+                         sl_conn_hdrs_size(c->pump->opt));
         c->x.req.hdrs = NULL;
     }
     c->x.req.nhdrs = 0;

@@ -19,6 +19,7 @@
 
 #include "llhttp.h"
 #include "common/buf.h"
+#include "common/options.h"
 #include "worker/loop/request.h"
 #include "worker/loop/exchange.h"
 #include "worker/loop/output.h"
@@ -186,6 +187,10 @@ void sl_conn_abort(sl_conn_t *c);
 void sl_conn_going_away(sl_conn_t *c, unsigned code);
 
 /* ---- the connection's own files (conn*.c) and on-loop executors ---- */
+
+/* Bytes of the block that holds a request's header array under O (a
+ * pump cache block: HTTP/1.1's and HTTP/2's requests alike). */
+size_t sl_conn_hdrs_size(const sl_options_t *o);
 
 /* Give C's request a header array (from the pump's cache). 0, or -1
  * when out of memory. */

@@ -86,13 +86,6 @@ double sl_h2_oldest(const sl_conn_t *c)
     return oldest;
 }
 
-/* Bytes of the block that holds a request's header array (conn.c's). */
-static size_t hdrs_size(const sl_options_t *o)
-{
-    return sl_bufcache_size(((size_t)o->limit_request_fields + 1) *
-                            sizeof(sl_hdr_t));
-}
-
 sl_h2_stream_t *sl_h2_stream_new(sl_h2_t *h2, int32_t sid)
 {
     sl_conn_t *c = h2->c;
@@ -152,7 +145,7 @@ void sl_h2_stream_free(sl_h2_stream_t *s)
     }
     sl_bufcache_put(bc, &x->req.hbuf);
     if (x->req.hdrs != NULL)
-        sl_bufcache_give(bc, x->req.hdrs, hdrs_size(p->opt));
+        sl_bufcache_give(bc, x->req.hdrs, sl_conn_hdrs_size(p->opt));
     if (x->req.client != NULL)
         sl_forwarded_clear(&x->req);
     memset(&x->req, 0, sizeof(x->req));
@@ -248,8 +241,9 @@ static int add_field(sl_h2_stream_t *s, uint32_t name_off, uint32_t nn,
 
     if (r->nhdrs >= o->limit_request_fields)
         return 431;
-    if (r->hdrs == NULL && (r->hdrs = sl_bufcache_take(&s->x.conn->pump->bufs,
-                                                       hdrs_size(o))) == NULL)
+    if (r->hdrs == NULL &&
+        (r->hdrs = sl_bufcache_take(&s->x.conn->pump->bufs,
+                                    sl_conn_hdrs_size(o))) == NULL)
         return -1;
     h = &r->hdrs[r->nhdrs++];
     h->name_off = name_off;
