@@ -113,6 +113,16 @@ const opt_def_t sl_options_defs[] = {
      "replace a worker after N requests, 0 = never [0]"},
     {"max-requests-jitter", 0, OPT_INT, FIELD(max_requests_jitter), 0,
      2147483647.0, "N", "add up to N at random to --max-requests [0]"},
+    {"max-worker-memory", 0, OPT_INT, FIELD(max_worker_memory), 0, 4194304.0,
+     "MB",
+     "replace a worker whose memory (PSS, in MiB, read every second) is"
+     " past MB, as --max-requests does; 0 = never [0]"},
+    {"preload", 0, OPT_SWITCH, FIELD(preload), 0, 0, NULL,
+     "import the app once per generation, in a zygote process that forks"
+     " the workers (its pages shared copy-on-write) [off]"},
+    {"factory", 0, OPT_SWITCH, FIELD(factory), 0, 0, NULL,
+     "MODULE:NAME is a factory: call it with no arguments to get the app,"
+     " once per worker (once per generation with --preload) [off]"},
     {"reload-surge", 0, OPT_INT, FIELD(reload_surge), 1, MAX_WORKERS, "N",
      "rolling restart (HUP): new workers started at once beyond the"
      " target [1]"},
@@ -431,6 +441,7 @@ static void set_defaults(sl_options_t *o)
         .shutdown_delay = 0,
         .max_requests = 0,
         .max_requests_jitter = 0,
+        .max_worker_memory = 0,
         .reload_surge = 1,
         .ws_max_size = 16777216,
         .ws_max_queue = 32,

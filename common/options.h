@@ -141,6 +141,9 @@ typedef struct {
     double shutdown_delay;
     int max_requests;
     int max_requests_jitter;
+    int max_worker_memory; /* MiB of PSS, 0: no bound */
+    bool preload;          /* fork workers from a zygote */
+    bool factory;          /* the app is NAME() */
     int reload_surge;
     /* WebSockets (uvicorn's names and defaults) */
     long long ws_max_size;   /* bytes of one message */
