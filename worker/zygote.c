@@ -192,6 +192,7 @@ static bool thread_running(void)
 
 static int send_msg(int fd, const sl_zygote_msg_t *m)
 {
+    /* not a client socket: the supervisor's channel */
     while (send(fd, m, sizeof(*m), MSG_NOSIGNAL) == -1) {
         if (errno != EINTR) {
             sl_log_errno(SL_LOG_ERROR, "zygote: send() to the supervisor");
@@ -216,6 +217,7 @@ static int recv_fork(int fd, sl_zygote_msg_t *m, int *passed)
                          .msg_controllen = sizeof(ctl.buf)};
     ssize_t n;
 
+    /* not a client socket: the supervisor's channel */
     while ((n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC)) == -1 && errno == EINTR)
         ;
     if (n == 0)
