@@ -232,6 +232,15 @@ def children_of(pid):
                   if (_proc_stat(p) or ("Z",))[0] != "Z")
 
 
+def is_zygote(pid):
+    """PID's process title is a --preload zygote's ("NAME: zygote ...")."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return b": zygote" in f.read()
+    except OSError:
+        return False
+
+
 def alive(pid):
     """PID exists and is not a zombie."""
     st = _proc_stat(pid)
@@ -517,7 +526,12 @@ class Server:
         return self.proc.pid
 
     def worker_pids(self):
-        return children_of(self.proc.pid)
+        """The supervisor's children but its --preload zygotes."""
+        return [p for p in children_of(self.proc.pid) if not is_zygote(p)]
+
+    def zygote_pids(self):
+        """The supervisor's --preload zygotes (one per generation)."""
+        return [p for p in children_of(self.proc.pid) if is_zygote(p)]
 
     def wait_workers(self, n, timeout=START_TIMEOUT):
         return wait_until(lambda: (len(self.worker_pids()) == n

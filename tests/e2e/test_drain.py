@@ -40,10 +40,16 @@ import time
 import pytest
 
 import helpers
-from conftest import WSGI_MODE_PARAMS
+from conftest import WSGI_MODE_PARAMS, WSGI_MODES
 from helpers import HTTPError, Load, PeerClosed, build_request, wait_until
 
 pytestmark = pytest.mark.sluice_only
+
+# The bars once more with --preload (issue 30): the same pump worker, forked
+# by its generation's zygote rather than exec'd.
+PRELOAD = pytest.param(dict(WSGI_MODES["pump"], name="pump-preload",
+                            args=["--preload"]), id="pump-preload")
+DRAIN_MODES = WSGI_MODE_PARAMS + [PRELOAD]
 
 SLOW = 1.5           # seconds the in-flight request sleeps
 SLOW_TOL = 0.1       # ... and how far off its answer may be
@@ -97,7 +103,7 @@ def keep_alive_conn(s):
 
 # ------------------------------------------------------------ 1. clean drain
 
-@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
+@pytest.mark.parametrize("mode", DRAIN_MODES)
 @pytest.mark.parametrize("target", ["worker", "supervisor"])
 def test_in_flight_request_answered_on_time_then_exit(make_server, mode,
                                                       target):
@@ -137,7 +143,7 @@ def test_in_flight_request_answered_on_time_then_exit(make_server, mode,
 
 # ----------------------------------------------------------- 2. forced drain
 
-@pytest.mark.parametrize("mode", WSGI_MODE_PARAMS)
+@pytest.mark.parametrize("mode", DRAIN_MODES)
 @pytest.mark.parametrize("target", ["worker", "supervisor"])
 def test_graceful_timeout_cuts_the_drain(make_server, mode, target):
     s = make_server(mode=mode, args=["--graceful-timeout", str(GRACE)])
@@ -398,8 +404,12 @@ def hup_and_wait(s, old, load, timeout=30):
     return new
 
 
-def test_rolling_restarts_under_load_drop_nothing(make_server, tmp_path):
-    s = make_server("drain_app:app", workers=2, ready_path="/hello")
+@pytest.mark.parametrize("preload", [False, True],
+                         ids=["exec", "preload"])
+def test_rolling_restarts_under_load_drop_nothing(make_server, tmp_path,
+                                                  preload):
+    s = make_server("drain_app:app", workers=2, ready_path="/hello",
+                    args=["--preload"] if preload else [])
     pids = all_ready(s, 2)
     history = [sorted(pids)]
     with drain_load(s) as load:
@@ -421,9 +431,12 @@ def test_rolling_restarts_under_load_drop_nothing(make_server, tmp_path):
         "no connection was ever closed by a drain: %s" % load.summary()
 
 
-def test_term_under_load_with_socket_activation(tmp_path):
+@pytest.mark.parametrize("preload", [False, True],
+                         ids=["exec", "preload"])
+def test_term_under_load_with_socket_activation(tmp_path, preload):
     s = helpers.ActivatedServer(tmp_path / "srv", "drain_app:app", workers=2,
-                        ready_path="/hello")
+                                ready_path="/hello",
+                                args=["--preload"] if preload else [])
     s.start()
     try:
         assert "from systemd" in s.error_log_text(), s.diagnostics()
@@ -448,11 +461,15 @@ def test_term_under_load_with_socket_activation(tmp_path):
         s.error_log_text()[-3000:]
 
 
+@pytest.mark.parametrize("preload", [False, True],
+                         ids=["exec", "preload"])
 def test_replacement_that_fails_to_import_aborts_the_restart(make_server,
-                                                              tmp_path):
+                                                              tmp_path,
+                                                              preload):
     flag = tmp_path / "broken"
     s = make_server("drain_app:app", workers=2, ready_path="/hello",
-                    env={"DRAIN_BROKEN_FLAG": str(flag)})
+                    env={"DRAIN_BROKEN_FLAG": str(flag)},
+                    args=["--preload"] if preload else [])
     pids = all_ready(s, 2)
     with drain_load(s) as load:
         load.wait_answers(pids, 200)
