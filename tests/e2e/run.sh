@@ -11,7 +11,8 @@
 # to it, trusting that CA; the modes are the executor kinds alone (pump,
 # inline: conftest.py), and a test marked plain_only is skipped there with
 # its reason. SLUICE_E2E_PASSES picks the passes: "plain tls" (the
-# default), "plain", or "tls" for the TLS pass alone. One file over TLS,
+# default), "plain", or "tls" for the TLS pass alone; "unsanitized" is a
+# subset of the plain pass (below). One file over TLS,
 # by hand:
 #   SLUICE_E2E_TLS=1 /usr/bin/python3 -m pytest -q tests/e2e/test_http.py
 #
@@ -41,6 +42,21 @@ TLS_SUITES="
     tests/e2e/test_websocket.py
     tests/e2e/test_ws_asgi.py
     tests/e2e/test_drain.py
+"
+# The unsanitized pass: the suites whose bars are relaxed or skipped under
+# the sanitizers (memory growth, RSS, promptness; helpers.sanitized()), run
+# plain. CI runs the plain pass under the sanitizers and this one, with
+# the TLS pass, in its plain build (.ci/run), rather than the plain pass
+# twice.
+UNSANITIZED_SUITES="
+    tests/e2e/test_executables.py
+    tests/e2e/test_idle_evict.py
+    tests/e2e/test_idle_memory.py
+    tests/e2e/test_load.py
+    tests/e2e/test_slow_clients.py
+    tests/e2e/test_tls_memory.py
+    tests/e2e/test_worker_memory.py
+    tests/e2e/test_ws_abuse.py
 "
 # Tests left out of the TLS pass, as pytest node ids relative to its
 # rootdir (this directory: pytest.ini), with the reason beside each. None
@@ -91,6 +107,10 @@ for pass in $passes; do
     plain)
         run_pass plain 0 tests/e2e "$@"
         ;;
+    unsanitized)
+        # shellcheck disable=SC2086
+        run_pass unsanitized 0 $UNSANITIZED_SUITES "$@"
+        ;;
     tls)
         echo "run.sh: the TLS pass (SLUICE_E2E_TLS=1)"
         deselect=
@@ -103,7 +123,7 @@ for pass in $passes; do
         ;;
     *)
         echo "run.sh: unknown pass '$pass' in SLUICE_E2E_PASSES" \
-            "(plain, tls)" >&2
+            "(plain, unsanitized, tls)" >&2
         exit 99
         ;;
     esac
