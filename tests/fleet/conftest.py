@@ -23,17 +23,19 @@ REPORTS = []
 def fleet(request, tmp_path):
     """The fleet, up; as the test's indirect parameter says: "plain"
     (the default), "tls", "h2c" (HTTP/2 by prior knowledge) or "h2-tls"
-    (HTTP/2 over TLS, by ALPN)."""
+    (HTTP/2 over TLS, by ALPN), or "preload" (plain, the hosts with
+    --preload)."""
     why = fleet_mod.missing_requirements()
     if why:
         pytest.skip(why)
     arm = getattr(request, "param", "plain")
-    assert arm in ("plain", "tls", "h2c", "h2-tls"), arm
+    assert arm in ("plain", "tls", "h2c", "h2-tls", "preload"), arm
     tls = arm in ("tls", "h2-tls")
     if tls:
         pytest.importorskip("trustme", reason="the TLS arm makes its "
                             "certificates with python3-trustme")
-    f = fleet_mod.Fleet(tmp_path, tls=tls, h2=arm.startswith("h2"))
+    f = fleet_mod.Fleet(tmp_path, tls=tls, h2=arm.startswith("h2"),
+                        preload=arm == "preload")
     problems = []
     try:
         f.up()

@@ -239,6 +239,7 @@ class Host:
         self.version = None
         self.tls = None
         self.h2 = False
+        self.preload = False  # --preload: workers forked by a zygote
         self.delay = DELAY
 
     @property
@@ -271,6 +272,8 @@ class Host:
                 "--metrics-bind", "%s:%d" % (self.addr, METRICS_PORT)]
         if self.tls is not None:
             args += ["--certfile", self.tls[0], "--keyfile", self.tls[1]]
+        if self.preload:
+            args += ["--preload"]
         if self.h2:
             args += ["--http-protocols", "h2,h1"]
             if self.tls is None:
@@ -542,12 +545,15 @@ class HAProxy:
 class Fleet:
     """Network, two hosts serving v1, HAProxy in front, all checked UP;
     with TLS, HAProxy speaks TLS to the hosts (make_pki's certificates);
-    with H2, HTTP/2 (over TLS by ALPN, else by prior knowledge)."""
+    with H2, HTTP/2 (over TLS by ALPN, else by prior knowledge); with
+    PRELOAD, the hosts fork their workers from a zygote (--preload)."""
 
-    def __init__(self, workdir, names=("a", "b"), tls=False, h2=False):
+    def __init__(self, workdir, names=("a", "b"), tls=False, h2=False,
+                 preload=False):
         self.workdir = Path(workdir)
         self.tls = tls
         self.h2 = h2
+        self.preload = preload
         self.delay = TLS_DELAY if tls else DELAY
         self.net = Network(names)
         self.hosts = {n: Host(self.net, n, self.workdir / ("host-" + n))
@@ -555,6 +561,7 @@ class Fleet:
         for h in self.hosts.values():
             h.delay = self.delay
             h.h2 = h2
+            h.preload = preload
         self.haproxy = HAProxy(self.workdir / "haproxy",
                                list(self.hosts.values()), h2=h2)
         if tls:

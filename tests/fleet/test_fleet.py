@@ -46,6 +46,11 @@ the same steps as the others. Every answer must say that the app saw
 HTTP/2 (the scope's http_version), and each host's own metrics must
 count the requests it served over HTTP/2 (none in the HTTP/1.1 arms).
 
+One more arm, preload, takes the same steps in plain HTTP/1.1 with the
+hosts started with --preload: a rolling restart then makes a new zygote
+per host, which forks the new generation, and a deploy starts a new
+supervisor with its own zygote; it must lose nothing in the same steps.
+
 The second test holds WebSocket clients open through HAProxy during a
 deploy of each host in turn: every client of the host being deployed gets
 a close frame (1001, or 1012) and then EOF, never a reset; its reconnect
@@ -179,7 +184,7 @@ def verify_probes(lb):
     return wait_until(checked, 10, "haproxy's verify_probe checks")
 
 
-@pytest.mark.parametrize("fleet", ["plain", "tls", "h2c", "h2-tls"],
+@pytest.mark.parametrize("fleet", ["plain", "tls", "h2c", "h2-tls", "preload"],
                          indirect=True)
 def test_deploys_under_load(fleet, report):
     lb = fleet.haproxy
@@ -262,7 +267,8 @@ def test_deploys_under_load(fleet, report):
     for name, what in sorted(probes.items()):
         table.append("verify_probe %s: %s" % (name, what))
     arm = ("HTTP/2 " if fleet.h2 else "") + ("TLS" if fleet.tls else
-                                               "plain")
+                                               "plain") + \
+        (", --preload" if fleet.preload else "")
     report("fleet: deploys under load (%s)" % arm, table)
     print("\n".join(table))
 
