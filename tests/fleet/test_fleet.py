@@ -316,6 +316,13 @@ def test_deploys_under_load(fleet, report):
         assert set(probes) == {"wrong-name", "wrong-ca"}, probes
         for name, what in probes.items():
             assert what.startswith("DOWN L6"), (name, what)
+    if fleet.preload:
+        # and the workers came from zygotes: host a's supervisor (the one
+        # the deploy started) forked each of its workers from one
+        log = fleet.hosts["a"].server.error_log_text()
+        booted = [ln for ln in log.splitlines() if "Booting worker" in ln]
+        assert booted and all(ln.endswith("(forked by the zygote)")
+                              for ln in booted), log[-3000:]
 
 
 # -------------------------------------------------------------- WebSockets
