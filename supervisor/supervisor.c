@@ -738,6 +738,7 @@ static void reopen_logs(supervisor_t *s)
         sl_log_errno(SL_LOG_ERROR, "reopening the error log failed");
     }
     sl_info("Handling signal: usr1: log files reopened");
+    sl_zygotes_reopen_logs(&s->zygotes);
     for (int i = 0; i < s->table.high; i++) {
         sl_worker_t *w = &s->table.slots[i];
         if (w->ready_at > 0) {

@@ -200,6 +200,16 @@ void sl_zygotes_kill_all(sl_zygotes_t *zs, int sig)
     }
 }
 
+void sl_zygotes_reopen_logs(sl_zygotes_t *zs)
+{
+    for (int i = 0; i < SL_ZYGOTES; i++) {
+        /* one not READY yet has no handler: it opens the log of now */
+        if (zs->z[i].pid != 0 && zs->z[i].ready && !zs->z[i].asked) {
+            (void)kill(zs->z[i].pid, SIGUSR1);
+        }
+    }
+}
+
 bool sl_zygotes_reaped(sl_zygotes_t *zs, pid_t pid, int status,
                        sl_zygote_end_t *end)
 {

@@ -61,8 +61,11 @@ pid_t sl_zygotes_fork(sl_zygotes_t *zs, sl_zygote_t *z, int worker_id,
 /* Send SIG to Z and expect its end. */
 void sl_zygotes_kill(sl_zygote_t *z, int sig);
 
-/* Send SIG to every zygote. */
+/* Send SIG to every zygote, to end it. */
 void sl_zygotes_kill_all(sl_zygotes_t *zs, int sig);
+
+/* USR1 to every zygote: reopen the error log; nothing ends. */
+void sl_zygotes_reopen_logs(sl_zygotes_t *zs);
 
 /* PID was reaped: when it was a zygote, true, its slot freed, the line
  * logged and *END filled; else false. */

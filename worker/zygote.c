@@ -50,6 +50,11 @@ static int freeze(void);
 static bool thread_running(void);
 static int send_msg(int fd, const sl_zygote_msg_t *m);
 static int recv_fork(int fd, sl_zygote_msg_t *m, int *passed);
+static void on_usr1(int sig);
+static void reopen_logs(void);
+
+/* USR1 came: reopen the error log (logrotate moved it). */
+static volatile sig_atomic_t reopen_asked;
 static pid_t fork_worker(int *err);
 static void become_worker(pid_t supervisor);
 
@@ -58,14 +63,23 @@ int sl_zygote_run(int fd, double load_time, int *worker_id, int *ctl_fd)
     pid_t supervisor = getppid();
     sl_zygote_msg_t m = {.type = SL_ZYGOTE_READY, .pid = (int32_t)getpid()};
 
+    struct sigaction usr1 = {.sa_handler = on_usr1}; /* no SA_RESTART */
+
     if (freeze() < 0 || thread_running())
         return SL_EXIT_APPLOAD;
+    sigaction(SIGUSR1, &usr1, NULL);
     m.load_time = load_time;
     if (send_msg(fd, &m) < 0)
         return SL_EXIT_FAIL;
     for (;;) {
         int passed = -1, err = 0;
         int n = recv_fork(fd, &m, &passed);
+        if (n == 2) {
+            if (reopen_asked)
+                reopen_logs();
+            reopen_asked = 0;
+            continue;
+        }
         if (n == 0)
             return SL_EXIT_OK; /* the supervisor is gone, or let us go */
         if (n < 0)
@@ -202,8 +216,24 @@ static int send_msg(int fd, const sl_zygote_msg_t *m)
     return 0;
 }
 
+static void on_usr1(int sig)
+{
+    (void)sig;
+    reopen_asked = 1;
+}
+
+/* As a worker does at USR1 (worker/loop/drain.c); Python's tracebacks
+ * go to fd 2. */
+static void reopen_logs(void)
+{
+    if (sl_log_reopen() < 0)
+        sl_log_errno(SL_LOG_ERROR, "zygote: reopening the error log failed");
+    else if (sl_log_fd() != STDERR_FILENO)
+        dup2(sl_log_fd(), STDERR_FILENO);
+}
+
 /* One FORK from the supervisor: 1 (*PASSED the descriptor that came with
- * it, or -1), 0 at EOF, -1 after logging. */
+ * it, or -1), 2 when a signal came first, 0 at EOF, -1 after logging. */
 static int recv_fork(int fd, sl_zygote_msg_t *m, int *passed)
 {
     union {
@@ -218,8 +248,9 @@ static int recv_fork(int fd, sl_zygote_msg_t *m, int *passed)
     ssize_t n;
 
     /* not a client socket: the supervisor's channel */
-    while ((n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC)) == -1 && errno == EINTR)
-        ;
+    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n == -1 && errno == EINTR)
+        return 2;
     if (n == 0)
         return 0;
     if (n == -1) {
@@ -296,5 +327,10 @@ static void become_worker(pid_t supervisor)
     if (getppid() != supervisor || prctl(PR_SET_PDEATHSIG, SIGTERM) == -1 ||
         getppid() != supervisor)
         _exit(SL_EXIT_FAIL); /* no supervisor to serve under */
+    /* as an exec'd worker: USR1 before READY is the supervisor's to hold
+     * back; and the log of now, should it have been rotated since the
+     * zygote opened it */
+    signal(SIGUSR1, SIG_DFL);
+    reopen_logs();
     PyOS_AfterFork_Child();
 }
