@@ -116,13 +116,15 @@ const opt_def_t sl_options_defs[] = {
     {"max-worker-memory", 0, OPT_INT, FIELD(max_worker_memory), 0, 4194304.0,
      "MB",
      "replace a worker whose memory (PSS, in MiB, read every second) is"
-     " past MB, as --max-requests does; 0 = never [0]"},
+     " past MB less 0-10% (picked per worker), as --max-requests does;"
+     " 0 = never [0]"},
     {"preload", 0, OPT_SWITCH, FIELD(preload), 0, 0, NULL,
      "import the app once per generation, in a zygote process that forks"
      " the workers (its pages shared copy-on-write) [off]"},
     {"factory", 0, OPT_SWITCH, FIELD(factory), 0, 0, NULL,
      "MODULE:NAME is a factory: call it with no arguments to get the app,"
-     " once per worker (once per generation with --preload) [off]"},
+     " once per worker (once per generation with --preload); MODULE:NAME()"
+     " says the same [off]"},
     {"reload-surge", 0, OPT_INT, FIELD(reload_surge), 1, MAX_WORKERS, "N",
      "rolling restart (HUP): new workers started at once beyond the"
      " target [1]"},
