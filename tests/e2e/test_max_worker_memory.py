@@ -60,6 +60,7 @@ def pss_kib(pid):
 
 
 def leak_server(tmp_path, name, args=()):
+    """A Server (not started) of the app, two workers."""
     appdir = tmp_path / "app"
     appdir.mkdir(exist_ok=True)
     (appdir / "leak_app.py").write_text(APP)
@@ -74,7 +75,8 @@ def baseline_mib(tmp_path):
         pids = s.wait_workers(2)
         for _ in range(10):
             assert helpers.http_call(s, "GET", "/")[0] == 200
-        return max(pss_kib(p) for p in pids) / 1024
+        kib = max(pss_kib(p) for p in pids)
+    return kib / 1024
 
 
 def run_wrk(server, seconds):
