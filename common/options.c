@@ -116,13 +116,15 @@ const opt_def_t sl_options_defs[] = {
     {"max-worker-memory", 0, OPT_INT, FIELD(max_worker_memory), 0, 4194304.0,
      "MB",
      "replace a worker whose memory (PSS, in MiB, read every second) is"
-     " past MB, as --max-requests does; 0 = never [0]"},
+     " past MB less 0-10% (picked per worker), as --max-requests does;"
+     " 0 = never [0]"},
     {"preload", 0, OPT_SWITCH, FIELD(preload), 0, 0, NULL,
      "import the app once per generation, in a zygote process that forks"
      " the workers (its pages shared copy-on-write) [off]"},
     {"factory", 0, OPT_SWITCH, FIELD(factory), 0, 0, NULL,
      "MODULE:NAME is a factory: call it with no arguments to get the app,"
-     " once per worker (once per generation with --preload) [off]"},
+     " once per worker (once per generation with --preload); MODULE:NAME()"
+     " says the same [off]"},
     {"reload-surge", 0, OPT_INT, FIELD(reload_surge), 1, MAX_WORKERS, "N",
      "rolling restart (HUP): new workers started at once beyond the"
      " target [1]"},
@@ -272,7 +274,7 @@ static void build_getopt_tables(struct option *longopts, char *shortopts);
 static void report_getopt_error(int c, char **argv);
 static int finish(sl_options_t *o, int argc, char **argv);
 static const opt_def_t *find_def(int c);
-static int check_app(const char *app);
+static int check_app(sl_options_t *o, const char *app);
 static int check_access_logformat(const sl_options_t *o);
 static bool is_action(const opt_def_t *d);
 static const opt_def_t *find_name(const char *name);
@@ -366,7 +368,7 @@ static int finish(sl_options_t *o, int argc, char **argv)
                      argv[optind + 1]);
         return -1;
     }
-    if (check_app(argv[optind]) == -1) {
+    if (check_app(o, argv[optind]) == -1) {
         return -1;
     }
     o->app = argv[optind];
@@ -563,9 +565,10 @@ static int check_access_logformat(const sl_options_t *o)
     return 0;
 }
 
-static int check_app(const char *app)
+static int check_app(sl_options_t *o, const char *app)
 {
     const char *colon = strchr(app, ':');
+    const char *paren = colon ? strchr(colon, '(') : NULL;
 
     if (colon == NULL) {
         sl_log_usage("application '%s' must be MODULE:CALLABLE", app);
@@ -578,6 +581,18 @@ static int check_app(const char *app)
     if (colon[1] == '\0') {
         sl_log_usage("application '%s' has no callable after ':'", app);
         return -1;
+    }
+    /* gunicorn's MODULE:NAME() is --factory; what it also allows, literal
+     * arguments, would be a Python parser here: use a factory of none */
+    if (paren != NULL && (paren == colon + 1 || strcmp(paren, "()") != 0)) {
+        sl_log_usage("application '%s': a factory is called with no"
+                     " arguments (write MODULE:NAME() or MODULE:NAME with"
+                     " --factory)",
+                     app);
+        return -1;
+    }
+    if (paren != NULL) {
+        o->factory = true;
     }
     return 0;
 }

@@ -18,10 +18,7 @@ static const char *const code_names[SL_METRICS_CODES] = {
     "1xx", "2xx", "3xx", "4xx", "5xx", "none",
 };
 static const char *const cause_names[SL_EXPO_CAUSES] = {
-    "crash",
-    "timeout",
-    "max_requests",
-    "reload",
+    "crash", "timeout", "max_requests", "reload", "memory",
 };
 
 typedef struct {

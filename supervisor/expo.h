@@ -23,6 +23,7 @@ typedef enum {
     SL_EXPO_TIMEOUT,      /* killed by the health check (--timeout) */
     SL_EXPO_MAX_REQUESTS, /* it retired (--max-requests) */
     SL_EXPO_RELOAD,       /* a rolling restart (HUP) replaced it */
+    SL_EXPO_MEMORY,       /* past --max-worker-memory */
     SL_EXPO_CAUSES
 } sl_expo_cause_t;
 

@@ -63,6 +63,7 @@
 #include "common/log.h"
 #include "common/proctitle.h"
 #include "supervisor/health.h"
+#include "supervisor/memwatch.h"
 #include "supervisor/notify.h"
 #include "supervisor/pidfile.h"
 #include "supervisor/state.h"
@@ -266,8 +267,7 @@ static void on_wake(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
 }
 
-/* Once a second: the request rate over the last interval, and STATUS= when
- * it reads differently. */
+/* Once a second: the request rate, memory bounds, STATUS= if it changed. */
 static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
     supervisor_t *s = ev_userdata(loop);
@@ -285,6 +285,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
         sl_scrape_set_target(s->scrape, s->target);
         sl_scrape_tick(s->scrape);
     }
+    sl_memwatch_tick(&s->table, s->o, s->gen_min);
     if (!s->handed_over) {
         sl_supervisor_status_text(s, status, sizeof(status));
         sl_notify_status(status);
@@ -514,8 +515,7 @@ static void worker_exited(supervisor_t *s, sl_worker_t *w, int status)
     sl_supervisor_died_young(s, age);
 }
 
-/* Why W, just reaped, will be replaced, for the metrics: SL_EXPO_CAUSES
- * when it will not be (a stop, TTOU). */
+/* Why W, reaped, is replaced (metrics); SL_EXPO_CAUSES: not (stop, TTOU). */
 static sl_expo_cause_t restart_cause(const supervisor_t *s,
                                      const sl_worker_t *w)
 {
@@ -529,7 +529,7 @@ static sl_expo_cause_t restart_cause(const supervisor_t *s,
         return SL_EXPO_CRASH; /* nobody asked it to go */
     }
     if (w->retire) {
-        return SL_EXPO_MAX_REQUESTS;
+        return w->over_memory ? SL_EXPO_MEMORY : SL_EXPO_MAX_REQUESTS;
     }
     return w->gen < s->gen_min ? SL_EXPO_RELOAD : SL_EXPO_CAUSES;
 }

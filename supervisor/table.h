@@ -30,6 +30,7 @@ typedef struct {
     pid_t pid;           /* 0 when FREE */
     unsigned gen;        /* generation: every rolling restart starts one */
     bool retire;         /* it sent RETIRE: replace it, then drain it */
+    bool over_memory;    /* retire set by --max-worker-memory (memwatch.h) */
     bool aborted;        /* sent SIGABRT for its Python tracebacks */
     bool killed;         /* sent SIGKILL */
     bool reopen_pending; /* USR1 came while it booted: send it at READY */

@@ -155,7 +155,8 @@ START_TEST(test_families_announced_once)
 {
     sl_metrics_slot_t retired = {0};
     sl_expo_worker_t w = {.id = 1, .up = true};
-    sl_expo_super_t sup = {.restarts = {[SL_EXPO_RELOAD] = 2}};
+    sl_expo_super_t sup = {
+        .restarts = {[SL_EXPO_RELOAD] = 2, [SL_EXPO_MEMORY] = 3}};
     char *copy, *line, *save;
     char current[128] = "";
     int families = 0;
@@ -184,6 +185,8 @@ START_TEST(test_families_announced_once)
         sample(out.data, "sluice_worker_restarts_total{cause=\"reload\"}"), 2);
     ck_assert_double_eq(
         sample(out.data, "sluice_worker_restarts_total{cause=\"crash\"}"), 0);
+    ck_assert_double_eq(
+        sample(out.data, "sluice_worker_restarts_total{cause=\"memory\"}"), 3);
 }
 END_TEST
 

@@ -461,6 +461,27 @@ START_TEST(test_command_line_errors)
 }
 END_TEST
 
+/* --factory, or gunicorn's MODULE:NAME() for it; arguments inside the
+ * parentheses are refused. */
+START_TEST(test_factory)
+{
+    sl_options_t o;
+
+    ck_assert_int_eq(parse(&o, "m:make", NULL), 0);
+    ck_assert(!o.factory);
+    ck_assert_int_eq(parse(&o, "--factory", "m:make", NULL), 0);
+    ck_assert(o.factory);
+    ck_assert_int_eq(parse(&o, "m:pkg.make()", NULL), 0);
+    ck_assert(o.factory);
+    ck_assert_str_eq(o.app, "m:pkg.make()");
+    assert_usage_error(parse(&o, "m:make(1)", NULL),
+                       "'m:make(1)': a factory is called with no arguments");
+    assert_usage_error(parse(&o, "m:make(", NULL), "with no arguments");
+    assert_usage_error(parse(&o, "m:make() ", NULL), "with no arguments");
+    assert_usage_error(parse(&o, "m:()", NULL), "with no arguments");
+}
+END_TEST
+
 /* HTTP/2 options: gunicorn's names and defaults, the protocols in the
  * order given, and prior knowledge only with h2. */
 START_TEST(test_http2_options)
@@ -738,6 +759,7 @@ static Suite *options_suite(void)
     tcase_add_loop_test(tc, test_bad_value, 0,
                         sizeof(bad_values) / sizeof(bad_values[0]));
     tcase_add_test(tc, test_command_line_errors);
+    tcase_add_test(tc, test_factory);
     tcase_add_test(tc, test_websocket_options);
     tcase_add_test(tc, test_http2_options);
     tcase_add_test(tc, test_proxy_options);

@@ -41,7 +41,15 @@ static void setup(void)
                           "        @staticmethod\n"
                           "        def call(environ, start_response):\n"
                           "            return [b'inner']\n"
-                          "value = 3\n");
+                          "value = 3\n"
+                          "def make():\n"
+                          "    return app\n"
+                          "class F:\n"
+                          "    make = staticmethod(lambda: K.Inner.call)\n"
+                          "def make_none():\n"
+                          "    return None\n"
+                          "def make_raise():\n"
+                          "    raise KeyError('cfg')\n");
     put_file("mod_bad.py", "x = 1\n"
                            "1 / 0\n");
 }
@@ -245,6 +253,28 @@ START_TEST(test_load_from_package)
 }
 END_TEST
 
+/* gunicorn's spelling of a factory: the app is what it returns */
+START_TEST(test_load_factory_call)
+{
+    assert_loads("mod_ok:F.make()", "inner");
+}
+END_TEST
+
+START_TEST(test_load_factory_option)
+{
+    PyObject *app;
+
+    options("mod_ok:make", "--factory");
+    ck_assert_int_eq(sl_py_init(&opt), 0);
+    app = sl_py_load_app(&opt);
+    hp_check(app, "mod_ok:make --factory");
+    ck_assert_ptr_eq(
+        app, PyObject_GetAttrString(PyImport_AddModule("mod_ok"), "app"));
+    Py_DECREF(app);
+    ck_assert_int_eq(error_lines(), 0);
+}
+END_TEST
+
 static const struct {
     const char *spec;
     const char *line;
@@ -257,6 +287,12 @@ static const struct {
     {"mod_ok:nope", "module 'mod_ok' has no attribute 'nope'"},
     {"mod_ok:K.nope", "module 'mod_ok' has no attribute 'K.nope'"},
     {"mod_ok:value", "'mod_ok:value' is not callable"},
+    {"mod_ok:value()", "'mod_ok:value' is not callable"},
+    {"mod_ok:make_none()",
+     "'mod_ok:make_none()' returned a NoneType, not a callable app"},
+    {"mod_ok:make_raise()",
+     "the app factory 'mod_ok:make_raise()' raised: KeyError: 'cfg'"},
+    {"mod_ok:nope()", "module 'mod_ok' has no attribute 'nope'"},
 };
 
 /* A bad app is one clear error line, and no Python error left behind. */
@@ -470,6 +506,8 @@ static Suite *py_suite(void)
     tcase_add_test(tc, test_load_default_name);
     tcase_add_test(tc, test_load_dotted_attribute);
     tcase_add_test(tc, test_load_from_package);
+    tcase_add_test(tc, test_load_factory_call);
+    tcase_add_test(tc, test_load_factory_option);
     tcase_add_test(tc, test_load_error_traceback_under_reload);
     tcase_add_test(tc, test_modules_report);
     tcase_add_loop_test(tc, test_load_errors, 0,

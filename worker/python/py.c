@@ -103,15 +103,13 @@ out_pyerr:
     return -1;
 }
 
-/* "ExcType: message" for the current exception, as a new C string. */
-static void exc_summary(char *out, size_t n)
+/* "ExcType: message" for the exception VALUE of TYPE. */
+static void exc_summary(PyObject *type, PyObject *value, char *out, size_t n)
 {
-    PyObject *type, *value, *tb, *s = NULL;
+    PyObject *s = NULL;
     const char *name = "?", *msg = "";
 
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (type != NULL)
+    if (type != NULL && PyType_Check(type))
         name = ((PyTypeObject *)type)->tp_name;
     if (value != NULL && (s = PyObject_Str(value)) != NULL)
         msg = PyUnicode_AsUTF8(s);
@@ -119,66 +117,124 @@ static void exc_summary(char *out, size_t n)
         msg = "";
     snprintf(out, n, "%s%s%s", name, *msg ? ": " : "", msg);
     Py_XDECREF(s);
+    PyErr_Clear(); /* str() of the value may have failed */
+}
+
+/* One error line, "WHAT: ExcType: message", for the current exception,
+ * then its traceback to sys.stderr (the error log) when TRACEBACK, and
+ * clear it. PyErr_Display(), not PyErr_Print(): a SystemExit raised by
+ * the app is a failure to report here, not a request to exit. */
+static void log_app_error(bool traceback, const char *what)
+{
+    PyObject *type, *value, *tb;
+    char err[1024];
+
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL)
+        PyException_SetTraceback(value, tb);
+    exc_summary(type, value, err, sizeof(err));
+    sl_error("%s: %s", what, err);
+    if (traceback && type != NULL)
+        PyErr_Display(type, value, tb);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
     PyErr_Clear();
 }
 
-PyObject *sl_py_load_app(const sl_options_t *o)
+/* O->app split: the module's name, the attribute path after the colon
+ * ("application" when none) without a trailing "()", and whether the
+ * attribute is a factory (--factory, or that "()": gunicorn's spelling;
+ * sl_options_parse() refused anything inside the parentheses). */
+static bool split_app(const sl_options_t *o, char *mod, size_t nmod, char *attr,
+                      size_t nattr)
 {
-    char modname[512], err[1024];
     const char *colon = strchr(o->app, ':');
-    const char *attr = colon ? colon + 1 : "application";
-    PyObject *mod, *app = NULL, *obj;
-    char path[512], *dot, *save = NULL;
+    size_t n;
 
-    snprintf(modname, sizeof(modname), "%.*s",
+    snprintf(mod, nmod, "%.*s",
              colon ? (int)(colon - o->app) : (int)strlen(o->app), o->app);
-    mod = PyImport_ImportModule(modname);
-    if (mod == NULL) {
-        PyObject *type, *value, *tb;
-        /* --reload: a developer's edit broke the import; the traceback
-         * says where (without it: one line, for the service's log) */
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        Py_XINCREF(type);
-        Py_XINCREF(value);
-        Py_XINCREF(tb);
-        PyErr_Restore(type, value, tb);
-        exc_summary(err, sizeof(err));
-        sl_error("cannot import module '%s': %s", modname, err);
-        PyErr_Restore(type, value, tb);
-        if (o->reload)
-            PyErr_PrintEx(0);
-        else
-            PyErr_Clear();
-        return NULL;
+    snprintf(attr, nattr, "%s", colon ? colon + 1 : "application");
+    n = strlen(attr);
+    if (n > 2 && strcmp(attr + n - 2, "()") == 0) {
+        attr[n - 2] = '\0';
+        return true;
     }
-    /* the callable may be a dotted path inside the module */
-    snprintf(path, sizeof(path), "%s", attr);
-    obj = mod;
-    Py_INCREF(obj);
-    for (dot = strtok_r(path, ".", &save); dot != NULL;
+    return o->factory;
+}
+
+/* MOD's attribute at the dotted PATH (a new reference), or NULL after
+ * logging. */
+static PyObject *lookup(PyObject *mod, const char *modname, const char *path)
+{
+    char buf[512], *dot, *save = NULL;
+    PyObject *obj = Py_NewRef(mod);
+
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (dot = strtok_r(buf, ".", &save); dot != NULL;
          dot = strtok_r(NULL, ".", &save)) {
         PyObject *next = PyObject_GetAttrString(obj, dot);
         Py_DECREF(obj);
         if (next == NULL) {
             PyErr_Clear();
-            sl_error("module '%s' has no attribute '%s'", modname, attr);
-            goto out;
+            sl_error("module '%s' has no attribute '%s'", modname, path);
+            return NULL;
         }
         obj = next;
     }
+    return obj;
+}
+
+/* The app FACTORY (named NAME in logs) makes: a new reference to a
+ * callable, or NULL after one error line (and the traceback of what it
+ * raised). Takes FACTORY's reference. */
+static PyObject *call_factory(PyObject *factory, const char *name)
+{
+    PyObject *app = PyObject_CallNoArgs(factory);
+    char what[700];
+
+    Py_DECREF(factory);
+    if (app == NULL) {
+        snprintf(what, sizeof(what), "the app factory '%s()' raised", name);
+        log_app_error(true, what);
+        return NULL;
+    }
+    if (!PyCallable_Check(app)) {
+        sl_error("'%s()' returned a %s, not a callable app", name,
+                 Py_TYPE(app)->tp_name);
+        Py_DECREF(app);
+        return NULL;
+    }
+    return app;
+}
+
+PyObject *sl_py_load_app(const sl_options_t *o)
+{
+    char modname[256], attr[256], what[600];
+    bool factory = split_app(o, modname, sizeof(modname), attr, sizeof(attr));
+    PyObject *mod, *obj;
+
+    mod = PyImport_ImportModule(modname);
+    if (mod == NULL) {
+        /* --reload: a developer's edit broke the import; the traceback
+         * says where (without it: one line, for the service's log) */
+        snprintf(what, sizeof(what), "cannot import module '%s'", modname);
+        log_app_error(o->reload, what);
+        return NULL;
+    }
+    obj = lookup(mod, modname, attr);
+    Py_DECREF(mod);
+    if (obj == NULL)
+        return NULL;
     if (!PyCallable_Check(obj)) {
         sl_error("'%s:%s' is not callable", modname, attr);
         Py_DECREF(obj);
-        goto out;
+        return NULL;
     }
-    app = obj;
-out:
-    Py_DECREF(mod);
-    return app;
+    snprintf(what, sizeof(what), "%s:%s", modname, attr);
+    /* with --preload, once in the zygote: every worker shares its app */
+    return factory ? call_factory(obj, what) : obj;
 }
 
 void sl_py_log_exception(const char *what, ...)

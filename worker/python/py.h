@@ -12,9 +12,11 @@
  * signal handlers. 0, or -1 after one clear log line. */
 int sl_py_init(const sl_options_t *o);
 
-/* Import O->app ("module:callable", "module" meaning module:application).
- * Returns a new reference, or NULL after one clear error line naming the
- * module and the Python error. GIL held. */
+/* Import O->app ("module:callable", "module" meaning module:application)
+ * and, with --factory or "module:name()", call that with no arguments: the
+ * app is what it returns. Returns a new reference to a callable, or NULL
+ * after one clear error line naming the module (or the factory) and the
+ * Python error; what a factory raised gets its traceback too. GIL held. */
 PyObject *sl_py_load_app(const sl_options_t *o);
 
 /* Log the current Python exception with its traceback, prefixed by a line
