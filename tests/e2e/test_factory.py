@@ -188,3 +188,21 @@ def test_factory_arguments_are_a_usage_error(tmp_path, app):
     assert lines[0].startswith("sluice: error: application '%s'" % app), err
     assert "called with no arguments" in lines[0], err
     assert not (tmp_path / "factory-calls").exists()
+
+
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"])
+def test_factory_runs_once_in_the_zygote_with_preload(tmp_path, kind):
+    """With --preload the zygote loads the app, factory included: one call,
+    by the zygote, whose app every worker serves (it says who made it)."""
+    s = factory_server(tmp_path, "factory_app:create_" + kind,
+                       args=["--factory", "--preload"])
+    for s in serving(s):
+        pids = s.wait_workers(2)
+        zygotes = wait_until(s.zygote_pids, 10, "the zygote")
+        assert factory_calls(s) == zygotes, (factory_calls(s), zygotes)
+        prefix = b"%s from factory in " % kind.encode()
+        for _ in range(10):
+            status, _, body = http_call(s, "GET", "/")
+            assert status == 200 and body == prefix + b"%d" % zygotes[0], \
+                (status, body, pids, zygotes)
+        assert factory_calls(s) == zygotes
