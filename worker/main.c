@@ -182,7 +182,7 @@ static int run_zygote(const sl_options_t *o, const int *fds, int n,
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double took = (double)(t1.tv_sec - t0.tv_sec) +
                   (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    status = sl_zygote_run(zfd, took, &worker_id, &ctl_fd);
+    status = sl_zygote_run(zfd, took, &worker_id, &ctl_fd, &a.parent);
     if (status != SL_ZYGOTE_CHILD) {
         return status; /* nothing to finalize: the app never ran */
     }

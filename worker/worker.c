@@ -26,6 +26,7 @@
 #include "worker/python/modules.h"
 #include "worker/python/py.h"
 #include "worker/worker.h"
+#include "worker/zygote.h"
 
 static void reset_signals(void)
 {
@@ -175,6 +176,8 @@ int sl_worker_serve(const sl_options_t *o, sl_worker_app_t *a,
     a->app = NULL;
     if (status != 0)
         return status;
+    if (a->parent != 0)
+        sl_zygote_settle(a->parent);
     sl_drain_set_ctl(&pump, ctl_fd);
     sl_drain_ctl(&pump, SL_CTL_READY);
     pump.exec->describe(&pump, what, sizeof(what));

@@ -9,6 +9,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "common/options.h"
 #include "worker/loop/tlsmod.h"
@@ -23,6 +24,8 @@ typedef struct {
     const sl_tls_module_t *tls_module;
     char report_dir[PATH_MAX]; /* --reload: the report's directory, or "" */
     bool report_again; /* a zygote's: each worker writes its own report */
+    pid_t parent;      /* forked by a zygote: the supervisor to settle under
+                          before READY (worker/zygote.h); 0 when exec'd */
 } sl_worker_app_t;
 
 /* Load what a worker serves into *A: signals reset, TLS context, --chdir,

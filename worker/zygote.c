@@ -17,8 +17,10 @@
  *
  * Each worker is forked twice (common/zygote.h): the middle process exits
  * at once and the worker becomes the supervisor's child. It waits for
- * that before asking the kernel for SIGTERM at the supervisor's death:
- * PR_SET_PDEATHSIG is about the parent of the moment.
+ * that before asking the kernel for SIGTERM at the supervisor's death
+ * (PR_SET_PDEATHSIG is about the parent of the moment), but only once it
+ * has set itself up, just before READY: the middle process's exit (it
+ * unmaps a copy of the zygote) then takes none of the worker's time.
  */
 #include "config.h"
 
@@ -56,9 +58,10 @@ static void reopen_logs(void);
 /* USR1 came: reopen the error log (logrotate moved it). */
 static volatile sig_atomic_t reopen_asked;
 static pid_t fork_worker(int *err);
-static void become_worker(pid_t supervisor);
+static void become_worker(void);
 
-int sl_zygote_run(int fd, double load_time, int *worker_id, int *ctl_fd)
+int sl_zygote_run(int fd, double load_time, int *worker_id, int *ctl_fd,
+                  pid_t *parent)
 {
     pid_t supervisor = getppid();
     sl_zygote_msg_t m = {.type = SL_ZYGOTE_READY, .pid = (int32_t)getpid()};
@@ -98,10 +101,11 @@ int sl_zygote_run(int fd, double load_time, int *worker_id, int *ctl_fd)
         }
         pid_t pid = err != 0 ? -1 : fork_worker(&err);
         if (pid == 0) {
-            become_worker(supervisor);
+            become_worker();
             close(fd);
             *worker_id = m.worker_id;
             *ctl_fd = passed;
+            *parent = supervisor;
             return SL_ZYGOTE_CHILD;
         }
         if (passed >= 0)
@@ -312,10 +316,18 @@ static pid_t fork_worker(int *err)
     return mid > 0 ? (pid_t)answer[0] : -1;
 }
 
-/* In the forked worker: once the supervisor is the parent, SIGTERM when
- * it dies (as an exec'd worker has it); then Python's own after-fork
- * work. Exits when the supervisor is gone or never becomes the parent. */
-static void become_worker(pid_t supervisor)
+/* In the forked worker, first: Python's own after-fork work; USR1 as an
+ * exec'd worker has it before READY (the supervisor holds it back), and
+ * the log of now, should it have been rotated since the zygote opened
+ * it. */
+static void become_worker(void)
+{
+    PyOS_AfterFork_Child();
+    signal(SIGUSR1, SIG_DFL);
+    reopen_logs();
+}
+
+void sl_zygote_settle(pid_t supervisor)
 {
     struct timespec pause = {.tv_nsec = 50 * 1000};
     long long waited = 0;
@@ -325,12 +337,10 @@ static void become_worker(pid_t supervisor)
         waited += pause.tv_nsec;
     }
     if (getppid() != supervisor || prctl(PR_SET_PDEATHSIG, SIGTERM) == -1 ||
-        getppid() != supervisor)
-        _exit(SL_EXIT_FAIL); /* no supervisor to serve under */
-    /* as an exec'd worker: USR1 before READY is the supervisor's to hold
-     * back; and the log of now, should it have been rotated since the
-     * zygote opened it */
-    signal(SIGUSR1, SIG_DFL);
-    reopen_logs();
-    PyOS_AfterFork_Child();
+        getppid() != supervisor) {
+        sl_error("worker forked by the zygote: its supervisor (pid %ld) is"
+                 " gone, or did not become its parent",
+                 (long)supervisor);
+        _exit(SL_EXIT_FAIL);
+    }
 }

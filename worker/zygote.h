@@ -4,6 +4,8 @@
 #ifndef SL_WORKER_ZYGOTE_H
 #define SL_WORKER_ZYGOTE_H
 
+#include <sys/types.h>
+
 #include "common/options.h"
 
 /* What sl_zygote_run() returns in a forked worker. */
@@ -15,8 +17,15 @@
  * thread is running (named in the error), say READY on FD and fork a
  * worker for every FORK. Returns the zygote's exit status: SL_EXIT_OK
  * when the supervisor has gone (EOF), SL_EXIT_APPLOAD when a thread runs.
- * In a forked worker it returns SL_ZYGOTE_CHILD with *WORKER_ID and
- * *CTL_FD (its control channel) set: the worker goes on to serve. */
-int sl_zygote_run(int fd, double load_time, int *worker_id, int *ctl_fd);
+ * In a forked worker it returns SL_ZYGOTE_CHILD with *WORKER_ID, *CTL_FD
+ * (its control channel) and *PARENT (the supervisor) set: the worker goes
+ * on to serve, and calls sl_zygote_settle() before READY. */
+int sl_zygote_run(int fd, double load_time, int *worker_id, int *ctl_fd,
+                  pid_t *parent);
+
+/* In a forked worker: wait until SUPERVISOR is the parent, then ask for
+ * SIGTERM at its death, as an exec'd worker has it. Exits (SL_EXIT_FAIL,
+ * logged) when the supervisor is gone or does not become the parent. */
+void sl_zygote_settle(pid_t supervisor);
 
 #endif
