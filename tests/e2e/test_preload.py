@@ -7,7 +7,8 @@ file "imports" in the server's directory: that file says who imported the
 app, and how often. The app answers "/pid" with its pid (for helpers.Load)
 and every other path with "VERSION PID FROZEN LIFESPAN": the version the
 test wrote, the worker's pid, gc.get_freeze_count() and, for ASGI, the pid
-that ran lifespan startup ("-" for WSGI); "/slow" sleeps a second first.
+that ran lifespan startup ("-" for WSGI); "/slow" sleeps a second first,
+and "/hang" never returns.
 
 Who is who comes from the supervisor's log ("Booting the zygote of
 generation N with pid: P", "Booting worker W with pid: P"), not from
@@ -23,7 +24,14 @@ that cannot import leaves the old one serving; a thread started at import
 and a first generation that cannot import end the supervisor with exit 2;
 TERM drains and leaves no process; gc.freeze() reaches the workers;
 --max-requests replaces a worker by a fork; USR2 hands over to a new
-supervisor with its own zygote.
+supervisor with its own zygote; a supervisor killed with SIGKILL leaves
+neither zygote nor worker; a hung forked worker has its tracebacks dumped
+and is replaced by a fork. Marked xfail, a bug: a worker forked after USR1
+logs to the error log that was moved away.
+
+In TLS mode (SLUICE_E2E_TLS=1) the tests that serve through forked
+workers run: the zygote sets up TLS before it forks; the others are
+plain_only.
 """
 
 import os
@@ -68,6 +76,11 @@ def record(line):
             f.write(line + "\\n")
 
 
+def hang_here_forever():
+    while True:
+        time.sleep(0.05)
+
+
 def answer(path, lifespan):
     if path == "/pid":
         return str(os.getpid()).encode()
@@ -82,6 +95,9 @@ def app(environ, start_response):
     if path == "/slow":
         record("slow-start")
         time.sleep(1)
+    elif path == "/hang":
+        record("hang-start")
+        hang_here_forever()
     body = answer(path, "-")
     start_response("200 OK", [("Content-Type", "text/plain"),
                               ("Content-Length", str(len(body)))])
@@ -607,3 +623,30 @@ def test_usr1_a_worker_forked_after_it_logs_to_the_new_file(make_server,
                "worker %s (pid %s) to say it serves" % (wid, pid))
     assert said not in moved.read_text()
     assert said in s.error_log_text()
+
+
+# ------------------------------------------------------------ 13. hung app
+
+@pytest.mark.plain_only("about the health check, not the transport")
+def test_hung_forked_worker_is_dumped_and_replaced_by_a_fork(make_server,
+                                                             tmp_path):
+    """faulthandler, set up in the zygote, dumps the forked worker's
+    tracebacks on the supervisor's SIGABRT."""
+    appdir = AppDir(tmp_path / "app")
+    s = start(make_server, appdir, workers=1, args=["--timeout", "2"])
+    s.wait_for_log("All 1 workers are ready")
+    [zygote] = zygotes(s)
+    [hung] = workers(s)
+    mark = s.log_mark()
+    with s.connect() as c:
+        c.send(build_request("GET", "/hang"))
+        s.wait_for_call("hang-start")
+        log = s.wait_for_log("in hang_here_forever", timeout=10, since=mark)
+        assert "Worker 1 (pid %d) timed out" % hung in log, log
+        with pytest.raises(helpers.PeerClosed):
+            c.read_response()
+    wait_gone([hung], 5, "the hung worker to die")
+    log = s.wait_for_log("(forked by the zygote)", since=mark)
+    [(_, successor, _)] = WORKER_BOOT.findall(log)
+    assert ask(s).pid == int(successor)
+    assert imports(s) == [zygote]
