@@ -31,7 +31,9 @@ passes=${SLUICE_E2E_PASSES:-plain tls}
 
 # The TLS pass: keep-alive, pipelining, streamed responses and request
 # bodies (WSGI and ASGI), wsgi.file_wrapper, ASGI pathsend, WebSockets and
-# the drain. About two minutes on two shared cores (95 to 125 s seen).
+# the drain, and workers forked by a --preload zygote (its TLS context
+# made before the fork). About two minutes on two shared cores (95 to 125 s
+# seen).
 TLS_SUITES="
     tests/e2e/test_http.py
     tests/e2e/test_pipelining.py
@@ -42,6 +44,7 @@ TLS_SUITES="
     tests/e2e/test_websocket.py
     tests/e2e/test_ws_asgi.py
     tests/e2e/test_drain.py
+    tests/e2e/test_preload.py
 "
 # The unsanitized pass: the suites whose bars are relaxed or skipped under
 # the sanitizers (memory growth, RSS, promptness; helpers.sanitized()), run

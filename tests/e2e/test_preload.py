@@ -26,8 +26,8 @@ TERM drains and leaves no process; gc.freeze() reaches the workers;
 --max-requests replaces a worker by a fork; USR2 hands over to a new
 supervisor with its own zygote; a supervisor killed with SIGKILL leaves
 neither zygote nor worker; a hung forked worker has its tracebacks dumped
-and is replaced by a fork. Marked xfail, a bug: a worker forked after USR1
-logs to the error log that was moved away.
+and is replaced by a fork; after USR1 (the error log moved away), a
+worker forked later logs to the new file.
 
 In TLS mode (SLUICE_E2E_TLS=1) the tests that serve through forked
 workers run: the zygote sets up TLS before it forks; the others are
@@ -603,8 +603,6 @@ def test_supervisor_killed_leaves_no_zygote_and_no_worker(make_server,
 # ---------------------------------------------------------------- 12. USR1
 
 @pytest.mark.plain_only("about the error log, not the transport")
-@pytest.mark.xfail(strict=True, reason="bug: USR1 does not reach the zygote, "
-                   "so workers it forks later log to the moved error log")
 def test_usr1_a_worker_forked_after_it_logs_to_the_new_file(make_server,
                                                             tmp_path):
     appdir = AppDir(tmp_path / "app")
