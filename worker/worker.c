@@ -172,12 +172,12 @@ int sl_worker_serve(const sl_options_t *o, sl_worker_app_t *a,
         (void)sl_listen_tls(&pump, a->tls_module, a->tls, tls_fds, ntls);
     if (a->report_again) /* forked by a zygote: under this pid, watched */
         sl_modules_report(a->report_dir, true);
+    if (a->parent != 0)
+        sl_zygote_settle(a->parent);
     status = exec_start(&pump, a->app);
     a->app = NULL;
     if (status != 0)
         return status;
-    if (a->parent != 0)
-        sl_zygote_settle(a->parent);
     sl_drain_set_ctl(&pump, ctl_fd);
     sl_drain_ctl(&pump, SL_CTL_READY);
     pump.exec->describe(&pump, what, sizeof(what));

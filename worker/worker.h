@@ -25,7 +25,8 @@ typedef struct {
     char report_dir[PATH_MAX]; /* --reload: the report's directory, or "" */
     bool report_again; /* a zygote's: each worker writes its own report */
     pid_t parent;      /* forked by a zygote: the supervisor to settle under
-                          before READY (worker/zygote.h); 0 when exec'd */
+                          before its executor starts (worker/zygote.h); 0
+                          when exec'd */
 } sl_worker_app_t;
 
 /* Load what a worker serves into *A: signals reset, TLS context, --chdir,

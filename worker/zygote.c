@@ -19,8 +19,10 @@
  * at once and the worker becomes the supervisor's child. It waits for
  * that before asking the kernel for SIGTERM at the supervisor's death
  * (PR_SET_PDEATHSIG is about the parent of the moment), but only once it
- * has set itself up, just before READY: the middle process's exit (it
- * unmaps a copy of the zygote) then takes none of the worker's time.
+ * has set up its loop, just before the executor and the app start: the
+ * middle process's exit (it unmaps a copy of the zygote) overlaps that
+ * work, and no code of the app runs before the supervisor's death would
+ * end the worker, as for an exec'd one.
  */
 #include "config.h"
 
@@ -332,7 +334,9 @@ void sl_zygote_settle(pid_t supervisor)
     struct timespec pause = {.tv_nsec = 50 * 1000};
     long long waited = 0;
 
-    while (getppid() != supervisor && waited < REPARENT_WAIT_NS) {
+    /* the middle process is on its way out: a copy of the zygote to unmap */
+    while (getppid() != supervisor && waited < REPARENT_WAIT_NS &&
+           (kill(supervisor, 0) == 0 || errno != ESRCH)) {
         nanosleep(&pause, NULL);
         waited += pause.tv_nsec;
     }

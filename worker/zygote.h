@@ -19,7 +19,7 @@
  * when the supervisor has gone (EOF), SL_EXIT_APPLOAD when a thread runs.
  * In a forked worker it returns SL_ZYGOTE_CHILD with *WORKER_ID, *CTL_FD
  * (its control channel) and *PARENT (the supervisor) set: the worker goes
- * on to serve, and calls sl_zygote_settle() before READY. */
+ * on to serve, and calls sl_zygote_settle() before its executor starts. */
 int sl_zygote_run(int fd, double load_time, int *worker_id, int *ctl_fd,
                   pid_t *parent);
 
