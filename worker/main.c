@@ -4,7 +4,10 @@
  * with its own argv and the variables common/handoff.h lists; it is not
  * meant to be started by hand. It parses the same argv as the supervisor
  * did (common/startup.c), so both see the same options, takes the
- * descriptors it was handed, and runs sl_worker_main(). This is the only
+ * descriptors it was handed, and runs sl_worker_main(). With --preload it
+ * is started once per generation as a zygote instead (SLUICE_ZYGOTE_FD):
+ * it loads the app and forks the workers, which go on from the fork to
+ * sl_worker_serve() (run_zygote(), worker/zygote.h). This is the only
  * executable that links Python: the supervisor never maps libpython.
  */
 #include "config.h"
