@@ -11,6 +11,11 @@
  *   SLUICE_HANDOFF=N          SL_HANDOFF_VERSION, as the supervisor knows it
  *   SLUICE_RELOAD_DIR=PATH    --reload only: where the worker writes the
  *                             list of its module files (supervisor/reload.h)
+ *   SLUICE_ZYGOTE_FD=N        --preload only: this one is a zygote, with
+ *                             its end of the zygote channel (common/zygote.h)
+ *                             and no SLUICE_CTL_FD; its workers get their
+ *                             id and control socket at the fork
+ *   SLUICE_ZYGOTE_GEN=N       ... the generation it forks, for its title
  *
  * The supervisor and its workers are two executables (sluice and
  * sluice-worker), and a worker started after a new release was installed
