@@ -67,9 +67,10 @@ sl_worker_t *sl_table_spawn(sl_table_t *t, const char *exe, char **argv,
     }
     /* the boot time counts from here (a zygote's fork takes ~1 ms) */
     ev_now_update(t->loop);
-    pid_t pid = zygote != NULL ? sl_zygotes_fork(zs, zygote, w->id, pair[1])
-                               : sl_spawn_worker(exe, argv, fds, nfds, w->id,
-                                                 pair[1], t->metrics_fd);
+    pid_t pid = zygote != NULL
+                    ? sl_zygotes_fork(zs, zygote, w->id, pair[1], fds, nfds)
+                    : sl_spawn_worker(exe, argv, fds, nfds, w->id, pair[1],
+                                      t->metrics_fd);
     close(pair[1]);
     if (pid == -1) {
         close(pair[0]);

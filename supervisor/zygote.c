@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/handoff.h"
 #include "common/log.h"
 #include "common/options.h"
 #include "common/zygote.h"
@@ -119,11 +120,11 @@ static void on_channel(struct ev_loop *loop, ev_io *io, int revents)
 }
 
 pid_t sl_zygotes_fork(sl_zygotes_t *zs, sl_zygote_t *z, int worker_id,
-                      int ctl_fd)
+                      int ctl_fd, const int *fds, int nfds)
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * (1 + SL_MAX_LISTENERS))];
     } ctl;
     sl_zygote_msg_t m = {.type = SL_ZYGOTE_FORK, .worker_id = worker_id};
     struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
@@ -139,12 +140,17 @@ pid_t sl_zygotes_fork(sl_zygotes_t *zs, sl_zygote_t *z, int worker_id,
     if (!z->ready || z->fd < 0) {
         return -1;
     }
+    if (nfds > SL_MAX_LISTENERS) {
+        return -1; /* the supervisor never has more */
+    }
     memset(ctl.buf, 0, sizeof(ctl.buf));
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)(1 + nfds));
     c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)(1 + nfds));
     memcpy(CMSG_DATA(c), &ctl_fd, sizeof(int));
+    memcpy(CMSG_DATA(c) + sizeof(int), fds, sizeof(int) * (size_t)nfds);
     while ((n = sendmsg(z->fd, &msg, MSG_NOSIGNAL)) == -1 && errno == EINTR)
         ;
     if (n != (ssize_t)sizeof(m)) {

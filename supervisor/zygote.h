@@ -51,12 +51,13 @@ sl_zygote_t *sl_zygotes_start(sl_zygotes_t *zs, const char *exe, char **argv,
                               const int *fds, int nfds, unsigned gen,
                               int metrics_fd);
 
-/* Ask Z for worker WORKER_ID, whose control channel end CTL_FD goes with
- * the request, and wait (SL_ZYGOTE_ANSWER_WAIT at most) for its pid.
- * Returns the pid, or -1 after logging; a zygote that does not answer is
- * sent SIGKILL. */
+/* Ask Z for worker WORKER_ID, whose control channel end CTL_FD and the
+ * listeners FDS[0..NFDS) (as many as Z was started with) go with the
+ * request, and wait (SL_ZYGOTE_ANSWER_WAIT at most) for its pid. Returns
+ * the pid, or -1 after logging; a zygote that does not answer is sent
+ * SIGKILL. */
 pid_t sl_zygotes_fork(sl_zygotes_t *zs, sl_zygote_t *z, int worker_id,
-                      int ctl_fd);
+                      int ctl_fd, const int *fds, int nfds);
 
 /* Send SIG to Z and expect its end. */
 void sl_zygotes_kill(sl_zygote_t *z, int sig);

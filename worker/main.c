@@ -16,6 +16,7 @@
 #include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -157,21 +158,31 @@ static int take_metrics_fd(void)
 }
 
 /* --preload: load the app once, then fork workers on the supervisor's
- * word (worker/zygote.h). Returns the zygote's exit status, or, in a
- * forked worker, the worker's. */
+ * word (worker/zygote.h). The listeners come again with each FORK: the
+ * zygote closes the ones it was started with, keeping which of them speak
+ * TLS. Returns the zygote's exit status, or, in a forked worker, the
+ * worker's. */
 static int run_zygote(const sl_options_t *o, const int *fds, int n,
                       const int *tls_fds, int ntls, int metrics_fd)
 {
     const char *env = getenv("SLUICE_ZYGOTE_FD");
     const char *gen = getenv("SLUICE_ZYGOTE_GEN");
     const char *name = o->proc_name ? o->proc_name : "sluice";
+    bool is_tls[SL_MAX_LISTENERS] = {false};
+    int tls_now[SL_MAX_LISTENERS], ntls_now = 0;
     struct timespec t0, t1;
+    sl_zygote_child_t child;
     sl_worker_app_t a;
-    int zfd, worker_id, ctl_fd;
+    int zfd;
 
     if (parse_fd_list(env, &zfd, 1) != 1) {
         sl_error("SLUICE_ZYGOTE_FD='%s' is not an open descriptor", env);
         return SL_EXIT_FAIL;
+    }
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < ntls; j++)
+            is_tls[i] = is_tls[i] || tls_fds[j] == fds[i];
+        close(fds[i]);
     }
     sl_proctitle_set(name, "%s: zygote%s%s [%s]", name, gen ? " of gen " : "",
                      gen ? gen : "", o->app);
@@ -185,15 +196,21 @@ static int run_zygote(const sl_options_t *o, const int *fds, int n,
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double took = (double)(t1.tv_sec - t0.tv_sec) +
                   (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    status = sl_zygote_run(zfd, took, &worker_id, &ctl_fd, &a.parent);
+    status = sl_zygote_run(zfd, took, n, &child);
     if (status != SL_ZYGOTE_CHILD) {
         return status; /* nothing to finalize: the app never ran */
     }
-    if (metrics_fd >= 0) {
-        (void)sl_metrics_attach(metrics_fd, worker_id);
+    for (int i = 0; i < n; i++) {
+        if (is_tls[i])
+            tls_now[ntls_now++] = child.fds[i];
     }
-    sl_proctitle_set(name, "%s: worker %d [%s]", name, worker_id, o->app);
-    return sl_worker_serve(o, &a, fds, n, tls_fds, ntls, worker_id, ctl_fd);
+    if (metrics_fd >= 0) {
+        (void)sl_metrics_attach(metrics_fd, child.worker_id);
+    }
+    sl_proctitle_set(name, "%s: worker %d [%s]", name, child.worker_id, o->app);
+    a.parent = child.parent;
+    return sl_worker_serve(o, &a, child.fds, n, tls_now, ntls_now,
+                           child.worker_id, child.ctl_fd);
 }
 
 /* "3,4,5" into fds[], each checked to be open and made close-on-exec.

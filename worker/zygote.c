@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/handoff.h"
 #include "common/log.h"
 #include "common/options.h"
 #include "common/zygote.h"
@@ -53,7 +54,8 @@
 static int freeze(void);
 static bool thread_running(void);
 static int send_msg(int fd, const sl_zygote_msg_t *m);
-static int recv_fork(int fd, sl_zygote_msg_t *m, int *passed);
+static int recv_fork(int fd, sl_zygote_msg_t *m, int *passed, int *npassed);
+static void close_all(const int *passed, int n);
 static void on_usr1(int sig);
 static void reopen_logs(void);
 
@@ -62,13 +64,20 @@ static volatile sig_atomic_t reopen_asked;
 static pid_t fork_worker(int *err);
 static void become_worker(void);
 
-int sl_zygote_run(int fd, double load_time, int *worker_id, int *ctl_fd,
-                  pid_t *parent)
+/* Close every descriptor of PASSED[0..N). */
+static void close_all(const int *passed, int n)
+{
+    for (int i = 0; i < n; i++)
+        close(passed[i]);
+}
+
+int sl_zygote_run(int fd, double load_time, int nlisteners,
+                  sl_zygote_child_t *child)
 {
     pid_t supervisor = getppid();
     sl_zygote_msg_t m = {.type = SL_ZYGOTE_READY, .pid = (int32_t)getpid()};
-
     struct sigaction usr1 = {.sa_handler = on_usr1}; /* no SA_RESTART */
+    int passed[1 + SL_MAX_LISTENERS];
 
     if (freeze() < 0 || thread_running())
         return SL_EXIT_APPLOAD;
@@ -77,8 +86,8 @@ int sl_zygote_run(int fd, double load_time, int *worker_id, int *ctl_fd,
     if (send_msg(fd, &m) < 0)
         return SL_EXIT_FAIL;
     for (;;) {
-        int passed = -1, err = 0;
-        int n = recv_fork(fd, &m, &passed);
+        int npassed = 0, err = 0;
+        int n = recv_fork(fd, &m, passed, &npassed);
         if (n == 2) {
             if (reopen_asked)
                 reopen_logs();
@@ -89,12 +98,13 @@ int sl_zygote_run(int fd, double load_time, int *worker_id, int *ctl_fd,
             return SL_EXIT_OK; /* the supervisor is gone, or let us go */
         if (n < 0)
             return SL_EXIT_FAIL;
-        if (passed < 0) {
-            sl_warn("zygote: a FORK for worker %d came without its channel",
-                    m.worker_id);
+        if (npassed != 1 + nlisteners) {
+            sl_warn("zygote: a FORK for worker %d came with %d descriptors,"
+                    " not its channel and %d listeners",
+                    m.worker_id, npassed, nlisteners);
             err = EINVAL;
         } else if (thread_running()) {
-            close(passed);
+            close_all(passed, npassed);
             m = (sl_zygote_msg_t){.type = SL_ZYGOTE_FAILED,
                                   .worker_id = m.worker_id,
                                   .err = EAGAIN};
@@ -105,13 +115,13 @@ int sl_zygote_run(int fd, double load_time, int *worker_id, int *ctl_fd,
         if (pid == 0) {
             become_worker();
             close(fd);
-            *worker_id = m.worker_id;
-            *ctl_fd = passed;
-            *parent = supervisor;
+            child->worker_id = m.worker_id;
+            child->ctl_fd = passed[0];
+            child->parent = supervisor;
+            memcpy(child->fds, passed + 1, sizeof(int) * (size_t)nlisteners);
             return SL_ZYGOTE_CHILD;
         }
-        if (passed >= 0)
-            close(passed);
+        close_all(passed, npassed);
         m = (sl_zygote_msg_t){.type =
                                   pid > 0 ? SL_ZYGOTE_FORKED : SL_ZYGOTE_FAILED,
                               .worker_id = m.worker_id,
@@ -238,13 +248,14 @@ static void reopen_logs(void)
         dup2(sl_log_fd(), STDERR_FILENO);
 }
 
-/* One FORK from the supervisor: 1 (*PASSED the descriptor that came with
- * it, or -1), 2 when a signal came first, 0 at EOF, -1 after logging. */
-static int recv_fork(int fd, sl_zygote_msg_t *m, int *passed)
+/* One FORK from the supervisor: 1, with the descriptors that came with
+ * it in PASSED[0..*NPASSED) (its control channel, then the listeners);
+ * 2 when a signal came first, 0 at EOF, -1 after logging. */
+static int recv_fork(int fd, sl_zygote_msg_t *m, int *passed, int *npassed)
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * (1 + SL_MAX_LISTENERS))];
     } ctl;
     struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
     struct msghdr msg = {.msg_iov = &iov,
@@ -253,6 +264,7 @@ static int recv_fork(int fd, sl_zygote_msg_t *m, int *passed)
                          .msg_controllen = sizeof(ctl.buf)};
     ssize_t n;
 
+    *npassed = 0;
     /* not a client socket: the supervisor's channel */
     n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
     if (n == -1 && errno == EINTR)
@@ -265,12 +277,14 @@ static int recv_fork(int fd, sl_zygote_msg_t *m, int *passed)
     }
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     if (c != NULL && c->cmsg_level == SOL_SOCKET &&
-        c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-        memcpy(passed, CMSG_DATA(c), sizeof(int));
-    if ((size_t)n != sizeof(*m) || m->type != SL_ZYGOTE_FORK) {
-        if (*passed >= 0)
-            close(*passed);
-        *passed = -1;
+        c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(0)) {
+        *npassed = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        memcpy(passed, CMSG_DATA(c), sizeof(int) * (size_t)*npassed);
+    }
+    if ((size_t)n != sizeof(*m) || m->type != SL_ZYGOTE_FORK ||
+        (msg.msg_flags & MSG_CTRUNC)) {
+        close_all(passed, *npassed);
+        *npassed = 0;
     }
     return 1;
 }

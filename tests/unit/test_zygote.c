@@ -35,13 +35,14 @@ static void fake_send(int fd, uint32_t type, int id, int pid, int err)
     (void)n;
 }
 
-/* One FORK: its worker id, the descriptor that came with it in *PASSED
- * (-1: none); -1 at EOF. */
-static int fake_recv(int fd, int *passed)
+/* One FORK: its worker id, the first descriptor that came with it in
+ * *PASSED (-1: none) and in *LISTENING how many of the others are
+ * listening sockets; -1 at EOF. */
+static int fake_recv(int fd, int *passed, uint32_t *listening)
 {
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * 8)];
     } ctl;
     sl_zygote_msg_t m;
     struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
@@ -51,16 +52,28 @@ static int fake_recv(int fd, int *passed)
                          .msg_controllen = sizeof(ctl.buf)};
 
     *passed = -1;
+    *listening = 0;
     if (recvmsg(fd, &msg, 0) != (ssize_t)sizeof(m) || m.type != SL_ZYGOTE_FORK)
         return -1;
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    if (c != NULL && c->cmsg_type == SCM_RIGHTS)
-        memcpy(passed, CMSG_DATA(c), sizeof(int));
+    if (c != NULL && c->cmsg_type == SCM_RIGHTS) {
+        int fds[8], n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)n);
+        *passed = fds[0];
+        for (int i = 1; i < n; i++) {
+            int on = 0;
+            socklen_t len = sizeof(on);
+            getsockopt(fds[i], SOL_SOCKET, SO_ACCEPTCONN, &on, &len);
+            *listening += on != 0;
+            close(fds[i]);
+        }
+    }
     return m.worker_id;
 }
 
 /* SCRIPT: "ready" then answer each FORK as "fork" (a child that sends
- * READY on the passed channel and waits for its EOF), "fail" (FAILED,
+ * READY on the passed channel, with the listening sockets that came along
+ * counted in .active, and waits for its EOF), "fail" (FAILED,
  * EAGAIN), "silent" (no answer) or "wrong" (FORKED for another worker);
  * "junk": bytes that are not READY; "appload": exit SL_EXIT_APPLOAD at
  * once. */
@@ -68,6 +81,7 @@ static int fake_main(const char *script)
 {
     const char *env = getenv("SLUICE_ZYGOTE_FD");
     int fd = env ? atoi(env) : -1, passed, id;
+    uint32_t listening;
     char buf[1];
 
     if (strcmp(script, "appload") == 0)
@@ -79,7 +93,7 @@ static int fake_main(const char *script)
             pause();
     }
     fake_send(fd, SL_ZYGOTE_READY, 0, (int)getpid(), 0);
-    while ((id = fake_recv(fd, &passed)) >= 0) {
+    while ((id = fake_recv(fd, &passed, &listening)) >= 0) {
         if (strcmp(script, "fail") == 0) {
             fake_send(fd, SL_ZYGOTE_FAILED, id, 0, EAGAIN);
         } else if (strcmp(script, "silent") == 0) {
@@ -90,7 +104,8 @@ static int fake_main(const char *script)
             pid_t pid = fork();
             if (pid == 0) {
                 sl_ctl_msg_t m = {.type = SL_CTL_READY,
-                                  .pid = (uint32_t)getpid()};
+                                  .pid = (uint32_t)getpid(),
+                                  .active = listening};
                 sl_ctl_send(passed, &m);
                 ssize_t n = read(passed, buf, 1); /* EOF: the test is done */
                 _exit(n == 0 ? 0 : 1);
@@ -173,12 +188,16 @@ START_TEST(test_ready_fork_and_stop)
     ck_assert_int_eq(sl_zygotes_count(&zs), 1);
     /* not READY yet: no fork asked */
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair), 0);
-    ck_assert_int_eq(sl_zygotes_fork(&zs, z, 1, pair[1]), -1);
+    ck_assert_int_eq(sl_zygotes_fork(&zs, z, 1, pair[1], NULL, 0), -1);
     ck_assert(h_loop_until(loop, is_ready, z));
     ck_assert(strstr(h_log_text(), "is ready") != NULL);
 
-    /* the worker's channel end went with the FORK, and the pid came back */
-    pid_t pid = sl_zygotes_fork(&zs, z, 7, pair[1]);
+    /* the worker's channel end and the listeners went with the FORK, and
+     * the pid came back */
+    int lfds[2] = {h_listen(), h_listen()};
+    pid_t pid = sl_zygotes_fork(&zs, z, 7, pair[1], lfds, 2);
+    close(lfds[0]);
+    close(lfds[1]);
     ck_assert_int_gt(pid, 0);
     h_track(pid);
     close(pair[1]);
@@ -187,6 +206,7 @@ START_TEST(test_ready_fork_and_stop)
     ck_assert_int_eq(sl_ctl_recv(pair[0], &m), 1);
     ck_assert_int_eq(m.type, SL_CTL_READY);
     ck_assert_int_eq((pid_t)m.pid, pid);
+    ck_assert_uint_eq(m.active, 2);
     close(pair[0]);
 
     /* TERM: expected, and a stopped zygote is no generation's any more */
@@ -210,7 +230,7 @@ START_TEST(test_fork_failed)
 
     ck_assert(h_loop_until(loop, is_ready, z));
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair), 0);
-    ck_assert_int_eq(sl_zygotes_fork(&zs, z, 2, pair[1]), -1);
+    ck_assert_int_eq(sl_zygotes_fork(&zs, z, 2, pair[1], NULL, 0), -1);
     ck_assert_msg(strstr(h_log_text(), "could not fork worker 2") != NULL, "%s",
                   h_log_text());
     ck_assert(!z->asked); /* a failed fork leaves the zygote serving */
@@ -232,7 +252,7 @@ START_TEST(test_silent_or_wrong_zygote_is_killed)
         ck_assert(h_loop_until(loop, is_ready, z));
         ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair), 0);
         double t0 = h_now();
-        ck_assert_int_eq(sl_zygotes_fork(&zs, z, 2, pair[1]), -1);
+        ck_assert_int_eq(sl_zygotes_fork(&zs, z, 2, pair[1], NULL, 0), -1);
         if (i == 0)
             ck_assert_double_ge(h_now() - t0, SL_ZYGOTE_ANSWER_WAIT - 0.1);
         ck_assert(z->asked);
