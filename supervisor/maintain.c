@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -32,6 +33,9 @@ static void replace_outdated(supervisor_t *s);
 static void trim_excess(supervisor_t *s);
 static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
 static void check_progress(supervisor_t *s);
+static void keep_zygotes(supervisor_t *s, ev_tstamp now, ev_tstamp *next);
+static sl_zygote_t *zygote_for_spawn(supervisor_t *s, ev_tstamp now,
+                                     ev_tstamp *next);
 
 /* Deadlines first (kills, health, the first boot), then the table towards
  * its target; last, the timer for the next deadline. */
@@ -47,6 +51,7 @@ void sl_maintain(supervisor_t *s)
     }
     if (s->stopping == STOP_NONE) {
         let_go_own_drains(s, now, &next);
+        keep_zygotes(s, now, &next);
         replace_outdated(s);
         trim_excess(s);
         spawn_missing(s, now, &next);
@@ -82,6 +87,9 @@ static void enforce_kills(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
         if (s->stopping != STOP_NONE && !w->aborted) {
             s->unclean = true;
         }
+    }
+    if (s->stopping != STOP_NONE && now >= s->kill_at) {
+        sl_zygotes_kill_all(&s->zygotes, SIGKILL);
     }
     if (s->stopping != STOP_NONE && sl_upgrade_running(&s->upgrade)) {
         if (now >= s->kill_at) {
@@ -223,19 +231,121 @@ static void spawn_missing(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
 
     for (; c.current < s->target && c.live < s->target + s->o->reload_surge;
          c.current++, c.live++) {
+        sl_zygote_t *z = NULL;
         if (now < s->spawn_at) {
             sl_earliest(next, s->spawn_at);
             return;
         }
+        if (s->o->preload && (z = zygote_for_spawn(s, now, next)) == NULL) {
+            return;
+        }
         sl_worker_t *w =
             sl_table_spawn(&s->table, s->worker_exe, s->worker_argv, s->fds,
-                           s->nls, s->gen_next);
+                           s->nls, s->gen_next, &s->zygotes, z);
         if (w == NULL) {
             sl_supervisor_died_young(s, 0);
             sl_earliest(next, s->spawn_at);
             return;
         }
-        sl_info("Booting worker %d with pid: %ld", w->id, (long)w->pid);
+        sl_info("Booting worker %d with pid: %ld%s", w->id, (long)w->pid,
+                z != NULL ? " (forked by the zygote)" : "");
+    }
+}
+
+/* --preload: the ready zygote of the generation being spawned, or NULL:
+ * then one boots (its READY wakes the loop), or is started now, or after
+ * the backoff. */
+static sl_zygote_t *zygote_for_spawn(supervisor_t *s, ev_tstamp now,
+                                     ev_tstamp *next)
+{
+    sl_zygote_t *z = sl_zygotes_find(&s->zygotes, s->gen_next);
+
+    if (z != NULL) {
+        return z->ready ? z : NULL;
+    }
+    if (now < s->spawn_at) {
+        sl_earliest(next, s->spawn_at);
+        return NULL;
+    }
+    s->zygote_wanted = false;
+    if (sl_zygotes_start(&s->zygotes, s->worker_exe, s->worker_argv, s->fds,
+                         s->nls, s->gen_next, s->table.metrics_fd) == NULL) {
+        sl_supervisor_died_young(s, 0);
+        sl_earliest(next, s->spawn_at);
+    }
+    return NULL;
+}
+
+/* Whether a worker of generation GEN is in the table. */
+static bool gen_has_workers(const sl_table_t *t, unsigned gen)
+{
+    for (int i = 0; i < t->high; i++) {
+        if (t->slots[i].state != SL_WORKER_FREE && t->slots[i].gen == gen) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* --preload's zygotes: the current one started again when it died after
+ * READY (its workers serve on), one that cannot load the app within
+ * --boot-timeout aborted, and an older generation's let go after its last
+ * worker. */
+static void keep_zygotes(supervisor_t *s, ev_tstamp now, ev_tstamp *next)
+{
+    double limit = s->o->boot_timeout;
+
+    if (s->zygote_wanted && s->o->preload) {
+        (void)zygote_for_spawn(s, now, next);
+    }
+    for (int i = 0; i < SL_ZYGOTES; i++) {
+        sl_zygote_t *z = &s->zygotes.z[i];
+        if (z->pid == 0 || z->asked) {
+            continue;
+        }
+        if (z->gen != s->gen_next && !gen_has_workers(&s->table, z->gen)) {
+            sl_info("The zygote of generation %u (pid %ld) has no worker"
+                    " left: stopping it",
+                    z->gen, (long)z->pid);
+            sl_zygotes_kill(z, SIGTERM);
+        } else if (!z->ready && limit > 0 && now >= z->started + limit) {
+            sl_error("The zygote of generation %u (pid %ld) did not load the"
+                     " app within %.1fs (--boot-timeout): sending SIGABRT"
+                     " (tracebacks follow)",
+                     z->gen, (long)z->pid, limit);
+            sl_zygotes_kill(z, SIGABRT);
+            sl_supervisor_died_young(s, now - z->started);
+            if (s->reloading && z->gen == s->gen_next) {
+                sl_supervisor_reload_failed(
+                    s, "its zygote did not load the app within %.1fs", limit);
+            }
+        } else if (!z->ready && limit > 0) {
+            sl_earliest(next, z->started + limit);
+        }
+    }
+}
+
+void sl_maintain_zygote_ended(supervisor_t *s, const sl_zygote_end_t *end,
+                              int status)
+{
+    bool appload = WIFEXITED(status) && WEXITSTATUS(status) == SL_EXIT_APPLOAD;
+
+    if (end->asked || s->stopping != STOP_NONE) {
+        return;
+    }
+    if (appload && !s->any_ready) {
+        s->app_failed = true; /* as a worker's failed import: exit 2 */
+        sl_supervisor_begin_stop(s, STOP_GRACEFUL, 0);
+        return;
+    }
+    if (s->reloading && end->gen == s->gen_next && !end->ready) {
+        sl_supervisor_reload_failed(s, "its zygote %s",
+                                    appload ? "could not load the application"
+                                            : "exited before it was ready");
+    }
+    sl_supervisor_died_young(s, end->age);
+    if (end->ready && end->gen == s->gen_next) {
+        s->zygote_wanted = true;
     }
 }
 
@@ -282,4 +392,21 @@ void sl_maintain_drain_worker(supervisor_t *s, sl_worker_t *w, const char *why)
 
     sl_info("Worker %d (pid %ld) %s: draining", w->id, (long)w->pid, why);
     sl_table_stop(w, SIGTERM, deadline);
+}
+
+void sl_maintain_resize(supervisor_t *s)
+{
+    int target = s->target + s->more_workers;
+    int most = SL_TABLE_SLOTS - s->o->reload_surge;
+
+    s->more_workers = 0;
+    if (s->stopping != STOP_NONE) {
+        return;
+    }
+    target = target < 1 ? 1 : target > most ? most : target;
+    if (target != s->target) {
+        sl_info("Handling signal: %s: %d workers (was %d)",
+                target > s->target ? "ttin" : "ttou", target, s->target);
+        s->target = target;
+    }
 }

@@ -211,11 +211,35 @@ pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
     pid_t pid = fork_blocked();
 
     if (pid == 0) {
+        unsetenv("SLUICE_ZYGOTE_FD"); /* a worker, not a zygote */
         exec_worker(exe, argv, fds, nfds, worker_id, ctl_fd, metrics_fd,
                     parent);
     }
     if (pid == -1) {
         sl_log_errno(SL_LOG_ERROR, "fork() failed for worker %d", worker_id);
+    }
+    return pid;
+}
+
+pid_t sl_spawn_zygote(const char *exe, char *const argv[], const int *fds,
+                      int nfds, int zygote_fd, unsigned gen, int metrics_fd)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork_blocked();
+    char buf[16], genbuf[16];
+
+    if (pid == 0) {
+        snprintf(buf, sizeof(buf), "%d", zygote_fd);
+        snprintf(genbuf, sizeof(genbuf), "%u", gen);
+        if (keep_across_exec(zygote_fd) == -1 ||
+            setenv("SLUICE_ZYGOTE_FD", buf, 1) == -1 ||
+            setenv("SLUICE_ZYGOTE_GEN", genbuf, 1) == -1) {
+            _exit(127);
+        }
+        exec_worker(exe, argv, fds, nfds, 0, -1, metrics_fd, parent);
+    }
+    if (pid == -1) {
+        sl_log_errno(SL_LOG_ERROR, "fork() failed for the zygote");
     }
     return pid;
 }

@@ -57,6 +57,12 @@ bool sl_spawn_identity(uid_t *uid, gid_t *gid);
 pid_t sl_spawn_worker(const char *exe, char *const argv[], const int *fds,
                       int nfds, int worker_id, int ctl_fd, int metrics_fd);
 
+/* Fork and exec the --preload zygote of generation GEN (worker/zygote.h):
+ * as sl_spawn_worker() with no worker id and no control channel, its end
+ * of the zygote channel ZYGOTE_FD inherited as SLUICE_ZYGOTE_FD. */
+pid_t sl_spawn_zygote(const char *exe, char *const argv[], const int *fds,
+                      int nfds, int zygote_fd, unsigned gen, int metrics_fd);
+
 /* With --certfile, build the TLS context as a worker will, in EXE (the
  * worker, which loads OpenSSL: the supervisor does not) run with ARGV,
  * SLUICE_CHECK_TLS and the workers' identity, and wait for it: 0 when it

@@ -17,6 +17,7 @@
 #include "supervisor/table.h"
 #include "supervisor/tickets.h"
 #include "supervisor/upgrade.h"
+#include "supervisor/zygote.h"
 
 #define BACKOFF_MIN    0.1  /* first respawn delay, seconds */
 #define BACKOFF_MAX    10.0 /* ... doubling up to this */
@@ -51,6 +52,8 @@ typedef struct {
     sl_reload_t reload;   /* --reload's watcher; off without the option */
     sl_scrape_t *scrape;  /* owned: --metrics-bind's endpoint, NULL: off */
     sl_tickets_t tickets; /* TLS session ticket keys (with TLS) */
+    sl_zygotes_t zygotes; /* --preload: one per generation */
+    bool zygote_wanted;   /* the current one died after READY: another */
 
     ev_signal sig_watchers[9]; /* one per signal in init_loop() */
     ev_prepare cycle_watcher;
@@ -130,6 +133,16 @@ int sl_reconfig(supervisor_t *s);
 /* Deadlines, then the table towards its target; arms the wake timer for
  * the next deadline. */
 void sl_maintain(supervisor_t *s);
+
+/* TTIN and TTOU (more_workers): one worker more or fewer, between 1 and
+ * the table size (less room for a restart's surge). sl_maintain() does
+ * the rest. */
+void sl_maintain_resize(supervisor_t *s);
+
+/* --preload: the zygote of generation END->gen ended with STATUS
+ * (reaped); what that means for the app and for its generation. */
+void sl_maintain_zygote_ended(supervisor_t *s, const sl_zygote_end_t *end,
+                              int status);
 
 /* TERM to W, which drains within --shutdown-delay + --graceful-timeout;
  * WHY for the log. */

@@ -37,6 +37,9 @@
  * the time, and maintain.c lets the worker go OWN_DRAIN_WAIT later, in a
  * cycle() after at least one more poll: a stop begun by then wins.
  *
+ * --preload: workers are forked by a zygote of their generation, which
+ * maintain.c starts, restarts and lets go (zygote.h).
+ *
  * Deaths: a worker that dies young is replaced after a delay that doubles
  * (0.1 s to 10 s) with every round of deaths; one that exits
  * SL_EXIT_APPLOAD before any worker was ever ready cannot import the app
@@ -52,6 +55,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,7 +90,6 @@ static sl_expo_cause_t restart_cause(const supervisor_t *s,
                                      const sl_worker_t *w);
 static void begin_upgrade(supervisor_t *s);
 static void reopen_logs(supervisor_t *s);
-static void resize(supervisor_t *s);
 static void update_title(const supervisor_t *s);
 static int exit_status(const supervisor_t *s);
 
@@ -200,6 +203,11 @@ static int init_loop(supervisor_t *s)
     if (sl_table_init(&s->table, s->loop, on_message, s) < 0) {
         return -1;
     }
+    /* --preload's workers are forked twice, to end up our children */
+    sl_zygotes_init(&s->zygotes, s->loop);
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) == -1) {
+        sl_log_errno(SL_LOG_WARNING, "prctl(PR_SET_CHILD_SUBREAPER) failed");
+    }
     /* without random bytes the workers issue no tickets: not fatal */
     if (s->o->certfile != NULL && s->o->ticket_rotation > 0) {
         (void)sl_tickets_start(&s->tickets, s->loop, &s->table,
@@ -312,7 +320,7 @@ static void on_message(void *ctx, sl_worker_t *w, const sl_ctl_msg_t *m)
         w->state = SL_WORKER_READY;
         w->ready_at = now;
         s->any_ready = true;
-        sl_info("Worker %d (pid %ld) is ready (booted in %.2fs)", w->id,
+        sl_info("Worker %d (pid %ld) is ready (booted in %.3fs)", w->id,
                 (long)w->pid, now - w->started);
         if (s->scrape != NULL) {
             sl_scrape_worker_ready(s->scrape, now - w->started);
@@ -423,10 +431,11 @@ static void cycle(struct ev_loop *loop, ev_prepare *w, int revents)
         reopen_logs(s);
     }
     if (s->more_workers != 0) {
-        resize(s);
+        sl_maintain_resize(s);
     }
     sl_maintain(s);
     if (s->stopping != STOP_NONE && sl_table_count(&s->table) == 0 &&
+        sl_zygotes_count(&s->zygotes) == 0 &&
         !sl_upgrade_running(&s->upgrade)) {
         ev_break(loop, EVBREAK_ALL);
     }
@@ -451,8 +460,11 @@ static void reap(supervisor_t *s)
             return;
         }
         sl_worker_t *w = sl_table_find(&s->table, pid);
+        sl_zygote_end_t end;
         if (w != NULL) {
             worker_exited(s, w, status);
+        } else if (sl_zygotes_reaped(&s->zygotes, pid, status, &end)) {
+            sl_maintain_zygote_ended(s, &end, status);
         } else if (!sl_upgrade_reaped(&s->upgrade, pid, status)) {
             sl_debug("reaped pid %ld, not a worker", (long)pid);
         }
@@ -594,6 +606,7 @@ void sl_supervisor_begin_stop(supervisor_t *s, stop_mode_t mode, int sig)
     }
     s->stopping = mode;
     s->reloading = false;
+    sl_zygotes_kill_all(&s->zygotes, SIGTERM); /* nothing to drain there */
     s->kill_at =
         now + (mode == STOP_GRACEFUL
                    ? o->shutdown_delay + o->graceful_timeout + KILL_GRACE
@@ -733,25 +746,6 @@ static void reopen_logs(supervisor_t *s)
             /* USR1 would kill it: no handler before READY */
             w->reopen_pending = true;
         }
-    }
-}
-
-/* TTIN and TTOU: one worker more or fewer, between 1 and the table size
- * (less room for a restart's surge). sl_maintain() does the rest. */
-static void resize(supervisor_t *s)
-{
-    int target = s->target + s->more_workers;
-    int most = SL_TABLE_SLOTS - s->o->reload_surge;
-
-    s->more_workers = 0;
-    if (s->stopping != STOP_NONE) {
-        return;
-    }
-    target = target < 1 ? 1 : target > most ? most : target;
-    if (target != s->target) {
-        sl_info("Handling signal: %s: %d workers (was %d)",
-                target > s->target ? "ttin" : "ttou", target, s->target);
-        s->target = target;
     }
 }
 

@@ -44,7 +44,8 @@ int sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
 }
 
 sl_worker_t *sl_table_spawn(sl_table_t *t, const char *exe, char **argv,
-                            const int *fds, int nfds, unsigned gen)
+                            const int *fds, int nfds, unsigned gen,
+                            sl_zygotes_t *zs, sl_zygote_t *zygote)
 {
     sl_worker_t *w = NULL;
     int pair[2];
@@ -64,8 +65,11 @@ sl_worker_t *sl_table_spawn(sl_table_t *t, const char *exe, char **argv,
         sl_log_errno(SL_LOG_ERROR, "socketpair() failed for worker %d", w->id);
         return NULL;
     }
-    pid_t pid =
-        sl_spawn_worker(exe, argv, fds, nfds, w->id, pair[1], t->metrics_fd);
+    /* the boot time counts from here (a zygote's fork takes ~1 ms) */
+    ev_now_update(t->loop);
+    pid_t pid = zygote != NULL ? sl_zygotes_fork(zs, zygote, w->id, pair[1])
+                               : sl_spawn_worker(exe, argv, fds, nfds, w->id,
+                                                 pair[1], t->metrics_fd);
     close(pair[1]);
     if (pid == -1) {
         close(pair[0]);

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "common/ctl.h"
+#include "supervisor/zygote.h"
 
 #define SL_TABLE_SLOTS 1024 /* at most this many worker processes at once */
 
@@ -67,12 +68,14 @@ struct sl_table {
 int sl_table_init(sl_table_t *t, struct ev_loop *loop, sl_table_msg_cb *on_msg,
                   void *ctx);
 
-/* Fork + exec a worker of generation GEN in the lowest free slot, with its
- * control channel: EXE with ARGV and the listeners FDS[0..NFDS). Returns its
- * slot (BOOTING), or NULL after logging why (no free slot, socketpair() or
- * fork() failed). */
+/* Start a worker of generation GEN in the lowest free slot, with its
+ * control channel: fork + exec of EXE with ARGV and the listeners
+ * FDS[0..NFDS), or, with ZYGOTE (--preload), forked by that zygote of
+ * GEN. Returns its slot (BOOTING), or NULL after logging why (no free
+ * slot, socketpair() or fork() failed). */
 sl_worker_t *sl_table_spawn(sl_table_t *t, const char *exe, char **argv,
-                            const int *fds, int nfds, unsigned gen);
+                            const int *fds, int nfds, unsigned gen,
+                            sl_zygotes_t *zs, sl_zygote_t *zygote);
 
 /* The slot of process PID, or NULL. */
 sl_worker_t *sl_table_find(sl_table_t *t, pid_t pid);

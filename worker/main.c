@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/handoff.h"
 #include "common/log.h"
@@ -24,11 +25,14 @@
 #include "common/startup.h"
 #include "worker/loop/tlsmod.h"
 #include "worker/worker.h"
+#include "worker/zygote.h"
 
 static bool same_handoff(void);
 static int run_worker(const sl_options_t *o, const char *id);
 static int parse_fd_list(const char *list, int *fds, int max);
-static void attach_metrics(int worker_id);
+static int take_metrics_fd(void);
+static int run_zygote(const sl_options_t *o, const int *fds, int n,
+                      const int *tls_fds, int ntls, int metrics_fd);
 static void tune_malloc(void);
 
 int main(int argc, char **argv)
@@ -52,6 +56,9 @@ int main(int argc, char **argv)
         return m == NULL || m->check(&o) == 0 ? SL_EXIT_OK : SL_EXIT_USAGE;
     }
     const char *worker_id = getenv("SLUICE_WORKER_ID");
+    if (worker_id == NULL && getenv("SLUICE_ZYGOTE_FD") != NULL) {
+        worker_id = "0"; /* a zygote: its workers get theirs at the fork */
+    }
     if (worker_id == NULL) {
         sl_log_usage("sluice-worker is started by the sluice supervisor,"
                      " not by hand (no SLUICE_WORKER_ID)");
@@ -114,33 +121,76 @@ static int run_worker(const sl_options_t *o, const char *id)
         sl_error("SLUICE_CTL_FD='%s' is not an open descriptor", ctl);
         return SL_EXIT_FAIL;
     }
-    attach_metrics(worker_id);
+    int metrics_fd = take_metrics_fd();
     unsetenv("SLUICE_WORKER_ID");
     unsetenv("SLUICE_LISTEN_FDS");
     unsetenv("SLUICE_TLS_FDS");
     unsetenv("SLUICE_CTL_FD");
+    if (getenv("SLUICE_ZYGOTE_FD") != NULL) {
+        return run_zygote(o, fds, n, tls_fds, ntls, metrics_fd);
+    }
+    if (metrics_fd >= 0) {
+        (void)sl_metrics_attach(metrics_fd, worker_id);
+    }
 
     const char *name = o->proc_name ? o->proc_name : "sluice";
     sl_proctitle_set(name, "%s: worker %d [%s]", name, worker_id, o->app);
     return sl_worker_main(o, fds, n, tls_fds, ntls, worker_id, ctl_fd);
 }
 
-/* The metrics segment, when the supervisor passed one. A worker that
- * cannot map it serves anyway, uncounted (logged). */
-static void attach_metrics(int worker_id)
+/* The metrics segment's descriptor, when the supervisor passed one, else
+ * -1. A worker that cannot map it serves anyway, uncounted (logged). */
+static int take_metrics_fd(void)
 {
     const char *env = getenv("SLUICE_METRICS_FD");
-    int fd;
+    int fd = -1;
 
-    if (env == NULL) {
-        return;
-    }
-    if (parse_fd_list(env, &fd, 1) != 1) {
+    if (env != NULL && parse_fd_list(env, &fd, 1) != 1) {
         sl_error("SLUICE_METRICS_FD='%s' is not an open descriptor", env);
-    } else {
-        (void)sl_metrics_attach(fd, worker_id);
+        fd = -1;
     }
     unsetenv("SLUICE_METRICS_FD");
+    return fd;
+}
+
+/* --preload: load the app once, then fork workers on the supervisor's
+ * word (worker/zygote.h). Returns the zygote's exit status, or, in a
+ * forked worker, the worker's. */
+static int run_zygote(const sl_options_t *o, const int *fds, int n,
+                      const int *tls_fds, int ntls, int metrics_fd)
+{
+    const char *env = getenv("SLUICE_ZYGOTE_FD");
+    const char *gen = getenv("SLUICE_ZYGOTE_GEN");
+    const char *name = o->proc_name ? o->proc_name : "sluice";
+    struct timespec t0, t1;
+    sl_worker_app_t a;
+    int zfd, worker_id, ctl_fd;
+
+    if (parse_fd_list(env, &zfd, 1) != 1) {
+        sl_error("SLUICE_ZYGOTE_FD='%s' is not an open descriptor", env);
+        return SL_EXIT_FAIL;
+    }
+    sl_proctitle_set(name, "%s: zygote%s%s [%s]", name, gen ? " of gen " : "",
+                     gen ? gen : "", o->app);
+    unsetenv("SLUICE_ZYGOTE_FD");
+    unsetenv("SLUICE_ZYGOTE_GEN");
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int status = sl_worker_load(o, ntls, false, &a);
+    if (status != 0) {
+        return status;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) +
+                  (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    status = sl_zygote_run(zfd, took, &worker_id, &ctl_fd);
+    if (status != SL_ZYGOTE_CHILD) {
+        return status; /* nothing to finalize: the app never ran */
+    }
+    if (metrics_fd >= 0) {
+        (void)sl_metrics_attach(metrics_fd, worker_id);
+    }
+    sl_proctitle_set(name, "%s: worker %d [%s]", name, worker_id, o->app);
+    return sl_worker_serve(o, &a, fds, n, tls_fds, ntls, worker_id, ctl_fd);
 }
 
 /* "3,4,5" into fds[], each checked to be open and made close-on-exec.

@@ -104,23 +104,22 @@ static SSL_CTX *tls_load(const sl_options_t *o, const sl_tls_module_t **m)
     return ctx;
 }
 
-int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
-                   const int *tls_fds, int ntls, int worker_id, int ctl_fd)
+static void drop_app(sl_worker_app_t *a)
 {
-    const sl_tls_module_t *tls_module = NULL;
-    SSL_CTX *tls = NULL;
-    char report_dir[PATH_MAX], what[128];
-    static sl_pump_t pump;
-    void *released = NULL;
-    PyObject *app;
-    int status, asgi, stuck;
+    Py_XDECREF((PyObject *)a->app);
+    a->app = NULL;
+}
 
+int sl_worker_load(const sl_options_t *o, int ntls, bool watch_modules,
+                   sl_worker_app_t *a)
+{
+    memset(a, 0, sizeof(*a));
     reset_signals();
-    take_report_dir(o, report_dir, sizeof(report_dir));
+    take_report_dir(o, a->report_dir, sizeof(a->report_dir));
     if (sl_log_fd() != STDERR_FILENO)
         dup2(sl_log_fd(), STDERR_FILENO); /* Python's tracebacks: the log */
     /* a certificate that cannot serve will not on the next try either */
-    if (ntls > 0 && (tls = tls_load(o, &tls_module)) == NULL)
+    if (ntls > 0 && (a->tls = tls_load(o, &a->tls_module)) == NULL)
         return SL_EXIT_APPLOAD;
     if (o->chdir != NULL && chdir(o->chdir) < 0) {
         sl_log_errno(SL_LOG_ERROR, "chdir(%s) failed", o->chdir);
@@ -128,20 +127,52 @@ int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
     }
     if (sl_py_init(o) < 0)
         return SL_EXIT_APPLOAD;
-    app = sl_py_load_app(o);
-    if (app == NULL)
+    a->app = sl_py_load_app(o);
+    if (a->app == NULL)
         return SL_EXIT_APPLOAD;
-    if (report_dir[0] != '\0')
-        sl_modules_report(report_dir); /* before READY: see modules.h */
-    asgi = is_asgi(o, app);
-    if (asgi < 0)
+    if (a->report_dir[0] != '\0') /* before READY: see modules.h */
+        sl_modules_report(a->report_dir, watch_modules);
+    a->report_again = a->report_dir[0] != '\0' && !watch_modules;
+    a->asgi = is_asgi(o, a->app);
+    if (a->asgi < 0) {
+        drop_app(a);
         return SL_EXIT_APPLOAD;
-    if (sl_pump_init(&pump, o, executors[asgi][o->inline_mode], listen_fds,
-                     nfds) < 0)
+    }
+    return 0;
+}
+
+int sl_worker_main(const sl_options_t *o, const int *listen_fds, int nfds,
+                   const int *tls_fds, int ntls, int worker_id, int ctl_fd)
+{
+    sl_worker_app_t a;
+    int status = sl_worker_load(o, ntls, true, &a);
+
+    if (status != 0)
+        return status;
+    return sl_worker_serve(o, &a, listen_fds, nfds, tls_fds, ntls, worker_id,
+                           ctl_fd);
+}
+
+int sl_worker_serve(const sl_options_t *o, sl_worker_app_t *a,
+                    const int *listen_fds, int nfds, const int *tls_fds,
+                    int ntls, int worker_id, int ctl_fd)
+{
+    char what[128];
+    static sl_pump_t pump;
+    void *released = NULL;
+    int status, stuck;
+
+    if (sl_pump_init(&pump, o, executors[a->asgi][o->inline_mode], listen_fds,
+                     nfds) < 0) {
+        drop_app(a);
         return SL_EXIT_FAIL;
-    if (tls != NULL)
-        (void)sl_listen_tls(&pump, tls_module, tls, tls_fds, ntls);
-    status = exec_start(&pump, app);
+    }
+    if (a->tls != NULL)
+        (void)sl_listen_tls(&pump, a->tls_module, a->tls, tls_fds, ntls);
+    if (a->report_again) /* forked by a zygote: under this pid, watched */
+        sl_modules_report(a->report_dir, true);
+    status = exec_start(&pump, a->app);
+    a->app = NULL;
     if (status != 0)
         return status;
     sl_drain_set_ctl(&pump, ctl_fd);

@@ -317,7 +317,7 @@ START_TEST(test_modules_report)
     app = sl_py_load_app(&opt);
     ck_assert_ptr_nonnull(app);
     Py_DECREF(app);
-    ck_assert_int_eq(sl_modules_report(rdir), 0);
+    ck_assert_int_eq(sl_modules_report(rdir, true), 0);
     snprintf(want, sizeof(want), "%s/mod_ok.py\n", dir);
     ck_assert_msg(strstr(report_text(rdir), want) != NULL, "%s not in: %s",
                   want, report_text(rdir));

@@ -141,7 +141,8 @@ static sl_worker_t *spawn(const char *script, unsigned gen, const int *fds,
 
     snprintf(scripts[n % 8], sizeof(scripts[0]), "%s", script);
     n++;
-    sl_worker_t *w = sl_table_spawn(&table, self_exe, argv, fds, nfds, gen);
+    sl_worker_t *w =
+        sl_table_spawn(&table, self_exe, argv, fds, nfds, gen, NULL, NULL);
     if (w != NULL)
         h_track(w->pid);
     return w;

@@ -33,7 +33,7 @@ static Py_ssize_t reported;       /* len(sys.modules) at the last report */
 static int write_report(void);
 static int start_watcher(void);
 
-int sl_modules_report(const char *dir)
+int sl_modules_report(const char *dir, bool watch)
 {
     int n = snprintf(report_dir, sizeof(report_dir), "%s", dir);
 
@@ -44,7 +44,7 @@ int sl_modules_report(const char *dir)
     }
     if (write_report() < 0)
         return -1;
-    return start_watcher();
+    return watch ? start_watcher() : 0;
 }
 
 /* The standard library's directories (sysconfig's stdlib and platstdlib),

@@ -9,6 +9,7 @@
 #define SL_MODULES_H
 
 #include <Python.h>
+#include <stdbool.h>
 
 /* Write the file of every module imported so far, one absolute path a
  * line, to DIR/<pid> (through a temporary name renamed into place, so the
@@ -16,8 +17,10 @@
  * writes it again whenever sys.modules has grown (looked at once a second:
  * modules imported inside a request). The standard library and
  * site-packages / dist-packages are left out: they do not change while one
- * develops an app. 0, or -1 after one log line; the worker serves on
- * either way (reloading is a convenience). GIL held; call once. */
-int sl_modules_report(const char *dir);
+ * develops an app. Without WATCH, the list is written once and no thread
+ * is started: a --preload zygote, whose workers write their own after the
+ * fork, must have none. 0, or -1 after one log line; the worker serves on
+ * either way (reloading is a convenience). GIL held; call once a process. */
+int sl_modules_report(const char *dir, bool watch);
 
 #endif
