@@ -502,6 +502,8 @@ def markdown(doc):
             lines.append("")
     lines += boot_section(doc)
     lines += hup_section(doc)
+    if doc.get("notes"):
+        lines += ["## Notes", "", doc["notes"].strip(), ""]
     lines += ["## Commands", ""]
     seen = set()
     for r in runs + doc.get("hup", []):
@@ -636,10 +638,16 @@ def main():
                     help="the report is OUT/NAME.md and .json [preload]")
     ap.add_argument("--render", metavar="JSON",
                     help="only rewrite the .md beside an existing JSON")
+    ap.add_argument("--notes", metavar="FILE",
+                    help="with --render: FILE's Markdown as the notes "
+                    "(kept in the JSON)")
     args = ap.parse_args()
     out = Path(args.out)
     if args.render:
         doc = json.loads(Path(args.render).read_text())
+        if args.notes:
+            doc["notes"] = Path(args.notes).read_text()
+            Path(args.render).write_text(json.dumps(doc, indent=1) + "\n")
         Path(args.render).with_suffix(".md").write_text(markdown(doc))
         return
     args.apps = args.apps.split(",")

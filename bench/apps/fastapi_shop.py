@@ -48,10 +48,11 @@ class Page(BaseModel):
     items: List[Item]
 
 
+UTC = datetime.timezone.utc
 ITEMS = [Item(id=i, name="item %d" % i, price=1.5 + i,
               category=list(Category)[i % 3], tags=["t%d" % (i % 5)],
               description="the item number %d" % i,
-              created=datetime.datetime(2024, 1, 1 + i % 28, tzinfo=datetime.timezone.utc))
+              created=datetime.datetime(2024, 1, 1 + i % 28, tzinfo=UTC))
          for i in range(100)]
 
 
@@ -80,8 +81,8 @@ async def get_item(item_id: int):
 
 @router.post("", response_model=Item, status_code=201)
 async def create_item(item: ItemIn):
-    return Item(id=len(ITEMS), created=datetime.datetime.now(
-        datetime.timezone.utc), **item.dict())
+    return Item(id=len(ITEMS), created=datetime.datetime.now(UTC),
+                **item.dict())
 
 
 app = FastAPI(title="bench shop")
