@@ -344,7 +344,7 @@ def hup_arm(arm, app, args, workdir):
     paths = [helpers.Req("/pid"),
              helpers.Req(app.json_path, check=lambda r: r.body[:1] == b"{")]
     ns = argparse.Namespace(hups=args.hups, conns=args.hup_conns,
-                            settle=args.hup_settle)
+                            settle=args.hup_settle, window=args.hup_window)
     try:
         res = reloadbench.run_arm(arm, server, ns, paths=paths)
     except (AssertionError, helpers.ServerFailed) as e:
@@ -576,13 +576,19 @@ def hup_section(doc):
              "endpoint; %d HUPs a run, the next once every worker was "
              "replaced and the new ones had answered %d `/pid`. Latency "
              "from a request's first byte sent to its answer's last byte "
-             "(connect() not included). Per run; totals over the run's "
-             "HUPs." % (WORKERS, args["hup_conns"], args["hups"],
+             "(connect() not included). A window from a HUP until every "
+             "worker was replaced is shorter when the replacement is "
+             "faster, so it holds fewer ordinary requests: the fixed "
+             "window after each HUP is the one to compare. Per run; totals "
+             "over the run's HUPs." % (WORKERS, args["hup_conns"],
+                                       args["hups"],
                         args["hup_settle"]), "",
              "| app | server | run | answered | failed (kinds) | refused | "
              "s to replace (median) | p50 / p99 / max ms before the first "
-             "HUP | p50 / p99 / max ms from a HUP until replaced |",
-             "|---|---|---|---:|---|---:|---:|---|---|"]
+             "HUP | p50 / p99 / max ms from a HUP until replaced | "
+             "p50 / p99 / max ms in the %.0f s after a HUP |"
+             % args.get("hup_window", 5.0),
+             "|---|---|---|---:|---|---:|---:|---|---|---|"]
     for i, r in enumerate(hups):
         if r.get("error"):
             lines.append("| %s | %s | %d | error: %s ||||||" % (
@@ -590,13 +596,15 @@ def hup_section(doc):
                 r["error"].replace("\n", " ")[:200]))
             continue
         lat = r["latency_ms"]
-        lines.append("| %s | %s | %d | %d | %d (%s) | %d | %.2f | %s | %s |"
-                     % (r["app"], r["name"], r.get("repeat", 0) + 1, r["ok"],
+        lines.append("| %s | %s | %d | %d | %d (%s) | %d | %.2f | %s | %s "
+                     "| %s |" % (r["app"], r["name"], r.get("repeat", 0) + 1, r["ok"],
                         r["failed"], reloadbench.kinds_text(r["kinds"]),
                         r["refused"],
                         med([x["replaced"] for x in r["reloads"]]) or 0,
                         reloadbench.lat_text(lat["before_first_hup"]),
-                        reloadbench.lat_text(lat["hup_to_replaced"])))
+                        reloadbench.lat_text(lat["hup_to_replaced"]),
+                        reloadbench.lat_text(lat.get("hup_window",
+                                                     (0, 0, 0, 0)))))
     lines.append("")
     return lines
 
@@ -627,7 +635,12 @@ def main():
                     help="HUPs per rolling-restart run; 0: no HUP runs [3]")
     ap.add_argument("--hup-arms", default="sluice,sluice-preload")
     ap.add_argument("--hup-conns", type=int, default=16)
-    ap.add_argument("--hup-settle", type=int, default=200)
+    ap.add_argument("--hup-settle", type=int, default=1000,
+                    help="/pid answers from the new workers before the "
+                    "next HUP (and from the first before the first) [1000]")
+    ap.add_argument("--hup-window", type=float, default=10.0,
+                    help="latency also over this many seconds after each "
+                    "HUP, the same span for every server [10]")
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--sluice-bin",
@@ -651,7 +664,7 @@ def main():
         Path(args.render).with_suffix(".md").write_text(markdown(doc))
         return
     args.apps = args.apps.split(",")
-    args.arms = args.arms.split(",")
+    args.arms = [a for a in args.arms.split(",") if a]  # "": HUP runs only
     for a in args.apps:
         if a not in APPS_ALL:
             ap.error("unknown app %r" % a)
@@ -672,7 +685,7 @@ def main():
            "machine": run.machine_info(), "sluice_commit": sluice_commit(),
            "runs": [], "hup": []}
     for rep in range(args.repeat):
-        k = rep % len(args.arms)
+        k = rep % max(1, len(args.arms))
         order = args.arms[k:] + args.arms[:k]
         for app in args.apps:
             for arm in order:

@@ -177,6 +177,9 @@ def run_arm(name, server, args, paths=PATHS):
     steady = load.percentiles(0, windows[0])
     during = load.percentiles(windows=[(r["hup"], r["hup"] + r["replaced"])
                                        for r in reloads])
+    win = getattr(args, "window", 5.0)
+    fixed = load.percentiles(windows=[(r["hup"], r["hup"] + win)
+                                      for r in reloads])
     whole = load.percentiles()
     return {
         "name": name,
@@ -191,7 +194,7 @@ def run_arm(name, server, args, paths=PATHS):
         "told_to_close": load.count("told-to-close"),
         "seconds": t_end,
         "latency_ms": {"before_first_hup": steady, "hup_to_replaced": during,
-                       "all": whole},
+                       "hup_window": fixed, "window_s": win, "all": whole},
         "problems": problems,
         "examples": [(f.t - load.t0, f.kind, f.target, f.reused, f.detail)
                      for f in fails[:10]],
@@ -258,6 +261,8 @@ def reload_report(results, args):
          lambda r: lat_text(r["latency_ms"]["before_first_hup"])),
         ("p50 / p99 / max ms from each HUP until every worker was replaced",
          lambda r: lat_text(r["latency_ms"]["hup_to_replaced"])),
+        ("p50 / p99 / max ms in the %.0f s after each HUP" % args.window,
+         lambda r: lat_text(r["latency_ms"]["hup_window"])),
     ]
     for label, fn in rows:
         lines.append("| %s | %s |" % (label, " | ".join(fn(r)
@@ -288,6 +293,9 @@ def main():
     ap.add_argument("--settle", type=int, default=1000,
                     help="/pid answers from the new workers before the "
                     "next HUP [1000]")
+    ap.add_argument("--window", type=float, default=5.0,
+                    help="latency also over this many seconds after each "
+                    "HUP, the same span for every server [5]")
     ap.add_argument("--only", default="sluice,gunicorn",
                     help="sluice, sluice-preload (--preload), gunicorn")
     ap.add_argument("--sluice-bin",
