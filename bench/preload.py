@@ -611,6 +611,18 @@ def hup_section(doc):
 
 # ---------------------------------------------------------------- main
 
+def package_versions(names):
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f",
+                              "${Package} ${Version}\\n"] + names,
+                             capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return dict(line.split(" ", 1) for line in out.splitlines()
+                if " " in line)
+
+
 def sluice_commit():
     try:
         return subprocess.run(["git", "-C", str(ROOT), "log", "-1",
@@ -684,6 +696,8 @@ def main():
     doc = {"date": datetime.date.today().isoformat(),
            "machine": run.machine_info(), "sluice_commit": sluice_commit(),
            "runs": [], "hup": []}
+    doc["machine"]["packages"].update(package_versions(
+        ["python3-djangorestframework", "python3-pydantic", "gunicorn"]))
     for rep in range(args.repeat):
         k = rep % max(1, len(args.arms))
         order = args.arms[k:] + args.arms[:k]
@@ -722,6 +736,8 @@ def main():
     dirs = {str(ROOT): "$REPO", str(tmp): "$LOGDIR"}
     if not args.sluice_bin.startswith(str(ROOT) + "/"):
         dirs[os.path.dirname(args.sluice_bin)] = "$SLUICE_DIR"
+    if not str(out.resolve()).startswith(str(ROOT) + "/"):
+        dirs[str(args.out)] = "$OUT"
     doc = report.scrub(doc, dirs)
     out.mkdir(parents=True, exist_ok=True)
     (out / ("%s.json" % args.name)).write_text(json.dumps(doc, indent=1)
