@@ -26,9 +26,12 @@ import argparse
 import datetime
 import os
 import platform
+import re
 import signal
 import sys
 import tempfile
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -45,9 +48,73 @@ APP = "drain_app:app"
 PATHS = ("/pid", "/pid", "/hello", "/slow?t=0.005")
 
 
-def sluice_server(workdir, binary, workers):
+BOOTING = re.compile(r"Booting worker (?:\d+ )?with pid:? (\d+)")
+
+
+def descendants(pid):
+    """Every live descendant of PID."""
+    out, todo = [], [pid]
+    while todo:
+        kids = helpers.children_of(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def worker_pids(server):
+    """The live workers of SERVER: the descendants of its supervisor (or
+    arbiter) that its error log names in a "Booting worker" line (sluice
+    and gunicorn both log one per worker), so that a zygote (sluice
+    --preload), whether it is the workers' parent or their sibling, is
+    not taken for a worker. Without such a line, the children of the
+    supervisor."""
+    tree = descendants(server.pid)
+    logged = {int(p) for p in BOOTING.findall(server.error_log_text())}
+    mine = sorted(p for p in tree if p in logged)
+    return mine if logged else helpers.children_of(server.pid)
+
+
+def sluice_server(workdir, binary, workers, preload=False):
     return helpers.Server(workdir, APP, workers=workers, ready_path="/hello",
-                          binary=binary)
+                          binary=binary,
+                          args=["--preload"] if preload else [])
+
+
+class TimedLoad(helpers.Load):
+    """helpers.Load that also keeps, for every request, the time it ended
+    and how long it took from its first byte sent to the last byte of its
+    answer (or its failure); a new connection's connect() is not in it."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.latencies = []  # (monotonic end, seconds)
+        self._lat_lock = threading.Lock()
+
+    def _exchange(self, conn, req, keep, reused):
+        t = time.monotonic()
+        try:
+            return super()._exchange(conn, req, keep, reused)
+        finally:
+            now = time.monotonic()
+            with self._lat_lock:
+                self.latencies.append((now, now - t))
+
+    def percentiles(self, lo=None, hi=None, windows=None):
+        """(count, p50, p99, max) in ms of the requests that ended between
+        LO and HI (seconds since t0), or inside any (lo, hi) of WINDOWS."""
+        with self._lat_lock:
+            lat = list(self.latencies)
+        if windows is None:
+            windows = [(lo if lo is not None else -1e9,
+                        hi if hi is not None else 1e9)]
+        xs = sorted(d for t, d in lat
+                    if any(a <= t - self.t0 < b for a, b in windows))
+        if not xs:
+            return 0, None, None, None
+
+        def pct(q):
+            return 1000.0 * xs[min(len(xs) - 1, int(q * len(xs)))]
+        return len(xs), pct(0.50), pct(0.99), 1000.0 * xs[-1]
 
 
 class GunicornServer(helpers.Server):
@@ -66,18 +133,19 @@ class GunicornServer(helpers.Server):
         return "gunicorn[%s workers=%d]" % (self.app, self.workers)
 
 
-def run_arm(name, server, args):
-    """Start SERVER, load it, HUP it ARGS.hups times; a result dict."""
+def run_arm(name, server, args, paths=PATHS):
+    """Start SERVER, load it with PATHS (Req objects or /pid-like
+    targets), HUP it ARGS.hups times; a result dict."""
     server.start()
     reloads = []
     try:
         n = server.workers
         pids = set(helpers.wait_until(
-            lambda: len(server.worker_pids()) == n and server.worker_pids(),
+            lambda: len(worker_pids(server)) == n and worker_pids(server),
             30, "%d workers" % n))
-        with helpers.Load(server, PATHS, conns=args.conns,
-                          keep_alive="mixed", order="random",
-                          pace=(0.01, 0.03), duration=3600) as load:
+        with TimedLoad(server, paths, conns=args.conns,
+                       keep_alive="mixed", order="random",
+                       pace=(0.01, 0.03), duration=3600) as load:
             load.wait_answers(pids, args.settle, timeout=30)
             for i in range(args.hups):
                 t_hup = load.now()
@@ -85,7 +153,7 @@ def run_arm(name, server, args):
                 os.kill(server.pid, signal.SIGHUP)
 
                 def replaced(old=pids):
-                    now = set(server.worker_pids())
+                    now = set(worker_pids(server))
                     return len(now) == n and not now & old and now
                 new = helpers.wait_until(replaced, 60,
                                          "every worker of %s replaced"
@@ -106,6 +174,13 @@ def run_arm(name, server, args):
         r["failed"] = len(mine)
         r["kinds"] = dict(Counter(f.kind for f in mine))
     before = [f for f in fails if f.t - load.t0 < windows[0]]
+    steady = load.percentiles(0, windows[0])
+    during = load.percentiles(windows=[(r["hup"], r["hup"] + r["replaced"])
+                                       for r in reloads])
+    win = getattr(args, "window", 5.0)
+    fixed = load.percentiles(windows=[(r["hup"], r["hup"] + win)
+                                      for r in reloads])
+    whole = load.percentiles()
     return {
         "name": name,
         "command": " ".join(server.command()),
@@ -118,11 +193,20 @@ def run_arm(name, server, args):
         "idle_closed": load.count("idle-closed-by-server"),
         "told_to_close": load.count("told-to-close"),
         "seconds": t_end,
+        "latency_ms": {"before_first_hup": steady, "hup_to_replaced": during,
+                       "hup_window": fixed, "window_s": win, "all": whole},
         "problems": problems,
         "examples": [(f.t - load.t0, f.kind, f.target, f.reused, f.detail)
                      for f in fails[:10]],
         "log": str(server.error_log),
     }
+
+
+def lat_text(p):
+    n, p50, p99, mx = p
+    if not n:
+        return "n/a"
+    return "%.1f / %.1f / %.1f (%d requests)" % (p50, p99, mx, n)
 
 
 def kinds_text(kinds):
@@ -173,6 +257,12 @@ def reload_report(results, args):
         ("responses with Connection: close (keep-alive side)",
          lambda r: "%d" % r["told_to_close"]),
         ("load seconds", lambda r: "%.1f" % r["seconds"]),
+        ("p50 / p99 / max ms before the first HUP",
+         lambda r: lat_text(r["latency_ms"]["before_first_hup"])),
+        ("p50 / p99 / max ms from each HUP until every worker was replaced",
+         lambda r: lat_text(r["latency_ms"]["hup_to_replaced"])),
+        ("p50 / p99 / max ms in the %.0f s after each HUP" % args.window,
+         lambda r: lat_text(r["latency_ms"]["hup_window"])),
     ]
     for label, fn in rows:
         lines.append("| %s | %s |" % (label, " | ".join(fn(r)
@@ -203,7 +293,11 @@ def main():
     ap.add_argument("--settle", type=int, default=1000,
                     help="/pid answers from the new workers before the "
                     "next HUP [1000]")
-    ap.add_argument("--only", default="sluice,gunicorn")
+    ap.add_argument("--window", type=float, default=5.0,
+                    help="latency also over this many seconds after each "
+                    "HUP, the same span for every server [5]")
+    ap.add_argument("--only", default="sluice,gunicorn",
+                    help="sluice, sluice-preload (--preload), gunicorn")
     ap.add_argument("--sluice-bin",
                     default=os.environ.get("SLUICE_BIN", str(ROOT / "sluice")))
     ap.add_argument("--out", default=str(BENCH / "results"))
@@ -213,8 +307,9 @@ def main():
     print("server logs in %s" % tmp, flush=True)
     results = []
     for name in args.only.split(","):
-        if name == "sluice":
-            srv = sluice_server(tmp / name, args.sluice_bin, args.workers)
+        if name in ("sluice", "sluice-preload"):
+            srv = sluice_server(tmp / name, args.sluice_bin, args.workers,
+                                preload=name == "sluice-preload")
         elif name == "gunicorn":
             srv = GunicornServer(tmp / name, args.workers)
         else:

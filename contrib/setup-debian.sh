@@ -11,6 +11,7 @@ PACKAGES="
     systemd clang-format curl procps util-linux
     python3-pytest
     python3-flask python3-django python3-starlette python3-fastapi
+    python3-djangorestframework
     python3-uvicorn python3-uvloop python3-httptools python3-hypercorn
     gunicorn uwsgi uwsgi-plugin-python3 python3-waitress
     wrk python3-matplotlib

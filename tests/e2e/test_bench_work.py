@@ -96,3 +96,40 @@ def test_upload_client_counts_uploads(make_server):
     assert summary["bytes"] == summary["requests"] * len(str(size))
     assert summary["uploaded_bytes"] == summary["requests"] * size
     assert 0 < summary["latency_us"]["p50"] <= summary["latency_us"]["max"]
+
+
+# bench/preload.py's apps: a Django project with the admin and Django REST
+# framework (sqlite), and a FastAPI app. Each must answer its JSON endpoint
+# and /pid from the worker named in X-Worker-Pid, by which the harness
+# counts requests per worker.
+
+PRELOAD_APPS = [
+    pytest.param("djrest.wsgi:application", "/api/books/", [],
+                 ("django", "rest_framework"), id="django-drf"),
+    pytest.param("fastapi_shop:app", "/items", ["--interface", "asgi"],
+                 ("fastapi",), id="fastapi"),
+]
+
+
+@pytest.mark.parametrize("app,path,args,modules", PRELOAD_APPS)
+def test_preload_bench_app_answers(make_server, tmp_path, app, path, args,
+                                   modules):
+    for m in modules:
+        pytest.importorskip(m)
+    import preload  # bench/, on sys.path above
+
+    db = tmp_path / "djrest.sqlite3"
+    if app.startswith("djrest"):
+        preload.make_db(db)
+    server = make_server(app, args=args, env={"SLUICE_BENCH_DB": str(db)},
+                         pythonpath=(str(BENCH_APPS),), ready_path=None)
+    worker = server.wait_workers(1)[0]
+    status, headers, body = http_call(server, "GET", path, header_dict=True)
+    assert status == 200, (status, body[:300])
+    doc = json.loads(body)
+    items = doc["results"] if "results" in doc else doc["items"]
+    assert len(items) == 20 and items[0]["id"] in (0, 1), doc
+    pid = {k.lower(): v for k, v in headers.items()}.get("x-worker-pid")
+    assert pid == str(worker), headers
+    status, _, body = http_call(server, "GET", "/pid", header_dict=True)
+    assert (status, body) == (200, str(worker).encode())
