@@ -495,3 +495,55 @@ def test_replacement_that_fails_to_import_aborts_the_restart(make_server,
     assert "Rolling restart done" not in log, log
     fails = load.failed()
     assert not fails, load.failure_report() + "\n" + log
+
+
+# A response whose head was made before the drain began (so it told the
+# client to keep the connection) and is still being written when it
+# begins: the client may send its next request on that connection at once,
+# and must get an answer (with Connection: close), not EOF. Found by
+# bench/preload.py's rolling restarts of a FastAPI app: a few requests a
+# run ended in EOF, the worker having closed after a keep-alive response.
+BIG = 8 << 20
+BIG_APP = """
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    body = b"x" * %d if scope["path"] == "/big" else b"next"
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", b"%%d" %% len(body))]})
+    await send({"type": "http.response.body", "body": body})
+""" % BIG
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["pump", "inline"])
+def test_keep_alive_promised_before_the_drain_is_kept(make_server, tmp_path,
+                                                      inline):
+    appdir = tmp_path / "app"
+    appdir.mkdir()
+    (appdir / "big_app.py").write_text(BIG_APP)
+    s = make_server("big_app:app", pythonpath=(str(appdir),),
+                    ready_path="/", inline=inline,
+                    args=["--interface", "asgi"])
+    wpid = only_worker(s)
+    c = s.connect()
+    with c:
+        c.send(build_request("GET", "/big"))
+        # the head (keep-alive) and the first bytes are here, most of the
+        # body still waits in the worker: then the drain begins
+        head = c.sock.recv(65536)
+        assert head.startswith(b"HTTP/1.1 200"), head[:200]
+        assert b"Connection: close" not in head.split(b"\r\n\r\n")[0]
+        os.kill(wpid, signal.SIGTERM)
+        s.wait_for_log("draining:", 5)
+        got = len(head) - head.index(b"\r\n\r\n") - 4
+        while got < BIG:
+            chunk = c.sock.recv(1 << 20)
+            assert chunk, "EOF after %d of %d body bytes" % (got, BIG)
+            got += len(chunk)
+        assert got == BIG
+        # the client was told to keep the connection: it sends at once
+        r = c.request("GET", "/next")
+        assert r.status == 200 and r.body == b"next", r
+        assert r.has_token("Connection", "close"), r
+        assert c.read_until_eof(timeout=2) == b""
+    wait_exit(wpid, 5)

@@ -3,9 +3,11 @@
  * The seed server's drain waited inside a callback and so blocked the very
  * requests it was waiting for. Here nothing waits: prepare changes state and
  * returns, a 100 ms timer (and the end of every request) calls step, and
- * step calls finish once the worker is idle or out of time. Every in-flight
- * response gets "Connection: close" because conn_finish_request() looks at
- * p->drain.draining.
+ * step calls finish once the worker is idle or out of time. A response
+ * whose head is made once the drain began says "Connection: close"
+ * (sl_exch_must_close()); one made before keeps its connection, which the
+ * drain closes once it has been quiet for IDLE_GRACE, so that a request
+ * its client sent on it meanwhile is answered rather than met by EOF.
  */
 #include "config.h"
 

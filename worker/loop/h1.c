@@ -155,12 +155,16 @@ static void conn_linger(sl_conn_t *c)
     sl_conn_watch(c, EV_READ);
 }
 
-/* The response is written: next request, or close. */
+/* The response is written: next request, or close. A response that told
+ * the client to keep the connection (its head was made before a drain
+ * began) keeps it during a drain too: the client may be sending its next
+ * request already, which then gets its answer, with Connection: close,
+ * rather than EOF; the drain closes the connection once it has been quiet
+ * for its grace (h1_drain()). */
 static void conn_finish_request(sl_conn_t *c)
 {
     /* after the client's EOF, requests it pipelined before it still count */
-    bool keep = c->x.req.keep_alive && !c->x.close_after &&
-                !c->pump->drain.draining && c->h1.msg_done &&
+    bool keep = c->x.req.keep_alive && !c->x.close_after && c->h1.msg_done &&
                 (!c->peer_eof || sl_buf_pending(&c->rbuf) > 0);
 
     sl_request_done(c->pump, c);
@@ -644,7 +648,8 @@ static bool h1_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
     size_t got;
     int rc;
 
-    /* busy ones: conn_finish_request() sees pump->drain.draining and closes */
+    /* busy ones: their response says Connection: close (the drain began
+     * before its head was made), or they come back here once it is written */
     if (c->state != SL_CONN_READING || c->rbuf.off != c->rbuf.len ||
         c->h1.in_msg || sl_buf_pending(&c->tx.buf) > 0)
         return false;
