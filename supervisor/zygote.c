@@ -150,7 +150,9 @@ pid_t sl_zygotes_fork(sl_zygotes_t *zs, sl_zygote_t *z, int worker_id,
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)(1 + nfds));
     memcpy(CMSG_DATA(c), &ctl_fd, sizeof(int));
-    memcpy(CMSG_DATA(c) + sizeof(int), fds, sizeof(int) * (size_t)nfds);
+    if (nfds > 0) {
+        memcpy(CMSG_DATA(c) + sizeof(int), fds, sizeof(int) * (size_t)nfds);
+    }
     while ((n = sendmsg(z->fd, &msg, MSG_NOSIGNAL)) == -1 && errno == EINTR)
         ;
     if (n != (ssize_t)sizeof(m)) {
