@@ -223,12 +223,13 @@ bool sl_zygotes_reaped(sl_zygotes_t *zs, pid_t pid, int status,
 {
     sl_zygote_t *z = NULL;
 
-    for (int i = 0; i < SL_ZYGOTES && z == NULL; i++) {
+    /* pid 0 is a free slot's */
+    for (int i = 0; i < SL_ZYGOTES && z == NULL && pid > 0; i++) {
         if (zs->z[i].pid == pid) {
             z = &zs->z[i];
         }
     }
-    if (z == NULL || pid <= 0) {
+    if (z == NULL) {
         return false;
     }
     *end = (sl_zygote_end_t){.gen = z->gen,

@@ -133,7 +133,6 @@ int sl_worker_load(const sl_options_t *o, int ntls, bool watch_modules,
         return SL_EXIT_APPLOAD;
     if (a->report_dir[0] != '\0') /* before READY: see modules.h */
         sl_modules_report(a->report_dir, watch_modules);
-    a->report_again = a->report_dir[0] != '\0' && !watch_modules;
     a->asgi = is_asgi(o, a->app);
     if (a->asgi < 0) {
         drop_app(a);
@@ -170,7 +169,8 @@ int sl_worker_serve(const sl_options_t *o, sl_worker_app_t *a,
     }
     if (a->tls != NULL)
         (void)sl_listen_tls(&pump, a->tls_module, a->tls, tls_fds, ntls);
-    if (a->report_again) /* forked by a zygote: under this pid, watched */
+    /* forked by a zygote, whose report was its own: this pid's, watched */
+    if (a->parent != 0 && a->report_dir[0] != '\0')
         sl_modules_report(a->report_dir, true);
     if (a->parent != 0)
         sl_zygote_settle(a->parent);

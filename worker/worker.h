@@ -23,10 +23,9 @@ typedef struct {
     SSL_CTX *tls; /* NULL: no TLS listener */
     const sl_tls_module_t *tls_module;
     char report_dir[PATH_MAX]; /* --reload: the report's directory, or "" */
-    bool report_again; /* a zygote's: each worker writes its own report */
-    pid_t parent;      /* forked by a zygote: the supervisor to settle under
-                          before its executor starts (worker/zygote.h); 0
-                          when exec'd */
+    pid_t parent; /* forked by a zygote: the supervisor to settle under
+                     before its executor starts (worker/zygote.h); 0
+                     when exec'd */
 } sl_worker_app_t;
 
 /* Load what a worker serves into *A: signals reset, TLS context, --chdir,

@@ -143,11 +143,11 @@ static void log_app_error(bool traceback, const char *what)
     PyErr_Clear();
 }
 
-/* O->app split: the module's name, the attribute path after the colon
- * ("application" when none) without a trailing "()", and whether the
- * attribute is a factory (--factory, or that "()": gunicorn's spelling;
- * sl_options_parse() refused anything inside the parentheses). */
-static bool split_app(const sl_options_t *o, char *mod, size_t nmod, char *attr,
+/* O->app split: the module's name and the attribute path after the colon
+ * ("application" when none) without a trailing "()" (gunicorn's spelling
+ * of a factory, which sl_options_parse() turned into o->factory, having
+ * refused anything inside the parentheses). */
+static void split_app(const sl_options_t *o, char *mod, size_t nmod, char *attr,
                       size_t nattr)
 {
     const char *colon = strchr(o->app, ':');
@@ -157,11 +157,8 @@ static bool split_app(const sl_options_t *o, char *mod, size_t nmod, char *attr,
              colon ? (int)(colon - o->app) : (int)strlen(o->app), o->app);
     snprintf(attr, nattr, "%s", colon ? colon + 1 : "application");
     n = strlen(attr);
-    if (n > 2 && strcmp(attr + n - 2, "()") == 0) {
+    if (n > 2 && strcmp(attr + n - 2, "()") == 0)
         attr[n - 2] = '\0';
-        return true;
-    }
-    return o->factory;
 }
 
 /* MOD's attribute at the dotted PATH (a new reference), or NULL after
@@ -212,8 +209,9 @@ static PyObject *call_factory(PyObject *factory, const char *name)
 PyObject *sl_py_load_app(const sl_options_t *o)
 {
     char modname[256], attr[256], what[600];
-    bool factory = split_app(o, modname, sizeof(modname), attr, sizeof(attr));
     PyObject *mod, *obj;
+
+    split_app(o, modname, sizeof(modname), attr, sizeof(attr));
 
     mod = PyImport_ImportModule(modname);
     if (mod == NULL) {
@@ -234,7 +232,7 @@ PyObject *sl_py_load_app(const sl_options_t *o)
     }
     snprintf(what, sizeof(what), "%s:%s", modname, attr);
     /* with --preload, once in the zygote: every worker shares its app */
-    return factory ? call_factory(obj, what) : obj;
+    return o->factory ? call_factory(obj, what) : obj;
 }
 
 void sl_py_log_exception(const char *what, ...)
