@@ -150,8 +150,8 @@ START_TEST(test_keep_alive_request_forgets_static)
     for (int i = 0; i < 2; i++) {
         h_sends(&client, "GET /again HTTP/1.1\r\nHost: h\r\n\r\n");
         take_request(&t);
-        ck_assert(!client.conn->x.from_static);
-        client.conn->x.from_static = i == 0;
+        ck_assert(!client.conn->x.req.from_static);
+        client.conn->x.req.from_static = i == 0;
         respond(t.gen, "x");
         ck_assert(h_response(&pump, &client, &resp, false));
         ck_assert_int_eq(resp.status, 200);

@@ -177,7 +177,7 @@ START_TEST(test_request_done_counts_static)
     c->x.req.method = HTTP_GET;
     c->x.resp_status = 304;
     c->x.req.start = ev_now(pump.loop);
-    c->x.from_static = true;
+    c->x.req.from_static = true;
     sl_request_done(&pump, c);
     ck_assert_uint_eq(requests_since(&before, SL_METRICS_STATIC, SL_METRICS_GET,
                                      SL_METRICS_3XX),

@@ -49,9 +49,6 @@ struct sl_exch {
     /* the WebSocket's messages (conn_ws.c), while it is one */
     sl_conn_ws_t *ws; /* owned: the WebSocket state, NULL for HTTP; set and
                          freed by the loop, read by the executor under mu */
-    bool from_static; /* answered from a --static map (static.c): the
-                         metrics' handler label; loop thread only, false
-                         again for each request */
 
     /* Shared with the executor: everything below is under mu. */
     pthread_mutex_t mu;

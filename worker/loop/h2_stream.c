@@ -171,7 +171,6 @@ void sl_h2_stream_free(sl_h2_stream_t *s)
     x->resp_status = 0;
     x->resp_body = 0;
     pthread_mutex_unlock(&x->mu);
-    x->from_static = false;
     /* the loop's side: all after the exchange (x->conn stays: executors
      * may still read through it) */
     memset((char *)s + sizeof(sl_exch_t), 0, sizeof(*s) - sizeof(sl_exch_t));

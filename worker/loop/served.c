@@ -44,7 +44,7 @@ static void metrics_request(sl_pump_t *p, const sl_exch_t *x, bool head)
     int status = x->resp_status;
     int code =
         status >= 100 && status < 600 ? status / 100 - 1 : SL_METRICS_NONE;
-    int handler = x->from_static ? SL_METRICS_STATIC : SL_METRICS_APP;
+    int handler = x->req.from_static ? SL_METRICS_STATIC : SL_METRICS_APP;
 
     sl_metrics_add(&m->requests[handler][method][code], 1);
     if (start <= 0)
