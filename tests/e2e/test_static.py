@@ -1062,15 +1062,17 @@ def test_every_app_kind_and_executor(tree, tmp_path, make_server, iface,
 # ------------------------------------------------------------ configuration
 
 def test_config_file_and_relative_dirs(tree, tmp_path):
-    """`static = ...` lines (repeated), a quoted Cache-Control with a comma,
-    a relative DIR taken from the working directory; and, with --chdir, a
-    relative DIR taken from there."""
+    """`static = ...` lines (repeated), a Cache-Control with a comma quoted
+    and not (the value is the line's, commas and all), a relative DIR taken
+    from the working directory; and, with --chdir, a relative DIR taken
+    from there."""
     workdir = tmp_path / "srv"
     put(workdir / "public" / "p.txt", b"relative to the cwd\n")
     conf = tmp_path / "sluice.conf"
     conf.write_text("static = /cfg=%s\n"
                     "static = /rel/=public\n"
                     "static_cache_control = \"/cfg=private, max-age=7\"\n"
+                    "static_cache_control = /rel=public, max-age=9\n"
                     % tree.a)
     s = helpers.Server(workdir, args=["-c", conf])
     with served(s):
@@ -1079,7 +1081,7 @@ def test_config_file_and_relative_dirs(tree, tmp_path):
         assert r.header("Cache-Control") == "private, max-age=7"
         r = fresh(s, "GET", "/rel/p.txt")
         assert (r.status, r.body) == (200, b"relative to the cwd\n"), r
-        assert r.header("Cache-Control") is None
+        assert r.header("Cache-Control") == "public, max-age=9"
         assert fresh(s, "GET", "/hello").body == b"hello\n"
     s = helpers.Server(tmp_path / "srv2",
                        args=["--chdir", tree.root, "--static",
