@@ -18,6 +18,7 @@
 #define SL_MAX_PYTHONPATHS  16
 #define SL_MAX_RELOAD_EXTRA 64 /* --reload-extra-file, at most */
 #define SL_MAX_CERTS        16 /* --certfile / --keyfile pairs, at most */
+#define SL_MAX_STATIC       16 /* --static maps, at most */
 
 /* Exit statuses shared by supervisor and worker. */
 enum {
@@ -167,6 +168,12 @@ typedef struct {
     bool access_log_json;
 
     const char *health_path;
+    /* static files (worker/loop/static.h): "PREFIX=DIR" and
+     * "PREFIX=VALUE", as given (borrowed), checked */
+    const char *statics[SL_MAX_STATIC];
+    int nstatics;
+    const char *static_caches[SL_MAX_STATIC];
+    int nstatic_caches;
     const char *pidfile;
     const char *error_logfile;
     const char *proc_name;
@@ -193,6 +200,8 @@ typedef enum {
     SL_OPTARG_FLAG,         /* no argument: "name = true" sets it */
     SL_OPTARG_ONE,          /* one value; a later one replaces it */
     SL_OPTARG_LIST,         /* repeatable: each value adds one */
+    SL_OPTARG_LINES,        /* the same, but a file's line is one value
+                               (commas are its own: --static-cache-control) */
 } sl_optarg_t;
 
 /* Called by sl_options_scan() for each option (NAME its long name without
