@@ -53,6 +53,14 @@ def metrics_server(make_server, app="wsgi", inline=False, workers=2,
     # listen on the metrics address yet.
     helpers.wait_until(lambda: workers_up(s) == workers,
                        helpers.START_TIMEOUT, "%d workers up" % workers)
+    if s.ready_path is not None:
+        # the worker counts the readiness probe once it has written the
+        # answer, which the probe may have read a moment before: a test's
+        # first scrape must not miss it, or its deltas count it too
+        helpers.wait_until(
+            lambda: total(scrape(s, check=False),
+                          "sluice_requests_total{") >= 1,
+            5, "the readiness probe to be counted")
     return s
 
 
