@@ -20,7 +20,7 @@
  *   when it does not fit; and a path made without a '%' in it reads back
  *   as itself;
  * - the Range: FIRST <= LAST < SIZE; "bytes=" then one first-last or
- *   suffix (19 digits at most, the spaces static_parse.c allows around
+ *   suffix (any number of digits, the spaces static_parse.c allows around
  *   the value and the '=') answered as RFC 9110 §14.1.2 does, anything else
  *   ignored;
  * - the entity tags: the strong comparison names no more than the weak
@@ -193,16 +193,20 @@ static void fuzz_path(const char *v, size_t n, size_t cap)
 /* ------------------------------------------------------------------ */
 /* the Range                                                          */
 
-/* 1 to 19 decimal digits, the whole of P[0..N), into *V. */
+/* Decimal digits, at least one, the whole of P[0..N), into *V; a number
+ * past UINT64_MAX is UINT64_MAX (past every end). */
 static bool ref_number(const char *p, size_t n, uint64_t *v)
 {
-    if (n == 0 || n > 19)
+    if (n == 0)
         return false;
     *v = 0;
     for (size_t i = 0; i < n; i++) {
         if (p[i] < '0' || p[i] > '9')
             return false;
-        *v = *v * 10 + (uint64_t)(p[i] - '0');
+        if (*v > (UINT64_MAX - (uint64_t)(p[i] - '0')) / 10)
+            *v = UINT64_MAX;
+        else
+            *v = *v * 10 + (uint64_t)(p[i] - '0');
     }
     return true;
 }

@@ -309,6 +309,8 @@ static const char *const unreadable[] = {
     "Sun, 06 anF 1994 08:49:37 GMT", /* across two names */
     "Sun, 06 ovD 1994 08:49:37 GMT",
     "Mon, 30 Feb 2004 00:00:00 GMT", /* Feb 30 */
+    "Wed, 29 Feb 2023 00:00:00 GMT", /* Feb 29 of a common year */
+    "Mon, 29 Feb 2100 00:00:00 GMT", /* 2100 is no leap year */
     "Sat, 31 Apr 2004 00:00:00 GMT",
     "Sun, 00 Nov 1994 08:49:37 GMT",
     "Sun, 32 Jan 1994 08:49:37 GMT",
