@@ -152,6 +152,7 @@ static void conn_static(sl_conn_t *c, int map)
     size_t mark = c->tx.buf.len;
 
     c->x.req.start = ev_now(c->pump->loop);
+    c->x.req.from_static = true;
     sl_conn_buf_ready(c, &c->tx.buf);
     if (sl_static_answer(c->pump->statics, map, &c->x.req, &c->tx.buf, &body) <
         0) {

@@ -163,6 +163,7 @@ static void answer_static(sl_h2_t *h2, sl_h2_stream_t *s, int map)
     size_t mark;
 
     x->req.start = ev_now(p->loop);
+    x->req.from_static = true;
     (void)sl_bufcache_get(&p->bufs, &s->raw, SL_BUFCACHE_MIN);
     mark = s->raw.len;
     if (sl_static_answer(p->statics, map, &x->req, &s->raw, &body) < 0) {
