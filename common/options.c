@@ -221,6 +221,13 @@ const opt_def_t sl_options_defs[] = {
      " of --access-logformat [off]"},
     {"health-path", 0, OPT_STRING, FIELD(health_path), 0, 0, "PATH",
      "answer GET or HEAD of PATH without calling the app [none]"},
+    {"static", 0, OPT_SPECIAL, NOFIELD, 0, 0, "PREFIX=DIR",
+     "answer GET and HEAD of paths under PREFIX with the files of DIR,"
+     " from the worker's loop, without calling the app (relative DIR: to"
+     " --chdir); repeatable [none]"},
+    {"static-cache-control", 0, OPT_SPECIAL, NOFIELD, 0, 0, "PREFIX=VALUE",
+     "the Cache-Control header of the --static map of PREFIX, e.g."
+     " '/static/=public, max-age=31536000, immutable'; repeatable [none]"},
     {"pid", 'p', OPT_STRING, FIELD(pidfile), 0, 0, "FILE",
      "write the supervisor's pid to FILE [none]"},
     {"backlog", 0, OPT_INT, FIELD(backlog), 1, MAX_BACKLOG, "N",
@@ -402,7 +409,7 @@ static int finish(sl_options_t *o, int argc, char **argv)
                      " with --reload");
         return -1;
     }
-    if (check_access_logformat(o) == -1) {
+    if (check_access_logformat(o) == -1 || sl_options_check_statics(o) < 0) {
         return -1;
     }
 
@@ -642,7 +649,9 @@ sl_optarg_t sl_options_lookup(const char *name, const char **canon)
     if (strcmp(d->name, "bind") == 0 || strcmp(d->name, "pythonpath") == 0 ||
         strcmp(d->name, "reload-extra-file") == 0 ||
         strcmp(d->name, "insecure-bind") == 0 ||
-        strcmp(d->name, "certfile") == 0 || strcmp(d->name, "keyfile") == 0) {
+        strcmp(d->name, "certfile") == 0 || strcmp(d->name, "keyfile") == 0 ||
+        strcmp(d->name, "static") == 0 ||
+        strcmp(d->name, "static-cache-control") == 0) {
         return SL_OPTARG_LIST;
     }
     return SL_OPTARG_ONE;

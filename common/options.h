@@ -18,6 +18,7 @@
 #define SL_MAX_PYTHONPATHS  16
 #define SL_MAX_RELOAD_EXTRA 64 /* --reload-extra-file, at most */
 #define SL_MAX_CERTS        16 /* --certfile / --keyfile pairs, at most */
+#define SL_MAX_STATIC       16 /* --static maps, at most */
 
 /* Exit statuses shared by supervisor and worker. */
 enum {
@@ -167,6 +168,12 @@ typedef struct {
     bool access_log_json;
 
     const char *health_path;
+    /* static files (worker/loop/static.h): "PREFIX=DIR" and
+     * "PREFIX=VALUE", as given (borrowed), checked */
+    const char *statics[SL_MAX_STATIC];
+    int nstatics;
+    const char *static_caches[SL_MAX_STATIC];
+    int nstatic_caches;
     const char *pidfile;
     const char *error_logfile;
     const char *proc_name;

@@ -57,6 +57,10 @@ void sl_options_describe(const opt_def_t *d, char *buf, size_t size);
  * one. */
 int sl_options_parse_allow(sl_allow_t *a, const char *name, const char *arg);
 
+/* The --static and --static-cache-control maps of *O, together: one
+ * prefix a map, every cache control naming one. -1 after reporting. */
+int sl_options_check_statics(const sl_options_t *o);
+
 /* ---- options_print.c ---- */
 
 /* Print the --help text (usage, one entry a row, the environment) to

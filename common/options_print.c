@@ -199,6 +199,10 @@ static void print_special(const sl_options_t *o, const opt_def_t *d, int argc,
                     out);
     } else if (strcmp(n, "pythonpath") == 0) {
         print_list(d, o->pythonpath, o->npythonpath, out);
+    } else if (strcmp(n, "static") == 0) {
+        print_list(d, o->statics, o->nstatics, out);
+    } else if (strcmp(n, "static-cache-control") == 0) {
+        print_list(d, o->static_caches, o->nstatic_caches, out);
     } else if (strcmp(n, "reload-extra-file") == 0) {
         print_list(d, o->reload_extra_files, o->nreload_extra_files, out);
     } else if (strcmp(n, "forwarded-allow-ips") == 0) {

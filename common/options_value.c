@@ -47,6 +47,79 @@ void sl_options_describe(const opt_def_t *d, char *buf, size_t size)
     }
 }
 
+/* The prefix of "PREFIX=..." SPEC: its length without trailing '/'s. */
+static size_t static_prefix(const char *spec)
+{
+    size_t n = strcspn(spec, "=");
+
+    while (n > 0 && spec[n - 1] == '/')
+        n--;
+    return n;
+}
+
+/* --static PREFIX=DIR, --static-cache-control PREFIX=VALUE: one more of
+ * NAME's list, its form checked (the pair: sl_options_check_statics()). */
+static int apply_static(sl_options_t *o, const char *name, const char *arg)
+{
+    bool cache = strcmp(name, "static-cache-control") == 0;
+    const char *eq = strchr(arg, '=');
+    const char *bad = NULL;
+
+    if (arg[0] != '/' || eq == NULL)
+        bad = cache ? "must be PREFIX=VALUE, the PREFIX a path beginning"
+                      " with '/'"
+                    : "must be PREFIX=DIR, the PREFIX a path beginning"
+                      " with '/'";
+    else if (strcspn(arg, "?# \t%") < (size_t)(eq - arg))
+        bad = "the PREFIX may not hold '?', '#', '%' or blanks";
+    else if (eq[1] == '\0')
+        bad = cache ? "the VALUE is empty" : "the DIR is empty";
+    else if (cache && strlen(eq + 1) > 256)
+        bad = "the VALUE is longer than 256 bytes";
+    for (const char *p = eq ? eq + 1 : ""; bad == NULL && cache && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            bad = "the VALUE holds a control character";
+    if (bad != NULL) {
+        sl_log_usage("argument --%s: '%s': %s", name, arg, bad);
+        return -1;
+    }
+    if (cache)
+        return add_word(o->static_caches, &o->nstatic_caches, SL_MAX_STATIC,
+                        "--static-cache-control", "maps", arg);
+    return add_word(o->statics, &o->nstatics, SL_MAX_STATIC, "--static", "maps",
+                    arg);
+}
+
+int sl_options_check_statics(const sl_options_t *o)
+{
+    for (int i = 0; i < o->nstatics; i++) {
+        size_t n = static_prefix(o->statics[i]);
+        for (int k = 0; k < i; k++) {
+            if (static_prefix(o->statics[k]) == n &&
+                memcmp(o->statics[k], o->statics[i], n) == 0) {
+                sl_log_usage("argument --static: '%s': the prefix of '%s'"
+                             " again",
+                             o->statics[i], o->statics[k]);
+                return -1;
+            }
+        }
+    }
+    for (int i = 0; i < o->nstatic_caches; i++) {
+        size_t n = static_prefix(o->static_caches[i]);
+        bool found = false;
+        for (int k = 0; k < o->nstatics && !found; k++)
+            found = static_prefix(o->statics[k]) == n &&
+                    memcmp(o->statics[k], o->static_caches[i], n) == 0;
+        if (!found) {
+            sl_log_usage("argument --static-cache-control: '%s': no --static"
+                         " has that prefix",
+                         o->static_caches[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int sl_options_apply(sl_options_t *o, const opt_def_t *d, const char *arg)
 {
     char what[64];
@@ -223,6 +296,10 @@ static int apply_special(sl_options_t *o, const opt_def_t *d, const char *arg)
     if (strcmp(d->name, "proxy-allow-from") == 0) {
         o->proxy_allow_text = arg;
         return sl_options_parse_allow(&o->proxy_allow, d->name, arg);
+    }
+    if (strcmp(d->name, "static") == 0 ||
+        strcmp(d->name, "static-cache-control") == 0) {
+        return apply_static(o, d->name, arg);
     }
     if (strcmp(d->name, "reload-extra-file") == 0) {
         return add_word(o->reload_extra_files, &o->nreload_extra_files,

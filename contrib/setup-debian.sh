@@ -24,6 +24,7 @@ PACKAGES="
     python3-yaml
     libssl-dev openssl python3-trustme python3-httpx testssl.sh
     libnghttp2-dev nghttp2-client python3-h2
+    media-types python3-whitenoise
 "
 
 # shellcheck disable=SC2086 # one word per package

@@ -19,6 +19,7 @@
 #include "worker/loop/drain.h"
 #include "worker/loop/listen.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/static.h"
 #include "worker/loop/tlsmod.h"
 #include "worker/python/asgi.h"
 #include "worker/python/asgi_lifespan.h"
@@ -126,6 +127,9 @@ int sl_worker_load(const sl_options_t *o, int ntls, bool watch_modules,
         sl_log_errno(SL_LOG_ERROR, "chdir(%s) failed", o->chdir);
         return SL_EXIT_APPLOAD;
     }
+    /* after --chdir: a relative folder is the app's */
+    if (sl_static_load(o, &a->statics) < 0)
+        return SL_EXIT_APPLOAD;
     if (sl_py_init(o) < 0)
         return SL_EXIT_APPLOAD;
     a->app = sl_py_load_app(o);
@@ -169,6 +173,7 @@ int sl_worker_serve(const sl_options_t *o, sl_worker_app_t *a,
     }
     if (a->tls != NULL)
         (void)sl_listen_tls(&pump, a->tls_module, a->tls, tls_fds, ntls);
+    pump.statics = a->statics; /* kept to the process's end */
     /* forked by a zygote, whose report was its own: this pid's, watched */
     if (a->parent != 0 && a->report_dir[0] != '\0')
         sl_modules_report(a->report_dir, true);

@@ -23,6 +23,7 @@ typedef struct {
     SSL_CTX *tls; /* NULL: no TLS listener */
     const sl_tls_module_t *tls_module;
     char report_dir[PATH_MAX]; /* --reload: the report's directory, or "" */
+    struct sl_static *statics; /* owned: the --static maps, NULL: none */
     pid_t parent; /* forked by a zygote: the supervisor to settle under
                      before its executor starts (worker/zygote.h); 0
                      when exec'd */

@@ -39,6 +39,7 @@
 #include "worker/loop/pool.h"
 #include "worker/loop/pump.h"
 #include "worker/loop/served.h"
+#include "worker/loop/static.h"
 
 #define LINGER_SECS   2.0
 #define MAX_HEAD_HARD (4 * 1024 * 1024)
@@ -136,6 +137,35 @@ static void conn_error_response(sl_conn_t *c, int status)
     c->x.resp_head.len = 0;
     sl_exch_note_head(&c->x, c->tx.buf.data + mark, c->tx.buf.len - mark, true);
     c->x.close_after = true;
+    c->x.resp_done = true;
+    c->state = SL_CONN_WRITING;
+    c->deadline = 0; /* the header deadline: from here, the send timeout */
+}
+
+/* Answer C's request from the --static map MAP (static.h): the head,
+ * then the file as the output's tail; out of memory, the close alone
+ * says it. */
+static void conn_static(sl_conn_t *c, int map)
+{
+    sl_static_body_t body;
+    size_t mark = c->tx.buf.len;
+
+    c->x.req.start = ev_now(c->pump->loop);
+    sl_conn_buf_ready(c, &c->tx.buf);
+    if (sl_static_answer(c->pump->statics, map, &c->x.req, &c->tx.buf, &body) <
+        0) {
+        c->x.close_after = true;
+    } else {
+        sl_exch_note_head(&c->x, c->tx.buf.data + mark, c->tx.buf.len - mark,
+                          true);
+        if (body.fd >= 0) {
+            sl_output_take_tail(&c->tx, body.fd, body.off, body.len, NULL, 0,
+                                NULL);
+            c->x.resp_body = body.len;
+        }
+        /* its head said so: a body it will not read is not waited for */
+        c->x.close_after = !c->x.req.keep_alive || c->x.req.has_body;
+    }
     c->x.resp_done = true;
     c->state = SL_CONN_WRITING;
     c->deadline = 0; /* the header deadline: from here, the send timeout */
@@ -477,7 +507,7 @@ static bool conn_hold(const sl_conn_t *c)
 /* The one driver: advance C as far as it can go without waiting. */
 static void conn_process(sl_conn_t *c)
 {
-    int rc;
+    int rc, map;
     int events;
 
     for (;;) {
@@ -511,6 +541,11 @@ static void conn_process(sl_conn_t *c)
                                   c->tx.buf.len - mark, true);
                 c->x.resp_done = true;
                 c->state = SL_CONN_WRITING;
+                continue;
+            }
+            if (c->h1.head_done &&
+                (map = sl_static_match(c->pump->statics, &c->x.req)) >= 0) {
+                conn_static(c, map);
                 continue;
             }
             if (c->h1.head_done) {

@@ -23,6 +23,7 @@
 #include "worker/loop/http.h"
 #include "worker/loop/pump.h"
 #include "worker/loop/served.h"
+#include "worker/loop/static.h"
 
 /* ------------------------------------------------------------------ */
 /* streams and the executor                                           */
@@ -152,11 +153,43 @@ static void answer_self(sl_h2_t *h2, sl_h2_stream_t *s, int status)
     }
 }
 
+/* Answer S from the --static map MAP (static.h): the head, then the file
+ * as the stream's tail. */
+static void answer_static(sl_h2_t *h2, sl_h2_stream_t *s, int map)
+{
+    sl_exch_t *x = &s->x;
+    sl_pump_t *p = h2->c->pump;
+    sl_static_body_t body;
+    size_t mark;
+
+    x->req.start = ev_now(p->loop);
+    (void)sl_bufcache_get(&p->bufs, &s->raw, SL_BUFCACHE_MIN);
+    mark = s->raw.len;
+    if (sl_static_answer(p->statics, map, &x->req, &s->raw, &body) < 0) {
+        answer_self(h2, s, 500); /* out of memory: nothing was added */
+        return;
+    }
+    sl_exch_note_head(x, s->raw.data + mark, s->raw.len - mark, true);
+    if (body.fd >= 0) {
+        s->file_fd = body.fd;
+        s->file_off = body.off;
+        s->file_len = body.len;
+        x->resp_body = body.len;
+    }
+    s->resp_end = true;
+    answer(h2, s);
+    if (!s->counted) {
+        s->counted = true;
+        sl_exch_done(p, x, true);
+    }
+}
+
 /* Hand S's request to the executor, or run it here (on-loop). */
 static void dispatch(sl_h2_t *h2, sl_h2_stream_t *s)
 {
     sl_pump_t *p = h2->c->pump;
     sl_exch_t *x = &s->x;
+    int map;
 
     if (s->http_error != 0) {
         answer_self(h2, s, s->http_error);
@@ -164,6 +197,10 @@ static void dispatch(sl_h2_t *h2, sl_h2_stream_t *s)
     }
     if (sl_http_is_health(&x->req, p->opt->health_path)) {
         answer_self(h2, s, 0);
+        return;
+    }
+    if ((map = sl_static_match(p->statics, &x->req)) >= 0) {
+        answer_static(h2, s, map);
         return;
     }
     pthread_mutex_lock(&x->mu);

@@ -91,7 +91,10 @@ struct sl_pump {
     sl_drain_t drain;     /* embedded: control channel, signals, drain
                              (drain.h) */
     sl_accesslog_t *alog; /* owned: the access log, NULL when off */
-    sl_bufcache_t bufs;   /* owned: freed connection buffers (bufcache.h) */
+    /* borrowed: the --static maps (static.h), NULL when none; the
+     * worker's, loaded with the app */
+    const struct sl_static *statics;
+    sl_bufcache_t bufs; /* owned: freed connection buffers (bufcache.h) */
 };
 
 /* Set up the loop, pool and listeners for EXEC (borrowed: a table that
