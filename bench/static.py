@@ -23,7 +23,8 @@ from /proc before and after). Arms:
     sluice-wsgi-file     sluice -w 1, apps/static_wsgi.py (no framework)
 
 Then, once, `strace -c -f` on the worker of nginx and of sluice-static
-for a short wrk run of the 1 KiB file: system calls per request, by call.
+for a short wrk run of the 1 KiB and the 100 KiB file: system calls per
+request, by call.
 The report (medians over rounds) goes to bench/results/static.md, the
 runs to $LOGDIR/static.json (--json). See bench/README.md.
 """
@@ -193,13 +194,13 @@ def parse_strace(text):
     return out
 
 
-def strace_run(arm, ctx_base, args, logdir, contents):
+def strace_run(arm, name, ctx_base, args, logdir, contents):
     """One server of ARM; its worker processes (every process of its tree
     but the one started) traced by `strace -c -f` while wrk fetches the
-    1 KiB file. Returns the record for the report."""
-    name = "1k"
+    file NAME. Returns the record for the report."""
+    tag = "%s-strace-%s" % (arm.name, name)
     srv = run.Server(arm, dict(ctx_base, port=run.free_port()),
-                     args.server_cpu, logdir, "%s-strace" % arm.name)
+                     args.server_cpu, logdir, tag)
     rec = {"arm": arm.name, "file": name, "conns": args.strace_conns,
            "duration_s": args.strace_duration}
     tracer = None
@@ -212,13 +213,13 @@ def strace_run(arm, ctx_base, args, logdir, contents):
         workers = sorted(p for p, _st in run.process_tree(root) if p != root)
         if not workers:
             raise run.Skip("no worker process found under pid %d" % root)
-        out = Path(logdir) / ("strace-%s.txt" % arm.name)
+        out = Path(logdir) / ("%s.txt" % tag)
         argv = [run.TASKSET, "-c", str(args.client_cpu), STRACE, "-c", "-f",
                 "-o", str(out)]
         for p in workers:
             argv += ["-p", str(p)]
         rec["command"] = " ".join(argv[:7] + [
-            "$LOGDIR/strace-%s.txt" % arm.name, "-p", "WORKERPID"])
+            "$LOGDIR/%s.txt" % tag, "-p", "WORKERPID"])
         tracer = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
@@ -386,7 +387,8 @@ def strace_table(doc):
                    key=lambda c: -max(s["calls"].get(c, (0, 0))[0]
                                       / s["requests"] for s in recs))
     out = ["| system call | %s |" % " | ".join(
-               "%s calls/req (errors/req)" % s["arm"] for s in recs),
+               "%s, %s: calls/req (errors/req)" % (s["arm"], s["file"])
+               for s in recs),
            "|---|%s" % ("---:|" * len(recs))]
     for c in names:
         cells = []
@@ -400,9 +402,10 @@ def strace_table(doc):
     out.append("| **all** | %s |" % " | ".join(
         "%.2f" % (sum(v[0] for v in s["calls"].values()) / s["requests"])
         for s in recs))
-    out += ["", "Requests counted: %s (wrk, %d connections, %d s, the 1 KiB "
-            "file; calls below 0.001 per request left out)." % (
-                ", ".join("%s %d" % (s["arm"], s["requests"]) for s in recs),
+    out += ["", "Requests counted: %s (wrk, %d connections, %d s; calls "
+            "below 0.001 per request left out)." % (
+                ", ".join("%s %s: %d" % (s["arm"], s["file"], s["requests"])
+                          for s in recs),
                 recs[0]["conns"], recs[0]["duration_s"])]
     return out
 
@@ -454,7 +457,7 @@ def markdown(doc):
     w("## System calls per request (strace)")
     w("")
     w("`strace -c -f` attached to the worker process (every thread) of a "
-      "fresh server for one wrk run of the 1 KiB file; calls over the "
+      "fresh server for one wrk run of one file; calls over the "
       "requests wrk completed. Under strace the server is several times "
       "slower, so calls that depend on batching (epoll_wait, reads that "
       "find nothing) may come out higher than unattached; the per-file "
@@ -489,7 +492,8 @@ def markdown(doc):
     w("- **wrk**: `%s`" % m["wrk_command"])
     for s in doc.get("strace", []):
         if s.get("command"):
-            w("- **strace** (%s): `%s`" % (s["arm"], s["command"]))
+            w("- **strace** (%s, %s): `%s`" % (s["arm"], s["file"],
+                                                s["command"]))
     w("")
     if doc["skipped"]:
         w("## Skipped")
@@ -522,6 +526,8 @@ def parse_args():
     ap.add_argument("--no-strace", action="store_true")
     ap.add_argument("--strace-duration", type=int, default=3)
     ap.add_argument("--strace-conns", type=int, default=16)
+    ap.add_argument("--strace-files", default="1k,100k",
+                    help="the files of the strace runs (default 1k,100k)")
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--sluice-bin",
@@ -667,12 +673,14 @@ def main():
                             "log_problems", []).extend(problems)
         stx = []
         if not args.no_strace and os.access(STRACE, os.X_OK):
-            for arm in runnable:
-                if arm.name in STRACE_ARMS:
-                    stx.append(strace_run(arm, ctx_base, args, logdir,
+            for arm in [a for a in runnable if a.name in STRACE_ARMS]:
+                for fname in args.strace_files.split(","):
+                    stx.append(strace_run(arm, fname, ctx_base, args, logdir,
                                           contents))
-                    print("strace %s: %s" % (arm.name, stx[-1].get(
-                        "error", "%d requests" % stx[-1].get("requests", 0))),
+                    print("strace %s %s: %s" % (
+                        arm.name, fname, stx[-1].get("error", "%d requests"
+                                                     % stx[-1].get(
+                                                         "requests", 0))),
                         flush=True)
     except (KeyboardInterrupt, SystemExit):
         if current[0] is not None:
