@@ -35,6 +35,7 @@ import datetime
 import http.client
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -438,7 +439,8 @@ def markdown(doc):
       "after the measured run, over the requests wrk completed. *both CPUs "
       "µs/req*: every CPU's busy time (server, wrk, kernel) over the same "
       "requests: over loopback part of the kernel's TCP work for the server "
-      "lands on wrk's CPU. *(rounds)*: the ratio's min–max over the rounds, "
+      "lands on wrk's CPU; it also counts whatever else ran (read it on "
+      "rows that are not *disturbed*). *(rounds)*: the ratio's min–max over the rounds, "
       "each pairing two runs of the same round")
     w("- Files: `/static/1k.bin`, `/static/100k.bin`, `/static/1m.bin` "
       "(1024, 102400, 1048576 bytes) in `$LOGDIR/static`")
@@ -510,6 +512,21 @@ def markdown(doc):
 
 
 # ---------------------------------------------------------------- driver
+
+
+def command_line(argv):
+    """How the report was made, with the output files' places left out (a
+    path of this machine has no place in a committed report)."""
+    out, hide = [], False
+    for a in argv:
+        if hide:
+            out.append("FILE")
+        elif a.startswith(("--json=", "--out=")):
+            out.append(a.split("=")[0] + "=FILE")
+        else:
+            out.append(a)
+        hide = a in ("--json", "--out")
+    return shlex.join(["/usr/bin/python3", "bench/static.py"] + out)
 
 
 def parse_args():
@@ -616,8 +633,7 @@ def main():
         "label": args.label, "rounds": args.rounds, "conns": conns_list,
         "duration_s": args.duration, "warmup_s": args.warmup,
         "server_cpu": args.server_cpu, "client_cpu": args.client_cpu,
-        "command": "/usr/bin/python3 bench/static.py " + " ".join(
-            sys.argv[1:]),
+        "command": command_line(sys.argv[1:]),
         "git_commit": subprocess.run(
             ["git", "-C", str(run.ROOT), "rev-parse", "--short", "HEAD"],
             capture_output=True, text=True).stdout.strip(),
