@@ -89,7 +89,9 @@ int sl_date_parse(const char *p, size_t n, time_t *out)
         hh < 0 || hh > 23 || mm < 0 || mm > 59 || ss < 0 || ss > 60)
         return -1;
     mon = (int)(m - months) / 3;
-    if (day > mdays[mon])
+    if (day > mdays[mon] ||
+        (mon == 1 && day == 29 &&
+         (year % 4 != 0 || (year % 100 == 0 && year % 400 != 0))))
         return -1;
     tm.tm_mday = day;
     tm.tm_mon = mon;

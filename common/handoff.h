@@ -34,7 +34,7 @@
 
 /* Bump when anything above, the layout of sl_ctl_msg_t (common/ctl.h) or
  * that of the metrics segment changes. */
-#define SL_HANDOFF_VERSION 7
+#define SL_HANDOFF_VERSION 8
 
 /* Listening sockets per server: at most SL_MAX_BINDS from --bind, but
  * systemd (LISTEN_FDS) and a binary upgrade may pass up to this many. */

@@ -32,6 +32,11 @@
 /* The buckets' upper bounds, seconds: 0.0005 .. 10. */
 extern const double sl_metrics_bounds[SL_METRICS_BUCKETS];
 
+/* Who answered (label handler="app", "static"): a --static map (the
+ * worker's static.c), or anything else, the server's own answers (errors,
+ * the health check) included. */
+enum { SL_METRICS_APP, SL_METRICS_STATIC, SL_METRICS_HANDLERS };
+
 /* Method classes (label method="GET", ..., "other"). */
 enum {
     SL_METRICS_GET,
@@ -64,7 +69,8 @@ typedef struct {
 
 /* One worker's slot. Counters first, gauges after `conns_open`. */
 typedef struct {
-    uint64_t requests[SL_METRICS_METHODS][SL_METRICS_CODES];
+    uint64_t requests[SL_METRICS_HANDLERS][SL_METRICS_METHODS]
+                     [SL_METRICS_CODES];
     sl_metrics_hist_t duration; /* head complete -> response written */
     sl_metrics_hist_t queue;    /* head complete -> a lane starts it */
     sl_metrics_hist_t lag;      /* lateness of the loop's 1 Hz timer */
@@ -81,7 +87,7 @@ typedef struct {
     uint64_t lanes_busy;
     uint64_t ws_open;
     uint64_t h2_conns_open;
-    uint64_t h2_streams_open; /* to 896 bytes, a multiple of 64 */
+    uint64_t h2_streams_open; /* to 1280 bytes, a multiple of 64 */
 } sl_metrics_slot_t;
 
 #define SL_METRICS_NCOUNTERS (offsetof(sl_metrics_slot_t, conns_open) / 8)

@@ -650,9 +650,11 @@ sl_optarg_t sl_options_lookup(const char *name, const char **canon)
         strcmp(d->name, "reload-extra-file") == 0 ||
         strcmp(d->name, "insecure-bind") == 0 ||
         strcmp(d->name, "certfile") == 0 || strcmp(d->name, "keyfile") == 0 ||
-        strcmp(d->name, "static") == 0 ||
-        strcmp(d->name, "static-cache-control") == 0) {
+        strcmp(d->name, "static") == 0) {
         return SL_OPTARG_LIST;
+    }
+    if (strcmp(d->name, "static-cache-control") == 0) {
+        return SL_OPTARG_LINES;
     }
     return SL_OPTARG_ONE;
 }

@@ -200,6 +200,8 @@ typedef enum {
     SL_OPTARG_FLAG,         /* no argument: "name = true" sets it */
     SL_OPTARG_ONE,          /* one value; a later one replaces it */
     SL_OPTARG_LIST,         /* repeatable: each value adds one */
+    SL_OPTARG_LINES,        /* the same, but a file's line is one value
+                               (commas are its own: --static-cache-control) */
 } sl_optarg_t;
 
 /* Called by sl_options_scan() for each option (NAME its long name without

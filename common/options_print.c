@@ -408,6 +408,8 @@ static int md_file_cell(const sl_options_t *o, const opt_def_t *d, int argc,
     free(lines);
     if (arg == SL_OPTARG_LIST) {
         fputs(" (a list: repeat the line, or separate values by commas)", out);
+    } else if (arg == SL_OPTARG_LINES) {
+        fputs(" (a list: repeat the line)", out);
     } else if (arg == SL_OPTARG_FLAG) {
         fputs(" (`true` or `false`)", out);
     }

@@ -283,7 +283,8 @@ static int add_file_entries(merge_t *m, sl_conffile_t *words, const char *path)
 static bool overridden(const merge_t *m, int i)
 {
     const entry_t *e = &m->entries[i];
-    bool list = sl_options_lookup(e->name, NULL) == SL_OPTARG_LIST;
+    sl_optarg_t kind = sl_options_lookup(e->name, NULL);
+    bool list = kind == SL_OPTARG_LIST || kind == SL_OPTARG_LINES;
 
     for (int j = i + 1; j < m->n; j++) {
         const entry_t *l = &m->entries[j];

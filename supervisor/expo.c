@@ -14,6 +14,7 @@
 static const char *const method_names[SL_METRICS_METHODS] = {
     "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "other",
 };
+static const char *const handler_names[SL_METRICS_HANDLERS] = {"app", "static"};
 static const char *const code_names[SL_METRICS_CODES] = {
     "1xx", "2xx", "3xx", "4xx", "5xx", "none",
 };
@@ -55,12 +56,16 @@ int sl_expo_format(sl_buf_t *b, const sl_metrics_slot_t *retired,
     }
 
     family(&o, "sluice_requests_total", "counter",
-           "Requests served, by method and status class.");
-    for (int m = 0; m < SL_METRICS_METHODS; m++) {
-        for (int c = 0; c < SL_METRICS_CODES; c++) {
-            put(&o, "sluice_requests_total{method=\"%s\",code=\"%s\"} %llu\n",
-                method_names[m], code_names[c],
-                (unsigned long long)t.requests[m][c]);
+           "Requests served, by method, status class and handler.");
+    for (int h = 0; h < SL_METRICS_HANDLERS; h++) {
+        for (int m = 0; m < SL_METRICS_METHODS; m++) {
+            for (int c = 0; c < SL_METRICS_CODES; c++) {
+                put(&o,
+                    "sluice_requests_total{method=\"%s\",code=\"%s\","
+                    "handler=\"%s\"} %llu\n",
+                    method_names[m], code_names[c], handler_names[h],
+                    (unsigned long long)t.requests[h][m][c]);
+            }
         }
     }
     histogram(&o, "sluice_request_duration_seconds",

@@ -29,7 +29,8 @@ static int run_supervisor(sl_options_t *o, char **args, char **eff);
 static int check_config(const sl_options_t *o, char **eff);
 static int open_listeners(sl_options_t *o, sl_listener_t *ls);
 static int tell_tls(const sl_listener_t *ls, int n);
-static void give_files(const sl_options_t *o, const sl_listener_t *ls, int n);
+static void give_files(const sl_listener_t *ls, int n);
+static void give_error_log(const sl_options_t *o);
 static int check_access_log(const sl_options_t *o);
 
 int main(int argc, char **argv)
@@ -112,6 +113,8 @@ static int run_supervisor(sl_options_t *o, char **args, char **eff)
     if (check_access_log(o) == -1) {
         return SL_EXIT_USAGE;
     }
+    /* before the TLS check: it runs as the workers' user, and opens it */
+    give_error_log(o);
     if (o->certfile != NULL) {
         int rc = sl_spawn_check_tls(worker_exe, eff, false);
         if (rc != SL_EXIT_OK) {
@@ -127,7 +130,7 @@ static int run_supervisor(sl_options_t *o, char **args, char **eff)
         sl_listen_close(ls, n, true);
         return SL_EXIT_USAGE;
     }
-    give_files(o, ls, n);
+    give_files(ls, n);
     /* before any worker exists: they inherit it */
     (void)sl_nofile_fit(sl_nofile_need(o, n), o->worker_connections);
     int rc = sl_supervisor_run(o, worker_exe, args, eff, ls, n);
@@ -167,9 +170,9 @@ static int tell_tls(const sl_listener_t *ls, int n)
 /* With --user/--group, what the workers must be able to open by name is
  * theirs, as gunicorn does it: the unix sockets this supervisor created
  * (so that the app's user owns its socket) and the error log (which
- * workers open, and reopen on USR1). A failure is a warning: the operator
- * may have arranged permissions otherwise. */
-static void give_files(const sl_options_t *o, const sl_listener_t *ls, int n)
+ * workers open, and reopen on USR1; so does the TLS check). A failure is
+ * a warning: the operator may have arranged permissions otherwise. */
+static void give_files(const sl_listener_t *ls, int n)
 {
     uid_t uid;
     gid_t gid;
@@ -183,7 +186,15 @@ static void give_files(const sl_options_t *o, const sl_listener_t *ls, int n)
                          ls[i].path, (long)uid, (long)gid);
         }
     }
-    if (o->error_logfile != NULL && chown(o->error_logfile, uid, gid) == -1) {
+}
+
+static void give_error_log(const sl_options_t *o)
+{
+    uid_t uid;
+    gid_t gid;
+
+    if (o->error_logfile != NULL && sl_spawn_identity(&uid, &gid) &&
+        chown(o->error_logfile, uid, gid) == -1) {
         sl_log_errno(SL_LOG_WARNING, "chown(\"%s\", %ld, %ld) failed",
                      o->error_logfile, (long)uid, (long)gid);
     }

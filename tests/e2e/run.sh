@@ -36,6 +36,8 @@ passes=${SLUICE_E2E_PASSES:-plain tls}
 # seen).
 TLS_SUITES="
     tests/e2e/test_http.py
+    tests/e2e/test_static.py
+    tests/e2e/test_static_serving.py
     tests/e2e/test_pipelining.py
     tests/e2e/test_wsgi_input.py
     tests/e2e/test_wsgi_response.py

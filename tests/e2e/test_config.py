@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+import helpers
+
 from helpers import (APPS, Server, alive, assert_usage_error, base_command,
                      children_of, copied_binary, free_port, run_cli, wait_gone,
                      wait_until)
@@ -471,6 +473,35 @@ def test_user_nobody(tmp_path, servers, open_dir, kind, executor):
     assert (st.st_uid, st.st_gid) == (nobody.pw_uid, nobody.pw_gid)
     assert os.stat(s.error_log).st_uid == nobody.pw_uid
     assert s.get("/hello").status == 200
+
+
+@needs_root
+def test_user_nobody_with_tls(tmp_path, servers, open_dir):
+    """--user with TLS: the supervisor's TLS check runs as the workers'
+    user and opens the error log, so the log is theirs before it runs
+    (it used to be created by root first: exit 2, "cannot open the error
+    log")."""
+    nobody = pwd.getpwnam("nobody")
+    pki = helpers.tls_pki()
+    for name in ("cert", "key"):
+        shutil.copy(pki[name], open_dir / ("%s.pem" % name))
+        os.chmod(open_dir / ("%s.pem" % name), 0o644)
+    s = ConfServer(open_dir / "srv", "wsgi_app:app", tmp_path / "c.conf",
+                   env={"E2E_CALL_LOG": ""})
+    s.workdir.chmod(0o755)
+    s.conf.write_text(conf_text(
+        s, s.error_log, 1, "user = nobody\ncertfile = %s\nkeyfile = %s\n"
+        % (open_dir / "cert.pem", open_dir / "key.pem")))
+    start(servers, s)
+    (pid,) = s.wait_workers(1)
+    assert status_ids(pid)["Uid"] == [str(nobody.pw_uid)] * 4
+    assert os.stat(s.error_log).st_uid == nobody.pw_uid
+    out = subprocess.run(
+        ["curl", "-sS", "--cacert", str(pki["ca"]), "-o", "/dev/null",
+         "-w", "%{http_code}",
+         "https://localhost:%d/hello" % s.port], capture_output=True,
+        text=True, timeout=20)
+    assert out.stdout == "200", out
 
 
 @needs_root

@@ -53,6 +53,14 @@ def metrics_server(make_server, app="wsgi", inline=False, workers=2,
     # listen on the metrics address yet.
     helpers.wait_until(lambda: workers_up(s) == workers,
                        helpers.START_TIMEOUT, "%d workers up" % workers)
+    if s.ready_path is not None:
+        # the worker counts the readiness probe once it has written the
+        # answer, which the probe may have read a moment before: a test's
+        # first scrape must not miss it, or its deltas count it too
+        helpers.wait_until(
+            lambda: total(scrape(s, check=False),
+                          "sluice_requests_total{") >= 1,
+            5, "the readiness probe to be counted")
     return s
 
 
@@ -102,8 +110,18 @@ def scrape(server, check=True):
     return parse(text)
 
 
-def req(method, code):
-    return 'sluice_requests_total{method="%s",code="%s"}' % (method, code)
+def req(method, code, handler="app"):
+    """The series of sluice_requests_total: HANDLER "app" is every request
+    but those a --static map answered."""
+    return 'sluice_requests_total{method="%s",code="%s",handler="%s"}' % (
+        method, code, handler)
+
+
+def handler_total(samples, handler):
+    """sluice_requests_total summed over methods and codes."""
+    return sum(v for k, v in samples.items()
+               if k.startswith("sluice_requests_total{")
+               and k.endswith(',handler="%s"}' % handler))
 
 
 def total(samples, prefix):
@@ -149,6 +167,8 @@ def test_counts_after_requests_are_exact(make_server, app, inline):
     n = len(plan)
     assert total(after, "sluice_requests_total") - \
         total(before, "sluice_requests_total") == n
+    assert handler_total(after, "app") - handler_total(before, "app") == n
+    assert handler_total(after, "static") == 0
     for hist in ("sluice_request_duration_seconds",
                  "sluice_request_queue_seconds"):
         assert after[hist + "_count"] - before[hist + "_count"] == n, hist
@@ -165,6 +185,28 @@ def test_counts_after_requests_are_exact(make_server, app, inline):
     assert after["sluice_worker_boot_seconds_count"] == 2
     assert after["sluice_lanes"] == 2
     assert after["sluice_workers_target"] == 2
+
+
+def test_server_own_answers_are_the_apps(make_server):
+    """A request the server refuses itself counts under handler="app";
+    every method, code and handler has its series from the start."""
+    s = metrics_server(make_server)
+    before = scrape(s)
+    methods = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS",
+               "other")
+    codes = ("1xx", "2xx", "3xx", "4xx", "5xx", "none")
+    for handler in ("app", "static"):
+        for method in methods:
+            for code in codes:
+                assert req(method, code, handler) in before
+    assert len([k for k in before
+                if k.startswith("sluice_requests_total{")]) == 2 * 8 * 6
+    with s.connect() as c:
+        c.send(b"GET / HTTP/1.1\r\nHost: h\r\nno colon here\r\n\r\n")
+        assert c.read_response().status == 400
+    after = wait_delta(s, before, req("other", "4xx"), 1)
+    assert handler_total(after, "app") - handler_total(before, "app") == 1
+    assert handler_total(after, "static") == 0
 
 
 def test_endpoint_answers_only_get_metrics(make_server):

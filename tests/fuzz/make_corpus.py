@@ -3,8 +3,9 @@
 tests/fuzz/corpus/ws/, of tests/fuzz/fuzz_proxy.c into
 tests/fuzz/corpus/proxy/, of tests/fuzz/fuzz_http.c into
 tests/fuzz/corpus/http/, of tests/fuzz/fuzz_config.c into
-tests/fuzz/corpus/config/ and of tests/fuzz/fuzz_tls.c into
-tests/fuzz/corpus/tls/ (committed; re-run after changing an input
+tests/fuzz/corpus/config/, of tests/fuzz/fuzz_tls.c into
+tests/fuzz/corpus/tls/ and of tests/fuzz/fuzz_static.c into
+tests/fuzz/corpus/static/ (committed; re-run after changing an input
 format). Files whose names begin with "regress-" are regression inputs
 (findings), kept as they were found: this script leaves them alone.
 
@@ -363,8 +364,72 @@ TLS_SEEDS = {
     "alpn-empty": b"\x01\x00",
 }
 
+# fuzz_static.c: the room for the path (a byte), a shift (a byte) and a
+# size (eight bytes, little-endian, shifted right by it), then the value
+# every function reads: a path, a Range, an Accept-Encoding value, and an
+# entity-tag list, '\n', a tag.
+def static(value, cap=255, size=10, shift=0):
+    return bytes([cap, shift]) + struct.pack("<Q", size) + value
+
+
+STATIC_SEEDS = {
+    "path-plain": static(b"css/site.min.css", cap=17),
+    "path-slashes": static(b"//a//b/"),
+    "path-trailing-slash": static(b"a/b/", cap=4),
+    "path-utf8": static(b"caf%C3%A9/%E2%82%AC.txt"),
+    "path-raw-utf8": static("café/€.txt".encode()),
+    "path-plus": static(b"a+b%2B%20c"),
+    "path-dotdot": static(b"a/../b"),
+    "path-encoded-dots": static(b"%2e%2E/x"),
+    "path-hidden": static(b"a/.git/config"),
+    "path-encoded-hidden": static(b"%2eenv"),
+    "path-encoded-slash": static(b"a%2Fb"),
+    "path-bad-escape": static(b"a%4"),
+    "path-nul": static(b"a%00b"),
+    "path-control": static(b"a%0a%7fb"),
+    "path-backslash": static(b"a%5cb\\c"),
+    "path-tight": static(b"abc", cap=3),
+    "path-no-room": static(b"abc", cap=0),
+    "range-one": static(b"bytes=0-0"),
+    "range-open": static(b"bytes=5-"),
+    "range-suffix": static(b"bytes=-3"),
+    "range-suffix-zero": static(b"bytes=-0"),
+    "range-suffix-long": static(b"bytes=-11"),
+    "range-past-end": static(b"bytes=2-1000"),
+    "range-last-at-size": static(b"bytes=0-10"),
+    "range-unsat": static(b"bytes=10-"),
+    "range-backwards": static(b"bytes=5-2"),
+    "range-several": static(b"bytes=1-2,4-5"),
+    "range-unit": static(b"items=0-1"),
+    "range-spaces": static(b" BYTES = 1-2\t"),
+    "range-19-digits": static(b"bytes=0-9999999999999999999", size=1 << 63),
+    "range-20-digits": static(b"bytes=0-18446744073709551615"),
+    "range-size-0": static(b"bytes=0-", size=0),
+    "range-size-max": static(b"bytes=-1", size=(1 << 64) - 1),
+    "range-shifted": static(b"bytes=100-", size=(1 << 64) - 1, shift=56),
+    "etag-list": static(b'"a", W/"b", "x"\n"x"'),
+    "etag-weak": static(b'W/"x"\n"x"'),
+    "etag-star": static(b'*\n"x"'),
+    "etag-weak-tag": static(b'"x"\nW/"x"'),
+    "etag-empty-tag": static(b'""\n""'),
+    "etag-malformed": static(b'junk, "x"\n"x"'),
+    "etag-unterminated": static(b'"x\n"x"'),
+    "accept-browser": static(b"gzip, deflate, br, zstd"),
+    "accept-q": static(b"br;q=0, gzip;q=0.5, *;q=0.1"),
+    "accept-star-refused": static(b"gzip;q=0, *"),
+    "accept-star-zero": static(b"*;q=0"),
+    "accept-q-edges": static(b"br;q=0.001, gzip;q=1.000, identity;q=0"),
+    "accept-x-gzip": static(b"x-gzip ; Q=1.0"),
+}
+
 
 def main():
+    sout = os.path.join(os.path.dirname(OUT), "static")
+    os.makedirs(sout, exist_ok=True)
+    for name, data in STATIC_SEEDS.items():
+        with open(os.path.join(sout, name), "wb") as f:
+            f.write(data)
+    print(f"{len(STATIC_SEEDS)} seeds in {sout}")
     tout = os.path.join(os.path.dirname(OUT), "tls")
     os.makedirs(tout, exist_ok=True)
     for name, data in TLS_SEEDS.items():

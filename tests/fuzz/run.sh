@@ -7,10 +7,11 @@
 # forwarding headers), fuzz_http (the request parser, pipelined, cut at
 # every byte), fuzz_config (configuration file, SLUICE_CMD_ARGS, the
 # option parser), fuzz_tls (the server name and ALPN choices of a
-# handshake) and fuzz_h2 (the HTTP/2 session, cut at every byte), or the
-# NAMEs given. Targets run FUZZ_JOBS at a time (default 2, the CI
-# machine's cores): six targets of 40 s take three rounds, about two
-# minutes.
+# handshake), fuzz_h2 (the HTTP/2 session, cut at every byte) and
+# fuzz_static (a static file's path, Range, entity tags and
+# Accept-Encoding), or the NAMEs given. Targets run FUZZ_JOBS at a time
+# (default 2, the CI machine's cores): seven targets of 40 s take four
+# rounds, under three minutes.
 #
 # usage: [FUZZ_JOBS=N] tests/fuzz/run.sh [SECONDS [NAME...]]
 #
@@ -23,7 +24,7 @@ set -u
 
 secs=${1:-40}
 [ $# -gt 0 ] && shift
-targets=${*:-ws proxy http config tls h2}
+targets=${*:-ws proxy http config tls h2 static}
 jobs=${FUZZ_JOBS:-2}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 cc=${FUZZ_CC:-clang-14}

@@ -19,6 +19,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
+#include "common/metrics.h"
 #include "tests/unit/buf_faults.h"
 #include "tests/unit/conn_harness.h"
 #include "tests/unit/harness.h"
@@ -133,6 +134,36 @@ START_TEST(test_keep_alive_requests_get_new_generations)
     }
     ck_assert_uint_eq(pump.served, 3);
     ck_assert_uint_eq(pump.pool.nactive, 1);
+}
+END_TEST
+
+/* The metrics' handler is the request's: one a --static map answered
+ * (static.c marks it; here the test does) leaves the next request on the
+ * connection the app's. */
+START_TEST(test_keep_alive_request_forgets_static)
+{
+    sl_metrics_slot_t before = *sl_metrics_self;
+    const sl_metrics_slot_t *now = sl_metrics_self;
+    sl_ticket_t t;
+
+    UP(NULL);
+    for (int i = 0; i < 2; i++) {
+        h_sends(&client, "GET /again HTTP/1.1\r\nHost: h\r\n\r\n");
+        take_request(&t);
+        ck_assert(!client.conn->x.req.from_static);
+        client.conn->x.req.from_static = i == 0;
+        respond(t.gen, "x");
+        ck_assert(h_response(&pump, &client, &resp, false));
+        ck_assert_int_eq(resp.status, 200);
+    }
+    ck_assert_uint_eq(
+        now->requests[SL_METRICS_STATIC][SL_METRICS_GET][SL_METRICS_2XX] -
+            before.requests[SL_METRICS_STATIC][SL_METRICS_GET][SL_METRICS_2XX],
+        1);
+    ck_assert_uint_eq(
+        now->requests[SL_METRICS_APP][SL_METRICS_GET][SL_METRICS_2XX] -
+            before.requests[SL_METRICS_APP][SL_METRICS_GET][SL_METRICS_2XX],
+        1);
 }
 END_TEST
 
@@ -504,6 +535,7 @@ static Suite *conn_suite(void)
                         sizeof(split_at) / sizeof(split_at[0]));
     tcase_add_test(tc, test_head_one_byte_per_read);
     tcase_add_test(tc, test_keep_alive_requests_get_new_generations);
+    tcase_add_test(tc, test_keep_alive_request_forgets_static);
     tcase_add_test(tc, test_pipelined_in_order);
     tcase_add_test(tc, test_pipelined_before_eof_are_served);
     tcase_add_test(tc, test_pipelined_answers_leave_together);

@@ -38,6 +38,11 @@ static const char *format(const sl_metrics_slot_t *retired,
     return out.data;
 }
 
+/* The sample name of sluice_requests_total{METHOD, CODE, HANDLER}. */
+#define REQS(method, code, handler)                                            \
+    "sluice_requests_total{method=\"" method "\",code=\"" code                 \
+    "\",handler=\"" handler "\"}"
+
 /* The value of the sample line that begins with NAME followed by a space. */
 static double sample(const char *text, const char *name)
 {
@@ -57,22 +62,29 @@ START_TEST(test_counters_sum_retired_and_live)
     sl_expo_super_t sup = {.target = 2};
     const char *t;
 
-    retired.requests[SL_METRICS_GET][SL_METRICS_2XX] = 5;
-    w[0].m.requests[SL_METRICS_GET][SL_METRICS_2XX] = 3;
-    w[1].m.requests[SL_METRICS_GET][SL_METRICS_2XX] = 2;
-    w[1].m.requests[SL_METRICS_POST][SL_METRICS_5XX] = 1;
+    retired.requests[SL_METRICS_APP][SL_METRICS_GET][SL_METRICS_2XX] = 5;
+    w[0].m.requests[SL_METRICS_APP][SL_METRICS_GET][SL_METRICS_2XX] = 3;
+    w[1].m.requests[SL_METRICS_APP][SL_METRICS_GET][SL_METRICS_2XX] = 2;
+    w[1].m.requests[SL_METRICS_APP][SL_METRICS_POST][SL_METRICS_5XX] = 1;
+    retired.requests[SL_METRICS_STATIC][SL_METRICS_GET][SL_METRICS_3XX] = 2;
+    w[0].m.requests[SL_METRICS_STATIC][SL_METRICS_GET][SL_METRICS_2XX] = 6;
+    w[1].m.requests[SL_METRICS_STATIC][SL_METRICS_HEAD][SL_METRICS_2XX] = 1;
     retired.bytes_in = 100;
     w[0].m.bytes_in = 7;
     retired.conns_open = 99; /* a gauge in the retired totals is ignored */
     w[0].m.conns_open = 4;
     w[1].m.conns_open = 1;
     t = format(&retired, w, 2, 3, &sup);
-    ck_assert_double_eq(
-        sample(t, "sluice_requests_total{method=\"GET\",code=\"2xx\"}"), 10);
-    ck_assert_double_eq(
-        sample(t, "sluice_requests_total{method=\"POST\",code=\"5xx\"}"), 1);
-    ck_assert_double_eq(
-        sample(t, "sluice_requests_total{method=\"HEAD\",code=\"4xx\"}"), 0);
+    ck_assert_double_eq(sample(t, REQS("GET", "2xx", "app")), 10);
+    ck_assert_double_eq(sample(t, REQS("POST", "5xx", "app")), 1);
+    ck_assert_double_eq(sample(t, REQS("HEAD", "4xx", "app")), 0);
+    /* a --static map's responses: a series of their own, never the app's */
+    ck_assert_double_eq(sample(t, REQS("GET", "2xx", "static")), 6);
+    ck_assert_double_eq(sample(t, REQS("GET", "3xx", "static")), 2);
+    ck_assert_double_eq(sample(t, REQS("HEAD", "2xx", "static")), 1);
+    ck_assert_double_eq(sample(t, REQS("HEAD", "2xx", "app")), 0);
+    ck_assert_double_eq(sample(t, REQS("POST", "5xx", "static")), 0);
+    ck_assert_double_eq(sample(t, REQS("other", "none", "static")), 0);
     ck_assert_double_eq(sample(t, "sluice_received_bytes_total"), 107);
     ck_assert_double_eq(sample(t, "sluice_connections_open"), 5);
     ck_assert_double_eq(sample(t, "sluice_worker_up{worker=\"1\"}"), 1);
@@ -92,30 +104,32 @@ START_TEST(test_fold_never_goes_back)
     sl_expo_worker_t w = {.id = 1, .up = true};
     sl_expo_super_t sup = {0};
 
-    slot.requests[SL_METRICS_GET][SL_METRICS_2XX] = 4;
+    slot.requests[SL_METRICS_APP][SL_METRICS_GET][SL_METRICS_2XX] = 4;
+    /* the requests' last word: the fold walks them all */
+    slot.requests[SL_METRICS_STATIC][SL_METRICS_OTHER][SL_METRICS_NONE] = 3;
     slot.inflight = 2;
     sl_metrics_observe(&slot.duration, 0.003);
     sl_metrics_read(&slot, &w.m);
     double before =
-        sample(format(&retired, &w, 1, 1, &sup),
-               "sluice_requests_total{method=\"GET\",code=\"2xx\"}");
+        sample(format(&retired, &w, 1, 1, &sup), REQS("GET", "2xx", "app"));
     ck_assert_double_eq(before, 4);
 
     sl_metrics_fold(&retired, &slot);
-    ck_assert_uint_eq(slot.requests[SL_METRICS_GET][SL_METRICS_2XX], 0);
+    ck_assert_uint_eq(
+        slot.requests[SL_METRICS_APP][SL_METRICS_GET][SL_METRICS_2XX], 0);
     ck_assert_uint_eq(slot.inflight, 0);
     ck_assert_uint_eq(retired.inflight, 0); /* gauges are not folded */
     const char *t = format(&retired, NULL, 0, 1, &sup);
-    ck_assert_double_eq(
-        sample(t, "sluice_requests_total{method=\"GET\",code=\"2xx\"}"), 4);
+    ck_assert_double_eq(sample(t, REQS("GET", "2xx", "app")), 4);
+    ck_assert_double_eq(sample(t, REQS("other", "none", "static")), 3);
     ck_assert_double_eq(sample(t, "sluice_request_duration_seconds_count"), 1);
     ck_assert_double_eq(sample(t, "sluice_requests_in_flight"), 0);
 
-    slot.requests[SL_METRICS_GET][SL_METRICS_2XX] = 1; /* the replacement */
+    /* the replacement */
+    slot.requests[SL_METRICS_APP][SL_METRICS_GET][SL_METRICS_2XX] = 1;
     sl_metrics_read(&slot, &w.m);
     t = format(&retired, &w, 1, 1, &sup);
-    ck_assert_double_eq(
-        sample(t, "sluice_requests_total{method=\"GET\",code=\"2xx\"}"), 5);
+    ck_assert_double_eq(sample(t, REQS("GET", "2xx", "app")), 5);
 }
 END_TEST
 

@@ -29,14 +29,22 @@ START_TEST(test_worker_writes_what_the_supervisor_reads)
     ck_assert_int_eq(fcntl(dup_fd, F_GETFD), -1);
     ck_assert_ptr_ne(sl_metrics_self, &seg->slots[2]); /* its own mapping */
 
+    sl_metrics_slot_t *self = sl_metrics_self;
     sl_metrics_add(&sl_metrics_self->bytes_in, 42);
-    sl_metrics_add(&sl_metrics_self->requests[SL_METRICS_GET][SL_METRICS_2XX],
-                   1);
+    sl_metrics_add(
+        &self->requests[SL_METRICS_APP][SL_METRICS_GET][SL_METRICS_2XX], 1);
+    sl_metrics_add(
+        &self->requests[SL_METRICS_STATIC][SL_METRICS_HEAD][SL_METRICS_3XX], 2);
     sl_metrics_set(&sl_metrics_self->conns_open, 5);
     sl_metrics_observe(&sl_metrics_self->duration, 0.003);
     sl_metrics_read(&seg->slots[2], &copy);
     ck_assert_uint_eq(copy.bytes_in, 42);
-    ck_assert_uint_eq(copy.requests[SL_METRICS_GET][SL_METRICS_2XX], 1);
+    ck_assert_uint_eq(
+        copy.requests[SL_METRICS_APP][SL_METRICS_GET][SL_METRICS_2XX], 1);
+    ck_assert_uint_eq(
+        copy.requests[SL_METRICS_STATIC][SL_METRICS_HEAD][SL_METRICS_3XX], 2);
+    ck_assert_uint_eq(
+        copy.requests[SL_METRICS_APP][SL_METRICS_HEAD][SL_METRICS_3XX], 0);
     ck_assert_uint_eq(copy.conns_open, 5);
     ck_assert_uint_eq(copy.duration.bucket[3], 1); /* le 0.005 */
     ck_assert_uint_eq(copy.duration.sum_ns, 3000000);
@@ -44,6 +52,9 @@ START_TEST(test_worker_writes_what_the_supervisor_reads)
 
     sl_metrics_fold(&retired, &seg->slots[2]);
     ck_assert_uint_eq(retired.bytes_in, 42);
+    ck_assert_uint_eq(
+        retired.requests[SL_METRICS_STATIC][SL_METRICS_HEAD][SL_METRICS_3XX],
+        2);
     ck_assert_uint_eq(retired.conns_open, 0);
     ck_assert_uint_eq(sl_metrics_self->bytes_in, 0); /* zeroed for reuse */
     close(fd);

@@ -115,6 +115,15 @@ START_TEST(test_retire_once)
 }
 END_TEST
 
+/* How many more requests of HANDLER, METHOD and CODE this worker counted
+ * than BEFORE did. */
+static uint64_t requests_since(const sl_metrics_slot_t *before, int handler,
+                               int method, int code)
+{
+    return sl_metrics_self->requests[handler][method][code] -
+           before->requests[handler][method][code];
+}
+
 /* A finished request is counted by method and status class, with its
  * duration and queue time; one refused before its head was whole counts
  * as "other" with no times. */
@@ -132,10 +141,9 @@ START_TEST(test_request_done_counts_metrics)
     c->x.req.start = ev_now(pump.loop) - 0.2;
     c->x.picked = c->x.req.start + 0.1;
     sl_request_done(&pump, c);
-    ck_assert_uint_eq(
-        sl_metrics_self->requests[SL_METRICS_POST][SL_METRICS_5XX] -
-            before.requests[SL_METRICS_POST][SL_METRICS_5XX],
-        1);
+    ck_assert_uint_eq(requests_since(&before, SL_METRICS_APP, SL_METRICS_POST,
+                                     SL_METRICS_5XX),
+                      1);
     /* 0.1 s queued: the 0.1 bucket (le is inclusive); 0.2 s in all */
     ck_assert_uint_eq(sl_metrics_self->queue.bucket[7] - before.queue.bucket[7],
                       1);
@@ -147,12 +155,36 @@ START_TEST(test_request_done_counts_metrics)
     c->x.req.start = 0;
     before = *sl_metrics_self;
     sl_request_done(&pump, c);
-    ck_assert_uint_eq(
-        sl_metrics_self->requests[SL_METRICS_OTHER][SL_METRICS_NONE] -
-            before.requests[SL_METRICS_OTHER][SL_METRICS_NONE],
-        1);
+    ck_assert_uint_eq(requests_since(&before, SL_METRICS_APP, SL_METRICS_OTHER,
+                                     SL_METRICS_NONE),
+                      1);
     ck_assert(memcmp(&sl_metrics_self->duration, &before.duration,
                      sizeof(before.duration)) == 0);
+}
+END_TEST
+
+/* A response from a --static map counts under handler "static", and only
+ * there. */
+START_TEST(test_request_done_counts_static)
+{
+    sl_metrics_slot_t before = *sl_metrics_self;
+    sl_conn_t *c;
+
+    h_options(&opt, NULL);
+    h_pump_up(&pump, &opt);
+    c = &pump.pool.conns[0];
+    c->h1.head_done = true;
+    c->x.req.method = HTTP_GET;
+    c->x.resp_status = 304;
+    c->x.req.start = ev_now(pump.loop);
+    c->x.req.from_static = true;
+    sl_request_done(&pump, c);
+    ck_assert_uint_eq(requests_since(&before, SL_METRICS_STATIC, SL_METRICS_GET,
+                                     SL_METRICS_3XX),
+                      1);
+    ck_assert_uint_eq(
+        requests_since(&before, SL_METRICS_APP, SL_METRICS_GET, SL_METRICS_3XX),
+        0);
 }
 END_TEST
 
@@ -282,6 +314,7 @@ static Suite *pump_ctl_suite(void)
     tcase_add_test(tc, test_tick_sweeps);
     tcase_add_test(tc, test_retire_once);
     tcase_add_test(tc, test_request_done_counts_metrics);
+    tcase_add_test(tc, test_request_done_counts_static);
     tcase_add_test(tc, test_retire_jitter);
     tcase_add_test(tc, test_ctl_eof_drains);
     suite_add_tcase(s, tc);

@@ -100,6 +100,7 @@ static void conn_reset_request(sl_conn_t *c)
     c->x.resp_body = 0;
     pthread_mutex_unlock(&c->x.mu);
     c->x.req.start = 0;
+    c->x.req.from_static = false;
     sl_buf_compact(&c->rbuf);
     if (!busy)
         conn_free_idle_io(c);

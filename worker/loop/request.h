@@ -71,6 +71,10 @@ typedef struct {
     bool head; /* HEAD: no response body */
     bool tls;  /* came over TLS (the connection's): the scheme is https
                   unless a trusted proxy says otherwise */
+    /* loop thread: answered from a --static map (static.c), the metrics'
+     * handler label; here, not in the exchange, as it fills a hole (an
+     * idle connection's 1 KiB, test_conn_bufs.c) */
+    bool from_static;
     uint64_t content_length; /* valid when has_body and !chunked */
     bool chunked;
     bool websocket; /* a valid WebSocket handshake (conn_ws.h) */

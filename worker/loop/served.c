@@ -1,7 +1,7 @@
 /* served.c - a request's end, as the worker counts it: the metrics by
- * method and status class, its duration and queue time, its access-log
- * line, the served count and what it may ask of the supervisor (retire).
- * Loop thread.
+ * handler, method and status class, its duration and queue time, its
+ * access-log line, the served count and what it may ask of the supervisor
+ * (retire). Loop thread.
  */
 #include "config.h"
 
@@ -33,9 +33,9 @@ static int method_class(int method)
     }
 }
 
-/* X's request, counted by method and status class, with its duration and
- * queue time. The executor is done with it: resp_status and picked are
- * final. */
+/* X's request, counted by handler, method and status class, with its
+ * duration and queue time. The executor is done with it: resp_status and
+ * picked are final. */
 static void metrics_request(sl_pump_t *p, const sl_exch_t *x, bool head)
 {
     sl_metrics_slot_t *m = sl_metrics_self;
@@ -44,8 +44,9 @@ static void metrics_request(sl_pump_t *p, const sl_exch_t *x, bool head)
     int status = x->resp_status;
     int code =
         status >= 100 && status < 600 ? status / 100 - 1 : SL_METRICS_NONE;
+    int handler = x->req.from_static ? SL_METRICS_STATIC : SL_METRICS_APP;
 
-    sl_metrics_add(&m->requests[method][code], 1);
+    sl_metrics_add(&m->requests[handler][method][code], 1);
     if (start <= 0)
         return; /* refused before it began (a bad head) */
     sl_metrics_observe(&m->duration, ev_now(p->loop) - start);

@@ -393,6 +393,10 @@ int sl_static_answer(const sl_static_t *s, int map, const sl_req_t *r,
     if (r->method != HTTP_GET && r->method != HTTP_HEAD)
         return small(b, r, 405, "Allow: GET, HEAD\r\n");
     sl_http_target(r->hbuf.data + r->url_off, r->url_len, &t);
+    /* a folder's name (no listings), or a file's with a '/' after it:
+     * one URL a file, as the kernel's ENOTDIR says */
+    if (t.path_len == 0 || t.path[t.path_len - 1] == '/')
+        return small(b, r, 404, "");
     len =
         sl_static_path(t.path + m->plen, t.path_len - m->plen, path, PATH_MAX);
     if (len == SL_SPATH_BAD)

@@ -37,12 +37,8 @@ long sl_static_path(const char *p, size_t n, char *out, size_t cap)
     if (cap == 0)
         return SL_SPATH_LONG;
     while (i <= n) {
-        /* one segment, decoded into out[start..o) */
-        if (o > 0) {
-            if (o + 1 >= cap)
-                return SL_SPATH_LONG;
-            out[o++] = '/';
-        }
+        /* one segment, decoded into out[start..o); the '/' before it is
+         * written with its first byte (an empty one is no segment) */
         start = o;
         while (i < n && p[i] != '/') {
             unsigned char c = (unsigned char)p[i];
@@ -59,14 +55,18 @@ long sl_static_path(const char *p, size_t n, char *out, size_t cap)
             }
             if (refused_byte(c))
                 return SL_SPATH_BAD;
+            if (o == start && start > 0) {
+                if (o + 1 >= cap)
+                    return SL_SPATH_LONG;
+                out[o++] = '/';
+                start = o;
+            }
             if (o + 1 >= cap)
                 return SL_SPATH_LONG;
             out[o++] = (char)c;
         }
         len = o - start;
-        if (len == 0) {
-            o = start > 0 ? start - 1 : 0; /* "//" or a last '/' */
-        } else if (out[start] == '.') {
+        if (len > 0 && out[start] == '.') {
             if (len == 1 || (len == 2 && out[start + 1] == '.'))
                 return SL_SPATH_BAD;
             return SL_SPATH_HIDDEN;
@@ -85,17 +85,18 @@ static void trim(const char **p, size_t *n)
         (*n)--;
 }
 
-/* The decimal number at *P (at most 19 digits, at least one) into *V;
- * *P and *N move past it. -1 when there is none. */
+/* The decimal number at *P (at least one digit) into *V, UINT64_MAX
+ * when it is larger (a position past any file's end); *P and *N move past
+ * it. -1 when there is none. */
 static int number(const char **p, size_t *n, uint64_t *v)
 {
     size_t k = 0;
+    unsigned d;
 
     *v = 0;
     while (k < *n && (*p)[k] >= '0' && (*p)[k] <= '9') {
-        if (k == 19)
-            return -1;
-        *v = *v * 10 + (uint64_t)((*p)[k] - '0');
+        d = (unsigned)((*p)[k] - '0');
+        *v = *v > (UINT64_MAX - d) / 10 ? UINT64_MAX : *v * 10 + d;
         k++;
     }
     if (k == 0)
@@ -144,24 +145,34 @@ int sl_static_range(const char *v, size_t n, uint64_t size, uint64_t *first,
     return SL_RANGE_ONE;
 }
 
+/* The blanks at V[I..N) skipped: the new I. */
+static size_t blanks(const char *v, size_t n, size_t i)
+{
+    while (i < n && (v[i] == ' ' || v[i] == '\t'))
+        i++;
+    return i;
+}
+
 bool sl_static_etag_match(const char *v, size_t n, const char *tag, size_t tn,
                           bool weak)
 {
-    size_t i = 0, end;
-    bool item_weak;
+    size_t i = blanks(v, n, 0), end;
+    bool item_weak, hit = false;
 
+    if (i < n && v[i] == '*') /* "*" alone: any tag */
+        return blanks(v, n, i + 1) == n;
+    /* the whole list is read: a malformed one names nothing, even after
+     * an item that matched */
     for (;;) {
         while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
             i++;
         if (i == n)
-            return false;
-        if (v[i] == '*')
-            return true;
+            return hit;
         item_weak = n - i >= 2 && v[i] == 'W' && v[i + 1] == '/';
         if (item_weak)
             i += 2;
         if (i == n || v[i] != '"')
-            return false; /* malformed: it names nothing */
+            return false;
         for (end = i + 1; end < n && v[end] != '"'; end++)
             ;
         if (end == n)
@@ -169,8 +180,10 @@ bool sl_static_etag_match(const char *v, size_t n, const char *tag, size_t tn,
         end++; /* past the closing quote */
         if ((weak || !item_weak) && end - i == tn &&
             memcmp(v + i, tag, tn) == 0)
-            return true;
-        i = end;
+            hit = true;
+        i = blanks(v, n, end);
+        if (i < n && v[i] != ',')
+            return false; /* two items with no comma between */
     }
 }
 

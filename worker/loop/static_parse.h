@@ -41,15 +41,16 @@ enum {
 /* V[0..N), a Range header's value, against a representation of SIZE
  * bytes. One "bytes=" range is served; several, another unit or a value
  * that does not parse are ignored (RFC 9110 §14.2: the whole is sent). A
- * last position past the end is cut to it; a first one at or past the end
- * (or a suffix of 0) cannot be satisfied. */
+ * last position past the end is cut to it (however many digits it has); a
+ * first one at or past the end (or a suffix of 0) cannot be satisfied. */
 int sl_static_range(const char *v, size_t n, uint64_t size, uint64_t *first,
                     uint64_t *last);
 
 /* Does the list V[0..N) (If-None-Match, If-Match, If-Range) name the
- * entity tag TAG[0..TN) (quoted, as sent)? "*" names every tag. WEAK: the
- * weak comparison (If-None-Match: W/"x" names "x"), else the strong one
- * (a weak tag names nothing). A malformed list names nothing. */
+ * strong entity tag TAG[0..TN) (quoted, as the answer sends it)? "*",
+ * alone, names every tag. WEAK: the weak comparison (If-None-Match:
+ * W/"x" names "x"), else the strong one (a weak item names nothing). A
+ * malformed list names nothing, whatever it held before the fault. */
 bool sl_static_etag_match(const char *v, size_t n, const char *tag, size_t tn,
                           bool weak);
 
