@@ -123,7 +123,8 @@ class PerfStat:
 
     def __init__(self, pids, logdir, tag, cpu, events):
         self.out = Path(logdir) / ("%s.perf" % tag)
-        ctl, ack = (Path(logdir) / ("%s.%s" % (tag, n)) for n in ("ctl", "ack"))
+        ctl, ack = (Path(logdir) / ("%s.%s" % (tag, n))
+                    for n in ("ctl", "ack"))
         os.mkfifo(ctl)
         os.mkfifo(ack)
         # O_RDWR: opening a FIFO so never waits for the other end
@@ -661,7 +662,8 @@ def main():
     per_cell = (args.warmup + args.cpu_duration + 1.5
                 + (args.duration + 1) * len(args.tracers))
     print("%d arms x %d cells, about %.0f s" % (
-        len(runnable), len(cells), len(runnable) * (2 + len(cells) * per_cell)),
+        len(runnable), len(cells),
+        len(runnable) * (2 + len(cells) * per_cell)),
         flush=True)
     logdir = tempfile.mkdtemp(prefix="sluice-bench-syscalls-")
     print("server logs: %s" % logdir, flush=True)

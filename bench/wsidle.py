@@ -142,7 +142,8 @@ while c != end and n < LIMIT:
         w = ws.dereference()
         add("WebSocket state struct sl_conn_ws", SIZES["struct sl_conn_ws"])
         if int(w["hs"]) != 0:
-            add("handshake answer sl_ws_handshake_t", SIZES["sl_ws_handshake_t"])
+            add("handshake answer sl_ws_handshake_t",
+                SIZES["sl_ws_handshake_t"])
         if int(w["rx"]) != 0:
             rx = w["rx"].dereference()
             add("frame parser struct sl_ws_rx", SIZES["struct sl_ws_rx"])
