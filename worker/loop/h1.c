@@ -122,57 +122,6 @@ static size_t max_head(const sl_options_t *o)
     return n;
 }
 
-/* Queue a response the loop makes itself (errors), closing after it; out
- * of memory, the close alone says it. */
-static void conn_error_response(sl_conn_t *c, int status)
-{
-    size_t mark = c->tx.buf.len;
-
-    if (c->state == SL_CONN_READING)
-        c->x.req.start = ev_now(c->pump->loop); /* never dispatched */
-    sl_conn_buf_ready(c, &c->tx.buf);
-    (void)sl_http_error_head(&c->tx.buf, status);
-    /* the access log and the metrics tell this answer, not the one it replaces
-     */
-    c->x.resp_status = 0;
-    c->x.resp_head.len = 0;
-    sl_exch_note_head(&c->x, c->tx.buf.data + mark, c->tx.buf.len - mark, true);
-    c->x.close_after = true;
-    c->x.resp_done = true;
-    c->state = SL_CONN_WRITING;
-    c->deadline = 0; /* the header deadline: from here, the send timeout */
-}
-
-/* Answer C's request from the --static map MAP (static.h): the head,
- * then the file as the output's tail; out of memory, the close alone
- * says it. */
-static void conn_static(sl_conn_t *c, int map)
-{
-    sl_static_body_t body;
-    size_t mark = c->tx.buf.len;
-
-    c->x.req.start = ev_now(c->pump->loop);
-    c->x.req.from_static = true;
-    sl_conn_buf_ready(c, &c->tx.buf);
-    if (sl_static_answer(c->pump->statics, map, &c->x.req, &c->tx.buf, &body) <
-        0) {
-        c->x.close_after = true;
-    } else {
-        sl_exch_note_head(&c->x, c->tx.buf.data + mark, c->tx.buf.len - mark,
-                          true);
-        if (body.fd >= 0) {
-            sl_output_take_tail(&c->tx, body.fd, body.off, body.len, NULL, 0,
-                                NULL);
-            c->x.resp_body = body.len;
-        }
-        /* its head said so: a body it will not read is not waited for */
-        c->x.close_after = !c->x.req.keep_alive || c->x.req.has_body;
-    }
-    c->x.resp_done = true;
-    c->state = SL_CONN_WRITING;
-    c->deadline = 0; /* the header deadline: from here, the send timeout */
-}
-
 /* Close after a response: shut our side, then read until the client closes
  * too, so unread input cannot turn our close into a reset that destroys the
  * response on its way. */
@@ -398,12 +347,12 @@ static void on_readable(sl_conn_t *c)
         }
         if (rc == 0 && c->rbuf.len >= limit) {
             c->h1.http_error = c->x.req.nhdrs > 0 ? 431 : 414;
-            conn_error_response(c, c->h1.http_error);
+            sl_h1_answer_error(c, c->h1.http_error);
             break;
         }
         if (rc < 0 && !c->peer_eof && errno == SL_TRANSPORT_EPLAIN) {
             /* HTTP to a TLS port: the transport is plain now */
-            conn_error_response(c, SL_HTTP_PLAIN_TO_TLS);
+            sl_h1_answer_error(c, SL_HTTP_PLAIN_TO_TLS);
             break;
         }
         if (rc < 0 && !c->peer_eof && errno == SL_TRANSPORT_EREFUSED) {
@@ -478,7 +427,7 @@ static void conn_take(sl_conn_t *c)
         else
             c->tx.buf.len = c->tx.buf.off + c->tx.interim;
         sl_output_drop_tail(&c->tx, c->pump->exec->release);
-        conn_error_response(c, c->h1.http_error);
+        sl_h1_answer_error(c, c->h1.http_error);
         c->x.aborted = false;
     }
     if (c->x.aborted && c->state == SL_CONN_WRITING) {
@@ -516,38 +465,23 @@ static void conn_process(sl_conn_t *c)
         switch (c->state) {
         case SL_CONN_READING:
             if (sl_conn_parse(c) < 0) {
-                conn_error_response(c, c->h1.http_error);
+                sl_h1_answer_error(c, c->h1.http_error);
                 continue;
             }
             /* a body already here is checked before the app sees it, so
              * a bad chunk in the first packet never reaches the app */
             if (c->h1.head_done && c->x.req.has_body && sl_conn_parse(c) < 0) {
-                conn_error_response(c, c->h1.http_error);
+                sl_h1_answer_error(c, c->h1.http_error);
                 continue;
             }
             if (c->h1.head_done &&
                 sl_http_is_health(&c->x.req, c->pump->opt->health_path)) {
-                size_t mark = c->tx.buf.len;
-                /* out of memory, no answer: close rather than leave the
-                 * client waiting on a kept-alive connection */
-                c->x.req.start = ev_now(c->pump->loop);
-                sl_conn_buf_ready(c, &c->tx.buf);
-                /* 503 tells a load balancer this host is going away;
-                 * a worker stopping for a rolling restart (or a
-                 * retirement) is not */
-                if (sl_http_health_head(&c->tx.buf, &c->x.req,
-                                        !c->pump->drain.terminating ||
-                                            c->pump->drain.restart) < 0)
-                    c->x.close_after = true;
-                sl_exch_note_head(&c->x, c->tx.buf.data + mark,
-                                  c->tx.buf.len - mark, true);
-                c->x.resp_done = true;
-                c->state = SL_CONN_WRITING;
+                sl_h1_answer_health(c);
                 continue;
             }
             if (c->h1.head_done &&
                 (map = sl_static_match(c->pump->statics, &c->x.req)) >= 0) {
-                conn_static(c, map);
+                sl_h1_answer_static(c, map);
                 continue;
             }
             if (c->h1.head_done) {
@@ -658,7 +592,7 @@ static void h1_sweep(sl_conn_t *c, ev_tstamp now)
     case SL_CONN_READING:
         c->deadline = 0;
         if (c->h1.in_msg || c->rbuf.len > c->rbuf.off) {
-            conn_error_response(c, 408);
+            sl_h1_answer_error(c, 408);
             conn_process(c);
         } else {
             sl_conn_close(c);

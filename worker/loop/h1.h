@@ -24,4 +24,17 @@ void sl_h1_unhold(sl_output_t *o);
  * HTTP/1.1's session from here, whatever it spoke before. */
 void sl_h1_linger(sl_conn_t *c);
 
+/* ---- h1_answer.c: answers the loop makes in place of an executor's ---- */
+
+/* Queue the loop's error answer STATUS (http.c), closing after it; out of
+ * memory, the close alone says it. */
+void sl_h1_answer_error(sl_conn_t *c, int status);
+
+/* Queue the health check's answer (--health-path). */
+void sl_h1_answer_health(sl_conn_t *c);
+
+/* Queue the answer of the --static map MAP (static.h); out of memory, the
+ * close alone says it. */
+void sl_h1_answer_static(sl_conn_t *c, int map);
+
 #endif
