@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -56,6 +57,10 @@ BATCH = 250  # handshakes in flight at once
 MESSAGE = b"idle-websocket!!"  # 16 bytes, as wsload sends
 IO_TIMEOUT = 30.0  # s: a handshake or an echo answers by then
 TOP_LINES = 25  # tracemalloc lines shown per arm
+# What the client's handshake offers: nothing (as wsload.c), or
+# permessage-deflate as browsers offer it
+OFFERS = {"none": "", "deflate": "Sec-WebSocket-Extensions: "
+          "permessage-deflate; client_max_window_bits\r\n"}
 
 # Run by gdb on sluice's worker (`gdb -p PID -batch -x FILE`): walks the
 # pool's active list and sums what each WebSocket connection holds. A
@@ -224,12 +229,11 @@ def _recv_until(s, buf, done):
     return buf
 
 
-def open_websockets(port, n):
+def open_websockets(port, n, offer=""):
     """N WebSockets on /ws, BATCH at a time: each shakes hands and has
     one message echoed. Returns the sockets, open and idle."""
     socks = []
     frame = masked_text(MESSAGE)
-    want = bytes([0x81, len(MESSAGE)]) + MESSAGE
     while len(socks) < n:
         batch = []
         for _ in range(min(BATCH, n - len(socks))):
@@ -239,8 +243,8 @@ def open_websockets(port, n):
             s.sendall(("GET /ws HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
                        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
                        "Sec-WebSocket-Key: %s\r\n"
-                       "Sec-WebSocket-Version: 13\r\n\r\n"
-                       % (port, key)).encode())
+                       "Sec-WebSocket-Version: 13\r\n%s\r\n"
+                       % (port, key, offer)).encode())
             batch.append(s)
         rests = []
         for s in batch:
@@ -253,11 +257,23 @@ def open_websockets(port, n):
         for s in batch:
             s.sendall(frame)
         for s, rest in zip(batch, rests):
-            got = _recv_until(s, rest, lambda b: len(b) >= len(want))
-            if got != want:
+            got = _recv_until(s, rest, lambda b: len(b) >= 2 and
+                              len(b) >= 2 + (b[1] & 0x7f))
+            if echoed(got) != MESSAGE:
                 raise run.Skip("echo %d got %r" % (len(socks), got[:40]))
         socks += batch
     return socks
+
+
+def echoed(frame):
+    """The payload of a short server text FRAME, inflated when its RSV1
+    says it is compressed (a server may compress even 16 bytes)."""
+    if frame[0] & 0x0f != 1 or len(frame) != 2 + (frame[1] & 0x7f):
+        return None
+    if frame[0] & 0x40:
+        return zlib.decompressobj(-15).decompress(frame[2:] +
+                                                  b"\x00\x00\xff\xff")
+    return frame[2:]
 
 
 def masked_text(payload):
@@ -396,7 +412,7 @@ def still_open(socks):
     return quiet
 
 
-def run_once(arm, ctx_base, args, logdir, n, traced):
+def run_once(arm, ctx_base, args, logdir, n, traced, offer):
     """One server of ARM holding N idle WebSockets; PYTHONTRACEMALLOC=1
     when TRACED. The record of its readings."""
     tag = "%s-%d%s" % (arm.name, n, "-tracemalloc" if traced else "")
@@ -416,12 +432,12 @@ def run_once(arm, ctx_base, args, logdir, n, traced):
         rec["preflight"] = wsbench.preflight(srv.port, "/ws", run.Skip)
         pid = syscalls.worker_pids(srv)[0]
         base_fds = len(os.listdir("/proc/%d/fd" % pid))
-        close_all(open_websockets(srv.port, WARM))
+        close_all(open_websockets(srv.port, WARM, offer))
         if not fds_settled(pid, base_fds + 2):
             rec["note"] = "the warm-up's connections were still open"
         rec["before"] = reading(pid, srv.port, traced)
         t0 = time.monotonic()
-        socks = open_websockets(srv.port, n)
+        socks = open_websockets(srv.port, n, offer)
         rec["open_s"] = round(time.monotonic() - t0, 2)
         rec["after_echo"] = reading(pid, srv.port, False)
         walk = arm.name.startswith("sluice") and not traced and args.gdb
@@ -748,7 +764,8 @@ def markdown(doc):
           " ".join(m.get("loadavg_end", []))))
     w("- Command: `%s`" % m["command"])
     w("- One worker each, pinned with `taskset -c %d`; the harness (the "
-      "client) on CPU %d, RLIMIT_NOFILE raised to %d. The app: "
+      "client) on CPU %d, RLIMIT_NOFILE %d (raised to N + 1124 at least). "
+      "The app: "
       "bench/apps/ws_idle_app.py: ws_echo_asgi.py's echo, and `GET /_mem` "
       "(glibc's `mallinfo2()`, the gc-tracked objects by type, and under "
       "tracemalloc its traced bytes and lines)"
@@ -763,7 +780,8 @@ def markdown(doc):
     w("- Each arm twice: plain (every memory figure) and with "
       "PYTHONTRACEMALLOC=1 (only Python's traced bytes and the tables "
       "below: tracemalloc's own tables grow the process). sluice's C side "
-      "is read by gdb from the plain run's worker once idle: the walk "
+      "is read by gdb from the plain run's worker after the echo and once "
+      "idle: the walk "
       "follows the pool's active list and sums what each connection in "
       "state SL_CONN_WS holds (*malloc chunks*: glibc's 8-byte header, "
       "rounded to 16)")
@@ -841,6 +859,9 @@ def parse_args():
                     help="idle WebSockets held, one run per count "
                          "(default 10000)")
     ap.add_argument("--arms", default="sluice,sluice-inline,uvicorn")
+    ap.add_argument("--offers", default="none",
+                    help="none, deflate or both: what the client's "
+                         "handshake offers (deflate: %r)" % OFFERS["deflate"])
     ap.add_argument("--idle", type=float, default=3.0,
                     help="seconds the WebSockets sit idle before the idle "
                          "reading (default 3: sluice trims after 1)")
@@ -919,7 +940,12 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     runs, info = [], {}
     try:
-        for arm in chosen:
+        for arm, offer in [(a, o) for o in args.offers.split(",")
+                           for a in chosen]:
+            if offer == "deflate":
+                arm = dataclasses.replace(
+                    arm, name=arm.name + "+deflate",
+                    note=arm.note + "; the client offers permessage-deflate")
             info[arm.name] = {"note": arm.note}
             need = run.expand(arm.requires, ctx_base)
             if not os.access(need, os.X_OK):
@@ -927,7 +953,8 @@ def main():
                 continue
             for n in counts:
                 for tm in [False] + ([] if args.no_tracemalloc else [True]):
-                    rec = run_once(arm, ctx_base, args, logdir, n, tm)
+                    rec = run_once(arm, ctx_base, args, logdir, n, tm,
+                                   OFFERS[offer])
                     info[arm.name].setdefault("command", rec["command"])
                     runs.append(rec)
     except (KeyboardInterrupt, SystemExit):
