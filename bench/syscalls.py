@@ -203,7 +203,8 @@ def traced_run(srv, arm, conns, script, args, tracer, tag, logdir):
     and calls {call: count} (strace: [calls, errors]; perf: also
     by_thread)."""
     pids = worker_pids(srv)
-    rec = {"tracer": tracer, "duration_s": args.duration, "pids": len(pids)}
+    secs = args.duration if tracer == "perf" else args.strace_duration
+    rec = {"tracer": tracer, "duration_s": secs, "pids": len(pids)}
     names = thread_names(pids)
     if tracer == "perf":
 
@@ -252,7 +253,7 @@ def traced_run(srv, arm, conns, script, args, tracer, tag, logdir):
                 if time.monotonic() > deadline or st.poll() is not None:
                     raise run.Skip("strace did not attach to %s" % pids)
                 time.sleep(0.05)
-            r = run.run_wrk(srv.port, arm.path, conns, 1, args.duration,
+            r = run.run_wrk(srv.port, arm.path, conns, 1, secs,
                             args.client_cpu, script)
             st.send_signal(signal.SIGINT)
             st.wait(timeout=30)
@@ -480,6 +481,8 @@ def thread_table(doc):
 
 def markdown(doc):
     m = doc["meta"]
+    ncalls = [len(r["perf"]["events"].split(",")) for r in doc["runs"]
+              if "events" in (r.get("perf") or {})]
     out = ["# sluice benchmark: system calls per request (issue 32)", ""]
     w = out.append
     if m.get("label"):
@@ -497,17 +500,24 @@ def markdown(doc):
       "pipelining depth and connection count, on that server: a %d s "
       "warm-up and a %d s unattached run (req/s, CPU µs/req: utime+stime "
       "of the server's whole process tree over the requests wrk "
-      "completed, run.py's measure()), then a %d s run for each tracer"
+      "completed, run.py's measure()), then a %d s run under perf and a "
+      "%d s one under strace"
       % (m["server_cpu"], m["client_cpu"], m["warmup_s"], m["cpu_duration_s"],
-         m["duration_s"]))
-    w("- **perf**: `perf stat --per-thread -e 'syscalls:sys_enter_*' -p "
-      "WORKER`, counting in the kernel (no stop of the worker); its "
+         m["duration_s"], m.get("strace_duration_s", m["duration_s"])))
+    w("- **perf**: `perf stat --per-thread -e syscalls:sys_enter_CALL,... "
+      "-p WORKER`, counting in the kernel (no stop of the worker); its "
       "counters are switched on right before wrk starts and off right after "
-      "it ends. **strace**: `strace -c -f -p WORKER` attached before wrk "
-      "and detached after (issue 32's method): ptrace stops the worker at "
-      "every call, so it runs several times slower (see *req/s while "
-      "counted*) and its batches differ: calls that depend on batching "
-      "(epoll_wait, futex, eventfd) come out otherwise than unattached")
+      "it ends; the calls counted are those a 1 s run under every "
+      "`syscalls:sys_enter_*` tracepoint saw (%s), since a per-thread "
+      "counter is switched with its thread. **strace**: `strace -c -f -p "
+      "WORKER` attached before wrk and detached after (issue 32's method): "
+      "ptrace stops the worker at every call, so it runs at a few per cent "
+      "of its rate (see *req/s while counted*) and its batches differ: "
+      "calls that depend on batching (epoll_wait, futex, eventfd) come out "
+      "otherwise than unattached"
+      % ("`--perf-events all`: every one in the measured run too"
+         if m.get("perf_events") == "all" else "%d to %d calls" % (
+             min(ncalls, default=0), max(ncalls, default=0))))
     w("- WORKER: sluice's worker process (every thread: the loop thread, "
       "the lanes), uvicorn's one process, nginx's one process "
       "(`master_process off`, apps/nginx_hello.conf)")
@@ -581,9 +591,11 @@ def parse_args():
     ap.add_argument("--pipelines", default="1,16",
                     help="pipelining depths (default 1,16)")
     ap.add_argument("--duration", type=int, default=3,
-                    help="seconds of each traced wrk run (default 3)")
-    ap.add_argument("--cpu-duration", type=int, default=5,
-                    help="seconds of the unattached run (default 5)")
+                    help="seconds of the wrk run under perf (default 3)")
+    ap.add_argument("--strace-duration", type=int, default=2,
+                    help="seconds of the wrk run under strace (default 2)")
+    ap.add_argument("--cpu-duration", type=int, default=4,
+                    help="seconds of the unattached run (default 4)")
     ap.add_argument("--warmup", type=int, default=1,
                     help="seconds of wrk before the unattached run")
     ap.add_argument("--tracers", default="perf,strace",
@@ -594,7 +606,7 @@ def parse_args():
                          "under every tracepoint saw; all: every syscall "
                          "tracepoint in the measured run too")
     ap.add_argument("--quick", action="store_true",
-                    help="2 s runs, c16 only: a smoke run (about 2 minutes)")
+                    help="2 s runs, c16 only: a smoke run (about 5 minutes)")
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--sluice-bin",
@@ -612,6 +624,7 @@ def parse_args():
     args = ap.parse_args()
     if args.quick:
         args.duration, args.cpu_duration, args.conns = 2, 2, "16"
+        args.strace_duration = 2
     args.tracers = [t for t in args.tracers.split(",") if t]
     if not args.tracers or set(args.tracers) - {"perf", "strace"}:
         ap.error("--tracers takes perf, strace or both")
@@ -659,8 +672,12 @@ def main():
             runnable.append(arm)
         else:
             skipped[arm.name] = "binary not found: %s" % need
-    per_cell = (args.warmup + args.cpu_duration + 1.5
-                + (args.duration + 1) * len(args.tracers))
+    # seconds of wrk, and what each run adds around it (seen: perf's and
+    # strace's start and stop, run.py's sampling)
+    per_cell = (args.warmup + args.cpu_duration + 3
+                + (args.duration + 6 if "perf" in args.tracers else 0)
+                + (args.strace_duration + 4
+                   if "strace" in args.tracers else 0))
     print("%d arms x %d cells, about %.0f s" % (
         len(runnable), len(cells),
         len(runnable) * (2 + len(cells) * per_cell)),
@@ -686,6 +703,8 @@ def main():
         .strftime("%Y-%m-%d %H:%M:%S UTC"),
         "label": args.label, "tracers": args.tracers,
         "duration_s": args.duration, "cpu_duration_s": args.cpu_duration,
+        "strace_duration_s": args.strace_duration,
+        "perf_events": args.perf_events,
         "warmup_s": args.warmup, "server_cpu": args.server_cpu,
         "client_cpu": args.client_cpu, "cells": cells,
         "command": command_line(sys.argv[1:]),
