@@ -293,6 +293,53 @@ START_TEST(test_hold_timer_writes_the_oldest)
 }
 END_TEST
 
+/* An answer joining a hold restarts its time, so a quick burst leaves in
+ * one write however long the whole burst took; past SL_OUTPUT_HOLD_JOINS
+ * joins the time runs from the last restart. */
+START_TEST(test_joining_answer_restarts_the_hold)
+{
+    sl_ticket_t t;
+    ev_tstamp since;
+    char body[2] = {0};
+    int i;
+
+    UP(NULL);
+    pump.holdq.secs = 60;
+    h_sends(&client, THREE_GETS "GET /4 HTTP/1.1\r\nHost: h\r\n\r\n");
+    take_request(&t);
+    respond(t.gen, "1");
+    take_request(&t);
+    ck_assert(client.conn->tx.held);
+    ck_assert_uint_eq(client.conn->tx.joined, 0);
+    client.conn->tx.hold_since -= 59; /* the first answer waited 59 s */
+    since = client.conn->tx.hold_since;
+    respond(t.gen, "2");
+    take_request(&t);
+    ck_assert(client.conn->tx.held);
+    ck_assert_uint_eq(client.conn->tx.joined, 1);
+    ck_assert(client.conn->tx.hold_since > since + 58);
+    /* the timer finds nothing due: 59 s old no more */
+    ev_feed_event(pump.loop, &pump.holdq.timer, EV_TIMER);
+    ev_run(pump.loop, EVRUN_NOWAIT);
+    h_pull(&client);
+    ck_assert_uint_eq(client.len, 0);
+    /* at the limit, an answer joins without restarting the time */
+    client.conn->tx.joined = SL_OUTPUT_HOLD_JOINS;
+    client.conn->tx.hold_since -= 59;
+    since = client.conn->tx.hold_since;
+    respond(t.gen, "3");
+    take_request(&t);
+    ck_assert(client.conn->tx.held);
+    ck_assert(client.conn->tx.hold_since == since);
+    respond(t.gen, "4");
+    for (i = 1; i <= 4; i++) {
+        ck_assert(h_response(&pump, &client, &resp, false));
+        body[0] = (char)('0' + i);
+        ck_assert_str_eq(resp.body, body);
+    }
+}
+END_TEST
+
 /* Nor for a next response that streams: its first bytes take the held
  * answer along, and a client that leaves takes the hold with it. */
 static bool gone_or_ticket(void *arg)
@@ -541,6 +588,7 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_pipelined_answers_leave_together);
     tcase_add_test(tc, test_held_answer_leaves_on_time);
     tcase_add_test(tc, test_hold_timer_writes_the_oldest);
+    tcase_add_test(tc, test_joining_answer_restarts_the_hold);
     tcase_add_test(tc, test_held_answer_leaves_with_the_next_bytes);
     tcase_add_test(tc, test_nothing_served_after_close);
     suite_add_tcase(s, tc);

@@ -151,8 +151,17 @@ int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written_out)
 
 void sl_output_hold(sl_output_t *o, sl_holdq_t *hq, ev_tstamp now)
 {
-    if (o->held)
-        return;
+    uint16_t joined = 0;
+
+    if (o->held) {
+        if (o->joined >= SL_OUTPUT_HOLD_JOINS)
+            return;
+        /* to the queue's tail, its time from now: the queue stays
+         * ordered by hold_since */
+        joined = (uint16_t)(o->joined + 1);
+        sl_output_unhold(o, hq);
+    }
+    o->joined = joined;
     o->held = true;
     o->hold_since = now;
     o->hold_prev = hq->tail;

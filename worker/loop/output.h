@@ -14,8 +14,11 @@
  * The hold queue: in pump mode a pipelining client's finished answers may
  * wait briefly to leave with the next one (one write instead of one per
  * response). Every held output waits on its worker's queue, oldest first,
- * at most the queue's secs; its timer then calls expired() for each output
- * whose time is up, already off the queue.
+ * at most the queue's secs since the last answer joined it (an answer
+ * joining a hold restarts its time, up to SL_OUTPUT_HOLD_JOINS times, so
+ * the answers of one pipelined burst leave in one write while each of its
+ * requests is quick); its timer then calls expired() for each output whose
+ * time is up, already off the queue.
  */
 #ifndef SL_OUTPUT_H
 #define SL_OUTPUT_H
@@ -23,12 +26,19 @@
 #include <ev.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "common/buf.h"
 #include "worker/loop/transport.h"
 
 typedef struct sl_output sl_output_t;
+
+/* Answers that may join a hold after its first, each restarting its time:
+ * a pipelined burst of 16 leaves in one write, and the first answer waits
+ * at most 16 of the queue's secs (the bytes held are bounded too, by the
+ * caller: conn.h, SL_CONN_HOLD_MAX). */
+#define SL_OUTPUT_HOLD_JOINS 15
 typedef struct sl_holdq sl_holdq_t;
 
 struct sl_output {
@@ -46,6 +56,7 @@ struct sl_output {
     int file_fd;          /* owned: a file after buf; -1 = none */
     bool wrote_any;       /* bytes of the current response went out */
     bool held;            /* on a hold queue */
+    uint16_t joined;      /* answers that joined the hold after its first */
 };
 
 struct sl_holdq {
@@ -93,7 +104,9 @@ static inline void sl_output_begin(sl_output_t *o)
 }
 
 /* Hold O's answers back on HQ for the next one, from NOW; within the
- * queue's secs they go out anyway. No-op when O already holds. */
+ * queue's secs they go out anyway. When O already holds, the answer it
+ * just took joins the hold: its time starts again from NOW, unless
+ * SL_OUTPUT_HOLD_JOINS answers joined it already. */
 void sl_output_hold(sl_output_t *o, sl_holdq_t *hq, ev_tstamp now);
 
 /* O's hold on HQ is over (it is writing, or closing). No-op when it holds
