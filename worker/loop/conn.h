@@ -136,8 +136,9 @@ const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port);
 #define SL_CONN_FRESH_GRACE 1.0
 
 /* Pipelining: finished responses of at most this many bytes wait for the
- * next request's, already read, to leave with it in one write (conn.c:
- * conn_hold()); in pump mode at most SL_CONN_HOLD_SECS, since the next
+ * next request's, already read, to leave with it in one write (h1.c:
+ * conn_hold()); in pump mode at most SL_CONN_HOLD_SECS after the last
+ * answer joined them (output.h: SL_OUTPUT_HOLD_JOINS), since the next
  * request runs on another thread and may take its time. */
 #define SL_CONN_HOLD_MAX  16384
 #define SL_CONN_HOLD_SECS 0.001
