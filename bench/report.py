@@ -446,3 +446,48 @@ def chart(doc, path):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+# ------------------------------------------------ the scripts' shared parts
+
+
+def command_line(script, argv):
+    """How a report was made: `/usr/bin/python3 bench/SCRIPT` and ARGV,
+    with the output files' places left out (a path of this machine has no
+    place in a committed report)."""
+    import shlex
+    out, hide = [], False
+    for a in argv:
+        if hide:
+            out.append("FILE")
+        elif a.startswith(("--json=", "--out=")):
+            out.append(a.split("=")[0] + "=FILE")
+        else:
+            out.append(a)
+        hide = a in ("--json", "--out")
+    return shlex.join(["/usr/bin/python3", "bench/" + script] + out)
+
+
+def add_report_args(ap, name, listing=True):
+    """The options every report script takes: the CPUs, the binary, where
+    the report (results/NAME.md) and its runs (NAME.json) go, a label,
+    --list (when LISTING) and --render/--notes."""
+    import os
+    from pathlib import Path
+    bench = Path(__file__).resolve().parent
+    ap.add_argument("--server-cpu", type=int, default=0)
+    ap.add_argument("--client-cpu", type=int, default=1)
+    ap.add_argument("--sluice-bin",
+                    default=os.environ.get("SLUICE_BIN", "./sluice"))
+    ap.add_argument("--out", default=str(bench / "results" / (name + ".md")))
+    ap.add_argument("--json", default="",
+                    help="where the runs go (default $LOGDIR/%s.json)" % name)
+    ap.add_argument("--label", default="")
+    if listing:
+        ap.add_argument("--list", action="store_true",
+                        help="print the commands, run nothing")
+    ap.add_argument("--render", metavar="JSON",
+                    help="only rewrite --out from an earlier run's JSON")
+    ap.add_argument("--notes", metavar="FILE",
+                    help="with --render: FILE's Markdown as the notes")
+

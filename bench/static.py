@@ -35,7 +35,6 @@ import datetime
 import http.client
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -514,21 +513,6 @@ def markdown(doc):
 # ---------------------------------------------------------------- driver
 
 
-def command_line(argv):
-    """How the report was made, with the output files' places left out (a
-    path of this machine has no place in a committed report)."""
-    out, hide = [], False
-    for a in argv:
-        if hide:
-            out.append("FILE")
-        elif a.startswith(("--json=", "--out=")):
-            out.append(a.split("=")[0] + "=FILE")
-        else:
-            out.append(a)
-        hide = a in ("--json", "--out")
-    return shlex.join(["/usr/bin/python3", "bench/static.py"] + out)
-
-
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -545,20 +529,7 @@ def parse_args():
     ap.add_argument("--strace-conns", type=int, default=16)
     ap.add_argument("--strace-files", default="1k,100k",
                     help="the files of the strace runs (default 1k,100k)")
-    ap.add_argument("--server-cpu", type=int, default=0)
-    ap.add_argument("--client-cpu", type=int, default=1)
-    ap.add_argument("--sluice-bin",
-                    default=os.environ.get("SLUICE_BIN", "./sluice"))
-    ap.add_argument("--out", default=str(BENCH / "results" / "static.md"))
-    ap.add_argument("--json", default="",
-                    help="where the runs go (default $LOGDIR/static.json)")
-    ap.add_argument("--label", default="")
-    ap.add_argument("--list", action="store_true",
-                    help="print the commands, run nothing")
-    ap.add_argument("--render", metavar="JSON",
-                    help="only rewrite --out from an earlier run's JSON")
-    ap.add_argument("--notes", metavar="FILE",
-                    help="with --render: FILE's Markdown as the notes")
+    report.add_report_args(ap, "static")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.duration, args.warmup = 1, 2, 1
@@ -633,7 +604,7 @@ def main():
         "label": args.label, "rounds": args.rounds, "conns": conns_list,
         "duration_s": args.duration, "warmup_s": args.warmup,
         "server_cpu": args.server_cpu, "client_cpu": args.client_cpu,
-        "command": command_line(sys.argv[1:]),
+        "command": report.command_line("static.py", sys.argv[1:]),
         "git_commit": subprocess.run(
             ["git", "-C", str(run.ROOT), "rev-parse", "--short", "HEAD"],
             capture_output=True, text=True).stdout.strip(),

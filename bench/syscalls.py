@@ -39,7 +39,6 @@ import datetime
 import json
 import os
 import select
-import shlex
 import signal
 import subprocess
 import sys
@@ -571,17 +570,6 @@ def markdown(doc):
 # ---------------------------------------------------------------- driver
 
 
-def command_line(argv):
-    """How the report was made, without the output files' places."""
-    out, hide = [], False
-    for a in argv:
-        out.append("FILE" if hide else
-                   a.split("=")[0] + "=FILE"
-                   if a.startswith(("--json=", "--out=")) else a)
-        hide = a in ("--json", "--out")
-    return shlex.join(["/usr/bin/python3", "bench/syscalls.py"] + out)
-
-
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="",
@@ -607,20 +595,7 @@ def parse_args():
                          "tracepoint in the measured run too")
     ap.add_argument("--quick", action="store_true",
                     help="2 s runs, c16 only: a smoke run (about 5 minutes)")
-    ap.add_argument("--server-cpu", type=int, default=0)
-    ap.add_argument("--client-cpu", type=int, default=1)
-    ap.add_argument("--sluice-bin",
-                    default=os.environ.get("SLUICE_BIN", "./sluice"))
-    ap.add_argument("--out", default=str(BENCH / "results" / "syscalls.md"))
-    ap.add_argument("--json", default="",
-                    help="where the runs go (default $LOGDIR/syscalls.json)")
-    ap.add_argument("--label", default="")
-    ap.add_argument("--list", action="store_true",
-                    help="print the commands, run nothing")
-    ap.add_argument("--render", metavar="JSON",
-                    help="only rewrite --out from an earlier run's JSON")
-    ap.add_argument("--notes", metavar="FILE",
-                    help="with --render: FILE's Markdown as the notes")
+    report.add_report_args(ap, "syscalls")
     args = ap.parse_args()
     if args.quick:
         args.duration, args.cpu_duration, args.conns = 2, 2, "16"
@@ -707,7 +682,7 @@ def main():
         "perf_events": args.perf_events,
         "warmup_s": args.warmup, "server_cpu": args.server_cpu,
         "client_cpu": args.client_cpu, "cells": cells,
-        "command": command_line(sys.argv[1:]),
+        "command": report.command_line("syscalls.py", sys.argv[1:]),
         "git_commit": subprocess.run(
             ["git", "-C", str(run.ROOT), "rev-parse", "--short", "HEAD"],
             capture_output=True, text=True).stdout.strip(),

@@ -32,7 +32,6 @@ import datetime
 import json
 import os
 import resource
-import shlex
 import signal
 import socket
 import subprocess
@@ -843,16 +842,6 @@ def markdown(doc):
 # ---------------------------------------------------------------- driver
 
 
-def command_line(argv):
-    out, hide = [], False
-    for a in argv:
-        out.append("FILE" if hide else
-                   a.split("=")[0] + "=FILE"
-                   if a.startswith(("--json=", "--out=")) else a)
-        hide = a in ("--json", "--out")
-    return shlex.join(["/usr/bin/python3", "bench/wsidle.py"] + out)
-
-
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--conns", default="10000",
@@ -872,18 +861,7 @@ def parse_args():
     ap.add_argument("--no-trim", dest="trim", action="store_false",
                     help="no malloc_trim(0) in the worker after the idle "
                          "reading (and no reading after it)")
-    ap.add_argument("--server-cpu", type=int, default=0)
-    ap.add_argument("--client-cpu", type=int, default=1)
-    ap.add_argument("--sluice-bin",
-                    default=os.environ.get("SLUICE_BIN", "./sluice"))
-    ap.add_argument("--out", default=str(BENCH / "results" / "ws-idle.md"))
-    ap.add_argument("--json", default="",
-                    help="where the runs go (default $LOGDIR/ws-idle.json)")
-    ap.add_argument("--label", default="")
-    ap.add_argument("--render", metavar="JSON",
-                    help="only rewrite --out from an earlier run's JSON")
-    ap.add_argument("--notes", metavar="FILE",
-                    help="with --render: FILE's Markdown as the notes")
+    report.add_report_args(ap, "ws-idle", listing=False)
     return ap, ap.parse_args()
 
 
@@ -929,7 +907,7 @@ def main():
         .strftime("%Y-%m-%d %H:%M:%S UTC"),
         "label": args.label, "idle_s": args.idle, "nofile": nofile,
         "server_cpu": args.server_cpu, "client_cpu": args.client_cpu,
-        "command": command_line(sys.argv[1:]),
+        "command": report.command_line("wsidle.py", sys.argv[1:]),
         "git_commit": subprocess.run(
             ["git", "-C", str(run.ROOT), "rev-parse", "--short", "HEAD"],
             capture_output=True, text=True).stdout.strip()})
