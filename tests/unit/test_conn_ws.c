@@ -106,6 +106,11 @@ START_TEST(test_echo)
     ck_assert_int_eq(f.opcode, SL_WS_OP_TEXT);
     ck_assert_uint_eq(f.len, 5);
     ck_assert(memcmp(f.data, "hello", 5) == 0);
+    /* between messages, at once (not only after the idle sweep): no read
+     * or write buffer held */
+    h_run_passes(&pump, 2);
+    ck_assert_ptr_null(client.conn->rbuf.data);
+    ck_assert_ptr_null(client.conn->tx.buf.data);
 
     memset(big, 0xa5, sizeof(big));
     send_frame(SL_WS_OP_BINARY, big, sizeof(big));

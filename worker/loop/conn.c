@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <poll.h>
 
 #include <stddef.h>
@@ -100,6 +101,33 @@ void sl_conn_free_bufs(sl_conn_t *c)
     pthread_mutex_unlock(&c->x.mu);
     sl_bufcache_put(bc, &c->rbuf);
     sl_bufcache_put(bc, &c->tx.buf);
+}
+
+/* Where a connection without a read buffer reads: only what comes is
+ * copied into a buffer of its own. Loop thread. */
+static char read_scratch[SL_CONN_READ_CHUNK];
+
+ssize_t sl_conn_recv(sl_conn_t *c, size_t room)
+{
+    sl_buf_t *b = &c->rbuf;
+    ssize_t n;
+
+    if (b->data != NULL) {
+        if (sl_buf_reserve(b, room) < 0)
+            goto out_nomem;
+        return sl_transport_read(&c->tp, b->data + b->len, room);
+    }
+    n = sl_transport_read(&c->tp, read_scratch, room);
+    if (n <= 0)
+        return n;
+    if (sl_bufcache_get(&c->pump->bufs, b, (size_t)n) < 0)
+        goto out_nomem;
+    memcpy(b->data, read_scratch, (size_t)n);
+    return n;
+
+out_nomem:
+    errno = ENOMEM;
+    return -1;
 }
 
 /* Give an empty BUF of C a cached block, so what is appended next does not

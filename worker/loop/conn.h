@@ -209,6 +209,13 @@ void sl_conn_free_head(sl_conn_t *c);
  * does not malloc (out of memory the append tries itself). */
 void sl_conn_buf_ready(sl_conn_t *c, sl_buf_t *b);
 
+/* Read up to ROOM bytes (at most SL_CONN_READ_CHUNK) into C's read buffer;
+ * a connection without one (idle) takes one only when bytes come, from
+ * the cache and of the size that came: a 16-byte WebSocket frame takes
+ * 1 KiB, not ROOM. The read's result; -1 with errno ENOMEM when out of
+ * memory. Loop thread. */
+ssize_t sl_conn_recv(sl_conn_t *c, size_t room);
+
 /* Set up C's parser for a new connection. */
 void sl_conn_parser_init(sl_conn_t *c);
 

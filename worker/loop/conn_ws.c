@@ -558,12 +558,7 @@ void sl_conn_ws_read(sl_conn_t *c)
     }
     if (sl_buf_pending(b) == 0)
         b->off = b->len = 0;
-    if (sl_buf_reserve(b, SL_CONN_READ_CHUNK) < 0) {
-        n = -1;
-        errno = ENOMEM;
-    } else {
-        n = sl_transport_read(&c->tp, b->data + b->len, SL_CONN_READ_CHUNK);
-    }
+    n = sl_conn_recv(c, SL_CONN_READ_CHUNK);
     if (n > 0) {
         b->len += (size_t)n;
         sl_metrics_add(&sl_metrics_self->bytes_in, (uint64_t)n);
@@ -577,21 +572,23 @@ void sl_conn_ws_read(sl_conn_t *c)
     sl_conn_ws_process(c);
 }
 
-/* Give back the buffers of an idle WebSocket. */
+/* Give back the buffers of an idle WebSocket (to the cache: a block it
+ * does not keep is freed). */
 static void trim(sl_conn_t *c)
 {
     sl_conn_ws_t *ws = c->x.ws;
+    sl_bufcache_t *bc = &c->pump->bufs;
 
     if (sl_buf_pending(&c->rbuf) == 0)
-        sl_buf_reset(&c->rbuf, 0);
+        sl_bufcache_put(bc, &c->rbuf);
     if (sl_buf_pending(&c->tx.buf) == 0)
-        sl_buf_reset(&c->tx.buf, 0);
+        sl_bufcache_put(bc, &c->tx.buf);
     if (ws->rx != NULL && !ws->rx_done)
         sl_ws_rx_trim(ws->rx);
     pthread_mutex_lock(&c->x.mu);
     if (sl_buf_pending(&c->x.out) == 0)
-        sl_buf_reset(&c->x.out, 0);
-    sl_buf_reset(&c->x.body, 0);
+        sl_bufcache_put(bc, &c->x.out);
+    sl_bufcache_put(bc, &c->x.body);
     if (ws->tx != NULL)
         sl_ws_tx_trim(ws->tx);
     pthread_mutex_unlock(&c->x.mu);
@@ -610,6 +607,9 @@ void sl_conn_ws_process(sl_conn_t *c)
         put_control_locked(c);
         if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0)
             c->x.aborted = true;
+        /* the app's next message goes into a cached block, not one its
+         * thread mallocs (take_out may have handed x.out none) */
+        sl_conn_buf_ready(c, &c->x.out);
         pthread_mutex_unlock(&c->x.mu);
         rc = c->x.aborted ? -1 : sl_conn_flush(c);
         /* a control frame that waited for the buffer to empty goes now */
@@ -646,6 +646,13 @@ void sl_conn_ws_process(sl_conn_t *c)
         sl_conn_watch(c, 0); /* closed when the app's END comes */
         return;
     }
+    /* what waits for nothing goes back to the cache at once: between
+     * messages a WebSocket holds no read or write buffer (their pages are
+     * the next message's, on any connection) */
+    if (sl_buf_pending(&c->rbuf) == 0)
+        sl_bufcache_put(&c->pump->bufs, &c->rbuf);
+    if (rc == 1 && sl_buf_pending(&c->tx.buf) == 0)
+        sl_bufcache_put(&c->pump->bufs, &c->tx.buf);
     if (rc == 0)
         events |= EV_WRITE;
     if (!c->peer_eof && (ws->rx_done || (!queue_full(c) && !out_full(c))))

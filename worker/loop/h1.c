@@ -207,36 +207,6 @@ static void conn_dispatch(sl_conn_t *c)
     sl_exec_submit(c->pump, &c->x);
 }
 
-/* Where a connection without a read buffer reads: only what comes is
- * copied into a buffer of its own. Loop thread. */
-static char read_scratch[SL_CONN_READ_CHUNK];
-
-/* Read up to ROOM bytes into C's read buffer; an idle connection has
- * none, and takes one (from the cache, of the size that came) only when
- * bytes come. The read's result; -1 with errno ENOMEM when out of memory. */
-static ssize_t conn_recv(sl_conn_t *c, size_t room)
-{
-    sl_buf_t *b = &c->rbuf;
-    ssize_t n;
-
-    if (b->data != NULL) {
-        if (sl_buf_reserve(b, room) < 0)
-            goto out_nomem;
-        return sl_transport_read(&c->tp, b->data + b->len, room);
-    }
-    n = sl_transport_read(&c->tp, read_scratch, room);
-    if (n <= 0)
-        return n;
-    if (sl_bufcache_get(&c->pump->bufs, b, (size_t)n) < 0)
-        goto out_nomem;
-    memcpy(b->data, read_scratch, (size_t)n);
-    return n;
-
-out_nomem:
-    errno = ENOMEM;
-    return -1;
-}
-
 /* Read once, up to ROOM bytes, their count in *GOT. 1 if bytes came, 0 if
  * none yet, -1 on EOF or error. */
 static int conn_read(sl_conn_t *c, size_t room, size_t limit, size_t *got)
@@ -253,7 +223,7 @@ static int conn_read(sl_conn_t *c, size_t room, size_t limit, size_t *got)
         room = limit > b->len ? limit - b->len : 0;
     if (room == 0)
         return 0;
-    n = conn_recv(c, room);
+    n = sl_conn_recv(c, room);
     if (n > 0) {
         b->len += (size_t)n;
         *got = (size_t)n;
