@@ -607,8 +607,7 @@ void sl_conn_ws_process(sl_conn_t *c)
         put_control_locked(c);
         if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0)
             c->x.aborted = true;
-        /* the app's next message goes into a cached block, not one its
-         * thread mallocs (take_out may have handed x.out none) */
+        /* the app's next message: a cached block, not its thread's */
         sl_conn_buf_ready(c, &c->x.out);
         pthread_mutex_unlock(&c->x.mu);
         rc = c->x.aborted ? -1 : sl_conn_flush(c);
@@ -646,9 +645,7 @@ void sl_conn_ws_process(sl_conn_t *c)
         sl_conn_watch(c, 0); /* closed when the app's END comes */
         return;
     }
-    /* what waits for nothing goes back to the cache at once: between
-     * messages a WebSocket holds no read or write buffer (their pages are
-     * the next message's, on any connection) */
+    /* between messages a WebSocket holds no read or write buffer */
     if (sl_buf_pending(&c->rbuf) == 0)
         sl_bufcache_put(&c->pump->bufs, &c->rbuf);
     if (rc == 1 && sl_buf_pending(&c->tx.buf) == 0)
