@@ -8,6 +8,7 @@
 #define SL_QUEUE_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -21,13 +22,16 @@ typedef struct {
     uint32_t kind; /* SL_TICKET_* */
 } sl_ticket_t;
 
-/* A queue of tickets under its own mutex. */
+/* A queue of tickets under its own mutex. A consumer with nothing to take
+ * counts itself in `idle` and sleeps on `sem` without the mutex; a push
+ * takes as many sleepers off `idle` as it brought tickets and posts `sem`
+ * once for each. */
 typedef struct {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    sem_t sem;
     sl_ticket_t *items; /* owned ring */
     uint32_t cap, head, count;
-    int idle; /* consumers waiting on cv */
+    int idle; /* consumers asleep on sem, not yet woken */
     bool closed;
 } sl_queue_t;
 

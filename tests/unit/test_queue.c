@@ -6,10 +6,10 @@
  * threads blocked in sl_queue_pop_wait() and wait, bounded, for what proves
  * each step: the queue's own count of idle consumers, or a consumer's
  * counter of what it took. How many consumers a push wakes is not visible
- * from outside the queue, so this file stands in for pthread_cond_signal()
- * and pthread_cond_broadcast() (the executable's definitions win over
- * libc's for the queue's calls) and counts the wake-ups on the queue's own
- * condition variable before passing each call on to libc.
+ * from outside the queue, so this file stands in for sem_post() (the
+ * executable's definition wins over libc's for the queue's calls) and
+ * counts the posts to the queue's own semaphore, a wake-up each, before
+ * passing each call on to libc.
  */
 #include "config.h"
 
@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -27,39 +28,23 @@
 
 /* ---- counting wake-ups ---------------------------------------------- */
 
-static pthread_cond_t *watched; /* the queue's cv, once a test says so */
-static atomic_int signals, broadcasts;
+static sem_t *watched; /* the queue's semaphore, once a test says so */
+static atomic_int posts;
 
-int pthread_cond_signal(pthread_cond_t *cv)
+int sem_post(sem_t *sem)
 {
-    static int (*real)(pthread_cond_t *);
+    static int (*real)(sem_t *);
 
     if (real == NULL)
-        real = dlvsym(RTLD_NEXT, "pthread_cond_signal", "GLIBC_2.3.2");
-    if (cv == watched)
-        atomic_fetch_add(&signals, 1);
-    return real(cv);
+        real = (int (*)(sem_t *))dlsym(RTLD_NEXT, "sem_post");
+    if (sem == watched)
+        atomic_fetch_add(&posts, 1);
+    return real(sem);
 }
 
-int pthread_cond_broadcast(pthread_cond_t *cv)
+static int nposts(void)
 {
-    static int (*real)(pthread_cond_t *);
-
-    if (real == NULL)
-        real = dlvsym(RTLD_NEXT, "pthread_cond_broadcast", "GLIBC_2.3.2");
-    if (cv == watched)
-        atomic_fetch_add(&broadcasts, 1);
-    return real(cv);
-}
-
-static int nsignals(void)
-{
-    return atomic_load(&signals);
-}
-
-static int nbroadcasts(void)
-{
-    return atomic_load(&broadcasts);
+    return atomic_load(&posts);
 }
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -222,8 +207,7 @@ static void consumers_stop(consumer_t *cs, int n)
 static void setup(void)
 {
     watched = NULL;
-    atomic_store(&signals, 0);
-    atomic_store(&broadcasts, 0);
+    atomic_store(&posts, 0);
 }
 
 /* ---- the ring --------------------------------------------------------- */
@@ -451,30 +435,29 @@ START_TEST(test_push_wakes_at_most_n)
     consumer_t cs[3];
 
     ck_assert_int_eq(sl_queue_init(&q, 8), 0);
-    watched = &q.cv;
+    watched = &q.sem;
     consumers_start(cs, 3, 8);
     wait_idle(3);
 
     push_range(1, 1);
     wait_taken(cs, 3, 1);
-    ck_assert_int_eq(nsignals(), 1);
-    ck_assert_int_eq(nbroadcasts(), 0);
+    ck_assert_int_eq(nposts(), 1);
 
     wait_idle(3); /* the one that took it is back */
     push_range(2, 2);
     wait_taken(cs, 3, 3);
-    ck_assert_int_eq(nsignals(), 3);
+    ck_assert_int_eq(nposts(), 3);
 
     /* More tickets than sleepers: each sleeper is woken once, and takes
      * the rest without sleeping again. */
     wait_idle(3);
     push_range(4, 5);
     wait_taken(cs, 3, 8);
-    ck_assert_int_eq(nsignals(), 6);
-    ck_assert_int_eq(nbroadcasts(), 0);
+    ck_assert_int_eq(nposts(), 6);
 
+    wait_idle(3);
     consumers_stop(cs, 3);
-    ck_assert_int_eq(nbroadcasts(), 1); /* close wakes all */
+    ck_assert_int_eq(nposts(), 9); /* close wakes each sleeper once */
     sl_queue_destroy(&q);
 }
 END_TEST
@@ -483,9 +466,9 @@ END_TEST
 START_TEST(test_push_without_waiters_signals_nothing)
 {
     ck_assert_int_eq(sl_queue_init(&q, 8), 0);
-    watched = &q.cv;
+    watched = &q.sem;
     push_range(1, 4);
-    ck_assert_int_eq(nsignals(), 0);
+    ck_assert_int_eq(nposts(), 0);
     sl_queue_destroy(&q);
 }
 END_TEST
