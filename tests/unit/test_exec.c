@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <errno.h>
 #include <pthread.h>
 
 #include "tests/unit/harness.h"
@@ -127,6 +128,31 @@ START_TEST(test_notify_wakes_loop)
     ck_assert(!c->x.notified);
     notify(&c->x);
     ck_assert_uint_eq(inbox(), 1);
+}
+END_TEST
+
+/* A completion posted under sl_exch_lock() is in the inbox at once, but
+ * wakes the loop (its ev_async) only once the mutex is given back; without
+ * the lock, at once. */
+START_TEST(test_notify_under_lock_wakes_after_unlock)
+{
+    sl_ticket_t t;
+    sl_conn_t *c;
+
+    up(&h_exec_lanes, GET, &t);
+    c = client.conn;
+    ck_assert(!ev_async_pending(&pump.wake));
+    sl_exch_lock(&c->x);
+    sl_exec_notify_handoff(&c->x);
+    ck_assert_uint_eq(inbox(), 1);
+    ck_assert(!ev_async_pending(&pump.wake));
+    ck_assert_int_eq(pthread_mutex_trylock(&c->x.mu), EBUSY);
+    sl_exch_unlock(&c->x);
+    ck_assert(ev_async_pending(&pump.wake));
+    ck_assert(h_run_until(&pump, inbox_empty, NULL));
+    ck_assert(!ev_async_pending(&pump.wake));
+    notify(&c->x);
+    ck_assert(ev_async_pending(&pump.wake));
 }
 END_TEST
 
@@ -390,6 +416,7 @@ static Suite *exec_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_notify_coalesces);
     tcase_add_test(tc, test_notify_wakes_loop);
+    tcase_add_test(tc, test_notify_under_lock_wakes_after_unlock);
     tcase_add_test(tc, test_sends_share_one_completion);
     suite_add_tcase(s, tc);
 

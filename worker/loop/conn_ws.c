@@ -159,7 +159,7 @@ int sl_exch_ws_accept(sl_exch_t *x, uint32_t gen, const char *subprotocol,
     char line[256];
     int rc = -1;
 
-    pthread_mutex_lock(&c->x.mu);
+    sl_exch_lock(&c->x);
     ws = c->x.ws;
     if (!live(c, gen) || c->x.aborted || ws->accepted || ws->hs == NULL)
         goto out_unlock;
@@ -205,7 +205,7 @@ out_oom:
     c->x.aborted = true;
     c->pump->exec->notify(&c->x);
 out_unlock:
-    pthread_mutex_unlock(&c->x.mu);
+    sl_exch_unlock(&c->x);
     return rc;
 }
 
@@ -217,7 +217,7 @@ int sl_exch_ws_recv(sl_exch_t *x, uint32_t gen, sl_ws_msg_t *msg,
     ws_node_t *node;
     int rc = -1;
 
-    pthread_mutex_lock(&c->x.mu);
+    sl_exch_lock(&c->x);
     ws = c->x.ws;
     if (!live(c, gen) || !ws->accepted) {
         end->code = SL_WS_CLOSE_ABNORMAL;
@@ -241,7 +241,7 @@ int sl_exch_ws_recv(sl_exch_t *x, uint32_t gen, sl_ws_msg_t *msg,
         c->x.waiting = true;
         rc = 1;
     }
-    pthread_mutex_unlock(&c->x.mu);
+    sl_exch_unlock(&c->x);
     return rc;
 }
 
@@ -252,7 +252,7 @@ int sl_exch_ws_send(sl_exch_t *x, uint32_t gen, int opcode, const void *data,
     sl_conn_ws_t *ws;
     int rc = -1;
 
-    pthread_mutex_lock(&c->x.mu);
+    sl_exch_lock(&c->x);
     ws = c->x.ws;
     if (!live(c, gen) || !ws->accepted || ws->close_sent || c->x.aborted)
         goto out_unlock;
@@ -267,7 +267,7 @@ int sl_exch_ws_send(sl_exch_t *x, uint32_t gen, int opcode, const void *data,
          : c->x.out.len + c->x.inflight > SL_CONN_CREDIT ? 1
                                                          : 0;
 out_unlock:
-    pthread_mutex_unlock(&c->x.mu);
+    sl_exch_unlock(&c->x);
     return rc;
 }
 
@@ -278,7 +278,7 @@ int sl_exch_ws_close(sl_exch_t *x, uint32_t gen, unsigned code,
     sl_conn_ws_t *ws;
     int rc = -1;
 
-    pthread_mutex_lock(&c->x.mu);
+    sl_exch_lock(&c->x);
     ws = c->x.ws;
     if (!live(c, gen) || !ws->accepted || c->x.aborted)
         goto out_unlock;
@@ -290,7 +290,7 @@ int sl_exch_ws_close(sl_exch_t *x, uint32_t gen, unsigned code,
     ws->close_sent = true;
     c->pump->exec->notify(&c->x);
 out_unlock:
-    pthread_mutex_unlock(&c->x.mu);
+    sl_exch_unlock(&c->x);
     return rc;
 }
 

@@ -122,10 +122,10 @@ static void note_first(sl_exch_t *x, const struct iovec *iov, int n, int flags)
 
 void sl_exch_note_body(sl_exch_t *x, uint32_t gen, uint64_t body)
 {
-    pthread_mutex_lock(&x->mu);
+    sl_exch_lock(x);
     if (x->gen == gen)
         x->resp_body = body;
-    pthread_mutex_unlock(&x->mu);
+    sl_exch_unlock(x);
 }
 
 int sl_exch_send(sl_exch_t *x, uint32_t gen, const struct iovec *iov,
@@ -134,7 +134,7 @@ int sl_exch_send(sl_exch_t *x, uint32_t gen, const struct iovec *iov,
     size_t mark;
     int i, rc = 0;
 
-    pthread_mutex_lock(&x->mu);
+    sl_exch_lock(x);
     if (x->gen != gen || x->resp_done) {
         rc = -1;
         goto out_unlock;
@@ -175,7 +175,7 @@ int sl_exch_send(sl_exch_t *x, uint32_t gen, const struct iovec *iov,
     else if (!(flags & SL_SEND_END) && credit_used(x) > SL_CONN_CREDIT)
         rc = 1;
 out_unlock:
-    pthread_mutex_unlock(&x->mu);
+    sl_exch_unlock(x);
     return rc;
 }
 
@@ -183,13 +183,13 @@ int sl_exch_wait_credit(sl_exch_t *x, uint32_t gen)
 {
     int rc = 0;
 
-    pthread_mutex_lock(&x->mu);
+    sl_exch_lock(x);
     while (rc == 0 && x->gen == gen && !x->aborted &&
            credit_used(x) > SL_CONN_CREDIT / 2)
         rc = x->conn->pump->exec->wait(x, SL_AWAIT_CREDIT);
     if (x->gen != gen || x->aborted)
         rc = -1;
-    pthread_mutex_unlock(&x->mu);
+    sl_exch_unlock(x);
     return rc;
 }
 
@@ -197,7 +197,7 @@ uint64_t sl_exch_body_left(sl_exch_t *x, uint32_t gen)
 {
     uint64_t left;
 
-    pthread_mutex_lock(&x->mu);
+    sl_exch_lock(x);
     if (x->gen != gen || x->body_done)
         left = 0;
     else if (x->req.chunked)
@@ -206,7 +206,7 @@ uint64_t sl_exch_body_left(sl_exch_t *x, uint32_t gen)
         left = x->req.content_length > x->body_total
                    ? x->req.content_length - x->body_total
                    : 0;
-    pthread_mutex_unlock(&x->mu);
+    sl_exch_unlock(x);
     return left;
 }
 
@@ -214,7 +214,7 @@ int sl_exch_await(sl_exch_t *x, uint32_t gen, int what)
 {
     int rc = 1;
 
-    pthread_mutex_lock(&x->mu);
+    sl_exch_lock(x);
     if (x->gen != gen) {
         rc = -1;
     } else if (x->aborted || (x->peer_gone && what == SL_AWAIT_DISCONNECT)) {
@@ -233,7 +233,7 @@ int sl_exch_await(sl_exch_t *x, uint32_t gen, int what)
             x->conn->pump->exec->notify(x);
         }
     }
-    pthread_mutex_unlock(&x->mu);
+    sl_exch_unlock(x);
     return rc;
 }
 
@@ -262,10 +262,10 @@ void sl_exch_started(sl_exch_t *x, uint32_t gen)
 {
     ev_tstamp now = ev_time();
 
-    pthread_mutex_lock(&x->mu);
+    sl_exch_lock(x);
     if (x->gen == gen && x->picked == 0)
         x->picked = now;
-    pthread_mutex_unlock(&x->mu);
+    sl_exch_unlock(x);
 }
 
 /* May request GEN of C queue its last part, a file or lent bytes, after
@@ -290,7 +290,7 @@ int sl_exch_sendfile(sl_exch_t *x, uint32_t gen, int fd, off_t off, size_t len,
 {
     int rc = 0;
 
-    pthread_mutex_lock(&x->mu);
+    sl_exch_lock(x);
     if (tail_allowed(x, gen)) {
         x->file_fd = fd;
         x->file_off = off;
@@ -300,7 +300,7 @@ int sl_exch_sendfile(sl_exch_t *x, uint32_t gen, int fd, off_t off, size_t len,
         close(fd);
         rc = -1;
     }
-    pthread_mutex_unlock(&x->mu);
+    sl_exch_unlock(x);
     return rc;
 }
 
@@ -309,7 +309,7 @@ int sl_exch_sendmem(sl_exch_t *x, uint32_t gen, const void *mem, size_t len,
 {
     int rc = 0;
 
-    pthread_mutex_lock(&x->mu);
+    sl_exch_lock(x);
     if (tail_allowed(x, gen)) {
         x->mem = mem;
         x->mem_len = len;
@@ -318,7 +318,7 @@ int sl_exch_sendmem(sl_exch_t *x, uint32_t gen, const void *mem, size_t len,
     } else {
         rc = -1;
     }
-    pthread_mutex_unlock(&x->mu);
+    sl_exch_unlock(x);
     return rc;
 }
 
@@ -330,7 +330,7 @@ long sl_exch_read_body(sl_exch_t *x, uint32_t gen, char *dst, size_t n,
     size_t avail;
     char *nl;
 
-    pthread_mutex_lock(&x->mu);
+    sl_exch_lock(x);
     for (;;) {
         if (x->gen != gen) {
             rc = -1;
@@ -370,7 +370,7 @@ long sl_exch_read_body(sl_exch_t *x, uint32_t gen, char *dst, size_t n,
         x->conn->pump->exec->notify(x);
     }
 out_unlock:
-    pthread_mutex_unlock(&x->mu);
+    sl_exch_unlock(x);
     return rc;
 }
 

@@ -35,12 +35,42 @@ void sl_exec_submit(sl_pump_t *p, sl_exch_t *x)
     p->inflight++;
 }
 
+/* The executor thread's sl_exch_lock() depth, and the pump whose loop a
+ * post made under it has yet to wake. */
+static __thread int held;
+static __thread sl_pump_t *wake_due;
+
+static void wake_loop(void)
+{
+    sl_pump_t *p = wake_due;
+
+    if (p != NULL) {
+        wake_due = NULL;
+        ev_async_send(p->loop, &p->wake);
+    }
+}
+
 void sl_exec_post(sl_pump_t *p, sl_exch_t *x)
 {
     sl_ticket_t t = {.idx = x->id, .gen = x->gen};
 
     sl_queue_push(&p->done, &t, 1);
-    ev_async_send(p->loop, &p->wake);
+    wake_due = p;
+    if (held == 0)
+        wake_loop();
+}
+
+void sl_exch_lock(sl_exch_t *x)
+{
+    pthread_mutex_lock(&x->mu);
+    held++;
+}
+
+void sl_exch_unlock(sl_exch_t *x)
+{
+    pthread_mutex_unlock(&x->mu);
+    if (--held == 0)
+        wake_loop();
 }
 
 /* ---- shared implementations ---- */
@@ -79,6 +109,7 @@ void sl_exec_wake_ticket(sl_exch_t *x)
 int sl_exec_wait_cv(sl_exch_t *x, int what)
 {
     (void)what;
+    wake_loop(); /* what it posted before it sleeps */
     x->waiting = true;
     x->waiter = &lane_cv;
     pthread_cond_wait(&lane_cv, &x->mu);

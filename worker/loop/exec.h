@@ -146,8 +146,17 @@ void sl_exec_complete(sl_exch_t *x);
 void sl_exec_hand_over_queue(sl_pump_t *p, const sl_ticket_t *t, uint32_t n);
 
 /* notify for handoff executors: X goes to the pump's inbox once per
- * completion (thread-safe; coalesced by x->notified). */
+ * completion (thread-safe; coalesced by x->notified). Under
+ * sl_exch_lock() the loop's wake-up waits for sl_exch_unlock(). */
 void sl_exec_notify_handoff(sl_exch_t *x);
+
+/* x->mu, taken and given back by an executor's thread. A completion
+ * posted meanwhile wakes the loop thread only after the unlock: woken
+ * while the mutex is held, the loop (on the same CPU it preempts the
+ * executor) would find it taken, sleep on it and be woken again, two
+ * more futex calls and two more switches per completion. */
+void sl_exch_lock(sl_exch_t *x);
+void sl_exch_unlock(sl_exch_t *x);
 
 /* wake for executors that sleep in sl_exec_wait_cv() (WSGI lanes). */
 void sl_exec_wake_cv(sl_exch_t *x);
