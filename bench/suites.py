@@ -288,7 +288,7 @@ CHANGE = Suite(
         for name, app, extra, env in _CHANGE_ARMS
         for when, binary in (("before", "{sluice_before}"),
                              ("after", "{sluice}"))
-    ],
+    ] + [NGINX],
 )
 
 # WebSocket echo (issue 10): every arm serves apps/ws_echo_asgi.py on /ws;
