@@ -308,6 +308,11 @@ WS = Suite(
     arms=[
         _sluice("sluice", "ws_echo_asgi:app", extra=["--interface", "asgi"],
                 path="/ws", expect=None, note="pump mode (default), uvloop"),
+        # run only when --before-bin names an earlier binary
+        _sluice("sluice-before", "ws_echo_asgi:app",
+                extra=["--interface", "asgi"], path="/ws", expect=None,
+                binary="{sluice_before}",
+                note="pump mode, the earlier binary (--before-bin)"),
         _sluice("sluice-inline", "ws_echo_asgi:app",
                 extra=["--interface", "asgi"], env={"SLUICE_INLINE": "1"},
                 path="/ws", expect=None,
