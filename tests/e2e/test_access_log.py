@@ -301,6 +301,38 @@ def test_websocket_logged_once_at_its_end(executor, make_server, tmp_path):
     assert time.monotonic() - t_open < FLUSH_BOUND
 
 
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_websocket_line_reads_its_handshake(executor, make_server, tmp_path):
+    """A WebSocket's line is written long after its handshake, whose head
+    the loop keeps compactly once the 101 is out (conn.c:
+    sl_conn_pack_head()): the request line, path, query and request
+    header fields, the last of the head and one past the header block's
+    first 1 KiB, all still read right."""
+    from ws_helpers import OP_PING, OP_PONG, WsRaw
+    log = tmp_path / "access.log"
+    s = make_server("ws_app:app", inline=executor == "inline",
+                    args=["--interface", "asgi", "--access-logfile", log,
+                          "--access-logformat",
+                          '"%(r)s" %(s)s U=%(U)s q=%(q)s'
+                          ' a=%({user-agent}i)s t=%({x-trace}i)s'
+                          ' z=%({x-last}i)s n=%({x-none}i)s'])
+    headers = [("User-Agent", "wsmem-test/1.0 (idle)"),
+               ("X-Pad", "p" * 1200), ("X-Trace", "t-42"),
+               ("X-Last", "the end")]
+    with WsRaw.to(s, "/echo?room=7&x=%20y", headers=headers) as ws:
+        assert ws.status == 101
+        for i in range(3):
+            ws.send_text("m%d" % i)
+            assert ws.recv_message()[1] == b"m%d" % i
+        ws.send_frame(OP_PING, b"ping-payload")
+        assert ws.recv_frame() == (True, 0, OP_PONG, b"ping-payload")
+    line = wait_line(log, '"GET /echo?room=7')
+    assert line == ('"GET /echo?room=7&x=%20y HTTP/1.1" 101 U=/echo'
+                    ' q=room=7&x=%20y a=wsmem-test/1.0 (idle) t=t-42'
+                    ' z=the end n=-'), line
+
+
 def test_workers_share_a_file_in_whole_lines(start, tmp_path):
     """Two workers append to one file: every line whole, none lost."""
     import threading

@@ -6,8 +6,10 @@
 #include "config.h"
 
 #include <check.h>
+#include <malloc.h>
 
 #include "tests/unit/ws_harness.h"
+#include "worker/loop/accesslog.h"
 
 /* ------------------------------------------------------------------ */
 /* handshakes                                                         */
@@ -78,6 +80,64 @@ START_TEST(test_handshake_refused)
     ck_assert_int_eq(resp.status, 400);
     ck_assert(h_wait_eof(&pump, &client));
     ck_assert_uint_eq(h_tickets(&pump), 0);
+}
+END_TEST
+
+/* Once the 101 is out, the handshake's head and header array move into
+ * one block of their size (conn.c: sl_conn_pack_head()) and the two cache
+ * blocks go back; the access-log line written at the end reads them. */
+START_TEST(test_head_packed_once_accepted)
+{
+    sl_conn_t *c;
+    sl_ticket_t t;
+    sl_logfmt_t f;
+    sl_accesslog_clock_t clk = {.sec = -1};
+    sl_accesslog_rec_t rec = {.peer = "p", .status = 101};
+    char err[128], line[512];
+    unsigned held;
+    size_t n, size;
+
+    UP(NULL);
+    c = client.conn;
+    h_sends(&client, "GET /chat?room=7 HTTP/1.1\r\nHost: h\r\n"
+                     "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                     "Sec-WebSocket-Key: " KEY "\r\n"
+                     "Sec-WebSocket-Version: 13\r\n"
+                     "User-Agent: ua-test/1.0\r\nX-Last: z\r\n\r\n");
+    ck_assert(h_take_ticket(&pump, &t));
+    ck_assert(!c->x.req.packed);
+    ck_assert_uint_eq(c->x.req.nhdrs, 7);
+    held = sl_bufcache_held(&pump.bufs);
+    ck_assert_int_eq(sl_exch_ws_accept(&c->x, t.gen, NULL, NULL, 0), 0);
+    ck_assert(h_response(&pump, &client, &resp, true));
+    ck_assert_int_eq(resp.status, 101);
+    ck_assert_int_eq(c->state, SL_CONN_WS);
+    ck_assert(c->x.req.packed);
+    /* one block: the head's bytes, then 7 entries (not 1 KiB + 2 KiB) */
+    size = malloc_usable_size(c->x.req.hbuf.data);
+    ck_assert_uint_lt(size, c->x.req.hbuf.len + 16 + 7 * sizeof(sl_hdr_t) + 32);
+    ck_assert((char *)c->x.req.hdrs >= c->x.req.hbuf.data + c->x.req.hbuf.len);
+    ck_assert((char *)(c->x.req.hdrs + 7) <= c->x.req.hbuf.data + size);
+    ck_assert_uint_ge(sl_bufcache_held(&pump.bufs), held + 2);
+
+    ck_assert_int_eq(sl_logfmt_compile(&f,
+                                       "\"%(r)s\" %(U)s %(q)s %({host}i)s "
+                                       "%({user-agent}i)s %({x-last}i)s",
+                                       false, err, sizeof(err)),
+                     0);
+    rec.req = &c->x.req;
+    n = sl_accesslog_render(&f, &clk, &rec, line, sizeof(line) - 1);
+    line[n] = '\0';
+    ck_assert_str_eq(line, "\"GET /chat?room=7 HTTP/1.1\" /chat room=7 h "
+                           "ua-test/1.0 z\n");
+    send_close(1000, "");
+    ck_assert_uint_eq(recv_end(t.gen).code, 1000);
+    app_end(t.gen);
+    ck_assert(h_wait_eof(&pump, &client));
+    ck_assert_uint_eq(pump.pool.nactive, 0);
+    ck_assert(!c->x.req.packed); /* freed with the connection */
+    ck_assert_ptr_null(c->x.req.hdrs);
+    ck_assert_ptr_null(c->x.req.hbuf.data);
 }
 END_TEST
 
@@ -354,6 +414,7 @@ static Suite *conn_ws_suite(void)
     tcase_add_test(tc, test_handshake_101);
     tcase_add_test(tc, test_handshake_deflate);
     tcase_add_test(tc, test_handshake_refused);
+    tcase_add_test(tc, test_head_packed_once_accepted);
     tcase_add_test(tc, test_echo);
     tcase_add_test(tc, test_ping_answered_on_loop);
     tcase_add_test(tc, test_server_ping_and_timeout);

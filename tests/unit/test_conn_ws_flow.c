@@ -597,7 +597,7 @@ START_TEST(test_idle_memory)
             "the request head\n",
             after - before, malloc_usable_size(c->x.req.hbuf.data));
     if (HEAP_MEASURED)
-        ck_assert_uint_le(after - before, 2048);
+        ck_assert_uint_le(after - before, 1024);
 }
 END_TEST
 
@@ -694,7 +694,7 @@ START_TEST(test_idle_memory_deflate)
             "malloc'd\n",
             after - before);
     if (HEAP_MEASURED)
-        ck_assert_uint_le(after - before, 2048);
+        ck_assert_uint_le(after - before, 1024);
 }
 END_TEST
 

@@ -74,19 +74,54 @@ int sl_conn_hdrs_get(sl_conn_t *c)
     return c->x.req.hdrs != NULL ? 0 : -1;
 }
 
+/* The request's head and header array, back to the cache (or freed with
+ * the block they share, when packed). */
+static void give_head(sl_conn_t *c)
+{
+    sl_req_t *r = &c->x.req;
+
+    if (r->packed) {
+        r->packed = false;
+        sl_buf_free(&r->hbuf); /* the header array with it */
+        r->hdrs = NULL;
+    }
+    sl_bufcache_put(&c->pump->bufs, &r->hbuf);
+    if (r->hdrs != NULL) {
+        sl_bufcache_give(&c->pump->bufs, r->hdrs,
+                         sl_conn_hdrs_size(c->pump->opt));
+        r->hdrs = NULL;
+    }
+}
+
 /* Give the request's own memory back: head, header array, forwarded
  * client. Loop thread, no executor on the request. */
 void sl_conn_free_head(sl_conn_t *c)
 {
-    sl_bufcache_put(&c->pump->bufs, &c->x.req.hbuf);
-    if (c->x.req.hdrs != NULL) {
-        sl_bufcache_give(&c->pump->bufs, c->x.req.hdrs,
-                         sl_conn_hdrs_size(c->pump->opt));
-        c->x.req.hdrs = NULL;
-    }
+    give_head(c);
     c->x.req.nhdrs = 0;
     if (c->x.req.client != NULL)
         sl_forwarded_clear(&c->x.req);
+}
+
+void sl_conn_pack_head(sl_conn_t *c)
+{
+    sl_req_t *r = &c->x.req;
+    size_t hlen = r->hbuf.len, at = (hlen + 15) & ~(size_t)15;
+    size_t nh = r->nhdrs > 0 ? (size_t)r->nhdrs : 0;
+    char *p;
+
+    if (r->packed || r->hbuf.data == NULL ||
+        (p = malloc(at + nh * sizeof(sl_hdr_t))) == NULL)
+        return;
+    memcpy(p, r->hbuf.data, hlen);
+    if (nh > 0)
+        memcpy(p + at, r->hdrs, nh * sizeof(sl_hdr_t));
+    give_head(c);
+    r->hbuf.data = p;
+    r->hbuf.len = hlen;
+    r->hbuf.cap = at;
+    r->hdrs = nh > 0 ? (sl_hdr_t *)(void *)(p + at) : NULL;
+    r->packed = true;
 }
 
 void sl_conn_free_bufs(sl_conn_t *c)

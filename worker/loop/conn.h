@@ -205,6 +205,12 @@ void sl_conn_free_bufs(sl_conn_t *c);
  * client. Loop thread, no executor on the request. */
 void sl_conn_free_head(sl_conn_t *c);
 
+/* Move C's request head and header array, which a long request (a
+ * WebSocket) keeps for its access-log line, into one block of their exact
+ * size, and give the two cache blocks back. Loop thread; no executor reads
+ * hbuf or hdrs any more. Out of memory, the request stays as it was. */
+void sl_conn_pack_head(sl_conn_t *c);
+
 /* Give an empty buffer B of C a cached block, so what is appended next
  * does not malloc (out of memory the append tries itself). */
 void sl_conn_buf_ready(sl_conn_t *c, sl_buf_t *b);

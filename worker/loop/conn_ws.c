@@ -332,6 +332,7 @@ void sl_conn_ws_take_locked(sl_conn_t *c)
         c->state = SL_CONN_WS;
         c->sess = &sl_ws_session; /* the connection is ours from here */
         c->deadline = 0;
+        sl_conn_pack_head(c); /* what its log line needs, exactly */
         ws->last_rx = ev_now(p->loop);
         /* accepted while the worker drains: it is told at once */
         if (p->drain.ws_going_away != 0) {

@@ -71,7 +71,7 @@ static void conn_reset_request(sl_conn_t *c)
     c->h1.http_error = 0;
     c->x.req.url_len = 0;
     c->x.req.has_body = false;
-    if (busy) {
+    if (busy && !c->x.req.packed) {
         c->x.req.nhdrs = 0;
         sl_buf_reset(&c->x.req.hbuf, SL_CONN_BUF_KEEP);
         if (c->x.req.client != NULL)

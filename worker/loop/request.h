@@ -61,7 +61,8 @@ typedef struct {
     uint32_t url_len;    /* until the line is whole, how much of it was
                             checked */
     sl_hdr_t *hdrs;      /* owned, capacity limit_request_fields + 1; NULL
-                            until the request's first header, freed with it */
+                            until the request's first header, freed with it;
+                            when packed, inside hbuf's block */
     int nhdrs;
     int method; /* llhttp_method_t, or SL_METHOD_OTHER */
     uint8_t major, minor;
@@ -78,6 +79,8 @@ typedef struct {
     uint64_t content_length; /* valid when has_body and !chunked */
     bool chunked;
     bool websocket; /* a valid WebSocket handshake (conn_ws.h) */
+    bool packed;    /* hbuf and hdrs share one block of their exact size
+                       (sl_conn_pack_head()); read-only until freed */
     /* loop thread, while chunked trailers are parsed: the forbidden
      * names (h1_parse.c) the current trailer name may still be, and how
      * much of it has been seen */
