@@ -205,6 +205,32 @@ START_TEST(test_ping_answered_on_loop)
 }
 END_TEST
 
+/* The ping's payload is kept only while its pong waits: pings of every
+ * size, one after another, each answered with its own. */
+START_TEST(test_pings_of_every_size)
+{
+    uint8_t p[125];
+    frame_t f;
+    size_t n;
+
+    UP(NULL);
+    open_ws(NULL, NULL);
+    for (n = 0; n <= sizeof(p); n += n < 8 ? 1 : 39) {
+        memset(p, (int)('a' + n % 26), n);
+        send_frame(SL_WS_OP_PING, p, n);
+        wait_frame(&f);
+        ck_assert_int_eq(f.opcode, SL_WS_OP_PONG);
+        ck_assert_uint_eq(f.len, n);
+        ck_assert(n == 0 || memcmp(f.data, p, n) == 0);
+    }
+    memset(p, 'z', sizeof(p));
+    send_frame(SL_WS_OP_PING, p, sizeof(p));
+    wait_frame(&f);
+    ck_assert_uint_eq(f.len, sizeof(p));
+    ck_assert(memcmp(f.data, p, sizeof(p)) == 0);
+}
+END_TEST
+
 START_TEST(test_server_ping_and_timeout)
 {
     frame_t f;
@@ -281,6 +307,33 @@ START_TEST(test_peer_closes)
     ck_assert(h_wait_eof(&pump, &client));
     ck_assert_uint_eq(pump.pool.nactive, 0);
     ck_assert_uint_eq(pump.inflight, 0);
+}
+END_TEST
+
+/* The peer's reason, as long as a close frame allows (123 bytes), reaches
+ * the app whole. */
+START_TEST(test_peer_close_reason_whole)
+{
+    char reason[SL_WS_REASON_MAX + 1];
+    frame_t f;
+    uint32_t gen;
+    sl_ws_end_t end;
+
+    UP(NULL);
+    gen = open_ws(NULL, NULL);
+    memset(reason, 'r', SL_WS_REASON_MAX);
+    reason[SL_WS_REASON_MAX - 1] = 'R';
+    reason[SL_WS_REASON_MAX] = '\0';
+    send_close(4002, reason);
+    wait_frame(&f);
+    assert_close(&f, 4002);
+    end = recv_end(gen);
+    ck_assert_uint_eq(end.code, 4002);
+    ck_assert_str_eq(end.reason, reason);
+    end = recv_end(gen); /* asked again: the same */
+    ck_assert_str_eq(end.reason, reason);
+    app_end(gen);
+    ck_assert(h_wait_eof(&pump, &client));
 }
 END_TEST
 
@@ -417,9 +470,11 @@ static Suite *conn_ws_suite(void)
     tcase_add_test(tc, test_head_packed_once_accepted);
     tcase_add_test(tc, test_echo);
     tcase_add_test(tc, test_ping_answered_on_loop);
+    tcase_add_test(tc, test_pings_of_every_size);
     tcase_add_test(tc, test_server_ping_and_timeout);
     tcase_add_test(tc, test_ping_disabled);
     tcase_add_test(tc, test_peer_closes);
+    tcase_add_test(tc, test_peer_close_reason_whole);
     tcase_add_test(tc, test_peer_closes_without_code);
     tcase_add_test(tc, test_app_closes);
     tcase_add_test(tc, test_peer_eof_is_1006);

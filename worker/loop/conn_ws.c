@@ -11,15 +11,14 @@
  * close_sent and the writer (the deflater's state). The parser and the
  * timers are the loop's alone.
  *
- * What a peer can make a connection hold is bounded both ways. Reading
+ * What a peer can make a connection hold is bounded both ways: reading
  * stops while --ws-max-queue messages wait for the app, and while the
- * output waiting for the peer is over the credit (SL_CONN_CREDIT), the
- * app's frames and ours alike. Our control frames wait in two slots (one
- * pong, one ping) until the write buffer is empty, so a peer that pings
- * and never reads is answered once, for its latest ping (RFC 6455 §5.5.3),
- * not once per ping. And a peer that takes no byte for --send-timeout, or
- * whose ping is due while our output waits on it and stays unanswered for
- * --ws-ping-timeout, is cut (cut()).
+ * output waiting for the peer (the app's frames and ours) is over the
+ * credit, SL_CONN_CREDIT. Our control frames wait in two slots (one pong,
+ * one ping) until the write buffer is empty: a peer that pings and never
+ * reads is answered once, for its latest ping (RFC 6455 §5.5.3). A peer
+ * that takes no byte for --send-timeout, or leaves our ping, due behind
+ * output it does not read, unanswered for --ws-ping-timeout, is cut.
  */
 #include "config.h"
 
@@ -48,8 +47,7 @@ struct sl_conn_ws {
     uint32_t nq;      /* mu: messages queued */
     bool accepted;    /* mu: the executor sent 101 */
     bool close_sent;  /* mu: our close frame is queued */
-    bool ended;       /* mu: end is known; recv answers it when the queue
-                         is empty */
+    bool ended;       /* mu: the end is known (recv: once the queue is out) */
     bool rx_done;     /* nothing more to parse: a close, an error, EOF */
     bool peer_closed; /* the peer's side is over: its close or EOF */
     bool app_done;    /* the executor's END was taken */
@@ -60,11 +58,12 @@ struct sl_conn_ws {
     bool ping_due;    /* our ping waits for the socket */
     bool cut;         /* cut(): nothing more goes out */
     uint8_t pong_len;
-    uint8_t pong[125];  /* the latest ping's payload, while pong_due */
+    uint8_t *pong;      /* owned: the latest ping's payload, NULL if none */
     ev_tstamp last_rx;  /* bytes last came from the peer */
     ev_tstamp ping_at;  /* our ping waits for its pong since, 0 = none */
     ev_tstamp close_at; /* our close was seen by the loop at, 0 = not yet */
-    sl_ws_end_t end;    /* mu */
+    unsigned end_code;  /* mu */
+    char *end_reason;   /* mu, owned: NUL-terminated, NULL when empty */
     uint64_t sent;      /* mu: messages the app sent, not yet counted in
                            the metrics (the loop thread counts them) */
 };
@@ -78,12 +77,10 @@ static void set_end(sl_conn_ws_t *ws, unsigned code, const char *reason,
     if (ws->ended)
         return;
     ws->ended = true;
-    ws->end.code = code;
-    if (n > sizeof(ws->end.reason) - 1)
-        n = sizeof(ws->end.reason) - 1;
-    if (n > 0)
-        memcpy(ws->end.reason, reason, n);
-    ws->end.reason[n] = '\0';
+    ws->end_code = code;
+    if (n > 0) /* out of memory: without its reason */
+        ws->end_reason =
+            strndup(reason, n < SL_WS_REASON_MAX ? n : SL_WS_REASON_MAX);
 }
 
 /* Loop thread: queue our close frame behind what the executor queued, so
@@ -125,6 +122,8 @@ static void ws_free(sl_conn_ws_t *ws)
     if (ws->tx != NULL)
         sl_ws_tx_free(ws->tx);
     free(ws->hs);
+    free(ws->pong);
+    free(ws->end_reason);
     free(ws);
 }
 
@@ -217,12 +216,13 @@ int sl_exch_ws_recv(sl_exch_t *x, uint32_t gen, sl_ws_msg_t *msg,
     ws_node_t *node;
     int rc = -1;
 
+    end->code = SL_WS_CLOSE_ABNORMAL; /* stale, or cut */
+    end->reason[0] = '\0';
     sl_exch_lock(&c->x);
     ws = c->x.ws;
-    if (!live(c, gen) || !ws->accepted) {
-        end->code = SL_WS_CLOSE_ABNORMAL;
-        end->reason[0] = '\0';
-    } else if ((node = ws->head) != NULL) {
+    if (!live(c, gen) || !ws->accepted)
+        goto out_unlock;
+    if ((node = ws->head) != NULL) {
         ws->head = node->next;
         if (ws->head == NULL)
             ws->tail = NULL;
@@ -233,14 +233,14 @@ int sl_exch_ws_recv(sl_exch_t *x, uint32_t gen, sl_ws_msg_t *msg,
         free(node);
         rc = 0;
     } else if (ws->ended) {
-        *end = ws->end;
-    } else if (c->x.aborted) {
-        end->code = SL_WS_CLOSE_ABNORMAL;
-        end->reason[0] = '\0';
-    } else {
+        end->code = ws->end_code;
+        if (ws->end_reason != NULL)
+            strcpy(end->reason, ws->end_reason); /* SL_WS_REASON_MAX */
+    } else if (!c->x.aborted) {
         c->x.waiting = true;
         rc = 1;
     }
+out_unlock:
     sl_exch_unlock(&c->x);
     return rc;
 }
@@ -428,6 +428,8 @@ static void put_control_locked(sl_conn_t *c)
          sl_ws_tx_frame(ws->tx, &c->tx.buf, SL_WS_OP_PING, NULL, 0) < 0))
         give_up_locked(c, SL_WS_CLOSE_ABNORMAL);
     ws->pong_due = ws->ping_due = false;
+    free(ws->pong); /* a pinged WebSocket holds no payload once idle */
+    ws->pong = NULL;
 }
 
 /* Cut C now: its peer takes nothing (--send-timeout, or our ping behind
@@ -474,11 +476,12 @@ static void on_event(sl_conn_t *c, const sl_ws_event_t *ev)
     case SL_WS_EV_PING:
         /* only the latest ping needs its pong: a newer one replaces it
          * while it waits (put_control_locked()) */
-        if (ev->len <= sizeof(ws->pong)) {
+        free(ws->pong); /* the parser took no more than 125 bytes */
+        ws->pong = ev->len > 0 ? malloc(ev->len) : NULL;
+        ws->pong_len = ws->pong != NULL ? (uint8_t)ev->len : 0;
+        if (ws->pong != NULL)
             memcpy(ws->pong, ev->data, ev->len);
-            ws->pong_len = (uint8_t)ev->len;
-            ws->pong_due = true;
-        }
+        ws->pong_due = ws->pong_len == ev->len; /* out of memory: none */
         break;
     case SL_WS_EV_PONG:
         ws->ping_at = 0;
@@ -573,8 +576,7 @@ void sl_conn_ws_read(sl_conn_t *c)
     sl_conn_ws_process(c);
 }
 
-/* Give back the buffers of an idle WebSocket (to the cache: a block it
- * does not keep is freed). */
+/* Give an idle WebSocket's buffers back (to the cache, or freed). */
 static void trim(sl_conn_t *c)
 {
     sl_conn_ws_t *ws = c->x.ws;
@@ -665,8 +667,7 @@ void sl_conn_ws_sweep(sl_conn_t *c, ev_tstamp now)
 
     if (c->state != SL_CONN_WS || ws == NULL || ws->cut)
         return;
-    /* the send timeout, as for HTTP (conn.c: send_deadline()): the peer took no
-     * byte of what waits for it for --send-timeout */
+    /* --send-timeout, as for HTTP (conn.c: send_deadline()) */
     if (c->deadline > 0 && now >= c->deadline) {
         cut(c, "send timeout");
         return;

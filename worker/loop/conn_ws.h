@@ -50,11 +50,15 @@ typedef struct {
     sl_buf_t data; /* owned by the receiver once taken: sl_buf_free() */
 } sl_ws_msg_t;
 
+/* Bytes of a close reason kept, at most (a close frame's 125 less the
+ * code's 2). */
+#define SL_WS_REASON_MAX 123
+
 /* How a WebSocket ended, for websocket.disconnect. */
 typedef struct {
-    unsigned code;    /* the peer's close code, 1005 without one, 1006
-                         without a close frame, 1001/1012 on a drain */
-    char reason[124]; /* NUL-terminated UTF-8 */
+    unsigned code; /* the peer's close code, 1005 without one, 1006
+                      without a close frame, 1001/1012 on a drain */
+    char reason[SL_WS_REASON_MAX + 1]; /* NUL-terminated UTF-8 */
 } sl_ws_end_t;
 
 /* The per-connection WebSocket state (conn_ws.c); c->x.ws, NULL for HTTP. */
