@@ -13,6 +13,7 @@
 
 #include "tests/unit/ws_frames.h"
 #include "worker/loop/ws.h"
+#include "worker/loop/ws_internal.h"
 
 #define MAX (1u << 20)
 
@@ -536,6 +537,48 @@ START_TEST(test_take_and_trim)
 }
 END_TEST
 
+/* A control frame's payload buffer is taken only for a payload and given
+ * back by a trim, except while a control frame's payload is coming in. */
+START_TEST(test_control_payload_trimmed)
+{
+    static const uint8_t bye[] = {0x0f, 0xa1, 'b', 'y', 'e'}; /* 4001 */
+    sl_ws_rx_t *rx = sl_ws_rx_new(MAX, NULL);
+    size_t base = sl_ws_rx_held(rx);
+    sl_buf_t b = {0};
+    sl_ws_event_t ev;
+    long k;
+
+    wf_frame(&b, 0x89, NULL, 0, 0); /* an empty ping: no buffer */
+    ck_assert_int_eq(sl_ws_rx_feed(rx, (uint8_t *)b.data, b.len, &ev),
+                     (long)b.len);
+    ck_assert_int_eq(ev.kind, SL_WS_EV_PING);
+    ck_assert_uint_eq(ev.len, 0);
+    ck_assert_uint_eq(sl_ws_rx_held(rx), base);
+    b.len = 0;
+    wf_frame(&b, 0x89, "are you there", 13, 0);
+    k = sl_ws_rx_feed(rx, (uint8_t *)b.data, b.len - 5, &ev);
+    ck_assert_int_eq(ev.kind, SL_WS_EV_NONE);
+    ck_assert_uint_gt(sl_ws_rx_held(rx), base);
+    sl_ws_rx_trim(rx); /* mid-payload: kept */
+    ck_assert_uint_gt(sl_ws_rx_held(rx), base);
+    sl_ws_rx_feed(rx, (uint8_t *)b.data + k, b.len - (size_t)k, &ev);
+    ck_assert_int_eq(ev.kind, SL_WS_EV_PING);
+    ck_assert_uint_eq(ev.len, 13);
+    ck_assert(memcmp(ev.data, "are you there", 13) == 0);
+    sl_ws_rx_trim(rx); /* between frames: given back */
+    ck_assert_uint_eq(sl_ws_rx_held(rx), base);
+    b.len = 0;
+    wf_frame(&b, 0x88, bye, sizeof(bye), 0); /* taken again for a close */
+    sl_ws_rx_feed(rx, (uint8_t *)b.data, b.len, &ev);
+    ck_assert_int_eq(ev.kind, SL_WS_EV_CLOSE);
+    ck_assert_uint_eq(ev.code, 4001);
+    ck_assert_uint_eq(ev.reason_len, 3);
+    ck_assert(memcmp(ev.reason, "bye", 3) == 0);
+    sl_ws_rx_free(rx); /* with it (ASan: no leak) */
+    sl_buf_free(&b);
+}
+END_TEST
+
 /* ---- the writer's close frames ---- */
 
 START_TEST(test_tx_close)
@@ -617,6 +660,7 @@ static Suite *ws_suite(void)
     tcase_add_test(tc, test_max_size);
     tcase_add_test(tc, test_any_split);
     tcase_add_test(tc, test_take_and_trim);
+    tcase_add_test(tc, test_control_payload_trimmed);
     tcase_add_test(tc, test_tx_close);
     tcase_add_test(tc, test_tx_empty_and_control);
     suite_add_tcase(s, tc);

@@ -109,13 +109,14 @@ typedef struct {
     int opcode; /* MESSAGE: SL_WS_OP_TEXT or SL_WS_OP_BINARY */
     /* MESSAGE: the payload, taken with sl_ws_rx_take() or valid until the
      * next feed (may be NULL when LEN is 0); PING/PONG: the control payload
-     * (valid until the next feed) */
+     * (valid until the next feed or trim; NULL when LEN is 0) */
     const uint8_t *data;
     size_t len;
     unsigned code;      /* CLOSE: the peer's code (1005 for none);
                            ERROR: the code to close with */
     const char *reason; /* CLOSE: the peer's reason (UTF-8, not
-                           NUL-terminated); ERROR: a static text */
+                           NUL-terminated, valid until the next trim);
+                           ERROR: a static text */
     size_t reason_len;
 } sl_ws_event_t;
 

@@ -4,7 +4,9 @@
  * Bytes go straight from the caller's buffer to where they end up: a data
  * frame's payload is unmasked into the message buffer (or, compressed,
  * through a small stack chunk into the inflater, whose output lands in the
- * message buffer), a control frame's into the parser's own 125 bytes. So
+ * message buffer), a control frame's into the parser's own 125 bytes
+ * (taken at the first control frame with a payload, given back by
+ * sl_ws_rx_trim(): most idle connections hold none). So
  * the parser holds no copy of the input, a frame's header is the only
  * thing it gathers byte by byte, and the caller may feed any split of the
  * stream: one byte at a time gives the same events as all at once.
@@ -23,6 +25,8 @@
 #include "worker/loop/ws_internal.h"
 
 enum { S_HEAD, S_PAYLOAD, S_DONE };
+
+#define CTL_MAX 125 /* a control frame's payload, at most (RFC 6455 §5.5) */
 
 /* Compressed input is unmasked and inflated this much at a time: the
  * most input that is read past the point where an inflate bomb passes
@@ -46,7 +50,7 @@ struct sl_ws_rx {
     uint8_t mask[4];
     sl_utf8_t utf8;
     uint8_t ctl_len;
-    uint8_t ctl[125]; /* a control frame's payload */
+    uint8_t *ctl; /* owned: a control frame's payload (CTL_MAX), or NULL */
 };
 
 sl_ws_rx_t *sl_ws_rx_new(size_t max_size, const sl_ws_deflate_params_t *d)
@@ -68,12 +72,14 @@ void sl_ws_rx_free(sl_ws_rx_t *rx)
         return;
     sl_buf_free(&rx->msg);
     sl_ws_inflater_free(rx->zin);
+    free(rx->ctl);
     free(rx);
 }
 
 size_t sl_ws_rx_held(const sl_ws_rx_t *rx)
 {
-    return sizeof(*rx) + rx->msg.cap + sl_ws_zheld(rx->zin);
+    return sizeof(*rx) + rx->msg.cap + sl_ws_zheld(rx->zin) +
+           (rx->ctl != NULL ? CTL_MAX : 0);
 }
 
 void sl_ws_rx_take(sl_ws_rx_t *rx, sl_buf_t *out)
@@ -90,6 +96,11 @@ void sl_ws_rx_trim(sl_ws_rx_t *rx)
 {
     if (rx->msg_op == 0 && !rx->msg_ready)
         sl_buf_free(&rx->msg);
+    /* between frames, or within a data frame: no control payload is due */
+    if (rx->state != S_PAYLOAD || (rx->op & 8) == 0) {
+        free(rx->ctl);
+        rx->ctl = NULL;
+    }
     /* with the client's context kept, the inflater's window is part of
      * the stream and stays */
     if (rx->msg_op == 0 && rx->zin != NULL &&
@@ -153,7 +164,7 @@ static bool head_start(sl_ws_rx_t *rx, sl_ws_event_t *ev)
         fail(rx, ev, SL_WS_CLOSE_PROTOCOL, "client frame not masked");
         return false;
     }
-    if (is_control(op) && (!rx->fin || len7 > 125)) {
+    if (is_control(op) && (!rx->fin || len7 > CTL_MAX)) {
         fail(rx, ev, SL_WS_CLOSE_PROTOCOL,
              rx->fin ? "control frame over 125 bytes"
                      : "fragmented control frame");
@@ -407,6 +418,8 @@ long sl_ws_rx_feed(sl_ws_rx_t *rx, const uint8_t *data, size_t n,
             if (k > rx->left)
                 k = (size_t)rx->left;
             if (is_control(rx->op)) {
+                if (rx->ctl == NULL && (rx->ctl = malloc(CTL_MAX)) == NULL)
+                    return -1;
                 unmask(rx->ctl + rx->ctl_len, data + pos, k, rx->mask,
                        rx->moff);
                 rx->ctl_len = (uint8_t)(rx->ctl_len + k);
