@@ -49,15 +49,13 @@
 
 typedef struct sl_asgi_carrier {
     PyObject_HEAD
-    sl_asgi_t *x;         /* borrowed: the executor's context */
-    PyObject *task;       /* owned: the Task running this, until it ends */
-    PyObject *cancelling; /* owned: task.cancelling, bound once (a lookup
-                             less each time a request takes the carrier) */
-    PyObject *waiter;     /* owned: the Future an idle carrier's Task waits
-                             on, or NULL (its first step not run yet) */
-    sl_asgi_req_t *req;   /* owned: the request it carries, or NULL */
-    PyObject *pending;    /* owned: what req's first step yielded, until the
-                             Task's next step yields it; or NULL */
+    sl_asgi_t *x;       /* borrowed: the executor's context */
+    PyObject *task;     /* owned: the Task running this, until it ends */
+    PyObject *waiter;   /* owned: the Future an idle carrier's Task waits
+                           on, or NULL (its first step not run yet) */
+    sl_asgi_req_t *req; /* owned: the request it carries, or NULL */
+    PyObject *pending;  /* owned: what req's first step yielded, until the
+                           Task's next step yields it; or NULL */
     struct sl_asgi_carrier *next_idle;
     bool idle; /* on the idle stack, which holds a reference */
 } carrier_t;
@@ -108,7 +106,12 @@ static void idle_remove(carrier_t *k)
 /* Has anyone asked K's Task to cancel? Then it carries nothing more. */
 static bool cancel_asked(carrier_t *k)
 {
-    PyObject *n = k->cancelling ? PyObject_CallNoArgs(k->cancelling) : NULL;
+    /* looked up each time: a bound method kept per carrier would cost
+     * every carried request (an idle WebSocket holds its carrier) */
+    PyObject *n =
+        k->task != NULL
+            ? PyObject_CallMethodNoArgs(k->task, sl_asgi_names[N_CANCELLING])
+            : NULL;
     long v;
 
     if (n == NULL) {
@@ -130,7 +133,6 @@ static void carrier_end(carrier_t *k)
         Py_DECREF(k);
     }
     Py_CLEAR(k->waiter);
-    Py_CLEAR(k->cancelling);
     Py_CLEAR(k->task); /* the Task holds us: break the cycle */
 }
 
@@ -139,7 +141,6 @@ static void carrier_end(carrier_t *k)
 
 static void carrier_dealloc(carrier_t *k)
 {
-    Py_XDECREF(k->cancelling);
     Py_XDECREF(k->task);
     Py_XDECREF(k->waiter);
     Py_XDECREF((PyObject *)k->req);
@@ -365,9 +366,7 @@ static carrier_t *carrier_new(sl_asgi_t *x)
     }
     k->task = PyObject_Vectorcall(x->task_type, targs, 1, x->kw_task);
     Py_DECREF(targs[2]);
-    if (k->task != NULL)
-        k->cancelling = PyObject_GetAttr(k->task, sl_asgi_names[N_CANCELLING]);
-    if (k->cancelling == NULL) {
+    if (k->task == NULL) {
         Py_DECREF(k);
         return NULL;
     }
