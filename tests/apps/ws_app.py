@@ -232,6 +232,24 @@ async def many(scope, receive, send):
     record("MANY sent %d" % n)
 
 
+async def receivers(scope, receive, send):
+    """receive()s called while one waits, answered in the order they were
+    called: two by the client's messages (both called before the client is
+    told to send), echoed as one; two more, called before that echo, by
+    the client's close."""
+    import asyncio
+    await connect(receive)
+    await accept(send)
+    a, b = receive(), receive()
+    await send({"type": "websocket.send", "text": "go"})
+    a, b = await asyncio.gather(a, b)
+    c, d = receive(), receive()
+    await send({"type": "websocket.send", "text": a["text"] + b["text"]})
+    c, d = await asyncio.gather(c, d)
+    record("RECEIVERS %s %s %s %s" % (c["type"], c.get("code"),
+                                      d["type"], d.get("code")))
+
+
 ROUTES = {
     "/echo": echo,
     "/subprotocol": subprotocol,
@@ -247,6 +265,7 @@ ROUTES = {
     "/misuse-caught": misuse_caught,
     "/state": state,
     "/many": many,
+    "/receivers": receivers,
 }
 
 

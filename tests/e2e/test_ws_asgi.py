@@ -151,6 +151,22 @@ def test_client_close_reaches_the_app(server):
     server.wait_for_call("ECHO disconnect 4321 'client done'")
 
 
+def test_receive_waiters_in_order(server):
+    """receive()s called while one waits are answered in call order, and
+    each gets the disconnect at the end."""
+    async def go():
+        async with connect(server, "/receivers") as ws:
+            assert await ws.recv() == "go"
+            await ws.send("one")
+            await ws.send("two")
+            assert await ws.recv() == "onetwo"
+            await ws.close(code=4002, reason="bye")
+
+    run(go())
+    server.wait_for_call("RECEIVERS websocket.disconnect 4002"
+                         " websocket.disconnect 4002")
+
+
 def test_subprotocol_and_extra_headers(server):
     async def go():
         async with connect(server, "/subprotocol",

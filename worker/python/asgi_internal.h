@@ -87,39 +87,44 @@ struct sl_asgi_req {
     uint32_t gen;
     struct sl_asgi_req *prev, *next; /* the live list, which holds a
                                         reference */
-    PyObject *coro;         /* owned: the app's awaitable, while it runs */
-    PyObject *task;         /* owned: the carrier Task it awaits in, or
-                               NULL (not awaited yet, or over) */
-    PyObject *ctx;          /* owned: the context its steps run in */
-    PyObject *ptask;        /* owned: its current_task() (asgi_task.c),
-                               until it ends */
-    PyObject *recv_waiters; /* owned list of Futures, or NULL */
-    PyObject *send_waiter;  /* owned Future, or NULL */
-    PyObject *headers;      /* owned: http.response.start's, until sent */
-    PyObject *trailers;     /* owned list of trailer pairs, or NULL */
-    PyObject *body_rest;    /* owned: a large body's bytes, while some are
-                               not queued yet (asgi_io.c), or NULL */
-    size_t body_off;        /* bytes of body_rest queued */
-    bool body_rest_last;    /* body_rest ends the body (more_body False) */
-    sl_writer_t w;          /* the response */
-    int status;             /* http.response.start's, until sent */
-    int state;              /* RS_* */
-    uint64_t body_left;     /* sized request body not yet received */
-    bool want_trailers;     /* http.response.start said trailers: True */
-    bool body_done;         /* receive() gave more_body: False */
-    bool gone;              /* the client left, or the request is stale */
-    bool finished;          /* the app's coroutine is over */
-    bool on_slot;           /* x->slots points here */
-    bool cancelled;         /* cancelled by the drain */
-    char what[96];          /* "GET /path", for the log */
+    PyObject *coro;        /* owned: the app's awaitable, while it runs */
+    PyObject *task;        /* owned: the carrier Task it awaits in, or
+                              NULL (not awaited yet, or over) */
+    PyObject *ctx;         /* owned: the context its steps run in */
+    PyObject *ptask;       /* owned: its current_task() (asgi_task.c),
+                              until it ends */
+    PyObject *recv_waiter; /* owned: the waiting receive()'s Future, or
+                              NULL (no list for the one most apps have) */
+    PyObject *recv_more;   /* owned list of the Futures of receive()s
+                              called while one waits (in order), or NULL */
+    PyObject *send_waiter; /* owned Future, or NULL */
+    PyObject *headers;     /* owned: http.response.start's, until sent */
+    PyObject *trailers;    /* owned list of trailer pairs, or NULL */
+    PyObject *body_rest;   /* owned: a large body's bytes, while some are
+                              not queued yet (asgi_io.c), or NULL */
+    size_t body_off;       /* bytes of body_rest queued */
+    bool body_rest_last;   /* body_rest ends the body (more_body False) */
+    sl_writer_t w;         /* the response */
+    int status;            /* http.response.start's, until sent */
+    int state;             /* RS_* */
+    uint64_t body_left;    /* sized request body not yet received */
+    bool want_trailers;    /* http.response.start said trailers: True */
+    bool body_done;        /* receive() gave more_body: False */
+    bool gone;             /* the client left, or the request is stale */
+    bool finished;         /* the app's coroutine is over */
+    bool on_slot;          /* x->slots points here */
+    bool cancelled;        /* cancelled by the drain */
+    char what[96];         /* "GET /path", for the log */
     size_t what_len;
     /* a WebSocket's (asgi_ws.c) */
-    bool ws_connected;   /* receive() gave websocket.connect */
-    bool ws_ended;       /* the WebSocket is over: ws_end says how */
-    int ws_state;        /* asgi_ws.c's WS_* */
-    PyObject *ws_misuse; /* owned: the error a misuse raised, to log once
-                            at the app's end; or NULL */
-    sl_ws_end_t ws_end;
+    bool ws_connected;       /* receive() gave websocket.connect */
+    bool ws_ended;           /* the WebSocket is over: ws_end says how */
+    int ws_state;            /* asgi_ws.c's WS_* */
+    PyObject *ws_misuse;     /* owned: the error a misuse raised, to log once
+                                at the app's end; or NULL */
+    unsigned ws_end_code;    /* how it ended, once ws_ended */
+    PyObject *ws_end_reason; /* owned: the peer's close reason, or NULL for
+                                none (most: no 124 bytes held for it) */
 };
 
 /* The executor's context, one per executor table (sl_asgi_of()). */

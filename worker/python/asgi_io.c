@@ -56,26 +56,25 @@ static void fut_resolve(PyObject *fut, PyObject *v)
 
 void sl_asgi_io_release(sl_asgi_req_t *r)
 {
-    PyObject *list = r->recv_waiters, *msg, *fut;
-    Py_ssize_t i;
+    PyObject *first = r->recv_waiter, *more = r->recv_more, *msg, *fut;
+    Py_ssize_t i, n = more != NULL ? PyList_GET_SIZE(more) : 0;
 
     /* the connection's slot no longer names R */
     if (r->on_slot && r->x->slots[r->ex->id] == r)
         r->x->slots[r->ex->id] = NULL;
     r->on_slot = false;
-    r->recv_waiters = NULL;
-    if (list != NULL) {
-        for (i = 0; i < PyList_GET_SIZE(list); i++) {
-            msg = r->kind->disconnect(r);
-            if (msg == NULL) {
-                sl_py_log_exception("ASGI: the disconnect message");
-                break;
-            }
-            fut_resolve(PyList_GET_ITEM(list, i), msg);
-            Py_DECREF(msg);
+    r->recv_waiter = r->recv_more = NULL;
+    for (i = -1; first != NULL && i < n; i++) {
+        msg = r->kind->disconnect(r);
+        if (msg == NULL) {
+            sl_py_log_exception("ASGI: the disconnect message");
+            break;
         }
-        Py_DECREF(list);
+        fut_resolve(i < 0 ? first : PyList_GET_ITEM(more, i), msg);
+        Py_DECREF(msg);
     }
+    Py_XDECREF(first);
+    Py_XDECREF(more);
     Py_CLEAR(r->body_rest);
     fut = r->send_waiter;
     r->send_waiter = NULL;
@@ -108,7 +107,7 @@ PyObject *sl_asgi_io_receive(sl_asgi_req_t *r)
 {
     PyObject *m, *fut;
 
-    if (r->recv_waiters == NULL || PyList_GET_SIZE(r->recv_waiters) == 0) {
+    if (r->recv_waiter == NULL) {
         m = r->kind->recv_try(r);
         if (m != NULL)
             return sl_asgi_done_new(m);
@@ -118,9 +117,13 @@ PyObject *sl_asgi_io_receive(sl_asgi_req_t *r)
     fut = PyObject_CallNoArgs(r->x->create_future);
     if (fut == NULL)
         return NULL;
-    if (r->recv_waiters == NULL && (r->recv_waiters = PyList_New(0)) == NULL)
+    if (r->recv_waiter == NULL) {
+        r->recv_waiter = Py_NewRef(fut);
+        return fut;
+    }
+    if (r->recv_more == NULL && (r->recv_more = PyList_New(0)) == NULL)
         goto out_fail;
-    if (PyList_Append(r->recv_waiters, fut) < 0)
+    if (PyList_Append(r->recv_more, fut) < 0)
         goto out_fail;
     return fut;
 
@@ -129,14 +132,26 @@ out_fail:
     return NULL;
 }
 
+/* The first waiting receive() is answered: the next one (if any) is
+ * first now. 0, or -1 with an exception. */
+static int next_receiver(sl_asgi_req_t *r)
+{
+    PyObject *more = r->recv_more;
+
+    Py_CLEAR(r->recv_waiter); /* NULL already when R was released */
+    if (more == NULL || PyList_GET_SIZE(more) == 0)
+        return 0;
+    r->recv_waiter = Py_NewRef(PyList_GET_ITEM(more, 0));
+    return PyList_SetSlice(more, 0, 1, NULL);
+}
+
 /* A WAKE: hand out what the waiting receive()s can have now, in order. */
 static void wake_receivers(sl_asgi_req_t *r)
 {
     PyObject *fut, *m, *t, *v, *tb, *res;
 
-    while (r->recv_waiters != NULL && PyList_GET_SIZE(r->recv_waiters) > 0) {
-        fut = PyList_GET_ITEM(r->recv_waiters, 0);
-        Py_INCREF(fut);
+    while (r->recv_waiter != NULL) {
+        fut = Py_NewRef(r->recv_waiter);
         if (!fut_done(fut)) {
             m = r->kind->recv_try(r);
             if (m == NULL && !PyErr_Occurred()) {
@@ -159,8 +174,7 @@ static void wake_receivers(sl_asgi_req_t *r)
             }
         }
         Py_DECREF(fut);
-        if (r->recv_waiters != NULL &&
-            PyList_SetSlice(r->recv_waiters, 0, 1, NULL) < 0) {
+        if (next_receiver(r) < 0) {
             sl_py_log_exception("ASGI: receive() waiters");
             return;
         }

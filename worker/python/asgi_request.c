@@ -64,12 +64,14 @@ static void req_dealloc(sl_asgi_req_t *r)
 {
     Py_XDECREF(r->coro);
     Py_XDECREF(r->task);
-    Py_XDECREF(r->recv_waiters);
+    Py_XDECREF(r->recv_waiter);
+    Py_XDECREF(r->recv_more);
     Py_XDECREF(r->send_waiter);
     Py_XDECREF(r->headers);
     Py_XDECREF(r->trailers);
     Py_XDECREF(r->body_rest);
     Py_XDECREF(r->ws_misuse);
+    Py_XDECREF(r->ws_end_reason);
     Py_XDECREF(r->ctx);
     Py_XDECREF(r->ptask);
     if (!sl_py_free_push(&req_free, (PyObject *)r))

@@ -80,12 +80,13 @@ static void ws_end(sl_asgi_req_t *r, const sl_ws_end_t *end)
     if (r->ws_ended)
         return;
     r->ws_ended = true;
-    if (end != NULL) {
-        r->ws_end = *end;
-    } else {
-        r->ws_end.code = SL_WS_CLOSE_ABNORMAL;
-        r->ws_end.reason[0] = '\0';
-    }
+    r->ws_end_code = end != NULL ? end->code : SL_WS_CLOSE_ABNORMAL;
+    if (end == NULL || end->reason[0] == '\0')
+        return;
+    r->ws_end_reason = PyUnicode_DecodeUTF8(
+        end->reason, (Py_ssize_t)strlen(end->reason), "replace");
+    if (r->ws_end_reason == NULL)
+        PyErr_Clear(); /* out of memory: the end without its reason */
 }
 
 /* websocket.disconnect with R's end (1006 when none is known). */
@@ -94,12 +95,12 @@ static PyObject *disconnect_msg(sl_asgi_req_t *r)
     PyObject *m, *reason;
 
     ws_end(r, NULL);
-    reason = PyUnicode_DecodeUTF8(
-        r->ws_end.reason, (Py_ssize_t)strlen(r->ws_end.reason), "replace");
+    reason = r->ws_end_reason != NULL ? Py_NewRef(r->ws_end_reason)
+                                      : PyUnicode_New(0, 0);
     if (reason == NULL)
         return NULL;
     m = msg_new(N_WS_DISCONNECT, N_CODE,
-                PyLong_FromUnsignedLong(r->ws_end.code));
+                PyLong_FromUnsignedLong(r->ws_end_code));
     if (m != NULL && PyDict_SetItem(m, sl_asgi_names[N_REASON], reason) < 0)
         Py_CLEAR(m);
     Py_DECREF(reason);
@@ -326,7 +327,7 @@ PyObject *sl_asgi_ws_accept(sl_asgi_req_t *r, const sl_asgi_msg_t *m)
         return disconnected(r, "websocket.accept");
     }
     /* a receive() waiting for the accept now waits for messages */
-    if (r->recv_waiters != NULL && PyList_GET_SIZE(r->recv_waiters) > 0)
+    if (r->recv_waiter != NULL)
         sl_asgi_io_wake(r);
     return sl_asgi_done_none();
 }
