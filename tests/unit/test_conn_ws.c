@@ -171,6 +171,7 @@ START_TEST(test_echo)
     h_run_passes(&pump, 2);
     ck_assert_ptr_null(client.conn->rbuf.data);
     ck_assert_ptr_null(client.conn->tx.buf.data);
+    ck_assert_ptr_null(client.conn->x.out.data); /* none for the app */
 
     memset(big, 0xa5, sizeof(big));
     send_frame(SL_WS_OP_BINARY, big, sizeof(big));

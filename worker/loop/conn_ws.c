@@ -386,6 +386,8 @@ static int queue_message(sl_conn_t *c, int opcode)
         ws->head = node;
     ws->tail = node;
     ws->nq++;
+    /* a cached block for the app's answer (none while it only waits) */
+    sl_conn_buf_ready(c, &c->x.out);
     sl_metrics_add(&sl_metrics_self->ws_msgs_in, 1);
     sl_exch_wake(&c->x);
     pthread_mutex_unlock(&c->x.mu);
@@ -610,8 +612,6 @@ void sl_conn_ws_process(sl_conn_t *c)
         put_control_locked(c);
         if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0)
             c->x.aborted = true;
-        /* the app's next message: a cached block, not its thread's */
-        sl_conn_buf_ready(c, &c->x.out);
         pthread_mutex_unlock(&c->x.mu);
         rc = c->x.aborted ? -1 : sl_conn_flush(c);
         /* a control frame that waited for the buffer to empty goes now */
