@@ -117,6 +117,11 @@ def cap(b):
     return int(b["cap"]) if int(b["data"]) != 0 else 0
 
 
+def has(v, field):
+    """Does V's struct have FIELD (a build before or after a change)?"""
+    return any(f.name == field for f in v.type.strip_typedefs().fields())
+
+
 pool = pump["pool"]
 end = pool["active"].address
 c = pool["active"]["next"]
@@ -135,16 +140,28 @@ while c != end and n < LIMIT:
     add("executor's output c->x.out", cap(x["out"]))
     add("request body c->x.body", cap(x["body"]))
     add("access-log head c->x.resp_head", cap(x["resp_head"]))
-    add("request head c->x.req.hbuf (the handshake's bytes)",
-        cap(x["req"]["hbuf"]))
-    if int(x["req"]["hdrs"]) != 0:
-        add("header array c->x.req.hdrs", HDRS)
+    req = x["req"]
+    if has(req, "packed") and bool(req["packed"]):
+        # conn.c: sl_conn_pack_head(), one block: the head's bytes (cap,
+        # rounded to 16), then the used header entries
+        add("request head and header array, packed (c->x.req.hbuf)",
+            cap(req["hbuf"]) + int(req["nhdrs"]) * size("sl_hdr_t"))
+    else:
+        add("request head c->x.req.hbuf (the handshake's bytes)",
+            cap(req["hbuf"]))
+        if int(req["hdrs"]) != 0:
+            add("header array c->x.req.hdrs", HDRS)
     if int(x["req"]["client"]) != 0:
         add("forwarded client c->x.req.client", SIZES["sl_client_t"])
     ws = x["ws"]
     if int(ws) != 0:
         w = ws.dereference()
         add("WebSocket state struct sl_conn_ws", SIZES["struct sl_conn_ws"])
+        if w["pong"].type.code == gdb.TYPE_CODE_PTR and int(w["pong"]) != 0:
+            add("ping payload ws->pong", int(w["pong_len"]))
+        if has(w, "end_reason") and int(w["end_reason"]) != 0:
+            add("close reason ws->end_reason",
+                len(w["end_reason"].string("latin-1")) + 1)
         if int(w["hs"]) != 0:
             add("handshake answer sl_ws_handshake_t",
                 SIZES["sl_ws_handshake_t"])
@@ -152,6 +169,9 @@ while c != end and n < LIMIT:
             rx = w["rx"].dereference()
             add("frame parser struct sl_ws_rx", SIZES["struct sl_ws_rx"])
             add("parser's message buffer rx->msg", cap(rx["msg"]))
+            if rx["ctl"].type.code == gdb.TYPE_CODE_PTR and \
+                    int(rx["ctl"]) != 0:
+                add("parser's control payload rx->ctl", 125)
             if int(rx["zin"]) != 0:  # its size is zlib's (no calls here)
                 add("parser's inflater rx->zin (the z_stream alone)",
                     size("z_stream"))
@@ -532,6 +552,14 @@ ORIGIN = {
                          "sl_exch_ws_send(); freed by trim()",
     "request body": "conn_ws.c: trim() frees it",
     "access-log head": "exchange.c: sl_exch_note_head()",
+    "request head and header array": "conn.c: sl_conn_pack_head() once "
+                                     "the 101 is taken: one block of their "
+                                     "exact size, kept until the WebSocket "
+                                     "ends (its access-log line)",
+    "ping payload": "conn_ws.c: on_event(), freed once the pong is out",
+    "close reason": "conn_ws.c: set_end()",
+    "parser's control payload": "ws_rx.c: taken at a control frame with a "
+                                "payload, freed by sl_ws_rx_trim()",
     "request head": "h1_parse.c: on_headers_complete() takes a bufcache "
                     "block for the head; kept until the request (the "
                     "WebSocket) ends: conn.c: sl_conn_free_head()",
