@@ -56,14 +56,15 @@ typedef struct {
 
 /* What a run made of the input. */
 typedef struct {
-    sl_buf_t text;   /* the requests, in a form memcmp can compare */
-    int goaway;      /* the last GOAWAY's error code, -1: none */
-    bool closed;     /* the connection closed before the client did */
-    unsigned gone;   /* requests the executor saw aborted (not told) */
-    unsigned served; /* requests answered, by the executor or the loop */
-    bool raced;      /* a stream ended by the server before the input did */
-    bool refused;    /* a stream was refused (RST_STREAM REFUSED_STREAM) */
-    bool split_cont; /* a cut fell inside a CONTINUATION frame's header */
+    sl_buf_t text;     /* the requests, in a form memcmp can compare */
+    int goaway;        /* the last GOAWAY's error code, -1: none */
+    bool closed;       /* the connection closed before the client did */
+    unsigned gone;     /* requests the executor saw aborted (not told) */
+    unsigned served;   /* requests answered, by the executor or the loop */
+    bool raced;        /* a stream ended by the server before the input did */
+    bool refused;      /* a stream was refused (RST_STREAM REFUSED_STREAM) */
+    bool split_cont;   /* a cut fell inside a CONTINUATION frame's header */
+    bool split_goaway; /* a cut fell after the client's GOAWAY */
 } story_t;
 
 /* The run under way. */
