@@ -84,6 +84,7 @@ static void give_head(sl_conn_t *c)
         r->packed = false;
         sl_buf_free(&r->hbuf); /* the header array with it */
         r->hdrs = NULL;
+        return;
     }
     sl_bufcache_put(&c->pump->bufs, &r->hbuf);
     if (r->hdrs != NULL) {
