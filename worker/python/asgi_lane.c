@@ -37,6 +37,9 @@ static struct {
     bool exited;
     atomic_bool finish_asked;
     atomic_bool stop_asked;
+    /* the eventfd was written and on_tickets() has not yet begun to take
+     * what it announced: a later batch needs no write of its own */
+    atomic_bool signalled;
 } lane = {.efd = -1};
 
 static void efd_write(void)
@@ -57,6 +60,8 @@ static PyObject *on_tickets(PyObject *self, PyObject *unused)
     uint32_t i, n;
 
     (void)unused;
+    /* before the queue is read: a batch pushed after this writes again */
+    atomic_store(&lane.signalled, false);
     if (read(lane.efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
         sl_log_errno(SL_LOG_ERROR, "read() of the ASGI lane's eventfd");
     sl_asgi_task_batch(x, true);
@@ -199,11 +204,14 @@ static void lane_finish(sl_pump_t *p)
 }
 
 /* hand_over (exec.h) of the lane: the batch goes to the work queue, the
- * eventfd wakes the event loop once for all of it. */
+ * eventfd wakes the event loop once for all of it, and not at all when
+ * an earlier write is still unanswered (on_tickets() takes this batch
+ * with that one). */
 static void lane_hand_over(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)
 {
     sl_exec_hand_over_queue(p, t, n);
-    efd_write();
+    if (!atomic_exchange(&lane.signalled, true))
+        efd_write();
 }
 
 /* stop (exec.h) of the lane: the lane stops its event loop, shuts down
