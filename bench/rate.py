@@ -3,7 +3,7 @@
 (a report, not a test).
 
     /usr/bin/python3 bench/rate.py [--suite wsgi|asgi|change]
-                                   [--fraction 0.5] [--duration S]
+                                   [--fraction 0.5 | --rate R] [--duration S]
                                    [--repeat N] [--only ARM[,ARM]]
     /usr/bin/python3 bench/rate.py --selfcheck
 
@@ -15,7 +15,10 @@ closed loop, or bench/rateload.c in its closed-loop mode with
 bench/.build/) sends requests at FRACTION of that rate on a fixed
 schedule and measures every latency from the request's intended send
 time, so a stall is charged to every request it delays (no coordinated
-omission). Server on CPU 0, client on CPU 1. Results go to
+omission). With --rate R every arm runs at R instead: CPU per request
+compared at one load (a server's cost per request falls as its rate rises
+and its passes batch more, so at its own fraction a faster server is
+measured where it is cheaper). Server on CPU 0, client on CPU 1. Results go to
 bench/results/rate-SUITE.{md,json,png}. --selfcheck shows that the client
 sees a slow server's queue (see selfcheck()).
 """
@@ -164,13 +167,14 @@ def measure_max(srv, arm, conns, args):
 
 
 def measure(srv, arm, conns, args):
-    """Maximum rate, then the fixed-rate run at --fraction of it."""
+    """Maximum rate, then the fixed-rate run at --fraction of it (at
+    --rate, the same for every arm, when given)."""
     mx = measure_max(srv, arm, conns, args)
     if "error" in mx:
         return {"error": "max-rate run: " + mx["error"]}
     if not mx["rps"]:
         return {"error": "max-rate run completed no request"}
-    target = args.fraction * mx["rps"]
+    target = args.rate or args.fraction * mx["rps"]
     r = run_rateload(rateload_argv(srv.port, arm.path, conns, target,
                                    args.duration, args.warmup,
                                    args.client_cpu),
@@ -238,12 +242,18 @@ def _ms(us):
     return "%.2f" % (us / 1000.0)
 
 
+def rate_words(m):
+    """The fixed rate as the title says it."""
+    if m.get("rate"):
+        return "%.0f req/s for every server" % m["rate"]
+    return "%.0f %% of each server's maximum" % (100 * m["fraction"])
+
+
 def markdown(doc):
     m, rows = doc["meta"], doc["summary"]["rows"]
     out = []
     w = out.append
-    w("# sluice benchmark: %s, fixed rate (%.0f %% of each server's maximum)"
-      % (m["title"], 100 * m["fraction"]))
+    w("# sluice benchmark: %s, fixed rate (%s)" % (m["title"], rate_words(m)))
     w("")
     if m.get("label"):
         w("> %s" % m["label"])
@@ -265,12 +275,14 @@ def markdown(doc):
     w("- Fixed rate: `bench/rateload.c` (C, epoll, one thread) sends request "
       "i at t0 + i/R over CONNS keep-alive connections (one request "
       "outstanding per connection; a due request waits for a free one) with "
-      "R = %.2f × the maximum; %d s measured after a %d s warm-up at the "
+      "R = %s; %d s measured after a %d s warm-up at the "
       "same rate. Latency runs from each request's *intended* send time to "
       "the end of its response, so time spent queued behind a slow answer "
       "counts (no coordinated omission); percentiles are exact to 1 µs "
       "below 1 s (a histogram of 1 µs buckets)"
-      % (m["fraction"], m["duration_s"], m["warmup_s"]))
+      % ("%.0f req/s for every arm (`--rate`)" % m["rate"] if m.get("rate")
+         else "%.2f × the maximum" % m["fraction"], m["duration_s"],
+         m["warmup_s"]))
     w("- Repeats: %d, interleaved (the arm order rotates each repeat); "
       "every figure is the median over repeats" % m["repeat"])
     w("- *CPU µs/req*: utime+stime of the server's whole process tree "
@@ -381,8 +393,8 @@ def chart(doc, path):
                                                 r["target"]) for r in rows],
                        rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("latency from intended send, ms (median of repeats)")
-    ax.set_title("%s\n%.0f %% of max, %d s × %d, server CPU %d, client "
-                 "CPU %d" % (m["title"], 100 * m["fraction"], m["duration_s"],
+    ax.set_title("%s\n%s, %d s × %d, server CPU %d, client "
+                 "CPU %d" % (m["title"], rate_words(m), m["duration_s"],
                              m["repeat"], m["server_cpu"], m["client_cpu"]),
                  fontsize=10)
     ax.legend(fontsize=8)
@@ -512,6 +524,10 @@ def main():
     ap.add_argument("--fraction", type=float, default=0.5,
                     help="fixed rate as a fraction of the measured maximum "
                          "(default 0.5)")
+    ap.add_argument("--rate", type=float, default=0,
+                    help="drive every arm at this many requests a second "
+                         "instead (CPU per request compared at one load; "
+                         "the maximum is still measured and shown)")
     ap.add_argument("--max-with", choices=("wrk", "rateload"), default="wrk",
                     help="how the maximum is measured (default wrk, as "
                          "run.py does)")
@@ -548,6 +564,8 @@ def main():
     args = ap.parse_args()
     if not 0 < args.fraction <= 1:
         ap.error("--fraction takes a number in (0, 1]")
+    if args.rate < 0:
+        ap.error("--rate takes a positive number")
 
     if args.render:
         base = args.render[:-5] if args.render.endswith(".json") \
@@ -620,7 +638,8 @@ def run_matrix(args, suite, arms, conns_list, ctx_base):
         .strftime("%Y-%m-%d %H:%M:%S UTC"),
         "duration_s": args.duration, "warmup_s": args.warmup,
         "repeat": args.repeat, "conns": conns_list,
-        "fraction": args.fraction, "max_with": args.max_with,
+        "fraction": args.fraction, "rate": args.rate,
+        "max_with": args.max_with,
         "server_cpu": args.server_cpu, "client_cpu": args.client_cpu,
         "sluice_bin": ctx_base["sluice"], "root": str(run.ROOT),
         "git_commit": subprocess.run(
@@ -635,8 +654,9 @@ def run_matrix(args, suite, arms, conns_list, ctx_base):
             "-r 0 -d %d -w %d -t %g" % (args.client_cpu, args.duration,
                                         args.warmup, REQUEST_TIMEOUT)),
         "rate_command": "taskset -c %d bench/.build/rateload -p PORT -P PATH "
-        "-c CONNS -r %.2f*MAX -d %d -w %d -t %g" % (
-            args.client_cpu, args.fraction, args.duration, args.warmup,
+        "-c CONNS -r %s -d %d -w %d -t %g" % (
+            args.client_cpu, "%.0f" % args.rate if args.rate else
+            "%.2f*MAX" % args.fraction, args.duration, args.warmup,
             REQUEST_TIMEOUT),
     })
     arm_info = {a.name: {"note": a.note, "path": a.path, "ours": a.ours}
