@@ -24,7 +24,7 @@
 int sl_queue_init(sl_queue_t *q, uint32_t cap)
 {
     memset(q, 0, sizeof(*q));
-    q->items = calloc(cap, sizeof(*q->items));
+    q->items = malloc(cap * sizeof(*q->items)); /* written before read */
     if (q->items == NULL)
         return -1;
     q->cap = cap;

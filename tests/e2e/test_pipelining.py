@@ -108,9 +108,66 @@ def answer_before_a_slow_next(server):
         assert c.read_response().body.startswith(b"slept")
 
 
+def slow_first_fast_after(server, n=8):
+    """In pump mode the GETs after the slow one run ahead of it and end
+    first (h1_ahead.h); their answers still wait for its."""
+    with server.connect(timeout=WAIT) as c:
+        c.send(build_request("GET", "/slow?t=0.5")
+               + b"".join(build_request("GET", "/hello?i=%d" % i)
+                          for i in range(n)))
+        assert c.read_response().body.startswith(b"slept")
+        for _ in range(n):
+            assert c.read_response().body == b"hello\n"
+        assert c.request("GET", "/hello").body == b"hello\n"
+
+
+def unsafe_between(server):
+    """A POST is not run ahead, nor what follows it before it is answered:
+    each request sees the ones before it done."""
+    with server.connect(timeout=WAIT) as c:
+        c.send(build_request("GET", "/hello")
+               + build_request("POST", "/echo", body=b"abc")
+               + build_request("GET", "/hello")
+               + build_request("PUT", "/echo", body=b"defg")
+               + build_request("HEAD", "/hello"))
+        assert c.read_response().body == b"hello\n"
+        assert c.read_response().body == b"abc"
+        assert c.read_response().body == b"hello\n"
+        assert c.read_response().body == b"defg"
+        r = c.read_response("HEAD")
+        assert r.status == 200 and r.body == b""
+
+
+def big_answers_in_order(server, big_target, size):
+    """Answers above the send credit (exchange.h: SL_CONN_CREDIT), run
+    ahead: each waits for credit until its turn, none for ever."""
+    with server.connect(timeout=WAIT) as c:
+        c.send(b"".join(build_request("GET", big_target) for _ in range(4))
+               + build_request("GET", "/hello"))
+        for _ in range(4):
+            r = c.read_response()
+            assert r.status == 200 and len(r.body) == size
+        assert c.read_response().body == b"hello\n"
+
+
+def gone_mid_burst(server, n=16):
+    """A client that leaves with requests still running ahead: they end
+    with the executor, and the worker serves on."""
+    for _ in range(3):
+        with server.connect(timeout=WAIT) as c:
+            c.send(build_request("GET", "/slow?t=0.2")
+                   + b"".join(build_request("GET", "/hello")
+                              for _ in range(n)))
+    with server.connect(timeout=WAIT) as c:
+        c.send(build_request("GET", "/hello") * n)
+        for _ in range(n):
+            assert c.read_response().body == b"hello\n"
+
+
 CHECKS = [body_after_the_answer, rest_of_head_after_the_answer,
           continue_after_the_answer, half_close_after_the_last,
-          bad_body_after_answers, many_in_order]
+          bad_body_after_answers, many_in_order, slow_first_fast_after,
+          unsafe_between, gone_mid_burst]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__)
@@ -132,3 +189,11 @@ def test_wsgi_answer_before_a_slow_next(wsgi, mode):
 
 def test_asgi_answer_before_a_slow_next(asgi):
     answer_before_a_slow_next(asgi)
+
+
+def test_wsgi_big_answers_in_order(wsgi):
+    big_answers_in_order(wsgi, "/big?size=600000", 600000)
+
+
+def test_asgi_big_answers_in_order(asgi):
+    big_answers_in_order(asgi, "/big?chunks=10", 10 * 65536)

@@ -77,8 +77,8 @@ static inline int send_str(uint32_t gen, const char *s, int flags)
     return sl_exch_send(&client.conn->x, gen, &iov, 1, flags);
 }
 
-/* Answer request GEN of C with a 200 whose body is BODY, in one END send. */
-static inline void respond_on(sl_conn_t *c, uint32_t gen, const char *body)
+/* The same on exchange X (a request run ahead, h1_ahead.h). */
+static inline void respond_on_x(sl_exch_t *x, uint32_t gen, const char *body)
 {
     char head[128];
     struct iovec iov[2];
@@ -87,7 +87,29 @@ static inline void respond_on(sl_conn_t *c, uint32_t gen, const char *body)
              "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", strlen(body));
     iov[0] = (struct iovec){head, strlen(head)};
     iov[1] = (struct iovec){(void *)body, strlen(body)};
-    ck_assert_int_eq(sl_exch_send(&c->x, gen, iov, 2, SL_SEND_END), 0);
+    ck_assert_int_eq(sl_exch_send(x, gen, iov, 2, SL_SEND_END), 0);
+}
+
+static inline bool conn_aborted(void *arg)
+{
+    sl_exch_t *x = arg;
+    bool aborted;
+
+    pthread_mutex_lock(&x->mu);
+    aborted = x->aborted;
+    pthread_mutex_unlock(&x->mu);
+    return aborted;
+}
+
+static inline bool conn_freed(void *arg)
+{
+    return ((sl_conn_t *)arg)->state == SL_CONN_FREE;
+}
+
+/* Answer request GEN of C with a 200 whose body is BODY, in one END send. */
+static inline void respond_on(sl_conn_t *c, uint32_t gen, const char *body)
+{
+    respond_on_x(&c->x, gen, body);
 }
 
 static inline void respond(uint32_t gen, const char *body)

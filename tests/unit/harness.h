@@ -114,6 +114,11 @@ static const sl_exec_t h_exec_await = {
 /* What h_pump_up() gives the pump; a suite may point it elsewhere first. */
 static const sl_exec_t *h_exec = &h_exec_lanes;
 
+/* Whether h_pump_up()'s pump runs pipelined requests ahead (h1_ahead.h).
+ * Off unless a test says: most suites' lanes take one ticket per
+ * connection, its own exchange's; the queues are sized for it anyway. */
+static bool h_ahead;
+
 /* sl_pump_init() P for O on a fresh loopback listener, accepting (what
  * sl_pump_run() does before it enters the loop), with h_exec. */
 static inline void h_pump_up(sl_pump_t *p, const sl_options_t *o)
@@ -122,6 +127,8 @@ static inline void h_pump_up(sl_pump_t *p, const sl_options_t *o)
 
     ck_assert_int_eq(sl_pump_init(p, o, h_exec, &fd, 1), 0);
     ck_assert_int_eq(p->nlisteners, 1);
+    if (!h_ahead)
+        p->ahead_max = 0;
     p->accepting = true;
     ev_io_start(p->loop, &p->listeners[0].io);
 }

@@ -235,6 +235,91 @@ START_TEST(test_pipelined_answers_leave_together)
 }
 END_TEST
 
+/* Pump mode, requests run ahead (h1_ahead.h): the GETs after the first
+ * are handed over in the same pass, each an exchange of its own; they
+ * may end in any order, and their answers leave in the order asked, in
+ * one write, each with its own request's head behind it. A POST after
+ * them waits for its turn. */
+START_TEST(test_pipelined_run_ahead)
+{
+    sl_ticket_t t[4];
+    sl_exch_t *x[3];
+    int i;
+
+    h_ahead = true;
+    UP(NULL);
+    h_ahead = false;
+    h_sends(&client, THREE_GETS "POST /4 HTTP/1.1\r\nHost: h\r\n"
+                                "Content-Length: 1\r\n\r\nz");
+    take_request(&t[0]);
+    for (i = 1; i < 3; i++) {
+        ck_assert(h_take_ticket(&pump, &t[i]));
+        ck_assert_uint_eq(t[i].kind, SL_TICKET_SUBMIT);
+        ck_assert_uint_ge(t[i].idx, pump.pool.nconns);
+    }
+    ck_assert(!sl_queue_try_pop(&pump.work, &t[3])); /* not the POST */
+    for (i = 0; i < 3; i++) {
+        x[i] = sl_pump_exch(&pump, t[i].idx);
+        ck_assert(sl_exch_is_ahead(x[i]) == (i > 0));
+        ck_assert(!sl_exch_is_stream(x[i]));
+        ck_assert_int_eq(x[i]->req.url_len, 2);
+        ck_assert_int_eq(x[i]->req.hbuf.data[x[i]->req.url_off + 1], '1' + i);
+    }
+    respond_on_x(x[2], t[2].gen, "3");
+    respond_on_x(x[1], t[1].gen, "2");
+    ev_run(pump.loop, EVRUN_NOWAIT);
+    h_pull(&client);
+    ck_assert_msg(client.len == 0, "an answer left before the first");
+    respond_on_x(x[0], t[0].gen, "1");
+    for (i = 1; i <= 3; i++) {
+        char body[2] = {(char)('0' + i), 0};
+        ck_assert(h_response(&pump, &client, &resp, false));
+        ck_assert_str_eq(resp.body, body);
+    }
+    ck_assert_uint_eq(pump.served, 3);
+    take_request(&t[3]); /* the POST, once the GETs are answered */
+    ck_assert_str_eq(url(), "/4");
+    respond(t[3].gen, "4");
+    ck_assert(h_response(&pump, &client, &resp, false));
+    ck_assert_str_eq(resp.body, "4");
+    ck_assert_uint_eq(pump.inflight, 0);
+}
+END_TEST
+
+/* A connection aborted (the drain's end, a send timeout) while requests
+ * run ahead: every one hears of it, and the ones still with the executor
+ * when the connection closes are given back at their END. */
+START_TEST(test_run_ahead_orphans)
+{
+    sl_ticket_t t[3];
+    sl_exch_t *x[3];
+    int i;
+
+    h_ahead = true;
+    UP(NULL);
+    h_ahead = false;
+    h_sends(&client, THREE_GETS);
+    take_request(&t[0]);
+    for (i = 1; i < 3; i++)
+        ck_assert(h_take_ticket(&pump, &t[i]));
+    for (i = 0; i < 3; i++)
+        x[i] = sl_pump_exch(&pump, t[i].idx);
+    respond_on_x(x[1], t[1].gen, "2");
+    sl_conn_abort(client.conn);
+    for (i = 0; i < 3; i++)
+        ck_assert(conn_aborted(x[i]));
+    ck_assert_int_eq(sl_exch_send(x[0], t[0].gen, NULL, 0, SL_SEND_END), -1);
+    /* x[0]'s END closes the connection */
+    ck_assert(h_run_until(&pump, conn_freed, &pump.pool.conns[0]));
+    ck_assert_uint_eq(pump.inflight, 1); /* the third, with the executor */
+    ck_assert_int_eq(sl_exch_send(x[2], t[2].gen, NULL, 0, SL_SEND_END), -1);
+    ev_run(pump.loop, EVRUN_NOWAIT);
+    ck_assert_uint_eq(pump.inflight, 0);
+    ck_assert_ptr_eq(pump.ahead_free != NULL ? &pump.ahead_free->x : NULL,
+                     x[2]); /* given back last */
+}
+END_TEST
+
 /* A held answer does not wait for a slow next request: the hold timer
  * writes it while that request is still with the executor. */
 START_TEST(test_held_answer_leaves_on_time)
@@ -586,6 +671,8 @@ static Suite *conn_suite(void)
     tcase_add_test(tc, test_pipelined_in_order);
     tcase_add_test(tc, test_pipelined_before_eof_are_served);
     tcase_add_test(tc, test_pipelined_answers_leave_together);
+    tcase_add_test(tc, test_pipelined_run_ahead);
+    tcase_add_test(tc, test_run_ahead_orphans);
     tcase_add_test(tc, test_held_answer_leaves_on_time);
     tcase_add_test(tc, test_hold_timer_writes_the_oldest);
     tcase_add_test(tc, test_joining_answer_restarts_the_hold);

@@ -386,20 +386,23 @@ END_TEST
 /* A batch that does not fit is refused whole, never half queued. */
 START_TEST(test_hand_over_queue_overflow)
 {
-    static sl_ticket_t batch[64];
+    static sl_ticket_t batch[512];
     sl_ticket_t got;
-    uint32_t i;
+    uint32_t i, half;
 
     h_options(&opt, "--worker-connections", "4", NULL);
     h_pump_up(&pump, &opt);
     sl_log_set_level(SL_LOG_CRITICAL); /* its error line is expected */
-    ck_assert_uint_eq(pump.work.cap, 16);
-    for (i = 0; i < 64; i++)
+    /* four per connection, two per request run ahead (h1_ahead.h) */
+    ck_assert_uint_eq(pump.work.cap, 16 + 2 * 4 * SL_AHEAD_DEPTH);
+    half = pump.work.cap / 2 + 1;
+    ck_assert_uint_le(2 * half, 512);
+    for (i = 0; i < 2 * half; i++)
         batch[i] = (sl_ticket_t){.idx = i, .gen = i};
-    sl_exec_hand_over_queue(&pump, batch, 10);
-    sl_exec_hand_over_queue(&pump, batch + 10, 10);
-    ck_assert_uint_eq(pump.work.count, 10);
-    for (i = 0; i < 10; i++) {
+    sl_exec_hand_over_queue(&pump, batch, half);
+    sl_exec_hand_over_queue(&pump, batch + half, half);
+    ck_assert_uint_eq(pump.work.count, half);
+    for (i = 0; i < half; i++) {
         ck_assert(sl_queue_try_pop(&pump.work, &got));
         ck_assert_uint_eq(got.idx, i);
     }

@@ -529,7 +529,7 @@ START_TEST(test_batch_overflow_is_bounded)
     h_options(&opt, "--worker-connections", "2", NULL);
     h_pump_up(&pump, &opt);
     h_connect(&pump, &client);
-    for (int i = 0; i < 10; i++)
+    for (uint32_t i = 0; i < pump.npending_cap + 8; i++)
         sl_exec_queue_ticket(&pump, &client.conn->x, SL_TICKET_WAKE);
     ck_assert_uint_eq(pump.npending, pump.npending_cap);
     ev_run(pump.loop, EVRUN_NOWAIT);

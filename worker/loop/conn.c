@@ -67,19 +67,16 @@ size_t sl_conn_hdrs_size(const sl_options_t *o)
                             sizeof(sl_hdr_t));
 }
 
-int sl_conn_hdrs_get(sl_conn_t *c)
+int sl_conn_hdrs_get(sl_conn_t *c, sl_req_t *r)
 {
-    c->x.req.hdrs =
-        sl_bufcache_take(&c->pump->bufs, sl_conn_hdrs_size(c->pump->opt));
-    return c->x.req.hdrs != NULL ? 0 : -1;
+    r->hdrs = sl_bufcache_take(&c->pump->bufs, sl_conn_hdrs_size(c->pump->opt));
+    return r->hdrs != NULL ? 0 : -1;
 }
 
 /* The request's head and header array, back to the cache (or freed with
  * the block they share, when packed). */
-static void give_head(sl_conn_t *c)
+static void give_head(sl_conn_t *c, sl_req_t *r)
 {
-    sl_req_t *r = &c->x.req;
-
     if (r->packed) {
         r->packed = false;
         sl_buf_free(&r->hbuf); /* the header array with it */
@@ -96,12 +93,17 @@ static void give_head(sl_conn_t *c)
 
 /* Give the request's own memory back: head, header array, forwarded
  * client. Loop thread, no executor on the request. */
+void sl_conn_free_req(sl_conn_t *c, sl_req_t *r)
+{
+    give_head(c, r);
+    r->nhdrs = 0;
+    if (r->client != NULL)
+        sl_forwarded_clear(r);
+}
+
 void sl_conn_free_head(sl_conn_t *c)
 {
-    give_head(c);
-    c->x.req.nhdrs = 0;
-    if (c->x.req.client != NULL)
-        sl_forwarded_clear(&c->x.req);
+    sl_conn_free_req(c, &c->x.req);
 }
 
 void sl_conn_pack_head(sl_conn_t *c)
@@ -117,7 +119,7 @@ void sl_conn_pack_head(sl_conn_t *c)
     memcpy(p, r->hbuf.data, hlen);
     if (nh > 0)
         memcpy(p + at, r->hdrs, nh * sizeof(sl_hdr_t));
-    give_head(c);
+    give_head(c, r);
     r->hbuf.data = p;
     r->hbuf.len = hlen;
     r->hbuf.cap = at;
@@ -204,11 +206,13 @@ static void send_deadline(sl_conn_t *c, int rc, size_t written)
  * executor waiting for it hears so below half the credit (mu held). */
 static void credit_back(sl_conn_t *c, size_t written)
 {
+    sl_exch_t *x = sl_conn_wx(c);
+
     if (written == 0 || (c->state != SL_CONN_SERVING && c->state != SL_CONN_WS))
         return;
-    c->x.inflight -= written < c->x.inflight ? written : c->x.inflight;
-    if (c->x.inflight + c->x.out.len <= SL_CONN_CREDIT / 2)
-        sl_exch_wake(&c->x);
+    x->inflight -= written < x->inflight ? written : x->inflight;
+    if (x->inflight + x->out.len <= SL_CONN_CREDIT / 2)
+        sl_exch_wake(x);
 }
 
 /* Write what C's output holds (its hold ends: what it held goes now);
@@ -232,9 +236,9 @@ int sl_conn_flush(sl_conn_t *c)
 
     if (written > 0 &&
         (c->state == SL_CONN_SERVING || c->state == SL_CONN_WS)) {
-        pthread_mutex_lock(&c->x.mu);
+        pthread_mutex_lock(&sl_conn_wx(c)->mu);
         credit_back(c, written);
-        pthread_mutex_unlock(&c->x.mu);
+        pthread_mutex_unlock(&sl_conn_wx(c)->mu);
     }
     return rc;
 }
@@ -265,9 +269,12 @@ void sl_conn_start(sl_conn_t *c, int fd, int listener,
         sl_transport_start(&c->tp, &sl_transport_plain, fd);
     c->x.req.tls = tls;
     c->serial++;
-    c->listener = listener;
+    c->listener = (uint8_t)listener;
     memcpy(&c->peer, sa, salen);
-    c->peerlen = salen;
+    c->peerlen = (uint8_t)salen;
+    c->nahead = 0;
+    c->ahead_writing = false;
+    c->ahead_parsing = false;
     c->state = SL_CONN_READING;
     c->tx.wrote_any = false;
     c->peer_eof = false;
@@ -337,9 +344,11 @@ void sl_conn_going_away(sl_conn_t *c, unsigned code)
 
 void sl_conn_abort(sl_conn_t *c)
 {
-    pthread_mutex_lock(&c->x.mu);
-    c->x.aborted = true;
-    sl_exch_wake(&c->x);
-    pthread_mutex_unlock(&c->x.mu);
+    sl_exch_t *x = sl_conn_wx(c);
+
+    pthread_mutex_lock(&x->mu);
+    x->aborted = true;
+    sl_exch_wake(x);
+    pthread_mutex_unlock(&x->mu);
     c->sess->abort(c);
 }

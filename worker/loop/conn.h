@@ -82,15 +82,21 @@ struct sl_conn {
     ev_tstamp deadline;   /* header, keep-alive, send or linger; 0 = none */
     ev_tstamp idle_since; /* when it last became idle (accept, response) */
     struct sockaddr_storage peer; /* the PROXY header's source, once read */
-    socklen_t peerlen;
-    int listener;  /* index of the listener it came from */
-    bool peer_eof; /* the client shut its write side */
+    uint8_t peerlen;              /* of peer (at most 128) */
+    uint8_t listener;             /* index of the listener it came from */
+    bool peer_eof;                /* the client shut its write side */
 
     /* the PROXY session's (conn_proxy.c) */
     bool proxy_pending; /* its header is due */
     /* HTTP/1.1's, before its first request: the bytes so far begin
      * HTTP/2's preface (h1.c: h2_wanted()) */
     bool h2_maybe;
+    /* HTTP/1.1's requests run ahead (h1_ahead.h): how many, whether the
+     * oldest is the one being written (sl_conn_wx()), whether the parser
+     * fills a spare now (the pump's ahead_px) */
+    uint8_t nahead;
+    bool ahead_writing;
+    bool ahead_parsing;
 
     sl_buf_t rbuf; /* owned: bytes read, rbuf.off = parsed up to */
 
@@ -109,6 +115,9 @@ struct sl_conn {
             bool fresh;      /* no byte of a request read yet */
             llhttp_t parser;
             size_t req_start; /* offset in rbuf where the current head began */
+            /* pipelined requests run ahead of x's, oldest first
+             * (h1_ahead.h) */
+            struct sl_ahead *ahead;
         } h1;
         struct sl_h2 *h2;
     };
@@ -120,6 +129,18 @@ struct sl_conn {
     /* Loop-thread side of the output: what is being written */
     sl_output_t tx;
 };
+
+/* The exchange whose response C is writing: x, or on HTTP/1.1 the
+ * oldest request run ahead once x's is over (h1_ahead.h: its exchange
+ * is its first member). */
+static inline sl_exch_t *sl_conn_wx(sl_conn_t *c)
+{
+    return c->ahead_writing ? (sl_exch_t *)(void *)c->h1.ahead : &c->x;
+}
+
+/* The exchange C's parser fills: x, or a spare while a pipelined request
+ * is run ahead (sl_conn_parse_ahead()). */
+sl_exch_t *sl_conn_px(sl_conn_t *c);
 
 /* The peer's address as text and its port (0 for unix sockets). */
 const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port);
@@ -193,9 +214,9 @@ void sl_conn_going_away(sl_conn_t *c, unsigned code);
  * pump cache block: HTTP/1.1's and HTTP/2's requests alike). */
 size_t sl_conn_hdrs_size(const sl_options_t *o);
 
-/* Give C's request a header array (from the pump's cache). 0, or -1
+/* Give request R of C a header array (from the pump's cache). 0, or -1
  * when out of memory. */
-int sl_conn_hdrs_get(sl_conn_t *c);
+int sl_conn_hdrs_get(sl_conn_t *c, sl_req_t *r);
 
 /* Give every buffer C holds back to its pump's cache (loop thread, no
  * executor on C). */
@@ -204,6 +225,9 @@ void sl_conn_free_bufs(sl_conn_t *c);
 /* Give the request's own memory back: head, header array, forwarded
  * client. Loop thread, no executor on the request. */
 void sl_conn_free_head(sl_conn_t *c);
+
+/* The same for request R of one of C's exchanges. */
+void sl_conn_free_req(sl_conn_t *c, sl_req_t *r);
 
 /* Move C's request head and header array, which a long request (a
  * WebSocket) keeps for its access-log line, into one block of their exact
@@ -229,6 +253,17 @@ void sl_conn_parser_init(sl_conn_t *c);
  * message completes, or it fails. 0, or -1 when an error response is due
  * (c->http_error says which). */
 int sl_conn_parse(sl_conn_t *c);
+
+/* Parse the pipelined request that follows C's current one into X, a
+ * spare exchange (h1_ahead.h): 1 when it was whole, ends with its head
+ * (no body, no upgrade), keeps the connection, has a safe method and is
+ * the app's (not the health check's or a static file's); else 0, and C's
+ * read buffer and parser are as they were: it is parsed in its turn. */
+int sl_conn_parse_ahead(sl_conn_t *c, sl_exch_t *x);
+
+/* May the pipelined requests after R run ahead of it, and R after the
+ * one before? A safe method, keep-alive, no body, no 100 Continue. */
+bool sl_conn_may_run_ahead(const sl_req_t *r);
 
 /* Write what the loop holds for C. 1 when all is written, 0 when the
  * socket is full, -1 when the client is gone. */

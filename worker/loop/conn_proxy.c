@@ -133,7 +133,7 @@ static int proxy_parse(sl_conn_t *c, size_t peeked)
     sl_buf_consume(b, (size_t)n);
     if (pp.src.ss_family != AF_UNSPEC) {
         memcpy(&c->peer, &pp.src, pp.srclen);
-        c->peerlen = pp.srclen;
+        c->peerlen = (uint8_t)pp.srclen;
     }
     c->proxy_pending = false;
     return 1;

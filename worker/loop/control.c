@@ -30,8 +30,10 @@ void sl_drain_ctl(sl_pump_t *p, uint32_t type)
     m.busy_lanes = p->inflight < m.lanes ? p->inflight : m.lanes;
     for (c = p->pool.active.next; c != &p->pool.active; c = c->next) {
         m.websockets += c->state == SL_CONN_WS;
-        if (c->state == SL_CONN_SERVING && now - c->x.req.start > m.oldest)
-            m.oldest = now - c->x.req.start;
+        /* the request being written: x's, or one run ahead */
+        if (c->state == SL_CONN_SERVING &&
+            now - sl_conn_wx(c)->req.start > m.oldest)
+            m.oldest = now - sl_conn_wx(c)->req.start;
         if (c->state == SL_CONN_H2 && sl_h2_oldest(c) > 0 &&
             now - sl_h2_oldest(c) > m.oldest)
             m.oldest = now - sl_h2_oldest(c);

@@ -97,9 +97,9 @@ static void drain_finish(sl_pump_t *p, bool forced)
     for (c = p->pool.active.next; c != &p->pool.active; c = next) {
         next = c->next;
         if (c->state == SL_CONN_SERVING || c->state == SL_CONN_WRITING) {
-            sl_http_log_name(&c->x.req, what, sizeof(what));
+            sl_http_log_name(&sl_conn_wx(c)->req, what, sizeof(what));
             sl_warn("drain: abandoning request %s after %.1fs", what,
-                    now - c->x.req.start);
+                    now - sl_conn_wx(c)->req.start);
         }
         sl_conn_abort(c);
     }

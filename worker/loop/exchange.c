@@ -376,7 +376,14 @@ out_unlock:
 
 bool sl_exch_is_stream(const sl_exch_t *x)
 {
-    return x != &x->conn->x;
+    return x != &x->conn->x && !sl_exch_is_ahead(x);
+}
+
+bool sl_exch_is_ahead(const sl_exch_t *x)
+{
+    const sl_pump_t *p = x->conn->pump;
+
+    return x->id >= p->pool.nconns + p->h2max;
 }
 
 bool sl_exch_must_close(sl_exch_t *x, uint32_t gen)

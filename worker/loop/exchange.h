@@ -183,6 +183,10 @@ const sl_tls_info_t *sl_exch_tls(const sl_exch_t *x);
  * it carries itself (HTTP/1.1). */
 bool sl_exch_is_stream(const sl_exch_t *x);
 
+/* X is a pipelined HTTP/1.1 request run ahead of its connection's
+ * current one (h1_ahead.h). */
+bool sl_exch_is_ahead(const sl_exch_t *x);
+
 /* The exchange's listener (the index of the socket it came in on), for
  * the server name and port an app is shown. */
 int sl_exch_listener(const sl_exch_t *x);

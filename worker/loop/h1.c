@@ -37,6 +37,7 @@
 #include "worker/loop/h2.h"
 #include "worker/loop/http.h"
 #include "worker/loop/pool.h"
+#include "worker/loop/h1_ahead.h"
 #include "worker/loop/pump.h"
 #include "worker/loop/served.h"
 #include "worker/loop/static.h"
@@ -63,7 +64,7 @@ static void conn_free_idle_io(sl_conn_t *c)
 static void conn_reset_request(sl_conn_t *c)
 {
     sl_bufcache_t *bc = &c->pump->bufs;
-    bool busy = sl_buf_pending(&c->rbuf) > 0;
+    bool busy = sl_buf_pending(&c->rbuf) > 0 || c->h1.ahead != NULL;
 
     c->h1.head_done = false;
     c->h1.msg_done = false;
@@ -145,13 +146,21 @@ static void conn_linger(sl_conn_t *c)
 static void conn_finish_request(sl_conn_t *c)
 {
     /* after the client's EOF, requests it pipelined before it still count */
-    bool keep = c->x.req.keep_alive && !c->x.close_after && c->h1.msg_done &&
-                (!c->peer_eof || sl_buf_pending(&c->rbuf) > 0);
+    bool keep =
+        c->x.req.keep_alive && !c->x.close_after && c->h1.msg_done &&
+        (!c->peer_eof || sl_buf_pending(&c->rbuf) > 0 || c->h1.ahead != NULL);
 
     sl_request_done(c->pump, c);
+    if (!keep)
+        sl_h1_ahead_drop(c); /* answered by nobody: the client is told */
     conn_reset_request(c);
     if (!keep) {
         conn_linger(c);
+        return;
+    }
+    if (sl_h1_ahead_next(c)) {
+        /* the oldest request run ahead is written next */
+        conn_take(c);
         return;
     }
     c->state = SL_CONN_READING;
@@ -338,25 +347,14 @@ static void on_readable(sl_conn_t *c)
         break;
     default: /* SERVING or WRITING: body bytes, pipelined requests, EOF */
         rc = conn_read_serving(c);
-        if (rc < 0 && !c->peer_eof) {
-            pthread_mutex_lock(&c->x.mu);
-            c->x.aborted = true;
-            sl_exch_wake(&c->x);
-            pthread_mutex_unlock(&c->x.mu);
-        } else if (rc < 0 && !c->h1.msg_done) {
-            /* the client hung up half way through its body */
-            pthread_mutex_lock(&c->x.mu);
-            c->x.aborted = true;
-            sl_exch_wake(&c->x);
-            pthread_mutex_unlock(&c->x.mu);
+        if (rc < 0 && (!c->peer_eof || !c->h1.msg_done)) {
+            /* gone, or hung up half way through its body */
+            sl_h1_ahead_tell(c, true);
         } else if (rc < 0) {
             /* EOF after a whole request: a WSGI response still goes out
              * (the client may have only half-closed), but an ASGI app
              * awaiting http.disconnect hears of it, as under uvicorn */
-            pthread_mutex_lock(&c->x.mu);
-            c->x.peer_gone = true;
-            sl_exch_wake(&c->x);
-            pthread_mutex_unlock(&c->x.mu);
+            sl_h1_ahead_tell(c, false);
         }
         break;
     }
@@ -366,6 +364,8 @@ static void on_readable(sl_conn_t *c)
 /* Take what the executor queued: output, END, and its close request. */
 static void conn_take(sl_conn_t *c)
 {
+    if (c->ahead_writing && !sl_h1_ahead_take(c))
+        return; /* a request run ahead, being written: not over yet */
     pthread_mutex_lock(&c->x.mu);
     c->x.notified = false;
     if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0) {
@@ -421,7 +421,8 @@ static bool conn_hold(const sl_conn_t *c)
 {
     return c->h1.msg_done && !c->x.close_after && !c->x.aborted &&
            c->x.req.keep_alive && !c->pump->drain.draining &&
-           !sl_output_has_tail(&c->tx) && sl_buf_pending(&c->rbuf) > 0 &&
+           !sl_output_has_tail(&c->tx) &&
+           (sl_buf_pending(&c->rbuf) > 0 || c->h1.ahead != NULL) &&
            sl_buf_pending(&c->tx.buf) <= SL_CONN_HOLD_MAX;
 }
 
@@ -430,6 +431,7 @@ static void conn_process(sl_conn_t *c)
 {
     int rc, map;
     int events;
+    sl_exch_t *w;
 
     for (;;) {
         switch (c->state) {
@@ -480,30 +482,25 @@ static void conn_process(sl_conn_t *c)
             return;
 
         case SL_CONN_SERVING:
-            /* pump mode: stream the body in, the response out */
-            if (!c->h1.msg_done && sl_conn_parse(c) < 0) {
-                pthread_mutex_lock(&c->x.mu);
-                c->x.aborted = true;
-                sl_exch_wake(&c->x);
-                pthread_mutex_unlock(&c->x.mu);
-            }
+            /* pump mode: stream the body in, the response out; the
+             * pipelined requests after a whole one run ahead */
+            if (!c->h1.msg_done && sl_conn_parse(c) < 0)
+                sl_h1_ahead_tell(c, true); /* x's: none runs ahead */
+            sl_h1_ahead_run(c);
             rc = sl_output_holding(&c->tx) ? 1 : sl_conn_flush(c);
             if (rc < 0) {
-                pthread_mutex_lock(&c->x.mu);
-                c->x.aborted = true;
-                sl_exch_wake(&c->x);
-                pthread_mutex_unlock(&c->x.mu);
+                sl_h1_ahead_tell(c, true);
                 sl_conn_watch(c, 0);
                 return;
             }
             events = rc == 0 ? EV_WRITE : 0;
-            pthread_mutex_lock(&c->x.mu);
-            c->x.body_paused =
-                sl_buf_pending(&c->x.body) >= SL_CONN_BODY_WINDOW ||
-                sl_buf_pending(&c->rbuf) >= SL_CONN_BODY_WINDOW;
-            if (!c->x.body_paused && !c->peer_eof && !c->x.aborted)
+            w = sl_conn_wx(c);
+            pthread_mutex_lock(&w->mu);
+            w->body_paused = sl_buf_pending(&w->body) >= SL_CONN_BODY_WINDOW ||
+                             sl_buf_pending(&c->rbuf) >= SL_CONN_BODY_WINDOW;
+            if (!w->body_paused && !c->peer_eof && !w->aborted)
                 events |= EV_READ;
-            pthread_mutex_unlock(&c->x.mu);
+            pthread_mutex_unlock(&w->mu);
             sl_conn_watch(c, events);
             return;
 
@@ -540,7 +537,8 @@ static void conn_process(sl_conn_t *c)
                 }
             }
             conn_finish_request(c);
-            if (c->state != SL_CONN_READING)
+            if (c->state != SL_CONN_READING && c->state != SL_CONN_SERVING &&
+                c->state != SL_CONN_WRITING)
                 return;
             continue;
 
@@ -621,6 +619,7 @@ static bool h1_drain(sl_conn_t *c, ev_tstamp now, ev_tstamp grace)
  * connection it still serves is released when its END comes. */
 static void h1_abort(sl_conn_t *c)
 {
+    sl_h1_ahead_tell(c, true);
     if (c->state == SL_CONN_SERVING) {
         sl_conn_watch(c, 0);
         return;
@@ -685,6 +684,7 @@ static void h1_going_away(sl_conn_t *c, unsigned code)
  * state. */
 static void h1_close(sl_conn_t *c)
 {
+    sl_h1_ahead_drop(c);
     sl_conn_ws_free(c);
 }
 

@@ -17,6 +17,7 @@
 #include "worker/loop/http.h"
 #include "worker/loop/reqline.h"
 #include "worker/loop/pump.h"
+#include "worker/loop/static.h"
 
 static int fail(sl_conn_t *c, int status)
 {
@@ -28,7 +29,8 @@ static int fail(sl_conn_t *c, int status)
 static int on_message_begin(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
-    sl_req_t *r = &c->x.req;
+    sl_exch_t *x = sl_conn_px(c);
+    sl_req_t *r = &x->req;
 
     r->url_len = 0;
     r->nhdrs = 0;
@@ -56,7 +58,8 @@ static bool field_too_big(sl_conn_t *c, const sl_hdr_t *hd)
 static int on_header_field(llhttp_t *h, const char *at, size_t len)
 {
     sl_conn_t *c = h->data;
-    sl_req_t *r = &c->x.req;
+    sl_exch_t *x = sl_conn_px(c);
+    sl_req_t *r = &x->req;
     sl_hdr_t *hd;
 
     if (c->h1.head_done) {
@@ -68,7 +71,7 @@ static int on_header_field(llhttp_t *h, const char *at, size_t len)
     if (r->nhdrs == 0 || c->h1.in_value) {
         if (r->nhdrs >= c->pump->opt->limit_request_fields)
             return fail(c, 431);
-        if (r->hdrs == NULL && sl_conn_hdrs_get(c) < 0)
+        if (r->hdrs == NULL && sl_conn_hdrs_get(c, r) < 0)
             return fail(c, 503);
         hd = &r->hdrs[r->nhdrs++];
         hd->name_off = (uint32_t)(at - c->rbuf.data);
@@ -87,7 +90,8 @@ static int on_header_field(llhttp_t *h, const char *at, size_t len)
 static int on_header_value(llhttp_t *h, const char *at, size_t len)
 {
     sl_conn_t *c = h->data;
-    sl_hdr_t *hd = &c->x.req.hdrs[c->x.req.nhdrs - 1];
+    sl_exch_t *x = sl_conn_px(c);
+    sl_hdr_t *hd = &x->req.hdrs[x->req.nhdrs - 1];
     size_t i;
 
     if (c->h1.head_done)
@@ -119,10 +123,11 @@ static int on_header_value(llhttp_t *h, const char *at, size_t len)
 static int on_header_field_complete(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
+    sl_exch_t *x = sl_conn_px(c);
 
     if (c->h1.head_done)
-        return sl_http_trailer_end(&c->x.req) ? fail(c, 400) : 0;
-    if (c->x.req.nhdrs == 0 || c->x.req.hdrs[c->x.req.nhdrs - 1].name_len == 0)
+        return sl_http_trailer_end(&x->req) ? fail(c, 400) : 0;
+    if (x->req.nhdrs == 0 || x->req.hdrs[x->req.nhdrs - 1].name_len == 0)
         return fail(c, 400);
     return 0;
 }
@@ -130,75 +135,82 @@ static int on_header_field_complete(llhttp_t *h)
 static int on_headers_complete(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
+    sl_exch_t *x = sl_conn_px(c);
     int status;
 
     /* the head's copy takes a cached block (it fits: the head lies
      * between req_start and the end of what was read) */
-    if (c->x.req.hbuf.data == NULL &&
-        sl_bufcache_get(&c->pump->bufs, &c->x.req.hbuf,
+    if (x->req.hbuf.data == NULL &&
+        sl_bufcache_get(&c->pump->bufs, &x->req.hbuf,
                         c->rbuf.len - c->h1.req_start) < 0)
         return fail(c, 503);
-    status = sl_http_head_complete(&c->h1.parser, &c->x.req, &c->rbuf,
+    status = sl_http_head_complete(&c->h1.parser, &x->req, &c->rbuf,
                                    c->pump->opt->limit_request_body);
     if (status != 0)
         return fail(c, status);
-    sl_forwarded_apply(&c->x.req, &c->pump->opt->forwarded_allow,
+    sl_forwarded_apply(&x->req, &c->pump->opt->forwarded_allow,
                        (const struct sockaddr *)&c->peer);
     /* a WebSocket handshake for an executor that serves them: checked
      * here, answered here when bad; any other upgrade (or WSGI) is an
      * ordinary request, and the connection closes after its response:
      * what the client sends after it is in another protocol */
     if (c->h1.parser.upgrade)
-        c->x.req.keep_alive = false;
-    if (c->pump->exec->websocket && sl_ws_is_upgrade(&c->x.req)) {
+        x->req.keep_alive = false;
+    /* run ahead (sl_conn_parse_ahead()): only a request that ends here
+     * and leaves the connection as it is */
+    if (x != &c->x && (c->h1.parser.upgrade || x->req.has_body))
+        return HPE_USER;
+    if (c->pump->exec->websocket && sl_ws_is_upgrade(&x->req)) {
         status = sl_conn_ws_upgrade(c);
         if (status != 0)
             return fail(c, status);
     }
     c->h1.head_done = true;
-    c->x.req.chunk_line = c->x.req.chunked;
+    x->req.chunk_line = x->req.chunked;
     c->deadline = 0;
     /* With a body, stop here so the request is handed over before its body
      * is parsed; without one, message_complete follows at once. */
-    return c->x.req.has_body ? HPE_PAUSED : 0;
+    return x->req.has_body ? HPE_PAUSED : 0;
 }
 
 static int on_body(llhttp_t *h, const char *at, size_t len)
 {
     sl_conn_t *c = h->data;
+    sl_exch_t *x = sl_conn_px(c);
     long long limit = c->pump->opt->limit_request_body;
     int rc = 0;
 
-    pthread_mutex_lock(&c->x.mu);
-    c->x.body_total += len;
-    if (limit > 0 && c->x.body_total > (unsigned long long)limit &&
-        c->x.req.chunked) {
+    pthread_mutex_lock(&x->mu);
+    x->body_total += len;
+    if (limit > 0 && x->body_total > (unsigned long long)limit &&
+        x->req.chunked) {
         /* a chunked body only shows its size as it arrives */
-        c->x.aborted = true;
+        x->aborted = true;
         rc = -1;
-    } else if (c->x.resp_done) {
+    } else if (x->resp_done) {
         /* answered already: the rest of the body is read and dropped so
          * the connection can carry the next request */
-    } else if ((c->x.body.data == NULL &&
-                sl_bufcache_get(&c->pump->bufs, &c->x.body, len) < 0) ||
-               sl_buf_append(&c->x.body, at, len) < 0) {
-        c->x.aborted = true;
+    } else if ((x->body.data == NULL &&
+                sl_bufcache_get(&c->pump->bufs, &x->body, len) < 0) ||
+               sl_buf_append(&x->body, at, len) < 0) {
+        x->aborted = true;
         rc = -1;
     }
-    sl_exch_wake(&c->x);
-    pthread_mutex_unlock(&c->x.mu);
+    sl_exch_wake(x);
+    pthread_mutex_unlock(&x->mu);
     return rc < 0 ? fail(c, 413) : 0;
 }
 
 static int on_message_complete(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
+    sl_exch_t *x = sl_conn_px(c);
 
     c->h1.msg_done = true;
-    pthread_mutex_lock(&c->x.mu);
-    c->x.body_done = true;
-    sl_exch_wake(&c->x);
-    pthread_mutex_unlock(&c->x.mu);
+    pthread_mutex_lock(&x->mu);
+    x->body_done = true;
+    sl_exch_wake(x);
+    pthread_mutex_unlock(&x->mu);
     return HPE_PAUSED;
 }
 
@@ -207,10 +219,11 @@ static int on_message_complete(llhttp_t *h)
 static int on_chunk_complete(llhttp_t *h)
 {
     sl_conn_t *c = h->data;
+    sl_exch_t *x = sl_conn_px(c);
 
-    if (c->x.req.chunk_last)
+    if (x->req.chunk_last)
         return 0;
-    c->x.req.chunk_line = true;
+    x->req.chunk_line = true;
     return HPE_PAUSED;
 }
 
@@ -224,6 +237,11 @@ static llhttp_settings_t settings = {
     .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
+
+sl_exch_t *sl_conn_px(sl_conn_t *c)
+{
+    return c->ahead_parsing ? c->pump->ahead_px : &c->x;
+}
 
 void sl_conn_parser_init(sl_conn_t *c)
 {
@@ -241,8 +259,9 @@ void sl_conn_parser_init(sl_conn_t *c)
  * when more bytes are needed, -1 when the request is refused. */
 static int start_line(sl_conn_t *c)
 {
+    sl_exch_t *x = sl_conn_px(c);
     sl_buf_t *b = &c->rbuf;
-    sl_req_t *r = &c->x.req;
+    sl_req_t *r = &x->req;
     const char *p;
     size_t pos, mlen, tlen = 0;
     int method, rc;
@@ -303,6 +322,7 @@ static int start_line(sl_conn_t *c)
  * 0 when more bytes are needed, -1 when the request is refused. */
 static int chunk_line(sl_conn_t *c)
 {
+    sl_exch_t *x = sl_conn_px(c);
     sl_buf_t *b = &c->rbuf;
     const char *p = b->data + b->off;
     size_t digits, len, i;
@@ -313,8 +333,8 @@ static int chunk_line(sl_conn_t *c)
         return rc;
     for (i = 0; i < digits && p[i] == '0'; i++)
         ;
-    c->x.req.chunk_last = i == digits;
-    c->x.req.chunk_line = false;
+    x->req.chunk_last = i == digits;
+    x->req.chunk_line = false;
     if (llhttp_execute(&c->h1.parser, p, digits) != HPE_OK ||
         llhttp_execute(&c->h1.parser, "\r\n", 2) != HPE_OK)
         return -1;
@@ -326,6 +346,7 @@ static int chunk_line(sl_conn_t *c)
  * head completes, or it fails. 0, or -1 when an error response is due. */
 int sl_conn_parse(sl_conn_t *c)
 {
+    sl_exch_t *x = sl_conn_px(c);
     sl_buf_t *b = &c->rbuf;
     llhttp_errno_t err;
     const char *start, *pos;
@@ -342,7 +363,7 @@ int sl_conn_parse(sl_conn_t *c)
             if (rc == 0)
                 break;
         }
-        if (c->x.req.chunk_line) {
+        if (x->req.chunk_line) {
             rc = chunk_line(c);
             if (rc < 0)
                 goto out_bad;
@@ -374,7 +395,60 @@ out_bad:
     if (c->h1.http_error == 0)
         c->h1.http_error = 400;
     sl_debug("bad request from fd %d: %s", c->tp.fd,
-             c->x.req.chunk_line ? "bad chunk size line"
-                                 : llhttp_get_error_reason(&c->h1.parser));
+             x->req.chunk_line ? "bad chunk size line"
+                               : llhttp_get_error_reason(&c->h1.parser));
     return -1;
+}
+
+bool sl_conn_may_run_ahead(const sl_req_t *r)
+{
+    /* the safe methods (RFC 9110 §9.2.1): RFC 9112 §9.3.2 lets a server
+     * process a pipelined sequence of those in parallel */
+    bool safe = r->method == HTTP_GET || r->method == HTTP_HEAD ||
+                r->method == HTTP_OPTIONS;
+
+    return safe && r->keep_alive && !r->has_body && !r->expect_continue;
+}
+
+int sl_conn_parse_ahead(sl_conn_t *c, sl_exch_t *x)
+{
+    typeof(c->h1) saved = c->h1; /* the current request's, parser and all */
+    size_t off = c->rbuf.off;
+    ev_tstamp deadline = c->deadline;
+    llhttp_errno_t err;
+    const char *pos;
+    bool ok = false;
+
+    c->ahead_parsing = true;
+    c->pump->ahead_px = x;
+    c->h1.http_error = 0;
+    c->h1.in_value = false;
+    c->h1.head_done = false;
+    c->h1.msg_done = false;
+    c->h1.in_msg = false;
+    c->h1.head_clock = true; /* no head deadline: it is whole or not run */
+    if (start_line(c) == 1) {
+        err = llhttp_execute(&c->h1.parser, c->rbuf.data + c->rbuf.off,
+                             sl_buf_pending(&c->rbuf));
+        if (err == HPE_PAUSED && c->h1.msg_done) {
+            pos = llhttp_get_error_pos(&c->h1.parser);
+            c->rbuf.off = (size_t)(pos - c->rbuf.data);
+            llhttp_resume(&c->h1.parser);
+            ok = c->h1.http_error == 0 && sl_conn_may_run_ahead(&x->req) &&
+                 !sl_http_is_health(&x->req, c->pump->opt->health_path) &&
+                 sl_static_match(c->pump->statics, &x->req) < 0;
+        }
+    }
+    if (ok) {
+        llhttp_t parser = c->h1.parser; /* where the next request begins */
+        c->h1 = saved;
+        c->h1.parser = parser;
+        c->h1.parser.data = c;
+    } else {
+        c->h1 = saved; /* as if never read: parsed again in its turn */
+        c->rbuf.off = off;
+    }
+    c->ahead_parsing = false;
+    c->deadline = deadline;
+    return ok ? 1 : 0;
 }

@@ -113,7 +113,7 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
         for (i = 0; i < n; i++) {
             sl_conn_t *c;
             if (batch[i].idx >= p->pool.nconns) {
-                sl_h2_complete(sl_pump_exch(p, batch[i].idx));
+                sl_exec_complete(sl_pump_exch(p, batch[i].idx));
                 continue;
             }
             c = &p->pool.conns[batch[i].idx];
@@ -127,7 +127,9 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
  * and a stream's, h2.h), above both. */
 void sl_exec_complete(sl_exch_t *x)
 {
-    if (sl_exch_is_stream(x))
+    if (sl_exch_is_ahead(x))
+        sl_h1_ahead_complete(x);
+    else if (sl_exch_is_stream(x))
         sl_h2_complete(x);
     else if (x->conn->state != SL_CONN_FREE)
         sl_conn_complete(x->conn);
@@ -224,21 +226,23 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
     sl_date_update();
 
     if (sl_pool_init(&p->pool, (uint32_t)o->worker_connections, p->loop) < 0 ||
-        sl_h2_streams_init(p) < 0) {
+        sl_h2_streams_init(p) < 0 || sl_ahead_init(p) < 0) {
         sl_error("out of memory for %u connections", p->pool.nconns);
         return -1;
     }
     /* a submit and a wake per exchange at most in one pass */
     p->npending_cap = sl_pump_exch_max(p) * 2;
-    p->pending = calloc(p->npending_cap, sizeof(sl_ticket_t));
-    p->handing = calloc(p->npending_cap, sizeof(sl_ticket_t));
+    p->pending = malloc(p->npending_cap * sizeof(sl_ticket_t));
+    p->handing = malloc(p->npending_cap * sizeof(sl_ticket_t));
     if (p->pending == NULL || p->handing == NULL) {
         sl_error("out of memory for %u connections", p->pool.nconns);
         return -1;
     }
     p->pool.changed = pool_changed;
-    if (sl_queue_init(&p->work, p->pool.nconns * 4 + p->h2max * 2) < 0 ||
-        sl_queue_init(&p->done, p->pool.nconns * 4 + p->h2max * 2) < 0) {
+    if (sl_queue_init(&p->work,
+                      p->pool.nconns * 4 + (p->h2max + p->ahead_max) * 2) < 0 ||
+        sl_queue_init(&p->done,
+                      p->pool.nconns * 4 + (p->h2max + p->ahead_max) * 2) < 0) {
         sl_error("out of memory for the executor queues");
         return -1;
     }
@@ -303,6 +307,7 @@ void sl_pump_destroy(sl_pump_t *p)
     p->alog = NULL;
     sl_pool_destroy(&p->pool);
     sl_h2_streams_destroy(p);
+    sl_ahead_destroy(p);
     free(p->pending);
     free(p->handing);
     sl_queue_destroy(&p->work);

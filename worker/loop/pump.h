@@ -24,6 +24,7 @@
 #include "worker/loop/conn.h"
 #include "worker/loop/drain.h"
 #include "worker/loop/exec.h"
+#include "worker/loop/h1_ahead.h"
 #include "worker/loop/h2.h"
 #include "worker/loop/pool.h"
 
@@ -65,6 +66,14 @@ struct sl_pump {
     uint32_t h2live;       /* streams taken from h2s, not yet given back */
     struct sl_h2 *h2dirty; /* sessions with output to frame at the pass's
                               end (sl_h2_flush()), linked by dirty_next */
+    /* HTTP/1.1's pipelined requests run ahead (h1_ahead.h), each an
+     * exchange whose id follows the streams': a table of ahead_max
+     * slots, each allocated on first use and kept, the free ones listed */
+    struct sl_ahead **aheads; /* owned */
+    uint32_t ahead_max;
+    uint32_t ahead_used; /* aheads[0..ahead_used) */
+    struct sl_ahead *ahead_free;
+    sl_exch_t *ahead_px; /* the spare a head is parsed into now */
     /* Pump mode, pipelining: connections whose finished answers wait
      * for the next one (output.h), each SL_CONN_HOLD_SECS at most. */
     sl_holdq_t holdq; /* embedded */
@@ -201,6 +210,8 @@ static inline const sl_pump_listener_t *sl_pump_listener(const sl_pump_t *p,
  * pool does not move. */
 static inline sl_exch_t *sl_pump_exch(sl_pump_t *p, uint32_t id)
 {
+    if (id >= p->pool.nconns + p->h2max)
+        return sl_ahead_exch(p, id);
     if (id >= p->pool.nconns)
         return sl_h2_exch(p, id);
     return &p->pool.conns[id].x;
@@ -210,7 +221,7 @@ static inline sl_exch_t *sl_pump_exch(sl_pump_t *p, uint32_t id)
  * its per-exchange tables by (ids are below it). */
 static inline uint32_t sl_pump_exch_max(const sl_pump_t *p)
 {
-    return p->pool.nconns + p->h2max;
+    return p->pool.nconns + p->h2max + p->ahead_max;
 }
 
 #endif
