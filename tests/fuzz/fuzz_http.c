@@ -14,6 +14,9 @@
  * leeway: a limit is enforced as the bytes arrive, so where the whole
  * input is refused as malformed (400) a run whose cut came before the
  * malformed byte may already have refused it as too long (414, 431).
+ * Every other cut, and once more whole, the run also parses each next
+ * request ahead as pump mode's pipelining does (try_ahead()), undoes it,
+ * and must still tell the same story.
  *
  * What stands in for the rest of the worker is the least that lets the
  * parse path run as it does in conn.c: conn_process()'s READING and
@@ -80,6 +83,7 @@ typedef struct {
     sl_exec_t exec;
     sl_pump_t pump;
     sl_conn_t conn;
+    sl_exch_t spare; /* what a pipelined request is run ahead into */
 } profile_t;
 
 static profile_t prof[NPROFILES];
@@ -95,7 +99,9 @@ typedef struct {
 /* One run over the input: the story so far. */
 typedef struct {
     sl_conn_t *c;
-    int state;      /* RUN_ON, or RUN_OVER: the connection would be closed */
+    int state;  /* RUN_ON, or RUN_OVER: the connection would be closed */
+    bool ahead; /* try each next request ahead (try_ahead()) */
+    sl_exch_t *spare;
     story_t *story; /* borrowed */
     sl_buf_t head;  /* the request being served, told when it ends */
 } run_t;
@@ -141,6 +147,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         p->pump.opt = &p->opt;
         p->pump.exec = &p->exec;
         CHECK(sl_conn_init(&p->conn, &p->pump, 0) == 0);
+        CHECK(pthread_mutex_init(&p->spare.mu, NULL) == 0);
+        p->spare.conn = &p->conn;
+        p->spare.file_fd = -1;
     }
     return 0;
 }
@@ -191,6 +200,36 @@ static void reset_request(sl_conn_t *c)
         sl_forwarded_clear(&c->x.req);
     sl_buf_compact(&c->rbuf);
     sl_conn_ws_free(c);
+}
+
+/* In pump mode the session parses what follows a whole request ahead
+ * (h1_ahead.c): sl_conn_parse_ahead() into the spare. Whatever it says,
+ * once undone the run goes on as if it never tried (runs with and
+ * without it must tell one story); a request it took is whole, ends with
+ * its head and may run ahead. */
+static void try_ahead(run_t *r)
+{
+    sl_conn_t *c = r->c;
+    sl_exch_t *x = r->spare;
+    llhttp_t parser = c->h1.parser;
+    size_t off = c->rbuf.off;
+    const sl_req_t *q = &x->req;
+
+    if (!sl_conn_may_run_ahead(&c->x.req))
+        return;
+    x->req.tls = c->x.req.tls;
+    if (sl_conn_parse_ahead(c, x) == 1) {
+        CHECK(c->rbuf.off > off);
+        CHECK(sl_conn_may_run_ahead(q) && !q->websocket);
+        CHECK((size_t)q->url_off + q->url_len <= q->hbuf.len);
+        CHECK(q->nhdrs >= 0 && q->nhdrs <= c->pump->opt->limit_request_fields);
+        c->h1.parser = parser; /* undone */
+        c->rbuf.off = off;
+    }
+    CHECK(!c->ahead_parsing && c->rbuf.off == off);
+    sl_conn_free_req(c, &x->req);
+    memset(&x->req, 0, sizeof(x->req));
+    x->body_done = false;
 }
 
 /* The head is complete: what the executor would be given. */
@@ -293,6 +332,8 @@ static void process(run_t *r)
         CHECK(c->x.body_total == c->x.body.len);
         /* a whole message carries exactly the length it announced */
         CHECK(c->x.req.chunked || c->x.body.len == c->x.req.content_length);
+        if (r->ahead)
+            try_ahead(r);
         request_over(r, true);
         if (!c->x.req.keep_alive) {
             r->state = RUN_OVER;
@@ -326,6 +367,7 @@ static void run_begin(run_t *r, profile_t *p, story_t *story)
 
     memset(r, 0, sizeof(*r));
     r->c = c;
+    r->spare = &p->spare;
     r->story = story;
     story->text.len = story->text.off = 0;
     story->error = 0;
@@ -422,6 +464,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (n > SPLIT_ALL && k > SPLIT_SOME)
             break;
         run_begin(&r, p, &got);
+        r.ahead = k % 2 == 1; /* every other cut tries requests ahead */
         feed(&r, d, cut);
         feed(&r, d + cut, n - cut);
         run_end(&r);
@@ -440,6 +483,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         run_end(&r);
         agree(&want, &got, "in chunks, pass", k);
     }
+    /* whole, trying every next request ahead */
+    run_begin(&r, p, &got);
+    r.ahead = true;
+    feed(&r, d, n);
+    run_end(&r);
+    agree(&want, &got, "whole, requests tried ahead; length", n);
     if (n <= BYTEWISE) {
         run_begin(&r, p, &got);
         for (pos = 0; pos < n; pos++)

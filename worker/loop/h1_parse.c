@@ -158,7 +158,8 @@ static int on_headers_complete(llhttp_t *h)
         x->req.keep_alive = false;
     /* run ahead (sl_conn_parse_ahead()): only a request that ends here
      * and leaves the connection as it is */
-    if (x != &c->x && (c->h1.parser.upgrade || x->req.has_body))
+    if (x != &c->x &&
+        (c->h1.parser.upgrade || x->req.has_body || sl_ws_is_upgrade(&x->req)))
         return HPE_USER;
     if (c->pump->exec->websocket && sl_ws_is_upgrade(&x->req)) {
         status = sl_conn_ws_upgrade(c);

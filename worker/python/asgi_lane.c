@@ -60,10 +60,13 @@ static PyObject *on_tickets(PyObject *self, PyObject *unused)
     uint32_t i, n;
 
     (void)unused;
-    /* before the queue is read: a batch pushed after this writes again */
-    atomic_store(&lane.signalled, false);
     if (read(lane.efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
         sl_log_errno(SL_LOG_ERROR, "read() of the ASGI lane's eventfd");
+    /* after the read, before the queue is: a batch pushed from here on
+     * writes again (cleared before the read, the flag could stay set with
+     * the write it stood for read already, and the next batch would wait
+     * for ever) */
+    atomic_store(&lane.signalled, false);
     sl_asgi_task_batch(x, true);
     while ((n = sl_queue_pop_all(sl_pump_work(x->p), batch, TICKET_BATCH)) > 0)
         for (i = 0; i < n; i++)
