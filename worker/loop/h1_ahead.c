@@ -172,7 +172,8 @@ void sl_h1_ahead_run(sl_conn_t *c)
         c->h1.http_error != 0 || sl_buf_pending(&c->rbuf) == 0 ||
         atomic_load(&p->drain.draining) || gone(sl_conn_wx(c)))
         return;
-    while (c->nahead < SL_AHEAD_DEPTH && sl_buf_pending(&c->rbuf) > 0) {
+    while (c->nahead < SL_AHEAD_DEPTH && p->npending < SL_AHEAD_PASS &&
+           sl_buf_pending(&c->rbuf) > 0) {
         /* the request before it, too, must allow it */
         if (!sl_conn_may_run_ahead(before_next(c)))
             return;

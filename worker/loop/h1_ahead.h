@@ -43,6 +43,14 @@ struct sl_ahead {
  * executor hold beyond one request per connection. */
 #define SL_AHEAD_HARD 1024
 
+/* A pass runs requests ahead only while it has handed fewer tickets than
+ * this: enough that its wake-ups are a few hundredths of a call per
+ * request. Past it a request waits for its turn, as without pipelining:
+ * every spare costs memory the caches then lack (at 256 connections
+ * pipelining 16 deep, all 1,024 spares cost 20 % more CPU per request
+ * than none: bench/results/change-32-ahead-pipeline16.md). */
+#define SL_AHEAD_PASS 128
+
 /* The table, sized for P's connections (none for an executor on the loop
  * thread: it answers a burst in one pass anyway). 0 or -1. */
 int sl_ahead_init(sl_pump_t *p);
