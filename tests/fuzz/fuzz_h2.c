@@ -264,8 +264,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         CHECK(sl_pool_init(&pump->pool, 1, loop) == 0);
         pump->pool.changed = fz_pool_changed;
         CHECK(sl_h2_streams_init(pump) == 0);
-        CHECK(pump->h2max > 0);
-        pump->npending_cap = pump->h2max * 2;
+        CHECK(pump->h2s.max > 0);
+        pump->npending_cap = pump->h2s.max * 2;
         pump->pending = calloc(pump->npending_cap, sizeof(sl_ticket_t));
         CHECK(pump->pending != NULL);
         CHECK(sl_conn_init(&pump->pool.conns[0], pump, 0) == 0);
@@ -361,8 +361,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     if (done == NULL) {
         for (k = 0; k < NPROFILES; k++)
-            if (prof[k].pump.h2max > hmax)
-                hmax = prof[k].pump.h2max;
+            if (prof[k].pump.h2s.max > hmax)
+                hmax = prof[k].pump.h2s.max;
         done = calloc(hmax, sizeof(*done));
         CHECK(done != NULL);
     }

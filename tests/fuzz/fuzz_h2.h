@@ -75,7 +75,7 @@ typedef struct {
     story_t *story;
     held_t *held; /* every request the executor was given, in order */
     uint32_t nheld, held_cap;
-    sl_exch_t **done; /* completions to apply: h2max entries */
+    sl_exch_t **done; /* completions to apply: h2s.max entries */
     uint32_t ndone;
     sl_buf_t rx; /* what the server wrote, frames not yet whole */
     bool settings_first;

@@ -161,7 +161,7 @@ void fz_exec_notify(sl_exch_t *x)
     if (x->notified)
         return;
     x->notified = true;
-    CHECK(fz_run.ndone < fz_run.p->pump.h2max);
+    CHECK(fz_run.ndone < fz_run.p->pump.h2s.max);
     fz_run.done[fz_run.ndone++] = x;
 }
 

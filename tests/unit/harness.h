@@ -128,7 +128,7 @@ static inline void h_pump_up(sl_pump_t *p, const sl_options_t *o)
     ck_assert_int_eq(sl_pump_init(p, o, h_exec, &fd, 1), 0);
     ck_assert_int_eq(p->nlisteners, 1);
     if (!h_ahead)
-        p->ahead_max = 0;
+        p->aheads.max = 0;
     p->accepting = true;
     ev_io_start(p->loop, &p->listeners[0].io);
 }

@@ -126,6 +126,54 @@ START_TEST(test_init)
 }
 END_TEST
 
+/* Tickets name three kinds of exchange by one id: the connections', then
+ * HTTP/2's streams', then the requests run ahead (pump.h). Slots are made
+ * on first use, kept, and taken again last given back first. */
+START_TEST(test_exchange_ids)
+{
+    sl_exch_t *a[3], *s, *y;
+    uint32_t i;
+
+    h_options(&opt, "--worker-connections", "7", "--http-protocols", "h2,h1",
+              NULL);
+    ck_assert_int_eq(sl_pump_init(&pump, &opt, h_exec, NULL, 0), 0);
+    ck_assert_uint_eq(pump.h2s.base, 7);
+    ck_assert_uint_gt(pump.h2s.max, 0);
+    ck_assert_uint_eq(pump.aheads.base, 7 + pump.h2s.max);
+    ck_assert_uint_eq(pump.aheads.max, 7 * SL_AHEAD_DEPTH);
+    ck_assert_uint_eq(sl_pump_exch_max(&pump),
+                      pump.aheads.base + pump.aheads.max);
+    ck_assert_uint_eq(pump.h2s.used + pump.aheads.used, 0);
+    ck_assert_int_eq(sl_pump_exch_kind(&pump, 6), SL_EXCH_CONN);
+    ck_assert_ptr_eq(sl_pump_exch(&pump, 6), &pump.pool.conns[6].x);
+
+    s = sl_slots_take(&pump.h2s);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(s->id, 7);
+    ck_assert_int_eq(sl_pump_exch_kind(&pump, s->id), SL_EXCH_STREAM);
+    ck_assert_ptr_eq(sl_pump_exch(&pump, s->id), s);
+    ck_assert_int_eq(s->file_fd, -1);
+    for (i = 0; i < 3; i++) {
+        a[i] = sl_slots_take(&pump.aheads);
+        ck_assert_uint_eq(a[i]->id, pump.aheads.base + i);
+        ck_assert_int_eq(sl_pump_exch_kind(&pump, a[i]->id), SL_EXCH_AHEAD);
+        ck_assert_ptr_eq(sl_pump_exch(&pump, a[i]->id), a[i]);
+    }
+    sl_slots_put(&pump.aheads, a[0]);
+    sl_slots_put(&pump.aheads, a[2]);
+    ck_assert_ptr_eq(sl_slots_take(&pump.aheads), a[2]);
+    ck_assert_ptr_eq(sl_slots_take(&pump.aheads), a[0]);
+    ck_assert_uint_eq(pump.aheads.used, 3);
+    /* the last id of the last table is the last an executor may see */
+    while ((y = sl_slots_take(&pump.aheads)) != NULL)
+        ck_assert_uint_lt(y->id, sl_pump_exch_max(&pump));
+    ck_assert_uint_eq(pump.aheads.used, pump.aheads.max);
+    ck_assert_int_eq(sl_pump_exch_kind(&pump, sl_pump_exch_max(&pump) - 1),
+                     SL_EXCH_AHEAD);
+    sl_slots_put(&pump.h2s, s);
+}
+END_TEST
+
 START_TEST(test_listener_described)
 {
     struct sockaddr_in sin;
@@ -612,6 +660,7 @@ static Suite *pump_suite(void)
     tcase_add_unchecked_fixture(tc, h_dir_make, h_dir_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_init);
+    tcase_add_test(tc, test_exchange_ids);
     tcase_add_test(tc, test_listener_described);
     tcase_add_test(tc, test_unix_listener);
     tcase_add_test(tc, test_every_listener_served);

@@ -286,9 +286,10 @@ void sl_conn_watch(sl_conn_t *c, int events);
 /* Close C now and give its slot back (loop thread). */
 void sl_conn_close(sl_conn_t *c);
 
-/* Move what the executor queued in c->x.out behind the loop's write buffer
- * (mu held). 0, or -1 when out of memory (those bytes are lost: the
- * caller must see that nothing after them goes out). */
-int sl_conn_take_out(sl_conn_t *c);
+/* Move what the executor queued in X's out behind C's write buffer (X is
+ * the exchange C writes: x, or a request run ahead; its mu held). 0, or
+ * -1 when out of memory (those bytes are lost: the caller must see that
+ * nothing after them goes out). */
+int sl_conn_take_out(sl_conn_t *c, sl_exch_t *x);
 
 #endif

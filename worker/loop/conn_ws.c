@@ -94,7 +94,7 @@ static void queue_close_locked(sl_conn_t *c, unsigned code, const char *reason,
         return;
     ws->close_sent = true;
     ws->close_at = ev_now(c->pump->loop);
-    if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0)
+    if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c, &c->x) < 0)
         c->x.aborted = true;
     else if (sl_ws_tx_close(&c->tx.buf, code, reason, n) < 0)
         c->x.aborted = true; /* out of memory: the cut says it */
@@ -610,7 +610,7 @@ void sl_conn_ws_process(sl_conn_t *c)
     while (!ws->cut) {
         pthread_mutex_lock(&c->x.mu);
         put_control_locked(c);
-        if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0)
+        if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c, &c->x) < 0)
             c->x.aborted = true;
         pthread_mutex_unlock(&c->x.mu);
         rc = c->x.aborted ? -1 : sl_conn_flush(c);
@@ -759,7 +759,7 @@ static void ws_complete(sl_conn_t *c)
 {
     pthread_mutex_lock(&c->x.mu);
     c->x.notified = false;
-    if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0) {
+    if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c, &c->x) < 0) {
         /* out of memory: those bytes are lost; the app stops */
         c->x.aborted = true;
         sl_exch_wake(&c->x);

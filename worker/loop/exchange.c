@@ -43,23 +43,21 @@ void sl_exch_wake(sl_exch_t *x)
         x->conn->pump->exec->wake(x);
 }
 
-/* Move what the executor queued in out behind wbuf (mu held): a swap of
- * the buffers when wbuf is empty, a copy otherwise. 0, or -1 when out of
- * memory. */
-int sl_conn_take_out(sl_conn_t *c)
+/* conn.h: a swap of the buffers when C's is empty, a copy otherwise. */
+int sl_conn_take_out(sl_conn_t *c, sl_exch_t *x)
 {
     int rc = 0;
 
     if (sl_buf_pending(&c->tx.buf) == 0) {
         sl_buf_t t = c->tx.buf;
-        c->tx.buf = c->x.out;
-        c->x.out = t;
+        c->tx.buf = x->out;
+        x->out = t;
     } else {
-        rc = sl_buf_append(&c->tx.buf, c->x.out.data + c->x.out.off,
-                           sl_buf_pending(&c->x.out));
+        rc = sl_buf_append(&c->tx.buf, x->out.data + x->out.off,
+                           sl_buf_pending(&x->out));
     }
-    sl_buf_reset(&c->x.out, SL_CONN_BUF_KEEP);
-    c->x.inflight = sl_buf_pending(&c->tx.buf);
+    sl_buf_reset(&x->out, SL_CONN_BUF_KEEP);
+    x->inflight = sl_buf_pending(&c->tx.buf);
     return rc;
 }
 
@@ -376,14 +374,12 @@ out_unlock:
 
 bool sl_exch_is_stream(const sl_exch_t *x)
 {
-    return x != &x->conn->x && !sl_exch_is_ahead(x);
+    return sl_pump_exch_kind(x->conn->pump, x->id) == SL_EXCH_STREAM;
 }
 
 bool sl_exch_is_ahead(const sl_exch_t *x)
 {
-    const sl_pump_t *p = x->conn->pump;
-
-    return x->id >= p->pool.nconns + p->h2max;
+    return sl_pump_exch_kind(x->conn->pump, x->id) == SL_EXCH_AHEAD;
 }
 
 bool sl_exch_must_close(sl_exch_t *x, uint32_t gen)

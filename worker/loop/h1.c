@@ -368,7 +368,7 @@ static void conn_take(sl_conn_t *c)
         return; /* a request run ahead, being written: not over yet */
     pthread_mutex_lock(&c->x.mu);
     c->x.notified = false;
-    if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c) < 0) {
+    if (sl_buf_pending(&c->x.out) > 0 && sl_conn_take_out(c, &c->x) < 0) {
         /* out of memory: those bytes are lost, so nothing after them may
          * go out either; the executor stops, END closes the connection */
         c->x.aborted = true;

@@ -13,66 +13,29 @@
 #include "worker/loop/h1_ahead.h"
 #include "worker/loop/pump.h"
 
-/* The first spare's id: after the connections' and the streams'. */
-static uint32_t id_base(const sl_pump_t *p)
-{
-    return p->pool.nconns + p->h2max;
-}
-
 int sl_ahead_init(sl_pump_t *p)
 {
     uint64_t n = (uint64_t)p->pool.nconns * SL_AHEAD_DEPTH;
-
-    p->ahead_max = p->exec->on_loop    ? 0
+    uint32_t max = p->exec->on_loop    ? 0
                    : n > SL_AHEAD_HARD ? SL_AHEAD_HARD
                                        : (uint32_t)n;
-    if (p->ahead_max == 0)
-        return 0;
-    p->aheads = calloc(p->ahead_max, sizeof(*p->aheads));
-    return p->aheads != NULL ? 0 : -1;
+
+    return sl_slots_init(&p->aheads, max, p->h2s.base + p->h2s.max,
+                         sizeof(sl_ahead_t));
 }
 
 void sl_ahead_destroy(sl_pump_t *p)
 {
-    uint32_t i;
-
-    for (i = 0; i < p->ahead_used; i++) {
-        pthread_mutex_destroy(&p->aheads[i]->x.mu);
-        free(p->aheads[i]);
-    }
-    free(p->aheads);
-    p->aheads = NULL;
-    p->ahead_used = 0;
-    p->ahead_free = NULL;
-}
-
-sl_exch_t *sl_ahead_exch(sl_pump_t *p, uint32_t id)
-{
-    return &p->aheads[id - id_base(p)]->x;
+    sl_slots_destroy(&p->aheads);
 }
 
 /* A spare for C, or NULL when the worker has none left. */
 static sl_ahead_t *spare_take(sl_conn_t *c)
 {
-    sl_pump_t *p = c->pump;
-    sl_ahead_t *s = p->ahead_free;
+    sl_ahead_t *s = (sl_ahead_t *)sl_slots_take(&c->pump->aheads);
 
-    if (s != NULL) {
-        p->ahead_free = s->next;
-    } else {
-        if (p->ahead_used == p->ahead_max)
-            return NULL;
-        s = calloc(1, sizeof(*s));
-        if (s == NULL)
-            return NULL;
-        if (pthread_mutex_init(&s->x.mu, NULL) != 0) {
-            free(s);
-            return NULL;
-        }
-        s->x.id = id_base(p) + p->ahead_used;
-        s->x.file_fd = -1;
-        p->aheads[p->ahead_used++] = s;
-    }
+    if (s == NULL)
+        return NULL;
     s->next = NULL;
     s->x.conn = c;
     s->x.req.tls = c->x.req.tls;
@@ -106,35 +69,22 @@ static void spare_put(sl_pump_t *p, sl_ahead_t *s)
     pthread_mutex_unlock(&x->mu);
     memset(&x->req, 0, sizeof(x->req));
     s->orphan = false;
-    s->next = p->ahead_free;
-    p->ahead_free = s;
+    sl_slots_put(&p->aheads, x);
 }
 
-/* Where C's queue ends: the pointer to set to append. */
-static sl_ahead_t **last_of(sl_conn_t *c)
-{
-    sl_ahead_t **pp = &c->h1.ahead;
-
-    while (*pp != NULL)
-        pp = &(*pp)->next;
-    return pp;
-}
-
-/* The request the next one to run ahead follows: the last run ahead, or
- * x's. */
-static const sl_req_t *before_next(sl_conn_t *c)
+/* The last request run ahead on C, or NULL. */
+static sl_ahead_t *last_of(sl_conn_t *c)
 {
     sl_ahead_t *s = c->h1.ahead;
 
-    if (s == NULL)
-        return &c->x.req;
-    while (s->next != NULL)
+    while (s != NULL && s->next != NULL)
         s = s->next;
-    return &s->x.req;
+    return s;
 }
 
-/* Hand S's request over, as conn_dispatch() does x's. */
-static void dispatch(sl_conn_t *c, sl_ahead_t *s)
+/* Hand S's request over, as conn_dispatch() does x's; it follows LAST
+ * in C's queue (NULL: it is the first). */
+static void dispatch(sl_conn_t *c, sl_ahead_t *last, sl_ahead_t *s)
 {
     sl_pump_t *p = c->pump;
     sl_exch_t *x = &s->x;
@@ -147,7 +97,10 @@ static void dispatch(sl_conn_t *c, sl_ahead_t *s)
     if (sl_accesslog_wants_head(p->alog))
         sl_conn_buf_ready(c, &x->resp_head);
     pthread_mutex_unlock(&x->mu);
-    *last_of(c) = s;
+    if (last != NULL)
+        last->next = s;
+    else
+        c->h1.ahead = s;
     c->nahead++;
     sl_exec_submit(p, x);
 }
@@ -166,16 +119,17 @@ static bool gone(sl_exch_t *x)
 void sl_h1_ahead_run(sl_conn_t *c)
 {
     sl_pump_t *p = c->pump;
-    sl_ahead_t *s;
+    sl_ahead_t *s, *last;
 
-    if (p->ahead_max == 0 || c->state != SL_CONN_SERVING || !c->h1.msg_done ||
+    if (p->aheads.max == 0 || c->state != SL_CONN_SERVING || !c->h1.msg_done ||
         c->h1.http_error != 0 || sl_buf_pending(&c->rbuf) == 0 ||
         atomic_load(&p->drain.draining) || gone(sl_conn_wx(c)))
         return;
+    last = last_of(c);
     while (c->nahead < SL_AHEAD_DEPTH && p->npending < SL_AHEAD_PASS &&
            sl_buf_pending(&c->rbuf) > 0) {
         /* the request before it, too, must allow it */
-        if (!sl_conn_may_run_ahead(before_next(c)))
+        if (!sl_conn_may_run_ahead(last != NULL ? &last->x.req : &c->x.req))
             return;
         s = spare_take(c);
         if (s == NULL)
@@ -184,7 +138,8 @@ void sl_h1_ahead_run(sl_conn_t *c)
             spare_put(p, s);
             return;
         }
-        dispatch(c, s);
+        dispatch(c, last, s);
+        last = s;
     }
 }
 
@@ -198,25 +153,6 @@ bool sl_h1_ahead_next(sl_conn_t *c)
     c->h1.msg_done = true;
     sl_output_begin(&c->tx);
     return true;
-}
-
-/* What Y queued goes behind C's output (Y's mu held): sl_conn_take_out()
- * for a spare. 0, or -1 when out of memory. */
-static int take_out(sl_conn_t *c, sl_exch_t *y)
-{
-    int rc = 0;
-
-    if (sl_buf_pending(&c->tx.buf) == 0) {
-        sl_buf_t t = c->tx.buf;
-        c->tx.buf = y->out;
-        y->out = t;
-    } else {
-        rc = sl_buf_append(&c->tx.buf, y->out.data + y->out.off,
-                           sl_buf_pending(&y->out));
-    }
-    sl_buf_reset(&y->out, SL_CONN_BUF_KEEP);
-    y->inflight = sl_buf_pending(&c->tx.buf);
-    return rc;
 }
 
 /* Y has ended: its request and response become x's (both mu held). */
@@ -258,7 +194,7 @@ bool sl_h1_ahead_take(sl_conn_t *c)
 
     pthread_mutex_lock(&y->mu);
     y->notified = false;
-    if (sl_buf_pending(&y->out) > 0 && take_out(c, y) < 0) {
+    if (sl_buf_pending(&y->out) > 0 && sl_conn_take_out(c, y) < 0) {
         /* out of memory: as conn_take() does, the executor stops and its
          * END closes the connection */
         y->aborted = true;

@@ -14,10 +14,9 @@
  * move into x, which the session finishes as its own (the access log,
  * keep-alive, the next one). docs/architecture.md, "Pipelining".
  *
- * Spares are the pump's, in a table after the HTTP/2 streams' (their ids
- * follow), each allocated on first use and kept: an executor may hold
- * its id. A connection that closes leaves the ones still with the
- * executor behind (orphans), given back at their END. Loop thread.
+ * Spares are the pump's, in a table of slots after the HTTP/2 streams'
+ * (slots.h: their ids follow). A connection that closes leaves the ones still
+ * with the executor behind (orphans), given back at their END. Loop thread.
  */
 #ifndef SL_H1_AHEAD_H
 #define SL_H1_AHEAD_H
@@ -31,7 +30,7 @@ typedef struct sl_ahead sl_ahead_t;
 
 struct sl_ahead {
     sl_exch_t x;      /* first: a ticket's exchange is the spare */
-    sl_ahead_t *next; /* its connection's queue, or the free list */
+    sl_ahead_t *next; /* its connection's queue */
     bool orphan;      /* its connection closed while the executor had it */
 };
 
@@ -55,9 +54,6 @@ struct sl_ahead {
  * thread: it answers a burst in one pass anyway). 0 or -1. */
 int sl_ahead_init(sl_pump_t *p);
 void sl_ahead_destroy(sl_pump_t *p);
-
-/* The spare a ticket's ID names (sl_pump_exch()). Any thread. */
-sl_exch_t *sl_ahead_exch(sl_pump_t *p, uint32_t id);
 
 /* Run ahead what C's read buffer holds after the request being served:
  * as many whole safe requests as fit, each a ticket. */

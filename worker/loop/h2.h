@@ -41,9 +41,6 @@ void sl_h2_start(sl_conn_t *c);
 int sl_h2_streams_init(sl_pump_t *p);
 void sl_h2_streams_destroy(sl_pump_t *p);
 
-/* The exchange of stream id ID (pump.h: above the connections' ids). */
-sl_exch_t *sl_h2_exch(sl_pump_t *p, uint32_t id);
-
 /* The executor queued something on X, a stream (its ticket came back,
  * or an on-loop executor completed it): take it and frame it. */
 void sl_h2_complete(sl_exch_t *x);

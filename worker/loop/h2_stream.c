@@ -50,29 +50,13 @@ uint32_t sl_h2_streams_max(const sl_options_t *o, uint32_t nconns)
 
 int sl_h2_streams_init(sl_pump_t *p)
 {
-    p->h2max = sl_h2_streams_max(p->opt, p->pool.nconns);
-    if (p->h2max == 0)
-        return 0;
-    p->h2s = calloc(p->h2max, sizeof(*p->h2s));
-    return p->h2s != NULL ? 0 : -1;
+    return sl_slots_init(&p->h2s, sl_h2_streams_max(p->opt, p->pool.nconns),
+                         p->pool.nconns, sizeof(sl_h2_stream_t));
 }
 
 void sl_h2_streams_destroy(sl_pump_t *p)
 {
-    uint32_t i;
-
-    for (i = 0; i < p->h2used; i++) {
-        pthread_mutex_destroy(&p->h2s[i]->x.mu);
-        free(p->h2s[i]);
-    }
-    free(p->h2s);
-    p->h2s = NULL;
-    p->h2used = 0;
-}
-
-sl_exch_t *sl_h2_exch(sl_pump_t *p, uint32_t id)
-{
-    return &p->h2s[id - p->pool.nconns]->x;
+    sl_slots_destroy(&p->h2s);
 }
 
 double sl_h2_oldest(const sl_conn_t *c)
@@ -90,24 +74,10 @@ sl_h2_stream_t *sl_h2_stream_new(sl_h2_t *h2, int32_t sid)
 {
     sl_conn_t *c = h2->c;
     sl_pump_t *p = c->pump;
-    sl_h2_stream_t *s = p->h2free;
+    sl_h2_stream_t *s = (sl_h2_stream_t *)sl_slots_take(&p->h2s);
 
-    if (s != NULL) {
-        p->h2free = s->next;
-    } else {
-        if (p->h2used == p->h2max)
-            return NULL;
-        s = calloc(1, sizeof(*s));
-        if (s == NULL)
-            return NULL;
-        if (pthread_mutex_init(&s->x.mu, NULL) != 0) {
-            free(s);
-            return NULL;
-        }
-        s->x.id = p->pool.nconns + p->h2used;
-        s->x.file_fd = -1;
-        p->h2s[p->h2used++] = s;
-    }
+    if (s == NULL)
+        return NULL;
     p->h2live++;
     s->h2 = h2;
     s->sid = sid;
@@ -175,8 +145,7 @@ void sl_h2_stream_free(sl_h2_stream_t *s)
      * may still read through it) */
     memset((char *)s + sizeof(sl_exch_t), 0, sizeof(*s) - sizeof(sl_exch_t));
     s->file_fd = -1;
-    s->next = p->h2free;
-    p->h2free = s;
+    sl_slots_put(&p->h2s, x);
     p->h2live--;
 }
 

@@ -47,7 +47,7 @@ void sl_inline_notify(sl_exch_t *x)
      * may still replace it with an error answer (a bad body) */
     if (c->x.aborted || c->x.resp_done || sl_buf_pending(&c->x.out) == 0)
         return;
-    if (sl_conn_take_out(c) < 0 || sl_conn_flush_locked(c) < 0)
+    if (sl_conn_take_out(c, &c->x) < 0 || sl_conn_flush_locked(c) < 0)
         c->x.aborted = true;
 }
 
@@ -64,7 +64,7 @@ static int drain_out(sl_conn_t *c)
 {
     int rc;
 
-    if (sl_conn_take_out(c) < 0)
+    if (sl_conn_take_out(c, &c->x) < 0)
         goto out_gone;
     while ((rc = sl_conn_flush_locked(c)) == 0)
         if (!poll_socket(c, EV_WRITE))

@@ -239,10 +239,10 @@ int sl_pump_init(sl_pump_t *p, const sl_options_t *o, const sl_exec_t *exec,
         return -1;
     }
     p->pool.changed = pool_changed;
-    if (sl_queue_init(&p->work,
-                      p->pool.nconns * 4 + (p->h2max + p->ahead_max) * 2) < 0 ||
-        sl_queue_init(&p->done,
-                      p->pool.nconns * 4 + (p->h2max + p->ahead_max) * 2) < 0) {
+    if (sl_queue_init(&p->work, p->pool.nconns * 2 + sl_pump_exch_max(p) * 2) <
+            0 ||
+        sl_queue_init(&p->done, p->pool.nconns * 2 + sl_pump_exch_max(p) * 2) <
+            0) {
         sl_error("out of memory for the executor queues");
         return -1;
     }

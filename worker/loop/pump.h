@@ -27,6 +27,7 @@
 #include "worker/loop/h1_ahead.h"
 #include "worker/loop/h2.h"
 #include "worker/loop/pool.h"
+#include "worker/loop/slots.h"
 
 /* One inherited listening socket, as the worker accepts from it. */
 typedef struct {
@@ -56,23 +57,15 @@ struct sl_pump {
 
     sl_pool_t pool; /* embedded: the connections (pool.h) */
     /* HTTP/2's streams (h2.h), each an exchange whose id follows the
-     * connections': a table of h2max slots, each allocated on first use
-     * and kept (an executor may hold its id), the free ones listed */
-    struct sl_h2_stream **h2s; /* owned */
-    uint32_t h2max;
-    uint32_t h2used; /* slots allocated: h2s[0..h2used) */
-    struct sl_h2_stream *h2free;
+     * connections' (slots.h) */
+    sl_slots_t h2s;        /* embedded */
     uint32_t h2sessions;   /* connections speaking HTTP/2 now */
     uint32_t h2live;       /* streams taken from h2s, not yet given back */
     struct sl_h2 *h2dirty; /* sessions with output to frame at the pass's
                               end (sl_h2_flush()), linked by dirty_next */
     /* HTTP/1.1's pipelined requests run ahead (h1_ahead.h), each an
-     * exchange whose id follows the streams': a table of ahead_max
-     * slots, each allocated on first use and kept, the free ones listed */
-    struct sl_ahead **aheads; /* owned */
-    uint32_t ahead_max;
-    uint32_t ahead_used; /* aheads[0..ahead_used) */
-    struct sl_ahead *ahead_free;
+     * exchange whose id follows the streams' (slots.h) */
+    sl_slots_t aheads;   /* embedded */
     sl_exch_t *ahead_px; /* the spare a head is parsed into now */
     /* Pump mode, pipelining: connections whose finished answers wait
      * for the next one (output.h), each SL_CONN_HOLD_SECS at most. */
@@ -206,22 +199,36 @@ static inline const sl_pump_listener_t *sl_pump_listener(const sl_pump_t *p,
     return &p->listeners[k];
 }
 
+/* What kind of exchange a ticket's ID names: a connection's own, an
+ * HTTP/2 stream's or a request run ahead. Ids come in that order. */
+typedef enum { SL_EXCH_CONN, SL_EXCH_STREAM, SL_EXCH_AHEAD } sl_exch_kind_t;
+
+static inline sl_exch_kind_t sl_pump_exch_kind(const sl_pump_t *p, uint32_t id)
+{
+    if (id < p->h2s.base)
+        return SL_EXCH_CONN;
+    return id < p->h2s.base + p->h2s.max ? SL_EXCH_STREAM : SL_EXCH_AHEAD;
+}
+
 /* Executor side: the exchange a ticket names (its id). Any thread: the
- * pool does not move. */
+ * pool and the slots do not move. */
 static inline sl_exch_t *sl_pump_exch(sl_pump_t *p, uint32_t id)
 {
-    if (id >= p->pool.nconns + p->h2max)
-        return sl_ahead_exch(p, id);
-    if (id >= p->pool.nconns)
-        return sl_h2_exch(p, id);
-    return &p->pool.conns[id].x;
+    switch (sl_pump_exch_kind(p, id)) {
+    case SL_EXCH_CONN:
+        return &p->pool.conns[id].x;
+    case SL_EXCH_STREAM:
+        return sl_slots_get(&p->h2s, id);
+    default:
+        return sl_slots_get(&p->aheads, id);
+    }
 }
 
 /* How many exchanges the executor may see at once, at most: what it sizes
  * its per-exchange tables by (ids are below it). */
 static inline uint32_t sl_pump_exch_max(const sl_pump_t *p)
 {
-    return p->pool.nconns + p->h2max + p->ahead_max;
+    return p->h2s.base + p->h2s.max + p->aheads.max;
 }
 
 #endif
