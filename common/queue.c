@@ -110,6 +110,16 @@ uint32_t sl_queue_pop_all(sl_queue_t *q, sl_ticket_t *out, uint32_t n)
     return i;
 }
 
+uint32_t sl_queue_count(sl_queue_t *q)
+{
+    uint32_t n;
+
+    pthread_mutex_lock(&q->mu);
+    n = q->count;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
 void sl_queue_close(sl_queue_t *q)
 {
     int wake;

@@ -46,6 +46,8 @@ bool sl_queue_pop_wait(sl_queue_t *q, sl_ticket_t *t);
 bool sl_queue_try_pop(sl_queue_t *q, sl_ticket_t *t);
 /* Pop up to N without waiting; returns the count. */
 uint32_t sl_queue_pop_all(sl_queue_t *q, sl_ticket_t *out, uint32_t n);
+/* Tickets queued now (any thread: by the time it returns, a guess). */
+uint32_t sl_queue_count(sl_queue_t *q);
 /* Wake every waiter and make pop_wait return false. */
 void sl_queue_close(sl_queue_t *q);
 

@@ -160,9 +160,12 @@ const char *sl_conn_peer(const sl_conn_t *c, char *buf, size_t n, int *port);
  * next request's, already read, to leave with it in one write (h1.c:
  * conn_hold()); in pump mode at most SL_CONN_HOLD_SECS after the last
  * answer joined them (output.h: SL_OUTPUT_HOLD_JOINS), since the next
- * request runs on another thread and may take its time. */
+ * request runs on another thread and may take its time. 2 ms: with 256
+ * connections pipelining 16 deep, an ASGI lane's batch of first steps
+ * takes about 1 ms, and at 1 ms their answers left in 1.4 writes a burst
+ * (bench/results/syscalls.md, issue 32). */
 #define SL_CONN_HOLD_MAX  16384
-#define SL_CONN_HOLD_SECS 0.001
+#define SL_CONN_HOLD_SECS 0.002
 
 /* Bytes read at once while a request body streams in: fewer reads, and
  * fewer wake-ups of an executor waiting for body bytes. */

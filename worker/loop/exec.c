@@ -73,6 +73,14 @@ void sl_exch_unlock(sl_exch_t *x)
         wake_loop();
 }
 
+void sl_exec_hold_wake(bool on)
+{
+    if (on)
+        held++;
+    else if (--held == 0)
+        wake_loop();
+}
+
 /* ---- shared implementations ---- */
 
 void sl_exec_hand_over_queue(sl_pump_t *p, const sl_ticket_t *t, uint32_t n)

@@ -158,6 +158,14 @@ void sl_exec_notify_handoff(sl_exch_t *x);
 void sl_exch_lock(sl_exch_t *x);
 void sl_exch_unlock(sl_exch_t *x);
 
+/* The same hold for a run of work on the executor's thread (ON true, then
+ * false): what it posts meanwhile wakes the loop once, at the end. An
+ * executor that runs a batch's first steps at once (the ASGI lane) gives
+ * the loop one wake-up for the batch: woken at its first completion, the
+ * loop (on the same CPU) would preempt the batch, answer a few and sleep
+ * again, a wake-up and a pass for every few answers. */
+void sl_exec_hold_wake(bool on);
+
 /* wake for executors that sleep in sl_exec_wait_cv() (WSGI lanes). */
 void sl_exec_wake_cv(sl_exch_t *x);
 

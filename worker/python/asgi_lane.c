@@ -2,8 +2,9 @@
  *
  * The lane holds the GIL while the loop runs (the loop's poll releases
  * it). The pump hands over a pass's tickets through the work queue and
- * writes the lane's eventfd once per pass; on_tickets() takes the whole
- * batch. The loop thread reaches the lane only through that queue and the
+ * writes the lane's eventfd once for all the passes until on_tickets()
+ * has taken their tickets; the answers of a batch's first steps wake the
+ * loop once. The loop thread reaches the lane only through that queue and the
  * eventfd, and two flags (finish, stop) read on the lane's side. The
  * context is the one of sl_asgi_lane_exec: the lane thread gets it as its
  * argument, the eventfd's reader as its self.
@@ -37,8 +38,9 @@ static struct {
     bool exited;
     atomic_bool finish_asked;
     atomic_bool stop_asked;
-    /* the eventfd was written and on_tickets() has not yet begun to take
-     * what it announced: a later batch needs no write of its own */
+    /* the eventfd was written, or on_tickets() is taking tickets: a
+     * later batch needs no write of its own (on_tickets() takes it
+     * before it returns) */
     atomic_bool signalled;
 } lane = {.efd = -1};
 
@@ -51,26 +53,44 @@ static void efd_write(void)
         sl_log_errno(SL_LOG_ERROR, "write() to the ASGI lane's eventfd");
 }
 
-/* The eventfd's reader: this pass's tickets, in one batch. */
+/* Every ticket queued now, the answers of their first steps woken for
+ * once a TICKET_BATCH. */
+static void take_tickets(sl_asgi_t *x)
+{
+    sl_ticket_t batch[TICKET_BATCH];
+    uint32_t i, n;
+
+    while ((n = sl_queue_pop_all(sl_pump_work(x->p), batch, TICKET_BATCH)) >
+           0) {
+        sl_exec_hold_wake(true);
+        for (i = 0; i < n; i++)
+            sl_asgi_req_ticket(x, &batch[i]);
+        sl_exec_hold_wake(false);
+    }
+}
+
+/* The eventfd's reader: the tickets of the passes since it last ran. */
 static PyObject *on_tickets(PyObject *self, PyObject *unused)
 {
     sl_asgi_t *x = PyCapsule_GetPointer(self, NULL);
-    sl_ticket_t batch[TICKET_BATCH];
     uint64_t v;
-    uint32_t i, n;
 
     (void)unused;
     if (read(lane.efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
         sl_log_errno(SL_LOG_ERROR, "read() of the ASGI lane's eventfd");
-    /* after the read, before the queue is: a batch pushed from here on
-     * writes again (cleared before the read, the flag could stay set with
-     * the write it stood for read already, and the next batch would wait
-     * for ever) */
-    atomic_store(&lane.signalled, false);
     sl_asgi_task_batch(x, true);
-    while ((n = sl_queue_pop_all(sl_pump_work(x->p), batch, TICKET_BATCH)) > 0)
-        for (i = 0; i < n; i++)
-            sl_asgi_req_ticket(x, &batch[i]);
+    do {
+        take_tickets(x);
+        /* Tickets pushed while this ran wrote nothing (the flag was set):
+         * they were taken above, or are still queued. Cleared only now,
+         * a batch pushed from here on writes; one pushed between the last
+         * take and the clear is taken once more, and the flag set again
+         * unless that batch's write is on its way. Cleared before the
+         * read, the flag could stay set with the write it stood for read
+         * already, and the next batch would wait for ever. */
+        atomic_store(&lane.signalled, false);
+    } while (sl_queue_count(sl_pump_work(x->p)) > 0 &&
+             !atomic_exchange(&lane.signalled, true));
     sl_asgi_task_batch(x, false);
     if (atomic_exchange(&lane.finish_asked, false))
         sl_asgi_req_cancel_all(x);
