@@ -156,6 +156,45 @@ START_TEST(test_notify_under_lock_wakes_after_unlock)
 }
 END_TEST
 
+/* Under sl_exec_hold_wake(), a completion whose answer waits for others
+ * anyway (wake_later: pipelining) is in the inbox at once and wakes the
+ * loop at the hold's end; one whose answer can leave now wakes it at its
+ * unlock, as without the hold; a hold with nothing posted wakes nothing. */
+START_TEST(test_hold_wake_for_a_batch)
+{
+    sl_ticket_t t;
+    sl_conn_t *c;
+
+    up(&h_exec_lanes, GET, &t);
+    c = client.conn;
+    ck_assert(!ev_async_pending(&pump.wake));
+    sl_exec_hold_wake(true);
+    sl_exch_lock(&c->x);
+    c->x.wake_later = true;
+    sl_exec_notify_handoff(&c->x);
+    sl_exch_unlock(&c->x);
+    ck_assert_uint_eq(inbox(), 1);
+    ck_assert(!ev_async_pending(&pump.wake));
+    sl_exec_hold_wake(false);
+    ck_assert(ev_async_pending(&pump.wake));
+    ck_assert(h_run_until(&pump, inbox_empty, NULL));
+
+    sl_exec_hold_wake(true);
+    sl_exec_hold_wake(false);
+    ck_assert(!ev_async_pending(&pump.wake));
+
+    sl_exec_hold_wake(true);
+    sl_exch_lock(&c->x);
+    c->x.wake_later = false;
+    sl_exec_notify_handoff(&c->x);
+    ck_assert(!ev_async_pending(&pump.wake)); /* not under the lock */
+    sl_exch_unlock(&c->x);
+    ck_assert(ev_async_pending(&pump.wake));
+    sl_exec_hold_wake(false);
+    ck_assert(h_run_until(&pump, inbox_empty, NULL));
+}
+END_TEST
+
 /* Three sends before the loop runs: one inbox entry, and all three parts
  * reach the client in order from that one completion. */
 START_TEST(test_sends_share_one_completion)
@@ -420,6 +459,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, test_notify_coalesces);
     tcase_add_test(tc, test_notify_wakes_loop);
     tcase_add_test(tc, test_notify_under_lock_wakes_after_unlock);
+    tcase_add_test(tc, test_hold_wake_for_a_batch);
     tcase_add_test(tc, test_sends_share_one_completion);
     suite_add_tcase(s, tc);
 

@@ -56,10 +56,16 @@ struct sl_exch {
      * for body or credit (its own, exec.c), NULL when none waits; one
      * per thread rather than one per connection, most of which are idle */
     pthread_cond_t *waiter;
-    sl_buf_t body;   /* request body received, not yet read by the app */
-    sl_buf_t out;    /* response bytes from the executor, not yet taken */
-    int file_fd;     /* sendfile after out, -1 = none; owned */
-    int resp_status; /* access log, metrics: the response's status, 0 = none */
+    sl_buf_t body;        /* request body received, not yet read by the app */
+    sl_buf_t out;         /* response bytes from the executor, not yet taken */
+    int file_fd;          /* sendfile after out, -1 = none; owned */
+    uint16_t resp_status; /* access log, metrics: the response's status, 0 =
+                             none */
+    /* Its answer waits for others' anyway (a request run ahead, or one
+     * with requests run ahead behind it): its posts may wake the loop at
+     * the end of the executor's batch (exec.h: sl_exec_hold_wake()). Set
+     * by the loop. */
+    bool wake_later;
     off_t file_off;
     size_t file_len;
     const char *mem; /* lent bytes after out (sl_exch_sendmem()), or NULL */

@@ -35,19 +35,30 @@ void sl_exec_submit(sl_pump_t *p, sl_exch_t *x)
     p->inflight++;
 }
 
-/* The executor thread's sl_exch_lock() depth, and the pump whose loop a
- * post made under it has yet to wake. */
+/* The executor thread's sl_exch_lock() depth and sl_exec_hold_wake()
+ * depth, the pump whose loop a post made under them has yet to wake, and
+ * whether one of those posts was for an answer that can leave now. */
 static __thread int held;
+static __thread int batch;
 static __thread sl_pump_t *wake_due;
+static __thread bool urgent;
 
-static void wake_loop(void)
+static void wake_now(void)
 {
     sl_pump_t *p = wake_due;
 
     if (p != NULL) {
         wake_due = NULL;
+        urgent = false;
         ev_async_send(p->loop, &p->wake);
     }
+}
+
+/* Wake it unless a lock is held, or a batch is and nothing is urgent. */
+static void wake_loop(void)
+{
+    if (held == 0 && (batch == 0 || urgent))
+        wake_now();
 }
 
 void sl_exec_post(sl_pump_t *p, sl_exch_t *x)
@@ -56,8 +67,9 @@ void sl_exec_post(sl_pump_t *p, sl_exch_t *x)
 
     sl_queue_push(&p->done, &t, 1);
     wake_due = p;
-    if (held == 0)
-        wake_loop();
+    if (!x->wake_later)
+        urgent = true;
+    wake_loop();
 }
 
 void sl_exch_lock(sl_exch_t *x)
@@ -69,16 +81,14 @@ void sl_exch_lock(sl_exch_t *x)
 void sl_exch_unlock(sl_exch_t *x)
 {
     pthread_mutex_unlock(&x->mu);
-    if (--held == 0)
-        wake_loop();
+    held--;
+    wake_loop();
 }
 
 void sl_exec_hold_wake(bool on)
 {
-    if (on)
-        held++;
-    else if (--held == 0)
-        wake_loop();
+    batch += on ? 1 : -1;
+    wake_loop();
 }
 
 /* ---- shared implementations ---- */
@@ -117,7 +127,7 @@ void sl_exec_wake_ticket(sl_exch_t *x)
 int sl_exec_wait_cv(sl_exch_t *x, int what)
 {
     (void)what;
-    wake_loop(); /* what it posted before it sleeps */
+    wake_now(); /* what it posted before it sleeps */
     x->waiting = true;
     x->waiter = &lane_cv;
     pthread_cond_wait(&lane_cv, &x->mu);

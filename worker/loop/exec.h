@@ -158,12 +158,14 @@ void sl_exec_notify_handoff(sl_exch_t *x);
 void sl_exch_lock(sl_exch_t *x);
 void sl_exch_unlock(sl_exch_t *x);
 
-/* The same hold for a run of work on the executor's thread (ON true, then
- * false): what it posts meanwhile wakes the loop once, at the end. An
- * executor that runs a batch's first steps at once (the ASGI lane) gives
- * the loop one wake-up for the batch: woken at its first completion, the
- * loop (on the same CPU) would preempt the batch, answer a few and sleep
- * again, a wake-up and a pass for every few answers. */
+/* A hold for a run of work on the executor's thread (ON true, then
+ * false), the ASGI lane's batch of first steps: a completion posted
+ * meanwhile for an exchange whose answer waits for others' anyway
+ * (x->wake_later: pipelining) wakes the loop only at the end, one
+ * wake-up for the batch; woken at each, the loop (on the same CPU)
+ * would preempt the batch, take a few answers and sleep again. Any
+ * other completion wakes it as without the hold, so no answer that
+ * could leave waits for the rest of the batch. */
 void sl_exec_hold_wake(bool on);
 
 /* wake for executors that sleep in sl_exec_wait_cv() (WSGI lanes). */

@@ -185,6 +185,7 @@ static void conn_dispatch(sl_conn_t *c)
     pthread_mutex_lock(&c->x.mu);
     c->x.gen++; /* under mu: a stale executor compares it there */
     c->x.body_done = !c->x.req.has_body || c->h1.msg_done;
+    c->x.wake_later = false; /* until a request runs ahead behind it */
     /* what the executor writes goes into cached blocks: in its thread an
      * append would malloc */
     sl_conn_buf_ready(c, &c->x.out);

@@ -93,14 +93,21 @@ static void dispatch(sl_conn_t *c, sl_ahead_t *last, sl_ahead_t *s)
     pthread_mutex_lock(&x->mu);
     x->gen++;
     x->body_done = true;
+    x->wake_later = true; /* its answer waits for those before it */
     sl_conn_buf_ready(c, &x->out);
     if (sl_accesslog_wants_head(p->alog))
         sl_conn_buf_ready(c, &x->resp_head);
     pthread_mutex_unlock(&x->mu);
-    if (last != NULL)
+    if (last != NULL) {
         last->next = s;
-    else
+    } else {
         c->h1.ahead = s;
+        /* the request being served: its answer now waits for this one's
+         * (the output's hold) */
+        pthread_mutex_lock(&c->x.mu);
+        c->x.wake_later = true;
+        pthread_mutex_unlock(&c->x.mu);
+    }
     c->nahead++;
     sl_exec_submit(p, x);
 }

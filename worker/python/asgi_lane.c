@@ -3,9 +3,11 @@
  * The lane holds the GIL while the loop runs (the loop's poll releases
  * it). The pump hands over a pass's tickets through the work queue and
  * writes the lane's eventfd once for all the passes until on_tickets()
- * has taken their tickets; the answers of a batch's first steps wake the
- * loop once. The loop thread reaches the lane only through that queue and the
- * eventfd, and two flags (finish, stop) read on the lane's side. The
+ * has taken their tickets; the answers of a batch's first steps that wait
+ * for others' anyway (pipelining) wake the loop once (exec.h:
+ * sl_exec_hold_wake()). The loop thread reaches the lane only through
+ * that queue and the eventfd, and two flags (finish, stop) read on the
+ * lane's side. The
  * context is the one of sl_asgi_lane_exec: the lane thread gets it as its
  * argument, the eventfd's reader as its self.
  */
@@ -53,8 +55,8 @@ static void efd_write(void)
         sl_log_errno(SL_LOG_ERROR, "write() to the ASGI lane's eventfd");
 }
 
-/* Every ticket queued now, the answers of their first steps woken for
- * once a TICKET_BATCH. */
+/* Every ticket queued now, run to its first await; what their answers
+ * may wait to tell the loop, it is told once a TICKET_BATCH. */
 static void take_tickets(sl_asgi_t *x)
 {
     sl_ticket_t batch[TICKET_BATCH];
