@@ -112,7 +112,7 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
     while ((n = sl_queue_pop_all(&p->done, batch, 256)) > 0) {
         for (i = 0; i < n; i++) {
             sl_conn_t *c;
-            if (batch[i].idx >= p->pool.nconns) {
+            if (sl_pump_exch_kind(p, batch[i].idx) != SL_EXCH_CONN) {
                 sl_exec_complete(sl_pump_exch(p, batch[i].idx));
                 continue;
             }
@@ -127,12 +127,17 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
  * and a stream's, h2.h), above both. */
 void sl_exec_complete(sl_exch_t *x)
 {
-    if (sl_exch_is_ahead(x))
+    switch (sl_pump_exch_kind(x->conn->pump, x->id)) {
+    case SL_EXCH_AHEAD:
         sl_h1_ahead_complete(x);
-    else if (sl_exch_is_stream(x))
+        break;
+    case SL_EXCH_STREAM:
         sl_h2_complete(x);
-    else if (x->conn->state != SL_CONN_FREE)
-        sl_conn_complete(x->conn);
+        break;
+    default:
+        if (x->conn->state != SL_CONN_FREE)
+            sl_conn_complete(x->conn);
+    }
 }
 
 static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)

@@ -7,9 +7,8 @@
  * for others' anyway (pipelining) wake the loop once (exec.h:
  * sl_exec_hold_wake()). The loop thread reaches the lane only through
  * that queue and the eventfd, and two flags (finish, stop) read on the
- * lane's side. The
- * context is the one of sl_asgi_lane_exec: the lane thread gets it as its
- * argument, the eventfd's reader as its self.
+ * lane's side. The context is the one of sl_asgi_lane_exec: the lane
+ * thread gets it as its argument, the eventfd's reader as its self.
  */
 #include "config.h"
 
