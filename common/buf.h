@@ -79,6 +79,25 @@ static inline void sl_buf_reset(sl_buf_t *b, size_t keep)
     }
 }
 
+/* Append FROM's unconsumed bytes to TO and empty FROM, which keeps at
+ * most KEEP bytes of memory: the two swap when TO is empty, no byte
+ * copied. 0, or -1 when out of memory (FROM is emptied all the same: its
+ * bytes are lost). */
+static inline int sl_buf_move(sl_buf_t *to, sl_buf_t *from, size_t keep)
+{
+    int rc = 0;
+
+    if (to->len == to->off) {
+        sl_buf_t t = *to;
+        *to = *from;
+        *from = t;
+    } else {
+        rc = sl_buf_append(to, from->data + from->off, from->len - from->off);
+    }
+    sl_buf_reset(from, keep);
+    return rc;
+}
+
 static inline void sl_buf_free(sl_buf_t *b)
 {
     free(b->data);

@@ -149,7 +149,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         CHECK(sl_conn_init(&p->conn, &p->pump, 0) == 0);
         CHECK(pthread_mutex_init(&p->spare.mu, NULL) == 0);
         p->spare.conn = &p->conn;
-        p->spare.file_fd = -1;
+        sl_tail_init(&p->spare.tail);
     }
     return 0;
 }

@@ -216,6 +216,60 @@ START_TEST(test_failed_growth_changes_nothing)
 }
 END_TEST
 
+/* A move into an empty buffer swaps the two, no byte copied; into one
+ * with bytes it appends them; either way the source ends empty, and
+ * keeps its memory only up to KEEP. */
+START_TEST(test_move)
+{
+    sl_buf_t to = {0}, from = {0};
+    char *mem, big[2000];
+
+    ck_assert_int_eq(sl_buf_append(&from, "xhello", 6), 0);
+    sl_buf_consume(&from, 1);
+    mem = from.data;
+    ck_assert_int_eq(sl_buf_move(&to, &from, 4096), 0);
+    ck_assert_ptr_eq(to.data, mem); /* swapped */
+    ck_assert_uint_eq(sl_buf_pending(&to), 5);
+    ck_assert(memcmp(to.data + to.off, "hello", 5) == 0);
+    ck_assert_uint_eq(sl_buf_pending(&from), 0);
+
+    ck_assert_int_eq(sl_buf_append(&from, " world", 6), 0);
+    mem = from.data;
+    ck_assert_int_eq(sl_buf_move(&to, &from, 4096), 0);
+    ck_assert_uint_eq(sl_buf_pending(&to), 11);
+    ck_assert(memcmp(to.data + to.off, "hello world", 11) == 0);
+    ck_assert_uint_eq(sl_buf_pending(&from), 0);
+    ck_assert_ptr_eq(from.data, mem); /* small: kept for the next bytes */
+
+    memset(big, 'x', sizeof(big));
+    ck_assert_int_eq(sl_buf_append(&from, big, sizeof(big)), 0);
+    ck_assert_int_eq(sl_buf_move(&to, &from, 1024), 0);
+    ck_assert_uint_eq(sl_buf_pending(&to), 11 + sizeof(big));
+    ck_assert_ptr_null(from.data); /* past KEEP: freed */
+    sl_buf_free(&to);
+}
+END_TEST
+
+/* Out of memory, a move that must copy fails; the source's bytes are
+ * dropped and the destination keeps what it had. */
+START_TEST(test_move_out_of_memory)
+{
+    sl_buf_t to = {0}, from = {0};
+    char big[2000];
+
+    memset(big, 'x', sizeof(big));
+    ck_assert_int_eq(sl_buf_append(&to, "abc", 3), 0);
+    ck_assert_int_eq(sl_buf_append(&from, big, sizeof(big)), 0);
+    hb_fail_after(0);
+    ck_assert_int_eq(sl_buf_move(&to, &from, 4096), -1);
+    hb_fail_after(-1);
+    ck_assert_uint_eq(sl_buf_pending(&to), 3);
+    ck_assert_uint_eq(sl_buf_pending(&from), 0);
+    sl_buf_free(&to);
+    sl_buf_free(&from);
+}
+END_TEST
+
 static Suite *buf_suite(void)
 {
     Suite *s = suite_create("buf");
@@ -232,6 +286,8 @@ static Suite *buf_suite(void)
     tcase_add_test(tc, test_reset_keeps_small_frees_large);
     tcase_add_test(tc, test_free);
     tcase_add_test(tc, test_failed_growth_changes_nothing);
+    tcase_add_test(tc, test_move);
+    tcase_add_test(tc, test_move_out_of_memory);
     suite_add_tcase(s, tc);
     return s;
 }

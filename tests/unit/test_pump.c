@@ -152,7 +152,7 @@ START_TEST(test_exchange_ids)
     ck_assert_uint_eq(s->id, 7);
     ck_assert_int_eq(sl_pump_exch_kind(&pump, s->id), SL_EXCH_STREAM);
     ck_assert_ptr_eq(sl_pump_exch(&pump, s->id), s);
-    ck_assert_int_eq(s->file_fd, -1);
+    ck_assert_int_eq(s->tail.file_fd, -1);
     for (i = 0; i < 3; i++) {
         a[i] = sl_slots_take(&pump.aheads);
         ck_assert_uint_eq(a[i]->id, pump.aheads.base + i);
@@ -326,7 +326,7 @@ START_TEST(test_pool_set_up_on_first_use)
     h_connect(&pump, &client);
     ck_assert_ptr_eq(client.conn, &pump.pool.conns[1]);
     ck_assert_uint_eq(pump.pool.conns[1].x.id, 1);
-    ck_assert_int_eq(pump.pool.conns[1].x.file_fd, -1);
+    ck_assert_int_eq(pump.pool.conns[1].x.tail.file_fd, -1);
     ck_assert_uint_eq(pump.pool.nfresh, 2);
     h_client_close(&second);
 }

@@ -53,7 +53,7 @@ int sl_conn_init(sl_conn_t *c, sl_pump_t *p, uint32_t idx)
     c->x.id = idx;
     c->x.conn = c;
     c->tp.fd = -1;
-    c->x.file_fd = -1;
+    sl_tail_init(&c->x.tail);
     sl_output_init(&c->tx);
     ev_io_init(&c->io, conn_io_cb, -1, 0);
     if (pthread_mutex_init(&c->x.mu, NULL) != 0)
@@ -223,8 +223,8 @@ static int conn_write(sl_conn_t *c, size_t *written)
 
     sl_output_unhold(&c->tx, &c->pump->holdq);
     rc = sl_output_write(&c->tx, &c->tp, written);
-    if (rc == 1 && sl_output_has_tail(&c->tx))
-        sl_output_drop_tail(&c->tx, c->pump->exec->release);
+    if (rc == 1 && sl_tail_any(&c->tx.tail))
+        sl_tail_drop(&c->tx.tail, c->pump->exec->release);
     send_deadline(c, rc, *written);
     return rc;
 }
@@ -310,7 +310,7 @@ void sl_conn_close(sl_conn_t *c)
 {
     sl_conn_watch(c, 0);
     sl_output_unhold(&c->tx, &c->pump->holdq);
-    sl_output_drop_tail(&c->tx, c->pump->exec->release);
+    sl_tail_drop(&c->tx.tail, c->pump->exec->release);
     pthread_mutex_lock(&c->x.mu);
     sl_exch_drop_tail_locked(&c->x);
     pthread_mutex_unlock(&c->x.mu);

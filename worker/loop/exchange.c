@@ -26,15 +26,7 @@
 
 void sl_exch_drop_tail_locked(sl_exch_t *x)
 {
-    if (x->file_fd >= 0) {
-        close(x->file_fd);
-        x->file_fd = -1;
-    }
-    if (x->mem != NULL) {
-        x->conn->pump->exec->release(x->mem_owner);
-        x->mem = NULL;
-        x->mem_owner = NULL;
-    }
+    sl_tail_drop(&x->tail, x->conn->pump->exec->release);
 }
 
 void sl_exch_wake(sl_exch_t *x)
@@ -43,20 +35,10 @@ void sl_exch_wake(sl_exch_t *x)
         x->conn->pump->exec->wake(x);
 }
 
-/* conn.h: a swap of the buffers when C's is empty, a copy otherwise. */
 int sl_conn_take_out(sl_conn_t *c, sl_exch_t *x)
 {
-    int rc = 0;
+    int rc = sl_buf_move(&c->tx.buf, &x->out, SL_CONN_BUF_KEEP);
 
-    if (sl_buf_pending(&c->tx.buf) == 0) {
-        sl_buf_t t = c->tx.buf;
-        c->tx.buf = x->out;
-        x->out = t;
-    } else {
-        rc = sl_buf_append(&c->tx.buf, x->out.data + x->out.off,
-                           sl_buf_pending(&x->out));
-    }
-    sl_buf_reset(&x->out, SL_CONN_BUF_KEEP);
     x->inflight = sl_buf_pending(&c->tx.buf);
     return rc;
 }
@@ -270,8 +252,8 @@ void sl_exch_started(sl_exch_t *x, uint32_t gen)
  * out? Not when stale, ended, aborted, or when it has one (mu held). */
 static bool tail_allowed(const sl_exch_t *x, uint32_t gen)
 {
-    return x->gen == gen && !x->aborted && !x->resp_done && x->file_fd < 0 &&
-           x->mem == NULL;
+    return x->gen == gen && !x->aborted && !x->resp_done &&
+           !sl_tail_any(&x->tail);
 }
 
 /* The last part is queued: END, and the close when FLAGS ask (mu held). */
@@ -290,9 +272,9 @@ int sl_exch_sendfile(sl_exch_t *x, uint32_t gen, int fd, off_t off, size_t len,
 
     sl_exch_lock(x);
     if (tail_allowed(x, gen)) {
-        x->file_fd = fd;
-        x->file_off = off;
-        x->file_len = len;
+        x->tail.file_fd = fd;
+        x->tail.file_off = off;
+        x->tail.len = len;
         tail_queued(x, flags);
     } else {
         close(fd);
@@ -309,9 +291,9 @@ int sl_exch_sendmem(sl_exch_t *x, uint32_t gen, const void *mem, size_t len,
 
     sl_exch_lock(x);
     if (tail_allowed(x, gen)) {
-        x->mem = mem;
-        x->mem_len = len;
-        x->mem_owner = owner;
+        x->tail.mem = mem;
+        x->tail.len = len;
+        x->tail.mem_owner = owner;
         tail_queued(x, flags);
     } else {
         rc = -1;

@@ -33,6 +33,7 @@
 
 #include "common/buf.h"
 #include "worker/loop/request.h"
+#include "worker/loop/tail.h"
 
 typedef struct sl_pump sl_pump_t;
 typedef struct sl_conn sl_conn_t;
@@ -58,7 +59,7 @@ struct sl_exch {
     pthread_cond_t *waiter;
     sl_buf_t body;        /* request body received, not yet read by the app */
     sl_buf_t out;         /* response bytes from the executor, not yet taken */
-    int file_fd;          /* sendfile after out, -1 = none; owned */
+    sl_tail_t tail;       /* after out: lent bytes or a file, owned */
     uint16_t resp_status; /* access log, metrics: the response's status, 0 =
                              none */
     /* Its answer waits for others' anyway (a request run ahead, or one
@@ -66,11 +67,6 @@ struct sl_exch {
      * the end of the executor's batch (exec.h: sl_exec_hold_wake()). Set
      * by the loop. */
     bool wake_later;
-    off_t file_off;
-    size_t file_len;
-    const char *mem; /* lent bytes after out (sl_exch_sendmem()), or NULL */
-    size_t mem_len;
-    void *mem_owner;     /* given back by p->exec->release() */
     uint64_t body_total; /* body bytes received for this request */
     bool body_done;      /* the whole body is in (or there is none) */
     bool resp_done;      /* the executor sent END */

@@ -375,13 +375,8 @@ static void conn_take(sl_conn_t *c)
         c->x.aborted = true;
         sl_exch_wake(&c->x);
     }
-    if (c->x.resp_done && (c->x.file_fd >= 0 || c->x.mem != NULL)) {
-        sl_output_take_tail(&c->tx, c->x.file_fd, c->x.file_off, c->x.file_len,
-                            c->x.mem, c->x.mem_len, c->x.mem_owner);
-        c->x.file_fd = -1;
-        c->x.mem = NULL;
-        c->x.mem_owner = NULL;
-    }
+    if (c->x.resp_done && sl_tail_any(&c->x.tail))
+        sl_tail_move(&c->tx.tail, &c->x.tail);
     if (c->x.ws != NULL)
         sl_conn_ws_take_locked(c);
     if (c->x.resp_done && c->state == SL_CONN_SERVING) {
@@ -397,7 +392,7 @@ static void conn_take(sl_conn_t *c)
             sl_buf_reset(&c->tx.buf, SL_CONN_BUF_KEEP);
         else
             c->tx.buf.len = c->tx.buf.off + c->tx.interim;
-        sl_output_drop_tail(&c->tx, c->pump->exec->release);
+        sl_tail_drop(&c->tx.tail, c->pump->exec->release);
         sl_h1_answer_error(c, c->h1.http_error);
         c->x.aborted = false;
     }
@@ -422,7 +417,7 @@ static bool conn_hold(const sl_conn_t *c)
 {
     return c->h1.msg_done && !c->x.close_after && !c->x.aborted &&
            c->x.req.keep_alive && !c->pump->drain.draining &&
-           !sl_output_has_tail(&c->tx) &&
+           !sl_tail_any(&c->tx.tail) &&
            (sl_buf_pending(&c->rbuf) > 0 || c->h1.ahead != NULL) &&
            sl_buf_pending(&c->tx.buf) <= SL_CONN_HOLD_MAX;
 }

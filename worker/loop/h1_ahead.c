@@ -172,15 +172,7 @@ static void move_into(sl_exch_t *x, sl_exch_t *y)
     y->req = rq; /* what x kept of its last request, given back with y */
     x->resp_head = y->resp_head;
     y->resp_head = b;
-    x->file_fd = y->file_fd;
-    x->file_off = y->file_off;
-    x->file_len = y->file_len;
-    x->mem = y->mem;
-    x->mem_len = y->mem_len;
-    x->mem_owner = y->mem_owner;
-    y->file_fd = -1;
-    y->mem = NULL;
-    y->mem_owner = NULL;
+    sl_tail_move(&x->tail, &y->tail);
     x->resp_status = y->resp_status;
     x->resp_body = y->resp_body;
     x->close_after = y->close_after;

@@ -46,8 +46,9 @@ void sl_h1_answer_static(sl_conn_t *c, int map)
         sl_exch_note_head(&c->x, c->tx.buf.data + mark, c->tx.buf.len - mark,
                           true);
         if (body.fd >= 0) {
-            sl_output_take_tail(&c->tx, body.fd, body.off, body.len, NULL, 0,
-                                NULL);
+            c->tx.tail.file_fd = body.fd;
+            c->tx.tail.file_off = body.off;
+            c->tx.tail.len = body.len;
             c->x.resp_body = body.len;
         }
         /* its head said so: a body it will not read is not waited for */

@@ -172,9 +172,9 @@ static void answer_static(sl_h2_t *h2, sl_h2_stream_t *s, int map)
     }
     sl_exch_note_head(x, s->raw.data + mark, s->raw.len - mark, true);
     if (body.fd >= 0) {
-        s->file_fd = body.fd;
-        s->file_off = body.off;
-        s->file_len = body.len;
+        s->tail.file_fd = body.fd;
+        s->tail.file_off = body.off;
+        s->tail.len = body.len;
         x->resp_body = body.len;
     }
     s->resp_end = true;

@@ -64,13 +64,7 @@ struct sl_h2_stream {
     bool trailers;   /* trailer fields were sent */
     size_t head_len; /* the head's bytes at raw's start, once parsed */
     bool resp_end;   /* the executor's END was taken */
-    /* the tail taken after raw: a file or lent bytes */
-    int file_fd;
-    off_t file_off;
-    size_t file_len;
-    const char *mem;
-    size_t mem_len;
-    void *mem_owner;
+    sl_tail_t tail;  /* taken after raw: a file or lent bytes */
 };
 
 /* One connection's HTTP/2 session. */

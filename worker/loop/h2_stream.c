@@ -86,7 +86,7 @@ sl_h2_stream_t *sl_h2_stream_new(sl_h2_t *h2, int32_t sid)
     s->x.req.major = 2;
     s->x.req.minor = 0;
     s->x.req.keep_alive = true;
-    s->file_fd = -1;
+    sl_tail_init(&s->tail);
     s->progress = ev_now(p->loop);
     s->prev = NULL;
     s->next = h2->streams;
@@ -120,10 +120,7 @@ void sl_h2_stream_free(sl_h2_stream_t *s)
         sl_forwarded_clear(&x->req);
     memset(&x->req, 0, sizeof(x->req));
     sl_bufcache_put(bc, &s->raw);
-    if (s->file_fd >= 0)
-        close(s->file_fd);
-    if (s->mem != NULL)
-        p->exec->release(s->mem_owner);
+    sl_tail_drop(&s->tail, p->exec->release);
     /* the exchange's own fields under its mutex, which a stale call of an
      * executor may be taking this moment: never zeroed whole */
     pthread_mutex_lock(&x->mu);
@@ -144,7 +141,7 @@ void sl_h2_stream_free(sl_h2_stream_t *s)
     /* the loop's side: all after the exchange (x->conn stays: executors
      * may still read through it) */
     memset((char *)s + sizeof(sl_exch_t), 0, sizeof(*s) - sizeof(sl_exch_t));
-    s->file_fd = -1;
+    sl_tail_init(&s->tail);
     sl_slots_put(&p->h2s, x);
     p->h2live--;
 }
@@ -353,30 +350,14 @@ void sl_h2_stream_take(sl_h2_stream_t *s)
     sl_exch_t *x = &s->x;
 
     x->notified = false;
-    if (sl_buf_pending(&x->out) > 0) {
-        if (sl_buf_pending(&s->raw) == 0) {
-            sl_buf_t t = s->raw;
-            s->raw = x->out;
-            x->out = t;
-        } else if (sl_buf_append(&s->raw, x->out.data + x->out.off,
-                                 sl_buf_pending(&x->out)) < 0) {
-            x->aborted = true; /* out of memory: those bytes are lost */
-            sl_exch_wake(x);
-        }
-        sl_buf_reset(&x->out, SL_CONN_BUF_KEEP);
+    if (sl_buf_pending(&x->out) > 0 &&
+        sl_buf_move(&s->raw, &x->out, SL_CONN_BUF_KEEP) < 0) {
+        x->aborted = true; /* out of memory: those bytes are lost */
+        sl_exch_wake(x);
     }
     x->inflight = sl_buf_pending(&s->raw);
-    if (x->resp_done && (x->file_fd >= 0 || x->mem != NULL)) {
-        s->file_fd = x->file_fd;
-        s->file_off = x->file_off;
-        s->file_len = x->file_len;
-        s->mem = x->mem;
-        s->mem_len = x->mem_len;
-        s->mem_owner = x->mem_owner;
-        x->file_fd = -1;
-        x->mem = NULL;
-        x->mem_owner = NULL;
-    }
+    if (x->resp_done && sl_tail_any(&x->tail))
+        sl_tail_move(&s->tail, &x->tail);
 }
 
 /* A field HTTP/2 does not carry: the connection's own (RFC 9113
@@ -507,33 +488,33 @@ static long tail_out(sl_h2_stream_t *s, uint8_t *buf, size_t n)
 {
     ssize_t got;
 
-    if (s->file_fd >= 0) {
-        if (s->file_len == 0) {
-            close(s->file_fd);
-            s->file_fd = -1;
+    if (s->tail.file_fd >= 0) {
+        if (s->tail.len == 0) {
+            close(s->tail.file_fd);
+            s->tail.file_fd = -1;
         } else {
-            if (n > s->file_len)
-                n = s->file_len;
+            if (n > s->tail.len)
+                n = s->tail.len;
             do
-                got = pread(s->file_fd, buf, n, s->file_off);
+                got = pread(s->tail.file_fd, buf, n, s->tail.file_off);
             while (got < 0 && errno == EINTR);
             if (got <= 0)
                 return -1; /* it shrank, or failed: the response is short */
-            s->file_off += got;
-            s->file_len -= (size_t)got;
+            s->tail.file_off += got;
+            s->tail.len -= (size_t)got;
             return (long)got;
         }
     }
-    if (s->mem != NULL) {
-        if (n > s->mem_len)
-            n = s->mem_len;
-        memcpy(buf, s->mem, n);
-        s->mem += n;
-        s->mem_len -= n;
-        if (s->mem_len == 0) {
-            s->x.conn->pump->exec->release(s->mem_owner);
-            s->mem = NULL;
-            s->mem_owner = NULL;
+    if (s->tail.mem != NULL) {
+        if (n > s->tail.len)
+            n = s->tail.len;
+        memcpy(buf, s->tail.mem, n);
+        s->tail.mem += n;
+        s->tail.len -= n;
+        if (s->tail.len == 0) {
+            s->x.conn->pump->exec->release(s->tail.mem_owner);
+            s->tail.mem = NULL;
+            s->tail.mem_owner = NULL;
         }
         return (long)n;
     }

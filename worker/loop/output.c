@@ -18,35 +18,7 @@
 
 void sl_output_init(sl_output_t *o)
 {
-    o->file_fd = -1;
-}
-
-void sl_output_take_tail(sl_output_t *o, int fd, off_t off, size_t len,
-                         const char *mem, size_t mem_len, void *owner)
-{
-    if (fd >= 0) {
-        o->file_fd = fd;
-        o->file_off = off;
-        o->file_len = len;
-    }
-    if (mem != NULL) {
-        o->mem = mem;
-        o->mem_len = mem_len;
-        o->mem_owner = owner;
-    }
-}
-
-void sl_output_drop_tail(sl_output_t *o, void (*release)(void *owner))
-{
-    if (o->file_fd >= 0) {
-        close(o->file_fd);
-        o->file_fd = -1;
-    }
-    if (o->mem != NULL) {
-        release(o->mem_owner);
-        o->mem = NULL;
-        o->mem_owner = NULL;
-    }
+    sl_tail_init(&o->tail);
 }
 
 /* One write of what O's buffer holds. Lent bytes behind it go in the same
@@ -57,14 +29,14 @@ void sl_output_drop_tail(sl_output_t *o, void (*release)(void *owner))
 static ssize_t write_buffered(sl_output_t *o, sl_transport_t *tp)
 {
     struct iovec iov[2];
-    int more = o->file_fd >= 0 && o->file_len > 0 ? SL_TRANSPORT_MORE : 0;
+    int more = o->tail.file_fd >= 0 && o->tail.len > 0 ? SL_TRANSPORT_MORE : 0;
 
     iov[0].iov_base = o->buf.data + o->buf.off;
     iov[0].iov_len = sl_buf_pending(&o->buf);
-    if (o->mem == NULL || o->mem_len == 0) /* the common case */
+    if (o->tail.mem == NULL || o->tail.len == 0) /* the common case */
         return sl_transport_writev(tp, iov, 1, more);
-    iov[1].iov_base = (void *)o->mem;
-    iov[1].iov_len = o->mem_len;
+    iov[1].iov_base = (void *)o->tail.mem;
+    iov[1].iov_len = o->tail.len;
     return sl_transport_writev(tp, iov, 2, 0);
 }
 
@@ -98,8 +70,8 @@ int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written_out)
             (size_t)n < sl_buf_pending(w) ? (size_t)n : sl_buf_pending(w);
         sl_buf_consume(w, from_buf);
         if ((size_t)n > from_buf) { /* lent bytes went along */
-            o->mem += (size_t)n - from_buf;
-            o->mem_len -= (size_t)n - from_buf;
+            o->tail.mem += (size_t)n - from_buf;
+            o->tail.len -= (size_t)n - from_buf;
         }
         sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
         written += (size_t)n;
@@ -110,8 +82,9 @@ int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written_out)
             o->interim -= (size_t)n;
         }
     }
-    while (rc == 1 && o->mem != NULL && o->mem_len > 0) {
-        struct iovec iov = {.iov_base = (void *)o->mem, .iov_len = o->mem_len};
+    while (rc == 1 && o->tail.mem != NULL && o->tail.len > 0) {
+        struct iovec iov = {.iov_base = (void *)o->tail.mem,
+                            .iov_len = o->tail.len};
         n = sl_transport_writev(tp, &iov, 1, 0);
         if (n < 0) {
             if ((rc = write_failed()) == 2) {
@@ -120,13 +93,14 @@ int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written_out)
             }
             break;
         }
-        o->mem += n;
-        o->mem_len -= (size_t)n;
+        o->tail.mem += n;
+        o->tail.len -= (size_t)n;
         sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
         written += (size_t)n;
     }
-    while (rc == 1 && o->file_fd >= 0 && o->file_len > 0) {
-        n = sl_transport_sendfile(tp, o->file_fd, &o->file_off, o->file_len);
+    while (rc == 1 && o->tail.file_fd >= 0 && o->tail.len > 0) {
+        n = sl_transport_sendfile(tp, o->tail.file_fd, &o->tail.file_off,
+                                  o->tail.len);
         if (n < 0) {
             if ((rc = write_failed()) == 2) {
                 rc = 1;
@@ -138,7 +112,7 @@ int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written_out)
             rc = -1;
             break;
         }
-        o->file_len -= (size_t)n;
+        o->tail.len -= (size_t)n;
         sl_metrics_add(&sl_metrics_self->bytes_out, (uint64_t)n);
         written += (size_t)n;
     }

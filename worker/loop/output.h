@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "common/buf.h"
+#include "worker/loop/tail.h"
 #include "worker/loop/transport.h"
 
 typedef struct sl_output sl_output_t;
@@ -42,18 +43,13 @@ typedef struct sl_output sl_output_t;
 typedef struct sl_holdq sl_holdq_t;
 
 struct sl_output {
-    sl_buf_t buf;    /* owned: bytes being written */
-    const char *mem; /* lent bytes after buf, or NULL */
-    size_t mem_len;
-    void *mem_owner; /* given back through the release operation */
-    off_t file_off;
-    size_t file_len;
+    sl_buf_t buf;           /* owned: bytes being written */
+    sl_tail_t tail;         /* owned: lent bytes or a file after buf */
     size_t interim;         /* bytes at the head of buf that are not the current
                                response: a 100 Continue, earlier answers held */
     sl_output_t *hold_next; /* the hold queue's links, NULL-ended */
     sl_output_t *hold_prev;
     ev_tstamp hold_since; /* when it began to hold answers back */
-    int file_fd;          /* owned: a file after buf; -1 = none */
     bool wrote_any;       /* bytes of the current response went out */
     bool held;            /* on a hold queue */
     uint16_t joined;      /* answers that joined the hold after its first */
@@ -78,23 +74,6 @@ void sl_output_init(sl_output_t *o);
  * kernel allows. Adds the count written to *WRITTEN. 1 when all is
  * written, 0 when the socket is full, -1 when the client is gone. */
 int sl_output_write(sl_output_t *o, sl_transport_t *tp, size_t *written);
-
-/* Take a tail after the buffer: FD (owned from here; -1: none) and lent
- * bytes MEM (NULL: none) of OWNER. */
-void sl_output_take_tail(sl_output_t *o, int fd, off_t off, size_t len,
-                         const char *mem, size_t mem_len, void *owner);
-
-/* Close the file and give the lent bytes O holds back through RELEASE
- * (written, or a response cut short, or a closing connection). RELEASE
- * runs on the loop thread, maybe with locks held: it must only note the
- * owner. */
-void sl_output_drop_tail(sl_output_t *o, void (*release)(void *owner));
-
-/* O has a tail (a file or lent bytes) after its buffer. */
-static inline bool sl_output_has_tail(const sl_output_t *o)
-{
-    return o->file_fd >= 0 || o->mem != NULL;
-}
 
 /* A new response begins: what O still holds is not its own. */
 static inline void sl_output_begin(sl_output_t *o)

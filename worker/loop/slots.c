@@ -47,7 +47,7 @@ sl_exch_t *sl_slots_take(sl_slots_t *t)
         return NULL;
     }
     x->id = t->base + t->used;
-    x->file_fd = -1;
+    sl_tail_init(&x->tail);
     t->slot[t->used++] = x;
     return x;
 }
