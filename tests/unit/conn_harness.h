@@ -92,13 +92,7 @@ static inline void respond_on_x(sl_exch_t *x, uint32_t gen, const char *body)
 
 static inline bool conn_aborted(void *arg)
 {
-    sl_exch_t *x = arg;
-    bool aborted;
-
-    pthread_mutex_lock(&x->mu);
-    aborted = x->aborted;
-    pthread_mutex_unlock(&x->mu);
-    return aborted;
+    return sl_exch_aborted(arg);
 }
 
 static inline bool conn_freed(void *arg)

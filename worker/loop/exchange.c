@@ -29,6 +29,16 @@ void sl_exch_drop_tail_locked(sl_exch_t *x)
     sl_tail_drop(&x->tail, x->conn->pump->exec->release);
 }
 
+bool sl_exch_aborted(sl_exch_t *x)
+{
+    bool aborted;
+
+    pthread_mutex_lock(&x->mu);
+    aborted = x->aborted;
+    pthread_mutex_unlock(&x->mu);
+    return aborted;
+}
+
 void sl_exch_wake(sl_exch_t *x)
 {
     if (x->waiting)

@@ -145,6 +145,10 @@ int sl_exch_sendmem(sl_exch_t *x, uint32_t gen, const void *mem, size_t len,
 long sl_exch_read_body(sl_exch_t *x, uint32_t gen, char *dst, size_t n,
                        bool stop_at_lf, bool wait);
 
+/* X's client is gone, or its connection failed: what it produces now is
+ * dropped (takes mu). */
+bool sl_exch_aborted(sl_exch_t *x);
+
 /* Must the connection close after the response to C's request GEN,
  * whatever the app says? When the worker drains, or when the body the app
  * left unread is too big to read and drop (SL_CONN_DISCARD_MAX). */

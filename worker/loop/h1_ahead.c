@@ -112,17 +112,6 @@ static void dispatch(sl_conn_t *c, sl_ahead_t *last, sl_ahead_t *s)
     sl_exec_submit(p, x);
 }
 
-/* X's client is gone (an executor may set it too: under mu). */
-static bool gone(sl_exch_t *x)
-{
-    bool aborted;
-
-    pthread_mutex_lock(&x->mu);
-    aborted = x->aborted;
-    pthread_mutex_unlock(&x->mu);
-    return aborted;
-}
-
 void sl_h1_ahead_run(sl_conn_t *c)
 {
     sl_pump_t *p = c->pump;
@@ -130,7 +119,7 @@ void sl_h1_ahead_run(sl_conn_t *c)
 
     if (p->aheads.max == 0 || c->state != SL_CONN_SERVING || !c->h1.msg_done ||
         c->h1.http_error != 0 || sl_buf_pending(&c->rbuf) == 0 ||
-        atomic_load(&p->drain.draining) || gone(sl_conn_wx(c)))
+        atomic_load(&p->drain.draining) || sl_exch_aborted(sl_conn_wx(c)))
         return;
     last = last_of(c);
     while (c->nahead < SL_AHEAD_DEPTH && p->npending < SL_AHEAD_PASS &&
