@@ -282,13 +282,15 @@ def test_metrics_handler_label(tree, make_server):
 def test_http2(tree, tmp_path, transport):
     pytest.importorskip("h2", reason="HTTP/2 tests need python3-h2")
     import h2client
+    from test_access_log import GUNICORN_DEFAULT, wait_line
     mode = dict(WSGI_MODES["pump"], name="pump")
+    log = tmp_path / "access.log"
+    args = static_args(tree) + ["--access-logfile", str(log)]
     if transport == "h2c":
-        s = h2client.h2c_server(tmp_path / "srv", mode,
-                                args=static_args(tree))
+        s = h2client.h2c_server(tmp_path / "srv", mode, args=args)
     else:
         s = h2client.h2_tls_server(tmp_path / "srv", helpers.tls_pki(), mode,
-                                   args=static_args(tree))
+                                   args=args)
     data, big = tree.data["r.bin"], tree.data["big5.bin"]
     with served(s), h2client.connect(s) as c:
         r = c.get("/static/hello.txt")
@@ -317,6 +319,17 @@ def test_http2(tree, tmp_path, transport):
         assert r.status == 405 and r.header("allow") == ALLOW, r
         r = c.get("/hello")
         assert (r.status, bytes(r.body)) == (200, b"hello\n"), r
+        # the access log counts the body's bytes, a file's as well
+        for t, status, n in [("/static/hello.txt?al=h2", 200, 14),
+                             ("/static/r.bin?al=h2r", 206, 20),
+                             ("/static/missing?al=h2", 404, None)]:
+            hs = [("range", "bytes=10-29")] if "h2r" in t else []
+            r = c.get(t, hs)
+            assert r.status == status and len(r.body) == (n or len(r.body))
+            g = GUNICORN_DEFAULT.match(wait_line(log, t))
+            assert g and g.group("r") == "GET %s HTTP/2.0" % t, g
+            assert g.group("s") == str(status), g.groups()
+            assert g.group("b") == str(len(r.body)), g.groups()
     assert not no_static_calls(s)
 
 

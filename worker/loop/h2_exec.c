@@ -127,6 +127,18 @@ void sl_h2_stream_take_out(sl_h2_t *h2, sl_h2_stream_t *s)
     }
 }
 
+/* S's answer, made by the loop itself and noted: framed, and counted once
+ * (HEAD: its request's head was whole). */
+static void answered_here(sl_h2_t *h2, sl_h2_stream_t *s, bool head)
+{
+    s->resp_end = true;
+    answer(h2, s);
+    if (!s->counted) {
+        s->counted = true;
+        sl_exch_done(h2->c->pump, &s->x, head);
+    }
+}
+
 /* Answer S with a response the loop makes itself (STATUS, or the health
  * check's), as its executor would have. */
 static void answer_self(sl_h2_t *h2, sl_h2_stream_t *s, int status)
@@ -145,12 +157,7 @@ static void answer_self(sl_h2_t *h2, sl_h2_stream_t *s, int status)
         (void)sl_http_health_head(&s->raw, &x->req,
                                   !p->drain.terminating || p->drain.restart);
     sl_exch_note_head(x, s->raw.data + mark, s->raw.len - mark, true);
-    s->resp_end = true;
-    answer(h2, s);
-    if (!s->counted) {
-        s->counted = true;
-        sl_exch_done(p, x, status == 0 || x->req.method_len > 0);
-    }
+    answered_here(h2, s, status == 0 || x->req.method_len > 0);
 }
 
 /* Answer S from the --static map MAP (static.h): the head, then the file
@@ -177,12 +184,7 @@ static void answer_static(sl_h2_t *h2, sl_h2_stream_t *s, int map)
         s->tail.len = body.len;
         x->resp_body = body.len;
     }
-    s->resp_end = true;
-    answer(h2, s);
-    if (!s->counted) {
-        s->counted = true;
-        sl_exch_done(p, x, true);
-    }
+    answered_here(h2, s, true);
 }
 
 /* Hand S's request to the executor, or run it here (on-loop). */
