@@ -482,7 +482,7 @@ int sl_h2_stream_head_out(sl_h2_stream_t *s, nghttp2_nv *nv, size_t n,
     return 1;
 }
 
-/* Copy up to N bytes of the tail (the file, then lent bytes) into BUF:
+/* Copy up to N bytes of the tail (a file or lent bytes) into BUF:
  * the count, 0 when it is all sent, -1 when the file failed. */
 static long tail_out(sl_h2_stream_t *s, uint8_t *buf, size_t n)
 {
@@ -490,8 +490,7 @@ static long tail_out(sl_h2_stream_t *s, uint8_t *buf, size_t n)
 
     if (s->tail.file_fd >= 0) {
         if (s->tail.len == 0) {
-            close(s->tail.file_fd);
-            s->tail.file_fd = -1;
+            sl_tail_drop(&s->tail, s->x.conn->pump->exec->release);
         } else {
             if (n > s->tail.len)
                 n = s->tail.len;
@@ -511,11 +510,8 @@ static long tail_out(sl_h2_stream_t *s, uint8_t *buf, size_t n)
         memcpy(buf, s->tail.mem, n);
         s->tail.mem += n;
         s->tail.len -= n;
-        if (s->tail.len == 0) {
-            s->x.conn->pump->exec->release(s->tail.mem_owner);
-            s->tail.mem = NULL;
-            s->tail.mem_owner = NULL;
-        }
+        if (s->tail.len == 0)
+            sl_tail_drop(&s->tail, s->x.conn->pump->exec->release);
         return (long)n;
     }
     return 0;
