@@ -15,6 +15,17 @@ passed=0
 failed=0
 skipped=0
 
+# name_failures LOG: the lines of LOG that name what failed, at most 20:
+# pytest's short summary ("FAILED file::test - why", "ERROR ..."), a check
+# suite's failing cases ("file.c:N:F:case:test:0: why"), a sanitizer's
+# headline. CI shows the head and the tail of its output, and a make check
+# run keeps each program's output in its own log: these lines, printed
+# before the count, say which test to look at.
+name_failures() {
+    grep -E '^(FAILED|ERROR)[: ]|:[0-9]+:[FE]:|^==[0-9]+==ERROR: |runtime error: |^WARNING: ThreadSanitizer' \
+        "$1" 2>/dev/null | cut -c1-300 | head -n 20
+}
+
 for log in "$@"; do
     trs=${log%.log}.trs
     result=$(sed -n 's/^:test-result: *\([A-Z]*\).*/\1/p' "$trs" 2>/dev/null |
@@ -67,6 +78,14 @@ for log in "$@"; do
         *SKIP*) s=1 ;;
         *) p=1 ;;
         esac
+    fi
+    if [ "$bad" = yes ] || [ "$x" -gt 0 ]; then
+        named=$(name_failures "$log")
+        if [ -n "$named" ]; then
+            printf '%s\n' "$named" | sed "s|^|failed: ${log%.log}: |"
+        else
+            echo "failed: ${log%.log}: (no failing test named: see $log)"
+        fi
     fi
     passed=$((passed + p))
     failed=$((failed + x))
