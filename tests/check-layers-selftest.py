@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 
+from selftest import report
+
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                       "check-layers.py")
 
@@ -224,8 +226,6 @@ def check_no_root(tmp):
 
 
 def main():
-    failures = 0
-    total = 0
     with tempfile.TemporaryDirectory(prefix="check-layers.") as tmp:
         results = [("clean tree passes", check_clean(tmp)),
                    ("missing tree is a hard error", check_no_root(tmp)),
@@ -235,19 +235,7 @@ def main():
                     check_socket_io(tmp))]
         for number, (name, files, expected) in enumerate(CASES):
             results.append((name, check_case(tmp, number, files, expected)))
-        for name, (problems, lines) in results:
-            total += 1
-            if not problems:
-                print("ok: " + name)
-                continue
-            failures += 1
-            print("FAILED: %s: %s" % (name, "; ".join(problems)))
-            for line in lines:
-                print("    | " + line)
-    print("check-layers-selftest.py: Checks: %d, Failures: %d, Errors: 0"
-          % (total, failures))
-    return 1 if failures else 0
-
+    return report("check-layers-selftest.py", results)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 
+from selftest import report
+
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                       "summary.sh")
 
@@ -88,21 +90,11 @@ def check_case(tmp, number, programs, count, named):
 
 
 def main():
-    failures = 0
     with tempfile.TemporaryDirectory(prefix="summary-selftest.") as tmp:
-        for number, (name, programs, count, named) in enumerate(CASES):
-            problems, lines = check_case(tmp, number, programs, count, named)
-            if not problems:
-                print("ok: " + name)
-                continue
-            failures += 1
-            print("FAILED: %s: %s" % (name, "; ".join(problems)))
-            for line in lines:
-                print("    | " + line)
-    print("summary-selftest.py: Checks: %d, Failures: %d, Errors: 0"
-          % (len(CASES), failures))
-    return 1 if failures else 0
-
+        results = [(name, check_case(tmp, number, programs, count, named))
+                   for number, (name, programs, count, named)
+                   in enumerate(CASES)]
+    return report("summary-selftest.py", results)
 
 if __name__ == "__main__":
     sys.exit(main())
