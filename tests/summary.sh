@@ -8,7 +8,9 @@
 # "X passed, Y failed, ..." line are read from each log. A program whose
 # harness result is FAIL or ERROR but whose log shows no failing test (it
 # crashed, or never got going) counts as one failed test; one with no
-# count at all counts as one test of its harness result.
+# count at all counts as one test of its harness result. Each failed
+# program first gets "failed: PROGRAM: LINE" lines naming its failed tests
+# (name_failures, below); .ci/run repeats them at its end.
 # Exits 1 when anything failed, so the caller can use it as the verdict.
 
 passed=0
