@@ -237,5 +237,6 @@ def main():
             results.append((name, check_case(tmp, number, files, expected)))
     return report("check-layers-selftest.py", results)
 
+
 if __name__ == "__main__":
     sys.exit(main())

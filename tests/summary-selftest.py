@@ -96,5 +96,6 @@ def main():
                    in enumerate(CASES)]
     return report("summary-selftest.py", results)
 
+
 if __name__ == "__main__":
     sys.exit(main())

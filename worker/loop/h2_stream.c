@@ -482,39 +482,34 @@ int sl_h2_stream_head_out(sl_h2_stream_t *s, nghttp2_nv *nv, size_t n,
     return 1;
 }
 
-/* Copy up to N bytes of the tail (a file or lent bytes) into BUF:
- * the count, 0 when it is all sent, -1 when the file failed. */
+/* Copy up to N (> 0) bytes of the tail (a file or lent bytes) into BUF:
+ * the count, 0 when it is all sent, -1 when the file failed. The tail is
+ * dropped (its file closed, its lent bytes given back) with its last
+ * byte copied. */
 static long tail_out(sl_h2_stream_t *s, uint8_t *buf, size_t n)
 {
     ssize_t got;
 
-    if (s->tail.file_fd >= 0) {
-        if (s->tail.len == 0) {
-            sl_tail_drop(&s->tail, s->x.conn->pump->exec->release);
-        } else {
-            if (n > s->tail.len)
-                n = s->tail.len;
-            do
-                got = pread(s->tail.file_fd, buf, n, s->tail.file_off);
-            while (got < 0 && errno == EINTR);
-            if (got <= 0)
-                return -1; /* it shrank, or failed: the response is short */
-            s->tail.file_off += got;
-            s->tail.len -= (size_t)got;
-            return (long)got;
-        }
-    }
-    if (s->tail.mem != NULL) {
-        if (n > s->tail.len)
-            n = s->tail.len;
+    if (n > s->tail.len)
+        n = s->tail.len;
+    if (n == 0) {
+        /* all sent, or an empty file's */
+    } else if (s->tail.file_fd >= 0) {
+        do
+            got = pread(s->tail.file_fd, buf, n, s->tail.file_off);
+        while (got < 0 && errno == EINTR);
+        if (got <= 0)
+            return -1; /* it shrank, or failed: the response is short */
+        n = (size_t)got;
+        s->tail.file_off += got;
+    } else {
         memcpy(buf, s->tail.mem, n);
         s->tail.mem += n;
-        s->tail.len -= n;
-        if (s->tail.len == 0)
-            sl_tail_drop(&s->tail, s->x.conn->pump->exec->release);
-        return (long)n;
     }
-    return 0;
+    s->tail.len -= n;
+    if (s->tail.len == 0 && sl_tail_any(&s->tail))
+        sl_tail_drop(&s->tail, s->x.conn->pump->exec->release);
+    return (long)n;
 }
 
 /* Parse a chunk size line at P[0..N): its size, the line's length in
